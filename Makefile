@@ -1,0 +1,51 @@
+# omnigraph-worker: every target works on a fresh clone after `bash .ci/run` has installed deps.
+GO        ?= go
+NODE_DIR  := integration/lancecompat
+GOFLAGS   ?=
+export GOFLAGS
+
+.PHONY: run test unit race lance-compat bench fuzz vet build npm clean
+
+build:
+	$(GO) build -o bin/worker ./cmd/worker
+
+run: build
+	./bin/worker run
+
+# The README's test command: static checks, unit tests under the race detector, then the
+# interop suite against the official Lance engine.
+test: vet race lance-compat
+
+vet:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './$(NODE_DIR)/node_modules/*')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+race:
+	$(GO) test -race -count=1 ./...
+
+unit:
+	$(GO) test -count=1 ./...
+
+$(NODE_DIR)/node_modules: $(NODE_DIR)/package-lock.json
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund
+	@touch $@
+
+npm: $(NODE_DIR)/node_modules
+
+lance-compat: npm
+	$(GO) run ./integration/lancecompat/driver -script $(NODE_DIR)/compat.mjs
+
+bench: npm
+	$(GO) run ./integration/bench -script $(NODE_DIR)/compat.mjs
+
+# Short fuzz runs of every parser; corpora live in testdata/fuzz of each package.
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test ./lance/file -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./lance/file -run '^$$' -fuzz '^FuzzReadPage$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./lance -run '^$$' -fuzz '^FuzzManifest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./lance -run '^$$' -fuzz '^FuzzTransaction$$' -fuzztime $(FUZZTIME)
+
+clean:
+	rm -rf bin .data

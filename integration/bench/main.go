@@ -1,0 +1,148 @@
+// Command bench measures the Go lance package against the official Lance engine on the same
+// machine in the same run, and prints each figure as a ratio:
+//
+//	bench: lance-append-1k go_p50_ms=… lance_p50_ms=… ratio=…
+//
+// Ratios below 1 mean the Go path is faster. Nothing here asserts a time: the figures are for
+// people (and the closing notes), not for pass/fail.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+var peopleSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "age", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+}, nil)
+
+func people(k, n int) arrow.Record {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, peopleSchema)
+	defer b.Release()
+	for i := 0; i < n; i++ {
+		b.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("p%d-%d", k, i))
+		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("name-%d-%d", k, i))
+		b.Field(2).(*array.Int64Builder).Append(int64(i % 90))
+		b.Field(3).(*array.Float64Builder).Append(float64(i) * 0.5)
+	}
+	return b.NewRecord()
+}
+
+type nodeResult struct {
+	AppendP50 float64 `json:"append_p50_ms"`
+	ScanP50   float64 `json:"scan_p50_ms"`
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[(len(s)-1)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// goRun mirrors compat.mjs bench: create from one batch, time iters appends, then time iters
+// full scans of the score column.
+func goRun(ctx context.Context, dir string, rows, iters int) (appendP50, scanP50 float64, err error) {
+	st, err := storage.Open(ctx, dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer st.Close()
+	s, _ := schema.FromArrow(peopleSchema)
+	d, err := lance.Create(ctx, st, s, []arrow.Record{people(-1, rows)}, lance.CreateOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	batches := make([]arrow.Record, iters)
+	for k := range batches {
+		batches[k] = people(k, rows)
+	}
+	var app, scan []float64
+	for k := 0; k < iters; k++ {
+		t0 := time.Now()
+		staged, err := d.StageAppend(ctx, []arrow.Record{batches[k]}, lance.StageOptions{})
+		if err != nil {
+			return 0, 0, err
+		}
+		if d, err = d.Commit(ctx, staged); err != nil {
+			return 0, 0, err
+		}
+		app = append(app, ms(time.Since(t0)))
+	}
+	for k := 0; k < iters; k++ {
+		t0 := time.Now()
+		recs, err := d.ReadAll(ctx, lance.ScanOptions{Columns: []string{"score"}})
+		if err != nil {
+			return 0, 0, err
+		}
+		var n int64
+		for _, r := range recs {
+			n += r.NumRows()
+			r.Release()
+		}
+		scan = append(scan, ms(time.Since(t0)))
+		if n != int64(rows*(iters+1)) {
+			return 0, 0, fmt.Errorf("scan saw %d rows, want %d", n, rows*(iters+1))
+		}
+	}
+	return median(app), median(scan), nil
+}
+
+func nodeRun(ctx context.Context, script, dir string, rows, iters int) (nodeResult, error) {
+	out, err := exec.CommandContext(ctx, "node", script, "bench", dir, "--rows", fmt.Sprint(rows), "--iters", fmt.Sprint(iters)).Output()
+	if err != nil {
+		return nodeResult{}, fmt.Errorf("node bench: %v", err)
+	}
+	var r nodeResult
+	err = json.Unmarshal(out, &r)
+	return r, err
+}
+
+func main() {
+	script := flag.String("script", "integration/lancecompat/compat.mjs", "path of compat.mjs")
+	iters := flag.Int("iters", 30, "timed repetitions per measurement")
+	flag.Parse()
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "lance-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(tmp)
+	for _, size := range []struct {
+		label string
+		rows  int
+	}{{"1k", 1000}, {"8k", 8192}} {
+		gA, gS, err := goRun(ctx, filepath.Join(tmp, "go-"+size.label), size.rows, *iters)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "go:", err)
+			os.Exit(1)
+		}
+		n, err := nodeRun(ctx, *script, filepath.Join(tmp, "node-"+size.label), size.rows, *iters)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("bench: lance-append-%s go_p50_ms=%.3f lance_p50_ms=%.3f ratio=%.2f\n", size.label, gA, n.AppendP50, gA/n.AppendP50)
+		fmt.Printf("bench: lance-scan-%s-x%d go_p50_ms=%.3f lance_p50_ms=%.3f ratio=%.2f\n", size.label, *iters+1, gS, n.ScanP50, gS/n.ScanP50)
+	}
+}

@@ -1,0 +1,278 @@
+#!/usr/bin/env node
+// Interop tool: the official Lance engine (@lancedb/lancedb 0.31.0 = Rust lance 8.0.0) against
+// datasets written by the Go lance package, and vice versa.
+//
+//   node compat.mjs verify <dir>                      read <dir>/cases.json, check every case
+//   node compat.mjs mutate <dir>                      apply <dir>/mutate.json steps in order
+//   node compat.mjs write  <dir>                      create reference tables + <dir>/cases.json
+//   node compat.mjs bench  <dir> --rows N --iters K   append/scan timings, one JSON line
+//
+// stdout: one JSON object per line ({"case":..,"ok":..,"error"?:..}; bench prints one summary).
+// stderr: diagnostics. Exit 0 when the command ran (even with failed cases), 1 when it could not
+// run, 2 on bad usage.
+import fs from "node:fs";
+import path from "node:path";
+import { arrow, compareIdLists, compareRows, fromCanonical } from "./canonical.mjs";
+import { appendRows, connect, ensureFreshDir, openAt, scan, typesOf, V20_STABLE } from "./engine.mjs";
+import { runWrite } from "./write.mjs";
+
+const ID = "id";
+
+export function emit(obj) {
+  process.stdout.write(JSON.stringify(obj) + "\n");
+}
+const log = (...a) => console.error("[compat]", ...a);
+// errText condenses an engine error: lance repeats the message in a "Caused by" chain and appends
+// Rust source locations; keep distinct segments without the locations, capped in length.
+export function errText(e) {
+  const raw = (e && e.message ? e.message : String(e)).replace(/\s+/g, " ").trim();
+  const segs = [];
+  for (let seg of raw.split(/ Caused by: /)) {
+    seg = seg.replace(/,? \/\S+\.rs:\d+:\d+/g, "").trim();
+    if (seg && !segs.some((s) => s.includes(seg))) segs.push(seg);
+  }
+  const out = segs.join(" <- ");
+  return out.length > 800 ? out.slice(0, 800) + "..." : out;
+}
+
+function readJSON(file) {
+  try {
+    return JSON.parse(fs.readFileSync(file, "utf8"));
+  } catch (e) {
+    throw new Error(`cannot read ${file}: ${errText(e)}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// verify
+
+async function verifyCase(db, c) {
+  const fails = [];
+  // check runs one labelled check; an engine exception is reported against that check.
+  const check = async (label, fn) => {
+    try {
+      const why = await fn();
+      if (why) fails.push(`${label}: ${why}`);
+    } catch (e) {
+      fails.push(`${label}: engine error: ${errText(e)}`);
+    }
+  };
+  let tbl;
+  try {
+    tbl = await openAt(db, c.table, c.branch ?? null, c.version ?? null);
+  } catch (e) {
+    return `open ${c.table}@${c.branch ?? "main"}:v${c.version ?? "latest"}: engine error: ${errText(e)}`;
+  }
+  if (c.version != null) {
+    await check("version", async () => {
+      const v = await tbl.version();
+      return v !== c.version ? `expected ${c.version}, got ${v}` : null;
+    });
+  }
+  if (c.branch != null && c.branch !== "main") {
+    const b = tbl.currentBranch();
+    if (b !== c.branch) fails.push(`branch: expected ${c.branch}, handle is on ${b}`);
+  }
+  if (c.count != null) {
+    await check("countRows", async () => {
+      const n = await tbl.countRows();
+      return n !== c.count ? `expected ${c.count}, got ${n}` : null;
+    });
+  }
+  let schema;
+  try {
+    schema = await tbl.schema();
+  } catch (e) {
+    fails.push(`schema: engine error: ${errText(e)}`);
+    return fails.join(" | ");
+  }
+  const types = typesOf(schema);
+  const tableCols = schema.fields.map((f) => f.name);
+
+  if (c.rows) {
+    const expCols = [...new Set(c.rows.flatMap((r) => Object.keys(r)))];
+    const missing = tableCols.filter((x) => !expCols.includes(x));
+    const extra = expCols.filter((x) => !tableCols.includes(x));
+    if (c.rows.length > 0 && (missing.length || extra.length)) {
+      fails.push(`columns: table has ${JSON.stringify(tableCols)}, expected rows have ${JSON.stringify(expCols)}`);
+    }
+    await check("full scan", async () => {
+      const { rows } = await scan(tbl);
+      return compareRows(c.rows, rows, tableCols.filter((x) => expCols.includes(x)), types, ID);
+    });
+  }
+
+  if (c.columns) {
+    await check(`projected scan ${JSON.stringify(c.columns)}`, async () => {
+      const { rows, names } = await scan(tbl, { columns: c.columns });
+      if (names && JSON.stringify(names) !== JSON.stringify(c.columns)) {
+        return `result columns ${JSON.stringify(names)}`;
+      }
+      if (c.rows) {
+        const exp = c.rows.map((r) => Object.fromEntries(c.columns.map((k) => [k, r[k] ?? null])));
+        return compareRows(exp, rows, c.columns, types, ID);
+      }
+      return c.count != null && rows.length !== c.count ? `expected ${c.count} rows, got ${rows.length}` : null;
+    });
+  }
+
+  for (const f of c.filters ?? []) {
+    await check(`filter ${JSON.stringify(f.where)}`, async () => {
+      const { rows } = await scan(tbl, { where: f.where, columns: [ID] });
+      return compareIdLists(f.ids, rows.map((r) => r[ID]), types[ID]);
+    });
+  }
+  return fails.length ? fails.join(" | ") : null;
+}
+
+async function cmdVerify(dir) {
+  const spec = readJSON(path.join(dir, "cases.json"));
+  if (!Array.isArray(spec.cases)) throw new Error(`${dir}/cases.json: no "cases" array`);
+  const db = await connect(path.resolve(dir));
+  for (const c of spec.cases) {
+    let why;
+    try {
+      why = await verifyCase(db, c);
+    } catch (e) {
+      why = `unexpected error: ${errText(e)}`;
+    }
+    emit(why ? { case: c.name, ok: false, error: why } : { case: c.name, ok: true });
+    if (why) log(`FAIL ${c.name}: ${why}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// mutate
+
+async function runStep(db, s) {
+  const tbl = await openAt(db, s.table, s.branch ?? null, null);
+  switch (s.op) {
+    case "append":
+      if (!Array.isArray(s.rows)) throw new Error(`append needs "rows"`);
+      return appendRows(tbl, s.rows);
+    case "delete": {
+      if (!s.where) throw new Error(`delete needs "where"`);
+      const r = await tbl.delete(s.where);
+      return r?.version ?? (await tbl.version());
+    }
+    case "update": {
+      if (!s.values || typeof s.values !== "object") throw new Error(`update needs "values" (column -> SQL expression)`);
+      const opts = { valuesSql: s.values };
+      if (s.where != null) opts.where = s.where;
+      const r = await tbl.update(opts);
+      return r?.version ?? (await tbl.version());
+    }
+    default:
+      throw new Error(`unknown op ${JSON.stringify(s.op)} (want append|delete|update)`);
+  }
+}
+
+async function cmdMutate(dir) {
+  const spec = readJSON(path.join(dir, "mutate.json"));
+  if (!Array.isArray(spec.steps)) throw new Error(`${dir}/mutate.json: no "steps" array`);
+  const db = await connect(path.resolve(dir));
+  for (const s of spec.steps) {
+    try {
+      const version = await runStep(db, s);
+      emit({ case: s.name, ok: true, version });
+    } catch (e) {
+      const error = `${s.op} on ${s.table}@${s.branch ?? "main"}: ${errText(e)}`;
+      emit({ case: s.name, ok: false, error });
+      log(`FAIL ${s.name}: ${error}`);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// bench
+
+function p50(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.ceil(s.length / 2) - 1]; // nearest-rank median
+}
+const ms = (x) => Math.round(x * 1000) / 1000;
+
+async function cmdBench(dir, N, K) {
+  ensureFreshDir(dir);
+  const schema = new arrow.Schema([
+    new arrow.Field("id", new arrow.Utf8(), true),
+    new arrow.Field("name", new arrow.Utf8(), true),
+    new arrow.Field("age", new arrow.Int64(), true),
+    new arrow.Field("score", new arrow.Float64(), true),
+  ]);
+  const batch = (k) => fromCanonical(Array.from({ length: N }, (_, i) => ({
+    id: `p${k}-${i}`, name: `name-${k}-${i}`, age: String(i % 90), score: i * 0.5,
+  })), schema);
+  const warm = batch(-1);
+  const batches = Array.from({ length: K }, (_, k) => batch(k));
+
+  const db = await connect(path.resolve(dir));
+  const tbl = await db.createTable("people", warm, { mode: "create", storageOptions: V20_STABLE });
+  const append = [];
+  for (const b of batches) {
+    const t0 = performance.now();
+    await tbl.add(b);
+    append.push(performance.now() - t0);
+  }
+  const total = await tbl.countRows();
+  const scanT = [];
+  for (let k = 0; k < K; k++) {
+    const t0 = performance.now();
+    const t = await tbl.query().select(["score"]).toArrow();
+    scanT.push(performance.now() - t0);
+    if (t.numRows !== total) throw new Error(`scan ${k} returned ${t.numRows} rows, want ${total}`);
+  }
+  emit({
+    append_ms: append.map(ms), append_p50_ms: ms(p50(append)),
+    scan_ms: scanT.map(ms), scan_p50_ms: ms(p50(scanT)),
+    rows: N, iters: K, total_rows: total,
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const USAGE = `usage:
+  node compat.mjs verify <dir>
+  node compat.mjs mutate <dir>
+  node compat.mjs write  <dir>
+  node compat.mjs bench  <dir> --rows N --iters K`;
+
+function parseBenchArgs(args) {
+  const o = { rows: null, iters: null };
+  for (let i = 0; i < args.length; i++) {
+    const m = /^--(rows|iters)(?:=(.*))?$/.exec(args[i]);
+    if (!m) throw new Error(`unknown bench argument ${args[i]}`);
+    o[m[1]] = Number(m[2] ?? args[++i]);
+  }
+  for (const k of ["rows", "iters"]) {
+    if (!Number.isInteger(o[k]) || o[k] < 1) throw new Error(`--${k} must be a positive integer`);
+  }
+  return o;
+}
+
+async function main(argv) {
+  const [cmd, dir, ...rest] = argv;
+  if (!cmd || !dir || (cmd !== "bench" && rest.length)) {
+    console.error(USAGE);
+    return 2;
+  }
+  let bench;
+  if (cmd === "bench") {
+    try { bench = parseBenchArgs(rest); } catch (e) { console.error(errText(e) + "\n" + USAGE); return 2; }
+  }
+  try {
+    switch (cmd) {
+      case "verify": await cmdVerify(dir); break;
+      case "mutate": await cmdMutate(dir); break;
+      case "write": await runWrite(dir, emit, log); break;
+      case "bench": await cmdBench(dir, bench.rows, bench.iters); break;
+      default: console.error(`unknown command ${cmd}\n${USAGE}`); return 2;
+    }
+  } catch (e) {
+    console.error(`[compat] fatal: ${e && e.stack ? e.stack : e}`);
+    return 1;
+  }
+  return 0;
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,140 @@
+// Command driver runs the Lance interop suite: the Go lance package and the official Lance engine
+// (through integration/lancecompat/compat.mjs under Node) each write tables the other must read
+// row for row, and each mutates tables the other wrote. Its last line is exactly
+// "lance-compat: N passed, M failed"; it exits non-zero when M > 0.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/omnigraph/omnigraph-worker/integration/lancecompat/canon"
+)
+
+type result struct {
+	Case  string `json:"case"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+type suite struct {
+	node    string
+	script  string
+	results []result
+	verbose bool
+}
+
+func (s *suite) add(name string, err error) {
+	r := result{Case: name, OK: err == nil}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	s.record(r)
+}
+
+func (s *suite) record(r result) {
+	s.results = append(s.results, r)
+	if !r.OK {
+		fmt.Printf("FAIL %s: %s\n", r.Case, r.Error)
+	} else if s.verbose {
+		fmt.Printf("ok   %s\n", r.Case)
+	}
+}
+
+// runNode runs one compat.mjs subcommand and records each JSON result line it prints.
+func (s *suite) runNode(ctx context.Context, prefix string, args ...string) error {
+	cmd := exec.CommandContext(ctx, s.node, append([]string{s.script}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		s.add(prefix+"node "+args[0], fmt.Errorf("node compat.mjs %s: %v", strings.Join(args, " "), err))
+		return err
+	}
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var r result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			s.add(prefix+"node-output", fmt.Errorf("unparseable line %q", sc.Text()))
+			continue
+		}
+		r.Case = prefix + r.Case
+		s.record(r)
+	}
+	return nil
+}
+
+func main() {
+	work := flag.String("work", "", "working directory (default: a fresh temp dir, removed afterwards)")
+	script := flag.String("script", "integration/lancecompat/compat.mjs", "path of compat.mjs")
+	verbose := flag.Bool("v", false, "print every case")
+	flag.Parse()
+	dir := *work
+	if dir == "" {
+		d, err := os.MkdirTemp("", "lance-compat-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	s := &suite{node: "node", script: *script, verbose: *verbose}
+	ctx := context.Background()
+
+	goDir, nodeDir := filepath.Join(dir, "go"), filepath.Join(dir, "node")
+	model, err := writeGoTables(ctx, s, goDir)
+	if err == nil {
+		if err := s.runNode(ctx, "node-reads-go/", "verify", goDir); err == nil {
+			mutateAndCheck(ctx, s, goDir, model)
+		}
+	}
+	if err := s.runNode(ctx, "node-writes/", "write", nodeDir); err == nil {
+		readNodeTables(ctx, s, nodeDir)
+	}
+
+	failed := 0
+	for _, r := range s.results {
+		if !r.OK {
+			failed++
+		}
+	}
+	fmt.Printf("lance-compat: %d passed, %d failed\n", len(s.results)-failed, failed)
+	if failed > 0 {
+		os.Exit(1)
+	}
+}
+
+// verifyCase is one entry of cases.json in the verify format compat.mjs reads.
+type verifyCase struct {
+	Name    string       `json:"name"`
+	Table   string       `json:"table"`
+	Version *uint64      `json:"version"`
+	Branch  *string      `json:"branch"`
+	Count   int          `json:"count"`
+	Rows    []canon.Row  `json:"rows,omitempty"`
+	Columns []string     `json:"columns,omitempty"`
+	Filters []caseFilter `json:"filters,omitempty"`
+}
+
+type caseFilter struct {
+	Where string `json:"where"`
+	IDs   []any  `json:"ids"`
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

@@ -1,0 +1,64 @@
+// Thin helpers around the official engine (@lancedb/lancedb 0.31.0, Rust lance 8.0.0).
+import fs from "node:fs";
+import * as lancedb from "@lancedb/lancedb";
+import { fromCanonical, toCanonical, toIPCFile } from "./canonical.mjs";
+
+// Storage options every table written by this suite uses (Lance file format 2.0).
+export const V20 = { new_table_data_storage_version: "2.0" };
+export const V20_STABLE = { ...V20, new_table_enable_stable_row_ids: "true" };
+
+export async function connect(dir) {
+  return lancedb.connect(dir);
+}
+
+// ensureFreshDir creates dir, or accepts it if it exists and is empty; never deletes anything.
+export function ensureFreshDir(dir) {
+  if (fs.existsSync(dir)) {
+    const entries = fs.readdirSync(dir);
+    if (entries.length > 0) throw new Error(`${dir} is not empty (${entries.slice(0, 5).join(", ")}); need a fresh directory`);
+  } else {
+    fs.mkdirSync(dir, { recursive: true });
+  }
+}
+
+// createTable creates `name` from canonical rows with an explicit Arrow schema. It goes through the
+// native createTable because lancedb's JS sanitizer rejects LargeUtf8/LargeBinary.
+export async function createTable(db, name, schema, rows, storageOptions) {
+  const buf = toIPCFile(fromCanonical(rows, schema));
+  await db.inner.createTable(name, buf, "create", [], storageOptions);
+  return db.openTable(name);
+}
+
+// openAt opens a table at a branch (null/"main" = main) and version (null = latest).
+// With a version the handle is a detached read-only view.
+export async function openAt(db, name, branch, version) {
+  const opts = {};
+  if (branch != null && branch !== "main") opts.branch = branch;
+  if (version != null) opts.version = version;
+  return db.openTable(name, [], opts);
+}
+
+// appendRows appends canonical rows converted with the table's own schema; returns the new version.
+// Uses the native add (IPC file) for the same LargeUtf8 reason as createTable.
+export async function appendRows(tbl, rows) {
+  const schema = await tbl.schema();
+  const res = await tbl.inner.add(toIPCFile(fromCanonical(rows, schema)), "append");
+  return res?.version ?? (await tbl.version());
+}
+
+// typesOf maps column name -> Arrow type for a schema.
+export function typesOf(schema) {
+  const out = {};
+  for (const f of schema.fields) out[f.name] = f.type;
+  return out;
+}
+
+// scan runs a plain query; returns canonical rows and the result column names (null if no rows:
+// lancedb builds an empty Arrow table without a schema when no batch comes back).
+export async function scan(tbl, { columns, where } = {}) {
+  let q = tbl.query();
+  if (where != null) q = q.where(where);
+  if (columns != null) q = q.select(columns);
+  const t = await q.toArrow();
+  return { rows: toCanonical(t), names: t.numRows > 0 ? t.schema.fields.map((f) => f.name) : null };
+}

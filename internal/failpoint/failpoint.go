@@ -1,0 +1,197 @@
+// Package failpoint provides named fault-injection points that are compiled into every build
+// and cost one atomic load when nothing is armed.
+//
+// Points are armed from the environment variable OMNIGRAPH_FAILPOINTS, read once at start-up,
+// or from tests with Enable. The variable holds a semicolon-separated list of name=action
+// pairs, for example:
+//
+//	OMNIGRAPH_FAILPOINTS='storage.put=error;load.after_sidecar=kill'
+//
+// Actions:
+//
+//	error          return an *Error from Inject
+//	kill           SIGKILL the current process (crash tests: nothing runs after this point)
+//	panic          panic with the point's name
+//	sleep(MS)      sleep MS milliseconds, then continue
+//	N*ACTION       fire ACTION on the first N hits only, then go quiet
+//	SKIP+ACTION    let the first SKIP hits pass, then fire ACTION (combines with N*: 2+1*kill)
+package failpoint
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// EnvVar names the environment variable that arms failpoints at process start.
+const EnvVar = "OMNIGRAPH_FAILPOINTS"
+
+// Error is what Inject returns for an armed "error" action.
+type Error struct{ Name string }
+
+func (e *Error) Error() string { return "failpoint " + e.Name + ": injected failure" }
+
+// IsInjected reports whether err is, or wraps, an injected failure.
+func IsInjected(err error) bool {
+	var fe *Error
+	return errors.As(err, &fe)
+}
+
+type kind int
+
+const (
+	kindError kind = iota
+	kindKill
+	kindPanic
+	kindSleep
+)
+
+type point struct {
+	kind  kind
+	sleep time.Duration
+	skip  int64 // hits to let pass before firing
+	count int64 // fires left; <0 = unlimited
+	hits  atomic.Int64
+}
+
+var (
+	armed  atomic.Bool // fast path: false means no point is armed anywhere
+	mu     sync.Mutex
+	points = map[string]*point{}
+)
+
+func init() {
+	if spec := os.Getenv(EnvVar); spec != "" {
+		if err := parseAndArm(spec); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", EnvVar, err)
+			os.Exit(2)
+		}
+	}
+}
+
+func parseAndArm(spec string) error {
+	for _, item := range strings.Split(spec, ";") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, action, ok := strings.Cut(item, "=")
+		if !ok {
+			return fmt.Errorf("%q: want name=action", item)
+		}
+		if err := Enable(strings.TrimSpace(name), strings.TrimSpace(action)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseAction(action string) (*point, error) {
+	p := &point{count: -1}
+	if before, after, ok := strings.Cut(action, "+"); ok {
+		n, err := strconv.ParseInt(before, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("action %q: bad skip count", action)
+		}
+		p.skip, action = n, after
+	}
+	if before, after, ok := strings.Cut(action, "*"); ok {
+		n, err := strconv.ParseInt(before, 10, 64)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("action %q: bad fire count", action)
+		}
+		p.count, action = n, after
+	}
+	switch {
+	case action == "error":
+		p.kind = kindError
+	case action == "kill":
+		p.kind = kindKill
+	case action == "panic":
+		p.kind = kindPanic
+	case strings.HasPrefix(action, "sleep(") && strings.HasSuffix(action, ")"):
+		ms, err := strconv.Atoi(action[len("sleep(") : len(action)-1])
+		if err != nil || ms < 0 {
+			return nil, fmt.Errorf("action %q: bad sleep", action)
+		}
+		p.kind, p.sleep = kindSleep, time.Duration(ms)*time.Millisecond
+	default:
+		return nil, fmt.Errorf("action %q: want error, kill, panic or sleep(MS)", action)
+	}
+	return p, nil
+}
+
+// Enable arms the named point with an action (see the package comment).
+func Enable(name, action string) error {
+	if name == "" {
+		return errors.New("failpoint: empty name")
+	}
+	p, err := parseAction(action)
+	if err != nil {
+		return fmt.Errorf("failpoint %s: %w", name, err)
+	}
+	mu.Lock()
+	points[name] = p
+	armed.Store(true)
+	mu.Unlock()
+	return nil
+}
+
+// Disable disarms the named point.
+func Disable(name string) {
+	mu.Lock()
+	delete(points, name)
+	armed.Store(len(points) > 0)
+	mu.Unlock()
+}
+
+// Reset disarms every point.
+func Reset() {
+	mu.Lock()
+	points = map[string]*point{}
+	armed.Store(false)
+	mu.Unlock()
+}
+
+// Inject runs the named point: nil when it is not armed (the common case, one atomic load),
+// otherwise the armed action.
+func Inject(name string) error {
+	if !armed.Load() {
+		return nil
+	}
+	return fire(name)
+}
+
+func fire(name string) error {
+	mu.Lock()
+	p := points[name]
+	mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	hit := p.hits.Add(1)
+	if hit <= p.skip {
+		return nil
+	}
+	if p.count >= 0 && hit > p.skip+p.count {
+		return nil
+	}
+	switch p.kind {
+	case kindKill:
+		// A real crash: no deferred function, no buffered write, nothing after this point runs.
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is asynchronous; never return into the caller
+	case kindPanic:
+		panic("failpoint " + name)
+	case kindSleep:
+		time.Sleep(p.sleep)
+		return nil
+	}
+	return &Error{Name: name}
+}

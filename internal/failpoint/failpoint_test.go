@@ -1,0 +1,86 @@
+package failpoint
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+func TestInjectOffIsNil(t *testing.T) {
+	Reset()
+	if err := Inject("nothing"); err != nil {
+		t.Fatalf("unarmed point returned %v", err)
+	}
+}
+
+func TestErrorAndCounts(t *testing.T) {
+	t.Cleanup(Reset)
+	if err := Enable("a", "1+2*error"); err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for i := 0; i < 5; i++ {
+		got = append(got, IsInjected(Inject("a")))
+	}
+	want := []bool{false, true, true, false, false}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("hit %d: injected=%v want %v (all %v)", i, got[i], want[i], got)
+		}
+	}
+	if err := Inject("b"); err != nil {
+		t.Fatalf("other point fired: %v", err)
+	}
+	Disable("a")
+	if err := Inject("a"); err != nil {
+		t.Fatalf("disabled point fired: %v", err)
+	}
+}
+
+func TestBadSpecs(t *testing.T) {
+	for _, spec := range []string{"x", "a=explode", "a=0*error", "a=sleep(x)", "a=-1+error", "=error"} {
+		if err := parseAndArm(spec); err == nil {
+			t.Errorf("spec %q accepted", spec)
+		}
+		Reset()
+	}
+}
+
+func TestPanic(t *testing.T) {
+	t.Cleanup(Reset)
+	_ = Enable("p", "panic")
+	defer func() {
+		if r := recover(); r == nil {
+			t.Fatal("no panic")
+		}
+	}()
+	_ = Inject("p")
+}
+
+// TestKillFromEnvironment arms a point through the environment in a child process and checks
+// that the child dies by SIGKILL at that point and not before.
+func TestKillFromEnvironment(t *testing.T) {
+	if os.Getenv("FAILPOINT_CHILD") == "1" {
+		os.Stdout.WriteString("before\n")
+		_ = Inject("child.die")
+		os.Stdout.WriteString("after\n")
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKillFromEnvironment$")
+	cmd.Env = append(os.Environ(), "FAILPOINT_CHILD=1", EnvVar+"=child.die=kill")
+	out, err := cmd.Output()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != -1 {
+		t.Fatalf("child did not die by signal: err=%v out=%q", err, out)
+	}
+	if string(out) != "before\n" {
+		t.Fatalf("child output %q, want only the line before the point", out)
+	}
+}
+
+func BenchmarkInjectOff(b *testing.B) {
+	Reset()
+	for i := 0; i < b.N; i++ {
+		_ = Inject("storage.put")
+	}
+}

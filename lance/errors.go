@@ -1,0 +1,56 @@
+package lance
+
+import (
+	"errors"
+	"fmt"
+)
+
+// FormatError reports a Lance file (manifest, transaction, deletion file) that cannot be decoded.
+type FormatError struct {
+	File   string
+	Offset int64 // -1 when no single offset is to blame
+	Reason string
+}
+
+func (e *FormatError) Error() string {
+	if e.Offset >= 0 {
+		return fmt.Sprintf("lance: %s: at byte %d: %s", e.File, e.Offset, e.Reason)
+	}
+	return fmt.Sprintf("lance: %s: %s", e.File, e.Reason)
+}
+
+// CommitConflictError is returned when the version a staged transaction would create already
+// exists: someone else committed first. Nothing of this transaction became visible.
+type CommitConflictError struct {
+	Dataset     string
+	ReadVersion uint64
+	Version     uint64
+}
+
+func (e *CommitConflictError) Error() string {
+	return fmt.Sprintf("lance: %s: commit conflict: version %d already exists (transaction read version %d)", e.Dataset, e.Version, e.ReadVersion)
+}
+
+// VersionNotFoundError is returned when a requested version (or any version) does not exist.
+type VersionNotFoundError struct {
+	Dataset string
+	Version uint64 // 0: the dataset has no versions at all
+}
+
+func (e *VersionNotFoundError) Error() string {
+	if e.Version == 0 {
+		return fmt.Sprintf("lance: %s: no dataset here", e.Dataset)
+	}
+	return fmt.Sprintf("lance: %s: version %d not found", e.Dataset, e.Version)
+}
+
+// BranchError reports a branch operation refused: bad name, missing or existing branch.
+type BranchError struct {
+	Branch string
+	Reason string
+}
+
+func (e *BranchError) Error() string { return fmt.Sprintf("lance: branch %q: %s", e.Branch, e.Reason) }
+
+// ErrUnsupported marks a dataset feature this implementation does not read or write.
+var ErrUnsupported = errors.New("lance: unsupported")

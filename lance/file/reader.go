@@ -1,0 +1,188 @@
+package file
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
+)
+
+// Source is random access to a file's bytes (an object in storage, or memory). ReadAt returns
+// exactly n bytes at off; the reader keeps the returned slice (arrays it decodes may share it),
+// so a Source must not reuse it.
+type Source interface {
+	Size() int64
+	ReadAt(ctx context.Context, off, n int64) ([]byte, error)
+}
+
+type bytesSource []byte
+
+// BytesSource serves a file held in memory; its reads return sub-slices, without copying.
+func BytesSource(b []byte) Source { return bytesSource(b) }
+
+func (b bytesSource) Size() int64 { return int64(len(b)) }
+
+func (b bytesSource) ReadAt(_ context.Context, off, n int64) ([]byte, error) {
+	if off < 0 || n < 0 || off > int64(len(b)) || n > int64(len(b))-off {
+		return nil, fmt.Errorf("lance file: read of %d bytes at %d outside %d bytes: %w", n, off, len(b), io.ErrUnexpectedEOF)
+	}
+	return b[off : off+n : off+n], nil
+}
+
+// Reader decodes a Lance 2.0 data file. Open reads the footer and the metadata; Read then fetches
+// only the pages it needs. A Reader is safe for concurrent use.
+type Reader struct {
+	name    string
+	src     Source
+	size    int64
+	numRows int64
+	schema  *schema.Schema
+	cols    []columnInfo
+}
+
+// tailRead is how much Open reads from the end of the file first: for most files it holds the
+// footer and all metadata, so opening costs one read.
+const tailRead = 64 << 10
+
+// Open reads the footer, offset tables, file descriptor and column metadata of a 2.0 file. name
+// identifies the file in errors.
+func Open(ctx context.Context, src Source, name string) (*Reader, error) {
+	r := &Reader{name: name, src: src, size: src.Size()}
+	if r.size < footerSize {
+		return nil, r.fail(0, "file is %d bytes, shorter than the %d-byte footer", r.size, footerSize)
+	}
+	tailStart := max(0, r.size-tailRead)
+	tail, err := r.read(ctx, tailStart, r.size-tailStart)
+	if err != nil {
+		return nil, err
+	}
+	fb := tail[len(tail)-footerSize:]
+	end := uint64(r.size - footerSize) // where the footer starts: every table ends before it
+	if string(fb[36:]) != magic {
+		return nil, r.fail(r.size-4, "bad magic %q, not a Lance file", fb[36:])
+	}
+	ft := parseFooter(fb)
+	switch {
+	case ft.major == footerMajor && ft.minor == footerMinor, ft.major == 2 && ft.minor == 0:
+	case ft.major == 0 && ft.minor < 3:
+		return nil, r.fail(int64(end)+32, "legacy (v1) Lance file %d.%d; only 2.0 is supported", ft.major, ft.minor)
+	default:
+		return nil, r.fail(int64(end)+32, "Lance file version %d.%d; only 2.0 (footer 0.3) is supported", ft.major, ft.minor)
+	}
+	switch {
+	case ft.numGlobalBuffers == 0:
+		return nil, r.fail(int64(end)+24, "no global buffers (the file descriptor is global buffer 0)")
+	case ft.gboStart > end || uint64(ft.numGlobalBuffers) > (end-ft.gboStart)/16:
+		return nil, r.fail(int64(end)+16, "global buffer table at %d with %d entries does not fit before the footer at %d", ft.gboStart, ft.numGlobalBuffers, end)
+	case ft.cmoStart > end || uint64(ft.numColumns) > (end-ft.cmoStart)/16:
+		return nil, r.fail(int64(end)+8, "column metadata table at %d with %d entries does not fit before the footer at %d", ft.cmoStart, ft.numColumns, end)
+	case ft.columnMetaStart > ft.cmoStart:
+		return nil, r.fail(int64(end), "column metadata starts at %d, after its offset table at %d", ft.columnMetaStart, ft.cmoStart)
+	}
+	// at returns file bytes [off, off+n), from the tail when it holds them.
+	at := func(off, n uint64) ([]byte, error) {
+		if off >= uint64(tailStart) {
+			i := off - uint64(tailStart)
+			return tail[i : i+n], nil
+		}
+		return r.read(ctx, int64(off), int64(n))
+	}
+	gbo, err := at(ft.gboStart, 16)
+	if err != nil {
+		return nil, err
+	}
+	gb0Pos, gb0Size := binary.LittleEndian.Uint64(gbo), binary.LittleEndian.Uint64(gbo[8:])
+	if gb0Pos > end || gb0Size > end-gb0Pos {
+		return nil, r.fail(int64(ft.gboStart), "file descriptor at %d+%d lies outside the file", gb0Pos, gb0Size)
+	}
+	// Everything from the file descriptor (or the column metadata) to the footer, in one read.
+	lo := min(gb0Pos, ft.columnMetaStart)
+	meta, err := at(lo, end-lo)
+	if err != nil {
+		return nil, err
+	}
+	s, rows, err := parseFileDescriptor(meta[gb0Pos-lo : gb0Pos-lo+gb0Size])
+	if err != nil {
+		return nil, asFormatError(err, name, int64(gb0Pos), "file descriptor: ")
+	}
+	if rows > maxPageRows {
+		return nil, r.fail(int64(gb0Pos), "file claims %d rows, more than a Lance file can hold", rows)
+	}
+	r.schema, r.numRows = s, int64(rows)
+
+	r.cols = make([]columnInfo, ft.numColumns) // bounded: the table's 16 bytes per column fit the file
+	cmo := meta[ft.cmoStart-lo:]
+	for i := range r.cols {
+		pos, size := binary.LittleEndian.Uint64(cmo[16*i:]), binary.LittleEndian.Uint64(cmo[16*i+8:])
+		if pos < ft.columnMetaStart || pos > ft.cmoStart || size > ft.cmoStart-pos {
+			return nil, r.fail(int64(ft.cmoStart)+16*int64(i), "column %d metadata at %d+%d lies outside the column metadata [%d, %d)",
+				i, pos, size, ft.columnMetaStart, ft.cmoStart)
+		}
+		ci, err := parseColumnMetadata(meta[pos-lo:pos-lo+size], uint64(r.size))
+		if err != nil {
+			return nil, asFormatError(err, name, int64(pos), fmt.Sprintf("column %d metadata: ", i))
+		}
+		ci.metaPos = int64(pos)
+		r.cols[i] = ci
+	}
+	return r, nil
+}
+
+// read fetches [off, off+n) from the source, which Open has already bounded by its size.
+func (r *Reader) read(ctx context.Context, off, n int64) ([]byte, error) {
+	b, err := r.src.ReadAt(ctx, off, n)
+	if err != nil {
+		return nil, fmt.Errorf("lance file %s: read %d bytes at %d: %w", r.name, n, off, err)
+	}
+	if int64(len(b)) != n {
+		return nil, fmt.Errorf("lance file %s: read %d bytes at %d, got %d: %w", r.name, n, off, len(b), io.ErrUnexpectedEOF)
+	}
+	return b, nil
+}
+
+func (r *Reader) fail(off int64, format string, args ...any) error {
+	return &FormatError{File: r.name, Offset: off, Reason: fmt.Sprintf(format, args...)}
+}
+
+// NumRows is the row count of the file descriptor.
+func (r *Reader) NumRows() int64 { return r.numRows }
+
+// Schema is the schema stored in the file (global buffer 0). A dataset's manifest schema is the
+// authority on what the columns mean; this one is for inspection and for files read alone.
+func (r *Reader) Schema() *schema.Schema { return r.schema }
+
+// NumColumns is the number of columns in the file.
+func (r *Reader) NumColumns() int { return len(r.cols) }
+
+// fetchPage reads a page's buffers: in one read when they sit together (as writers put them),
+// else one read each.
+func (r *Reader) fetchPage(ctx context.Context, p *pageInfo) (*page, error) {
+	pg := &page{bufs: make([][]byte, len(p.offsets)), rows: p.rows}
+	if len(p.offsets) == 0 {
+		return pg, nil
+	}
+	lo, hi, sum := p.offsets[0], uint64(0), uint64(0)
+	for i, off := range p.offsets {
+		lo, hi, sum = min(lo, off), max(hi, off+p.sizes[i]), sum+p.sizes[i]
+	}
+	if hi-lo <= sum+bufferAlign*uint64(len(p.offsets)) {
+		all, err := r.read(ctx, int64(lo), int64(hi-lo))
+		if err != nil {
+			return nil, err
+		}
+		for i, off := range p.offsets {
+			pg.bufs[i] = all[off-lo : off-lo+p.sizes[i] : off-lo+p.sizes[i]]
+		}
+		return pg, nil
+	}
+	for i, off := range p.offsets {
+		b, err := r.read(ctx, int64(off), int64(p.sizes[i]))
+		if err != nil {
+			return nil, err
+		}
+		pg.bufs[i] = b
+	}
+	return pg, nil
+}

@@ -1,0 +1,431 @@
+package lance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/omnigraph/omnigraph-worker/lance/file"
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+// ScanOptions choose what a scan returns.
+type ScanOptions struct {
+	Columns   []string // nil: every column
+	Filter    *Filter  // nil: every live row
+	BatchRows int      // rows read per step from a fragment; default 65,536
+}
+
+// Scanner streams the live rows of one version, fragment by fragment, reading only the
+// columns asked for (plus the filter's).
+type Scanner struct {
+	d       *Dataset
+	opts    ScanOptions
+	out     *schema.Schema // projected schema returned to the caller
+	read    *schema.Schema // projected + filter columns
+	outIdx  []int          // positions of out's columns within read
+	frag    int
+	cur     *fragmentReader
+	mem     memory.Allocator
+	arrowSc *arrow.Schema
+}
+
+// Scan starts a scan of this version.
+func (d *Dataset) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) {
+	if opts.BatchRows <= 0 {
+		opts.BatchRows = 1 << 16
+	}
+	cols := opts.Columns
+	if cols == nil {
+		for _, f := range d.Schema().Fields {
+			cols = append(cols, f.Name)
+		}
+	}
+	out, err := d.Schema().Project(cols)
+	if err != nil {
+		return nil, err
+	}
+	readCols := append([]string(nil), cols...)
+	if opts.Filter != nil {
+		for _, c := range opts.Filter.Columns {
+			if out.Field(c) == nil {
+				readCols = append(readCols, c)
+			}
+		}
+	}
+	read, err := d.Schema().Project(readCols)
+	if err != nil {
+		return nil, err
+	}
+	as, err := out.ToArrow()
+	if err != nil {
+		return nil, err
+	}
+	idx := make([]int, len(cols))
+	for i := range cols {
+		idx[i] = i
+	}
+	return &Scanner{d: d, opts: opts, out: out, read: read, outIdx: idx, mem: memory.DefaultAllocator, arrowSc: as}, nil
+}
+
+// Schema is the Arrow schema of the records Next returns.
+func (s *Scanner) Schema() *arrow.Schema { return s.arrowSc }
+
+// Next returns the next non-empty batch of live rows, or io.EOF. The caller releases it.
+func (s *Scanner) Next(ctx context.Context) (arrow.Record, error) {
+	for {
+		if s.cur == nil {
+			if s.frag >= len(s.d.manifest.Fragments) {
+				return nil, io.EOF
+			}
+			fr, err := s.d.openFragment(ctx, &s.d.manifest.Fragments[s.frag], s.read)
+			if err != nil {
+				return nil, err
+			}
+			s.cur, s.frag = fr, s.frag+1
+		}
+		rec, err := s.cur.next(ctx, s.opts.BatchRows, s.mem)
+		if err == io.EOF {
+			s.cur = nil
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		rec, err = s.apply(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		if rec.NumRows() == 0 {
+			rec.Release()
+			continue
+		}
+		return rec, nil
+	}
+}
+
+// apply drops deleted and unselected rows and the filter-only columns.
+func (s *Scanner) apply(ctx context.Context, rec arrow.Record) (arrow.Record, error) {
+	keep := s.cur.liveMask(rec.NumRows())
+	if s.opts.Filter != nil {
+		m, err := s.opts.Filter.Match(rec)
+		if err != nil {
+			rec.Release()
+			return nil, err
+		}
+		if keep == nil {
+			keep = m
+		} else {
+			for i := range keep {
+				keep[i] = keep[i] && m[i]
+			}
+		}
+	}
+	if len(s.read.Fields) != len(s.out.Fields) {
+		cols := make([]arrow.Array, len(s.outIdx))
+		for i, j := range s.outIdx {
+			cols[i] = rec.Column(j)
+		}
+		trimmed := array.NewRecord(s.arrowSc, cols, rec.NumRows())
+		rec.Release()
+		rec = trimmed
+	}
+	if keep == nil {
+		return rec, nil
+	}
+	all := true
+	for _, k := range keep {
+		all = all && k
+	}
+	if all {
+		return rec, nil
+	}
+	defer rec.Release()
+	return filterRecord(rec, keep, s.mem)
+}
+
+// filterRecord keeps the rows marked in keep, copying each run of kept rows once.
+func filterRecord(rec arrow.Record, keep []bool, mem memory.Allocator) (arrow.Record, error) {
+	type run struct{ lo, hi int64 }
+	var runs []run
+	var kept int64
+	for i := 0; i < len(keep); {
+		if !keep[i] {
+			i++
+			continue
+		}
+		j := i
+		for j < len(keep) && keep[j] {
+			j++
+		}
+		runs = append(runs, run{int64(i), int64(j)})
+		kept += int64(j - i)
+		i = j
+	}
+	cols := make([]arrow.Array, rec.NumCols())
+	for c := range cols {
+		if len(runs) == 0 {
+			cols[c] = array.MakeArrayOfNull(mem, rec.Column(c).DataType(), 0)
+			continue
+		}
+		parts := make([]arrow.Array, len(runs))
+		for k, r := range runs {
+			parts[k] = array.NewSlice(rec.Column(c), r.lo, r.hi)
+		}
+		out, err := array.Concatenate(parts, mem)
+		for _, p := range parts {
+			p.Release()
+		}
+		if err != nil {
+			for _, done := range cols[:c] {
+				done.Release()
+			}
+			return nil, err
+		}
+		cols[c] = out
+	}
+	out := array.NewRecord(rec.Schema(), cols, kept)
+	for _, c := range cols {
+		c.Release()
+	}
+	return out, nil
+}
+
+// ReadAll scans into memory; convenient for tests and small tables.
+func (d *Dataset) ReadAll(ctx context.Context, opts ScanOptions) ([]arrow.Record, error) {
+	sc, err := d.Scan(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	var out []arrow.Record
+	for {
+		rec, err := sc.Next(ctx)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			for _, r := range out {
+				r.Release()
+			}
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+}
+
+// fragmentReader reads one fragment's rows in steps, across its data files.
+type fragmentReader struct {
+	frag    *Fragment
+	fields  []*schema.Field
+	readers []*file.Reader // per field: the file holding it (nil: the column is absent, all null)
+	colOf   []func(int32) (int, bool)
+	deleted []uint32 // sorted offsets
+	pos     int64
+	sc      *arrow.Schema
+}
+
+func (d *Dataset) openFragment(ctx context.Context, fr *Fragment, read *schema.Schema) (*fragmentReader, error) {
+	as, err := read.ToArrow()
+	if err != nil {
+		return nil, err
+	}
+	r := &fragmentReader{frag: fr, fields: read.Fields, sc: as}
+	opened := map[int]*file.Reader{}
+	for _, f := range read.Fields {
+		fi := -1
+		for i := range fr.Files {
+			for _, id := range fr.Files[i].Fields {
+				if id == f.ID {
+					fi = i
+				}
+			}
+		}
+		if fi < 0 {
+			r.readers = append(r.readers, nil)
+			r.colOf = append(r.colOf, nil)
+			continue
+		}
+		fileReader, ok := opened[fi]
+		if !ok {
+			df := &fr.Files[fi]
+			st, key, err := d.dataFileKey(df)
+			if err != nil {
+				return nil, err
+			}
+			src := &storeSource{st: st, key: key, size: int64(df.FileSizeBytes)}
+			if src.size == 0 {
+				if src.size, err = st.Size(ctx, key); err != nil {
+					return nil, fmt.Errorf("lance: data file %s: %w", st.Location(key), err)
+				}
+			}
+			if fileReader, err = file.Open(ctx, src, st.Location(key)); err != nil {
+				return nil, err
+			}
+			if uint64(fileReader.NumRows()) != fr.PhysicalRows {
+				return nil, &FormatError{File: st.Location(key), Offset: -1, Reason: fmt.Sprintf("file has %d rows, fragment %d says %d", fileReader.NumRows(), fr.ID, fr.PhysicalRows)}
+			}
+			opened[fi] = fileReader
+		}
+		r.readers = append(r.readers, fileReader)
+		r.colOf = append(r.colOf, columnMap(&fr.Files[fi]))
+	}
+	if r.deleted, err = d.deletedOffsets(ctx, fr); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func columnMap(df *DataFile) func(int32) (int, bool) {
+	m := make(map[int32]int, len(df.Fields))
+	for i, id := range df.Fields {
+		if i < len(df.ColumnIndices) && df.ColumnIndices[i] >= 0 {
+			m[id] = int(df.ColumnIndices[i])
+		}
+	}
+	return func(id int32) (int, bool) { c, ok := m[id]; return c, ok }
+}
+
+func (r *fragmentReader) next(ctx context.Context, batch int, mem memory.Allocator) (arrow.Record, error) {
+	total := int64(r.frag.PhysicalRows)
+	if r.pos >= total {
+		return nil, io.EOF
+	}
+	n := min(int64(batch), total-r.pos)
+	cols := make([]arrow.Array, len(r.fields))
+	release := func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}
+	for i, f := range r.fields {
+		if r.readers[i] == nil {
+			dt, err := f.ArrowType()
+			if err != nil {
+				release()
+				return nil, err
+			}
+			cols[i] = array.MakeArrayOfNull(mem, dt, int(n))
+			continue
+		}
+		rec, err := r.readers[i].Read(ctx, []*schema.Field{f}, r.colOf[i], r.pos, n, mem)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		cols[i] = rec.Column(0)
+		cols[i].Retain()
+		rec.Release()
+	}
+	rec := array.NewRecord(r.sc, cols, n)
+	release()
+	r.pos += n
+	return rec, nil
+}
+
+// liveMask marks the rows of the batch just read that are not deleted; nil when all are live.
+func (r *fragmentReader) liveMask(n int64) []bool {
+	start := r.pos - n
+	lo := sort.Search(len(r.deleted), func(i int) bool { return int64(r.deleted[i]) >= start })
+	if lo == len(r.deleted) || int64(r.deleted[lo]) >= r.pos {
+		return nil
+	}
+	keep := make([]bool, n)
+	for i := range keep {
+		keep[i] = true
+	}
+	for _, off := range r.deleted[lo:] {
+		if int64(off) >= r.pos {
+			break
+		}
+		keep[int64(off)-start] = false
+	}
+	return keep
+}
+
+// storeSource adapts a stored object to file.Source with range reads.
+type storeSource struct {
+	st   storage.Store
+	key  string
+	size int64
+}
+
+func (s *storeSource) Size() int64 { return s.size }
+
+func (s *storeSource) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
+	return s.st.GetRange(ctx, s.key, off, n)
+}
+
+// deleteMatching computes the fragments a delete by f changes: new cumulative deletion files,
+// written now, and the ids of fragments left with no live row.
+func (d *Dataset) deleteMatching(ctx context.Context, f Filter) (updated []Fragment, removed []uint64, err error) {
+	read, err := d.Schema().Project(f.Columns)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range d.manifest.Fragments {
+		fr := &d.manifest.Fragments[i]
+		r, err := d.openFragment(ctx, fr, read)
+		if err != nil {
+			return nil, nil, err
+		}
+		dead := map[uint32]bool{}
+		for _, o := range r.deleted {
+			dead[o] = true
+		}
+		before := len(dead)
+		for {
+			start := r.pos
+			rec, err := r.next(ctx, 1<<16, memory.DefaultAllocator)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			m, err := f.Match(rec)
+			rec.Release()
+			if err != nil {
+				return nil, nil, err
+			}
+			for j, hit := range m {
+				if hit {
+					dead[uint32(start)+uint32(j)] = true
+				}
+			}
+		}
+		if len(dead) == before {
+			continue
+		}
+		if uint64(len(dead)) == fr.PhysicalRows {
+			removed = append(removed, fr.ID)
+			continue
+		}
+		offs := make([]uint32, 0, len(dead))
+		for o := range dead {
+			offs = append(offs, o)
+		}
+		sort.Slice(offs, func(a, b int) bool { return offs[a] < offs[b] })
+		body, err := encodeDeletionArrow(offs)
+		if err != nil {
+			return nil, nil, err
+		}
+		nf := fr.clone()
+		nf.Deletion = &DeletionFile{FileType: DeletionArrow, ReadVersion: d.Version(), ID: randomUint64(), NumDeletedRows: uint64(len(offs))}
+		if err := inject("lance.write_deletion_file"); err != nil {
+			return nil, nil, err
+		}
+		if err := d.dir.Put(ctx, deletionKey(nf.ID, nf.Deletion), body); err != nil {
+			return nil, nil, fmt.Errorf("lance: write deletion file: %w", err)
+		}
+		updated = append(updated, nf)
+	}
+	return updated, removed, nil
+}

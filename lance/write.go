@@ -1,0 +1,430 @@
+package lance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/omnigraph/omnigraph-worker/lance/file"
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+// Data format every dataset this package creates is pinned to.
+const (
+	DataFormat     = "lance"
+	DataVersion    = "2.0"
+	fileMajor      = 2
+	fileMinor      = 0
+	maxRowsPerFile = 1 << 20 // lance's default max_rows_per_file: a new fragment per million rows
+)
+
+// Transaction property the product writes on insert-only commits.
+const InsertAbsenceProperty = "omnigraph.insert_absence"
+
+// StageOptions carry what a caller may fix in advance about a transaction.
+type StageOptions struct {
+	// UUID pre-mints the transaction identity (hyphenated UUIDv4); empty mints a fresh one.
+	UUID string
+	// Properties become transaction_properties.
+	Properties map[string]string
+	// FileOptions tune data-file pages (tests use small pages).
+	FileOptions file.Options
+}
+
+// Staged is a transaction whose data and deletion files are written but which no version
+// references yet. Commit makes it visible; dropping it leaves only unreferenced files.
+type Staged struct {
+	Txn  *Transaction
+	base *Dataset // the version the transaction was built from (Txn.ReadVersion)
+}
+
+// CreateOptions configure a new dataset.
+type CreateOptions struct {
+	// DisableStableRowIDs turns off stable row ids (on by default, as OmniGraph does).
+	DisableStableRowIDs bool
+	// V1Naming writes manifests with the legacy V1 names (readers handle both).
+	V1Naming bool
+	Config   map[string]string
+	Stage    StageOptions
+}
+
+// Create writes version 1 of a new dataset at st with the given schema and initial rows (which
+// may be none: a zero-fragment table). It fails with *CommitConflictError if version 1 exists.
+func Create(ctx context.Context, st storage.Store, s *schema.Schema, recs []arrow.Record, opts CreateOptions) (*Dataset, error) {
+	scheme := namingV2
+	if opts.V1Naming {
+		scheme = namingV1
+	}
+	empty := &Manifest{Schema: s, DataFormat: DataFormat, DataVersion: DataVersion}
+	if !opts.DisableStableRowIDs {
+		empty.ReaderFlags, empty.WriterFlags = FlagStableRowIDs, FlagStableRowIDs
+	}
+	base := &Dataset{root: st, dir: st, scheme: scheme, manifest: empty}
+	frags, err := base.writeFragments(ctx, s, recs, opts.Stage.FileOptions)
+	if err != nil {
+		return nil, err
+	}
+	staged := base.newStaged(opts.Stage, Operation{Kind: OpOverwrite, Fragments: frags, Schema: s, ConfigUpsert: opts.Config})
+	return base.Commit(ctx, staged)
+}
+
+func (d *Dataset) newStaged(o StageOptions, op Operation) *Staged {
+	id := o.UUID
+	if id == "" {
+		id = NewUUID()
+	}
+	return &Staged{base: d, Txn: &Transaction{ReadVersion: d.readVersion(), UUID: id, Properties: o.Properties, Op: op}}
+}
+
+// readVersion is 0 for a dataset being created (no manifest on storage yet).
+func (d *Dataset) readVersion() uint64 { return d.manifest.Version }
+
+// StageAppend writes recs as new fragments and returns an Append transaction.
+func (d *Dataset) StageAppend(ctx context.Context, recs []arrow.Record, o StageOptions) (*Staged, error) {
+	frags, err := d.writeFragments(ctx, d.Schema(), recs, o.FileOptions)
+	if err != nil {
+		return nil, err
+	}
+	return d.newStaged(o, Operation{Kind: OpAppend, Fragments: frags}), nil
+}
+
+// StageInsertOnlyUpdate writes recs as new fragments and returns the insert-only filtered
+// Update (RewriteRows, no removed or updated fragments, every field preserved) that OmniGraph
+// commits for a strict insert.
+func (d *Dataset) StageInsertOnlyUpdate(ctx context.Context, recs []arrow.Record, o StageOptions) (*Staged, error) {
+	frags, err := d.writeFragments(ctx, d.Schema(), recs, o.FileOptions)
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint32
+	for _, id := range d.Schema().FieldIDs() {
+		ids = append(ids, uint32(id))
+	}
+	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: frags, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: ids}), nil
+}
+
+// StageOverwrite replaces the whole table with recs (none: a zero-fragment overwrite). A nil
+// schema keeps the current one.
+func (d *Dataset) StageOverwrite(ctx context.Context, s *schema.Schema, recs []arrow.Record, o StageOptions) (*Staged, error) {
+	if s == nil {
+		s = d.Schema()
+	}
+	frags, err := d.writeFragments(ctx, s, recs, o.FileOptions)
+	if err != nil {
+		return nil, err
+	}
+	return d.newStaged(o, Operation{Kind: OpOverwrite, Fragments: frags, Schema: s}), nil
+}
+
+// StageRestore returns a Restore transaction that makes version v current again.
+func (d *Dataset) StageRestore(ctx context.Context, v uint64, o StageOptions) (*Staged, error) {
+	if v == 0 || v > d.Version() {
+		return nil, &VersionNotFoundError{Dataset: d.dir.URI(), Version: v}
+	}
+	if _, _, _, _, err := readManifest(ctx, d.dir, d.scheme, v); err != nil {
+		return nil, err
+	}
+	return d.newStaged(o, Operation{Kind: OpRestore, RestoreVersion: v}), nil
+}
+
+// StageDelete writes new cumulative deletion files for every fragment with rows matching f and
+// returns a Delete transaction. Fragments left with no live row are removed instead.
+func (d *Dataset) StageDelete(ctx context.Context, f Filter, o StageOptions) (*Staged, error) {
+	updated, removed, err := d.deleteMatching(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return d.newStaged(o, Operation{Kind: OpDelete, UpdatedFragments: updated, RemovedFragmentIDs: removed, Predicate: f.SQL}), nil
+}
+
+// StageUpsert replaces the rows whose key column matches a key in recs and inserts the rest, as
+// one Update (RewriteRows): old rows are masked by deletion files, recs become new fragments.
+func (d *Dataset) StageUpsert(ctx context.Context, key string, recs []arrow.Record, o StageOptions) (*Staged, error) {
+	keys, err := columnKeys(recs, key)
+	if err != nil {
+		return nil, err
+	}
+	updated, removed, err := d.deleteMatching(ctx, In(key, keys...))
+	if err != nil {
+		return nil, err
+	}
+	frags, err := d.writeFragments(ctx, d.Schema(), recs, o.FileOptions)
+	if err != nil {
+		return nil, err
+	}
+	var modified []uint32
+	for _, id := range d.Schema().FieldIDs() {
+		modified = append(modified, uint32(id))
+	}
+	return d.newStaged(o, Operation{Kind: OpUpdate, UpdatedFragments: updated, RemovedFragmentIDs: removed, Fragments: frags,
+		UpdateMode: UpdateRewriteRows, FieldsModified: modified}), nil
+}
+
+// writeFragments encodes recs into data files of at most maxRowsPerFile rows each.
+func (d *Dataset) writeFragments(ctx context.Context, s *schema.Schema, recs []arrow.Record, fo file.Options) ([]Fragment, error) {
+	var frags []Fragment
+	var w *file.Writer
+	flush := func() error {
+		if w == nil || w.NumRows() == 0 {
+			return nil
+		}
+		rows := w.NumRows()
+		b, err := w.Finish()
+		if err != nil {
+			return err
+		}
+		name := newDataFileName()
+		if err := inject("lance.write_data_file"); err != nil {
+			return err
+		}
+		if err := d.dir.Put(ctx, "data/"+name, b); err != nil {
+			return fmt.Errorf("lance: write data file: %w", err)
+		}
+		ids := s.FieldIDs()
+		cols := make([]int32, len(ids))
+		for i := range cols {
+			cols[i] = int32(i)
+		}
+		frags = append(frags, Fragment{PhysicalRows: uint64(rows), Files: []DataFile{{
+			Path: name, Fields: ids, ColumnIndices: cols, FileMajor: fileMajor, FileMinor: fileMinor, FileSizeBytes: uint64(len(b)),
+		}}})
+		w = nil
+		return nil
+	}
+	for _, rec := range recs {
+		for off := int64(0); off < rec.NumRows(); {
+			if w == nil {
+				var err error
+				if w, err = file.NewWriter(s, fo); err != nil {
+					return nil, err
+				}
+			}
+			n := min(rec.NumRows()-off, maxRowsPerFile-w.NumRows())
+			part := rec
+			if off != 0 || n != rec.NumRows() {
+				part = rec.NewSlice(off, off+n)
+			}
+			err := w.Write(part)
+			if part != rec {
+				part.Release()
+			}
+			if err != nil {
+				return nil, err
+			}
+			off += n
+			if w.NumRows() >= maxRowsPerFile {
+				if err := flush(); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return frags, nil
+}
+
+// Commit makes a staged transaction visible as exactly version ReadVersion+1, with no retry:
+// if that version already exists it returns *CommitConflictError and nothing becomes visible.
+func (d *Dataset) Commit(ctx context.Context, s *Staged) (*Dataset, error) {
+	base := s.base
+	if base == nil || base.dir.URI() != d.dir.URI() {
+		return nil, errors.New("lance: staged transaction belongs to another dataset or branch")
+	}
+	m, err := base.buildManifest(ctx, s.Txn)
+	if err != nil {
+		return nil, err
+	}
+	txnBytes := encodeTransaction(s.Txn)
+	m.TransactionFile = s.Txn.FileName()
+	if err := inject("lance.commit.before_txn_file"); err != nil {
+		return nil, err
+	}
+	if err := base.dir.Put(ctx, "_transactions/"+m.TransactionFile, txnBytes); err != nil {
+		return nil, fmt.Errorf("lance: write transaction file: %w", err)
+	}
+	body := marshalManifestFile(m, txnBytes)
+	key := manifestKey(base.scheme, m.Version)
+	if err := inject("lance.commit.before_manifest"); err != nil {
+		return nil, err
+	}
+	if err := base.dir.PutIfAbsent(ctx, key, body); err != nil {
+		if errors.Is(err, storage.ErrAlreadyExists) {
+			return nil, &CommitConflictError{Dataset: base.dir.URI(), ReadVersion: s.Txn.ReadVersion, Version: m.Version}
+		}
+		return nil, fmt.Errorf("lance: write manifest version %d: %w", m.Version, err)
+	}
+	if err := inject("lance.commit.after_manifest"); err != nil {
+		return nil, err
+	}
+	// The hint only speeds up readers on some stores; a failure to write it changes nothing.
+	_ = base.dir.Put(ctx, versionsDir+"latest_version_hint.json", []byte(fmt.Sprintf(`{"version":%d}`, m.Version)))
+	return &Dataset{root: base.root, dir: base.dir, branch: base.branch, scheme: base.scheme, manifest: m, key: key, size: int64(len(body))}, nil
+}
+
+// buildManifest applies txn to this version, producing the manifest of version+1.
+func (d *Dataset) buildManifest(ctx context.Context, txn *Transaction) (*Manifest, error) {
+	old := d.manifest
+	stable := old.StableRowIDs()
+	m := *old
+	m.Version = old.Version + 1
+	m.Timestamp = time.Now().UTC()
+	m.WriterLibrary, m.WriterVersion = WriterLibrary, WriterVersion
+	m.Tag = ""
+	m.IndexSection = nil
+	if m.DataFormat == "" {
+		m.DataFormat, m.DataVersion = DataFormat, DataVersion
+	}
+	op := &txn.Op
+	var added []Fragment
+	switch op.Kind {
+	case OpAppend:
+		m.Fragments = append(cloneFragments(old.Fragments), op.Fragments...)
+		added = m.Fragments[len(old.Fragments):]
+	case OpOverwrite:
+		m.Schema = op.Schema
+		m.Fragments = cloneFragments(op.Fragments)
+		for i := range m.Fragments {
+			m.Fragments[i].ID = uint64(i)
+		}
+		if len(op.Fragments) > 0 {
+			last := uint32(len(op.Fragments) - 1)
+			if m.MaxFragmentID == nil || *m.MaxFragmentID < last {
+				m.MaxFragmentID = &last
+			}
+		}
+		if len(op.ConfigUpsert) > 0 {
+			m.Config = mergeMaps(old.Config, op.ConfigUpsert)
+		}
+		stableAssign(&m, m.Fragments, stable)
+	case OpDelete, OpUpdate:
+		frags := replaceFragments(old.Fragments, op.UpdatedFragments, op.RemovedFragmentIDs)
+		n := len(frags)
+		m.Fragments = append(frags, op.Fragments...)
+		added = m.Fragments[n:]
+	case OpRestore:
+		src, _, _, _, err := readManifest(ctx, d.dir, d.scheme, op.RestoreVersion)
+		if err != nil {
+			return nil, err
+		}
+		m.Schema, m.Fragments, m.Config, m.TableMetadata = src.Schema, cloneFragments(src.Fragments), src.Config, src.TableMetadata
+		m.BasePaths = src.BasePaths
+		if src.MaxFragmentID != nil && (m.MaxFragmentID == nil || *m.MaxFragmentID < *src.MaxFragmentID) {
+			m.MaxFragmentID = src.MaxFragmentID
+		}
+	default:
+		return nil, fmt.Errorf("%w: committing a %s transaction", ErrUnsupported, op.Kind)
+	}
+	if added != nil {
+		next := old.nextFragmentID()
+		for i := range added {
+			added[i].ID = next
+			next++
+		}
+		if len(added) > 0 {
+			mx := uint32(next - 1)
+			m.MaxFragmentID = &mx
+		}
+		stableAssign(&m, added, stable)
+	}
+	m.recomputeFlags(stable)
+	return &m, nil
+}
+
+// stableAssign gives fragments without row ids fresh ones from next_row_id, and records the
+// version that created and last updated each row, as lance does for stable-row-id datasets.
+func stableAssign(m *Manifest, frags []Fragment, stable bool) {
+	if !stable {
+		return
+	}
+	for i := range frags {
+		f := &frags[i]
+		if f.hasRowIDs() {
+			continue
+		}
+		f.RowIDs = encodeRangeSequence(m.NextRowID, m.NextRowID+f.PhysicalRows)
+		m.NextRowID += f.PhysicalRows
+		f.CreatedAt = encodeVersionSequence(f.PhysicalRows, m.Version)
+		f.LastUpdatedAt = encodeVersionSequence(f.PhysicalRows, m.Version)
+	}
+}
+
+func cloneFragments(in []Fragment) []Fragment {
+	out := make([]Fragment, len(in))
+	for i := range in {
+		out[i] = in[i].clone()
+	}
+	return out
+}
+
+func replaceFragments(old, updated []Fragment, removed []uint64) []Fragment {
+	byID := map[uint64]*Fragment{}
+	for i := range updated {
+		byID[updated[i].ID] = &updated[i]
+	}
+	gone := map[uint64]bool{}
+	for _, id := range removed {
+		gone[id] = true
+	}
+	out := make([]Fragment, 0, len(old))
+	for i := range old {
+		switch {
+		case gone[old[i].ID]:
+		case byID[old[i].ID] != nil:
+			out = append(out, byID[old[i].ID].clone())
+		default:
+			out = append(out, old[i].clone())
+		}
+	}
+	return out
+}
+
+func mergeMaps(a, b map[string]string) map[string]string {
+	out := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// NewUUID mints a random hyphenated UUIDv4.
+func NewUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// newDataFileName follows lance's convention: 16 random bytes, the first three written as 24
+// binary digits, the rest as hex.
+func newDataFileName() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	var sb strings.Builder
+	for _, x := range b[:3] {
+		fmt.Fprintf(&sb, "%08b", x)
+	}
+	sb.WriteString(hex.EncodeToString(b[3:]))
+	sb.WriteString(".lance")
+	return sb.String()
+}
+
+func randomUint64() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}

@@ -1,0 +1,195 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/memblob"
+)
+
+// Local roots read and list through fileblob but write and delete here. fileblob's writer does
+// publish by rename (so readers never see a torn file), but it never fsyncs, by default stages
+// in os.TempDir (rename fails across mounts), and its IfNotExist is a stat under an in-process
+// mutex, which two processes can both pass. Writing here also gives every temporary file the
+// one hidden name form "<name>#<digits>".
+
+func openLocal(path string) (Store, error) {
+	dir, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %q: %w", path, err)
+	}
+	b, err := fileblob.OpenBucket(dir, &fileblob.Options{
+		CreateDir: true,
+		NoTempDir: true,                       // never stage across a mount point
+		Metadata:  fileblob.MetadataDontWrite, // no ".attrs" sidecars next to Lance files
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %q: %w", path, err)
+	}
+	return &store{b: b, scheme: "file", dir: dir, root: true, owner: true, closed: new(atomic.Bool)}, nil
+}
+
+// localPut publishes a fully written, fsynced temp file with rename, which replaces the target
+// atomically on POSIX file systems.
+func localPut(ctx context.Context, path string, data []byte) error {
+	tmp, err := writeTemp(path, data)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// localPutIfAbsent publishes with link(2), which fails with EEXIST if the name exists. The
+// check is the kernel's (the file system's), so it is atomic across processes, unlike a stat
+// followed by a rename. The name only ever points at complete, fsynced bytes, so no reader
+// sees a partial manifest.
+func localPutIfAbsent(ctx context.Context, path string, data []byte) error {
+	tmp, err := writeTemp(path, data)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp) // after a successful link the data lives on under path
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			if fi, serr := os.Lstat(path); serr == nil && fi.IsDir() {
+				return fmt.Errorf("a directory occupies the key's path: %w", err)
+			}
+			return fmt.Errorf("%w: %w", ErrAlreadyExists, err)
+		}
+		return err
+	}
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// writeTemp writes data to "<path>#<random digits>" in path's directory (creating it), fsyncs
+// and closes it. The caller publishes and removes it.
+func writeTemp(path string, data []byte) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+		return "", err
+	}
+	for range 100 {
+		tmp := path + "#" + strconv.FormatUint(rand.Uint64(), 10)
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		_, err = f.Write(data)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = os.Remove(tmp)
+			return "", err
+		}
+		return tmp, nil
+	}
+	return "", fmt.Errorf("no free temporary name next to %s", path)
+}
+
+// syncDir makes a just-published name durable. It is best effort: the object is already
+// visible, so reporting a failure here would tell the caller that a write it can read back
+// had failed.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+}
+
+// localDelete removes a file; a missing file or a directory (not an object) is a no-op.
+func localDelete(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		return err
+	}
+	if fi.IsDir() {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// pruneEmptyDirs removes the subdirectories of dir that hold no files, and dir itself unless
+// keep, so a deleted table does not leave a skeleton behind. Best effort: rmdir fails
+// harmlessly on anything non-empty, such as a directory another writer just filled.
+func pruneEmptyDirs(dir string, keep bool) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			pruneEmptyDirs(filepath.Join(dir, e.Name()), false)
+		}
+	}
+	if !keep {
+		_ = os.Remove(dir)
+	}
+}
+
+// mem:// buckets live for the life of the process, one per name, so that separate Opens (a
+// writer and a reader in one test, say) see the same objects. memblob serialises writes and
+// its IfNotExist check-and-insert under the bucket's own mutex, which makes PutIfAbsent atomic
+// without any extra lock here.
+var (
+	memMu      sync.Mutex
+	memBuckets = map[string]*blob.Bucket{}
+)
+
+func openMem(u *url.URL) (Store, error) {
+	if u.Host == "" {
+		return nil, fmt.Errorf("storage: open %q: mem URIs need a name (mem://name)", u.String())
+	}
+	if u.RawQuery != "" {
+		return nil, fmt.Errorf("storage: open %q: mem URIs take no parameters", u.String())
+	}
+	prefix, err := cleanPrefix(u.Path)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %q: %w", u.String(), err)
+	}
+	memMu.Lock()
+	b := memBuckets[u.Host]
+	if b == nil {
+		b = memblob.OpenBucket(nil)
+		memBuckets[u.Host] = b
+	}
+	memMu.Unlock()
+	// owner stays false: closing one handle must not empty the bucket for the others.
+	return &store{b: b, scheme: "mem", host: u.Host, prefix: prefix, root: true, closed: new(atomic.Bool)}, nil
+}

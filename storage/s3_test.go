@@ -1,0 +1,168 @@
+package storage_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/omnigraph/omnigraph-worker/storage"
+	"github.com/omnigraph/omnigraph-worker/storage/storagetest"
+)
+
+// fakeS3 serves an in-memory S3 on 127.0.0.1 and returns the s3:// URI parameters that point
+// the real gocloud s3blob driver (AWS SDK v2) at it, and a log of the requests it received.
+func fakeS3(t *testing.T, buckets ...string) (query string, reqs *requestLog) {
+	t.Helper()
+	backend := s3mem.New()
+	for _, b := range buckets {
+		if err := backend.CreateBucket(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs = &requestLog{}
+	faker := gofakes3.New(backend)
+	srv := httptest.NewUnstartedServer(reqs.wrap(faker.Server()))
+	// gofakes3 writes some error headers twice; keep net/http's complaint out of test output.
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	// Dummy credentials: the fake does not check signatures, but the SDK insists on signing.
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	q := url.Values{}
+	q.Set("endpoint", srv.URL)
+	q.Set("region", "us-east-1")
+	q.Set("use_path_style", "true")
+	q.Set("disable_https", "true")
+	// The fake sends no response checksums; without this the SDK logs a warning per GET.
+	q.Set("response_checksum_validation", "when_required")
+	return q.Encode(), reqs
+}
+
+// requestLog records "METHOD path If-None-Match" for every request the fake receives.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (l *requestLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		l.reqs = append(l.reqs, r.Method+" "+r.URL.Path+" "+r.Header.Get("If-None-Match"))
+		l.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (l *requestLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.reqs
+	l.reqs = nil
+	return r
+}
+
+func TestS3Suite(t *testing.T) {
+	query, _ := fakeS3(t, "bucket")
+	var seq atomic.Int64
+	storagetest.Run(t, func(t *testing.T) storage.Store {
+		// One bucket, a fresh prefix per case: also exercises prefix handling on S3.
+		return openT(t, fmt.Sprintf("s3://bucket/suite/%d?%s", seq.Add(1), query))
+	})
+}
+
+func TestS3SuiteBucketRoot(t *testing.T) {
+	var seq atomic.Int64
+	storagetest.Run(t, func(t *testing.T) storage.Store {
+		name := fmt.Sprintf("root%d", seq.Add(1))
+		query, _ := fakeS3(t, name)
+		return openT(t, "s3://"+name+"?"+query)
+	})
+}
+
+// TestS3ConditionalPutOnTheWire checks what the suite cannot see: that PutIfAbsent really sends
+// If-None-Match: * in ONE PUT, that GetIfExists is one GET, and that the fake's 412 is what
+// turns into ErrAlreadyExists.
+func TestS3ConditionalPutOnTheWire(t *testing.T) {
+	query, reqs := fakeS3(t, "bucket")
+	s := openT(t, "s3://bucket/t?"+query)
+	ctx := t.Context()
+	reqs.take()
+	if err := s.PutIfAbsent(ctx, "_versions/1.manifest", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if got := reqs.take(); len(got) != 1 || got[0] != "PUT /bucket/t/_versions/1.manifest *" {
+		t.Fatalf("PutIfAbsent requests = %q, want one conditional PUT", got)
+	}
+	err := s.PutIfAbsent(ctx, "_versions/1.manifest", []byte("two"))
+	if !errors.Is(err, storage.ErrAlreadyExists) || !strings.Contains(err.Error(), "PreconditionFailed") {
+		t.Fatalf("second PutIfAbsent = %v; want ErrAlreadyExists from the server's 412", err)
+	}
+	reqs.take()
+	if data, ok, err := s.GetIfExists(ctx, "_versions/2.manifest"); err != nil || ok || data != nil {
+		t.Fatalf("GetIfExists(absent) = %q, %v, %v", data, ok, err)
+	}
+	if got := reqs.take(); len(got) != 1 || !strings.HasPrefix(got[0], "GET ") {
+		t.Fatalf("GetIfExists requests = %q, want exactly one GET", got)
+	}
+	if err := s.Put(ctx, "plain", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if got := reqs.take(); len(got) != 1 || got[0] != "PUT /bucket/t/plain " {
+		t.Fatalf("Put requests = %q, want one unconditional PUT", got)
+	}
+}
+
+// TestS3MissingBucketIsNotAbsent: NoSuchBucket is a 404 too, but it means misconfiguration,
+// and reporting "absent" would let a writer believe it may create version 1.
+func TestS3MissingBucketIsNotAbsent(t *testing.T) {
+	query, _ := fakeS3(t, "bucket")
+	s := openT(t, "s3://no-such-bucket?"+query)
+	ctx := t.Context()
+	if _, ok, err := s.GetIfExists(ctx, "k"); err == nil || ok {
+		t.Fatalf("GetIfExists in a missing bucket = %v, %v; want an error", ok, err)
+	}
+	if _, err := s.Get(ctx, "k"); err == nil || errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("Get in a missing bucket = %v; want an error that is not ErrNotFound", err)
+	}
+	// Exists and Delete cannot tell: s3blob answers both with a HEAD, and a HEAD 404 has no
+	// body to say NoSuchBucket. Listing can.
+	if _, err := s.List(ctx, ""); err == nil {
+		t.Fatal("List in a missing bucket: want an error")
+	}
+}
+
+// TestS3LocationAndURI pins the exact spelling other tools (Lance, aws s3) use.
+func TestS3LocationAndURI(t *testing.T) {
+	query, _ := fakeS3(t, "bucket")
+	s := openT(t, "s3://bucket/a/b/?"+query)
+	if got, want := s.Location("c/d.lance"), "s3://bucket/a/b/c/d.lance"; got != want {
+		t.Fatalf("Location = %q, want %q", got, want)
+	}
+	if got, want := s.URI(), "s3://bucket/a/b?"+query; got != want {
+		t.Fatalf("URI = %q, want %q", got, want)
+	}
+	if got := s.Sub("x").Location("y"); got != "s3://bucket/a/b/x/y" {
+		t.Fatalf("Sub Location = %q", got)
+	}
+	if err := s.Put(t.Context(), "c/d.lance", bytes.Repeat([]byte("z"), 10)); err != nil {
+		t.Fatal(err)
+	}
+}

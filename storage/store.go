@@ -1,0 +1,441 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/azureblob" // registers azblob://
+	_ "gocloud.dev/blob/gcsblob"   // registers gs://
+	_ "gocloud.dev/blob/s3blob"    // registers s3://
+
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+)
+
+// store implements Store for every backend over one *blob.Bucket. Local roots differ only in
+// how they write and delete (see local.go), because fileblob's own writer is neither durable
+// nor safe for cross-process create-if-absent.
+type store struct {
+	b      *blob.Bucket
+	scheme string // file, mem, s3, gs, azblob
+	host   string // bucket / container / mem name; "" for file
+	query  string // encoded URL parameters of cloud roots, kept so URI() can be reopened
+	dir    string // file: absolute directory the bucket is rooted at
+	prefix string // "" or "a/b/": where this Store sits inside the bucket
+	bad    error  // set on a Sub whose prefix is invalid; every operation reports it
+	root   bool   // came from Open: Close ends this handle (a Sub's Close does nothing)
+	owner  bool   // Close also closes b (false for the process-global mem buckets)
+	// closed is shared by a handle and its Subs. Checking it here keeps gocloud's own
+	// "bucket closed" error (code FailedPrecondition) from ever reaching PutIfAbsent, where
+	// it would read as "already exists".
+	closed *atomic.Bool
+}
+
+var errClosed = errors.New("store is closed")
+
+// deleteConcurrency bounds DeletePrefix's in-flight deletes.
+const deleteConcurrency = 16
+
+var writeOpts = &blob.WriterOptions{ContentType: "application/octet-stream"}
+
+func openCloud(ctx context.Context, u *url.URL) (Store, error) {
+	if u.Host == "" {
+		return nil, fmt.Errorf("storage: open %q: missing bucket name", u.Redacted())
+	}
+	q := u.Query()
+	if q.Has("prefix") {
+		return nil, fmt.Errorf("storage: open %q: put the prefix in the path, not in ?prefix=", u.Redacted())
+	}
+	prefix, err := cleanPrefix(u.Path)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %q: %w", u.Redacted(), err)
+	}
+	bu := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: q.Encode()}
+	b, err := blob.OpenBucket(ctx, bu.String())
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %q: %w", u.Redacted(), err)
+	}
+	return &store{b: b, scheme: u.Scheme, host: u.Host, query: q.Encode(), prefix: prefix, root: true, owner: true, closed: new(atomic.Bool)}, nil
+}
+
+func (s *store) local() bool { return s.scheme == "file" }
+
+func (s *store) URI() string {
+	if s.local() {
+		p := filepath.ToSlash(s.dir)
+		if s.prefix != "" {
+			p = strings.TrimSuffix(p, "/") + "/" + strings.TrimSuffix(s.prefix, "/")
+		}
+		return (&url.URL{Scheme: "file", Path: p}).String()
+	}
+	u := url.URL{Scheme: s.scheme, Host: s.host, RawQuery: s.query}
+	if s.prefix != "" {
+		u.Path = "/" + strings.TrimSuffix(s.prefix, "/")
+	}
+	return u.String()
+}
+
+func (s *store) Location(key string) string {
+	if s.local() {
+		return filepath.Join(s.dir, filepath.FromSlash(s.prefix+key))
+	}
+	return s.scheme + "://" + s.host + "/" + s.prefix + key
+}
+
+func (s *store) KeyOf(location string) (string, bool) {
+	var rest string
+	if s.local() {
+		if strings.HasPrefix(location, "file://") {
+			u, err := url.Parse(location)
+			if err != nil || (u.Host != "" && u.Host != "localhost") {
+				return "", false
+			}
+			location = filepath.FromSlash(u.Path)
+		}
+		root := s.dir
+		if !strings.HasSuffix(root, string(filepath.Separator)) {
+			root += string(filepath.Separator)
+		}
+		r, ok := strings.CutPrefix(location, root)
+		if !ok {
+			return "", false
+		}
+		rest = filepath.ToSlash(r)
+	} else {
+		var ok bool
+		rest, ok = strings.CutPrefix(location, s.scheme+"://"+s.host+"/")
+		if !ok {
+			return "", false
+		}
+	}
+	key, ok := strings.CutPrefix(rest, s.prefix)
+	if !ok || checkKey(key) != nil {
+		return "", false
+	}
+	return key, true
+}
+
+func (s *store) Sub(prefix string) Store {
+	sub := *s
+	sub.root, sub.owner = false, false
+	if s.bad != nil {
+		return &sub
+	}
+	p, err := cleanPrefix(prefix)
+	if err != nil {
+		sub.bad = err
+		return &sub
+	}
+	sub.prefix = s.prefix + p
+	return &sub
+}
+
+func (s *store) Close() error {
+	if !s.root || s.closed.Swap(true) || !s.owner {
+		return nil
+	}
+	return s.b.Close()
+}
+
+// begin runs the checks every keyed operation shares and returns the bucket key.
+func (s *store) begin(ctx context.Context, point, key string) (string, error) {
+	if err := failpoint.Inject(point); err != nil {
+		return "", err
+	}
+	if s.closed.Load() {
+		return "", errClosed
+	}
+	if s.bad != nil {
+		return "", s.bad
+	}
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	if s.local() && strings.HasSuffix(key, ".attrs") {
+		return "", fmt.Errorf("%w: %q: fileblob cannot read keys ending in .attrs", ErrInvalidKey, key)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	return s.prefix + key, nil
+}
+
+// beginDir is begin for directory-prefix operations.
+func (s *store) beginDir(ctx context.Context, point, prefix string) (string, error) {
+	if err := failpoint.Inject(point); err != nil {
+		return "", err
+	}
+	if s.closed.Load() {
+		return "", errClosed
+	}
+	if s.bad != nil {
+		return "", s.bad
+	}
+	p, err := dirPrefix(prefix)
+	if err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	return s.prefix + p, nil
+}
+
+func (s *store) Get(ctx context.Context, key string) ([]byte, error) {
+	full, err := s.begin(ctx, "storage.get", key)
+	if err != nil {
+		return nil, wrap(ctx, opGet, key, err)
+	}
+	data, err := s.b.ReadAll(ctx, full)
+	if err != nil {
+		return nil, wrap(ctx, opGet, key, err)
+	}
+	return data, nil
+}
+
+func (s *store) GetIfExists(ctx context.Context, key string) ([]byte, bool, error) {
+	full, err := s.begin(ctx, "storage.get_if_exists", key)
+	if err != nil {
+		return nil, false, wrap(ctx, opGetIfExists, key, err)
+	}
+	data, err := s.b.ReadAll(ctx, full)
+	if err != nil {
+		err = wrap(ctx, opGetIfExists, key, err)
+		if errors.Is(err, ErrNotFound) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return data, true, nil
+}
+
+func (s *store) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	full, err := s.begin(ctx, "storage.get_range", key)
+	if err == nil && (offset < 0 || length < 0) {
+		err = fmt.Errorf("%w: negative offset %d or length %d", ErrOutOfRange, offset, length)
+	}
+	if err != nil {
+		return nil, wrap(ctx, opGetRange, key, err)
+	}
+	if length == 0 {
+		// S3 cannot serve an empty range (it reads one byte, which fails at the end of the
+		// object), so the bounds check goes through Attributes on every backend alike.
+		a, err := s.b.Attributes(ctx, full)
+		if err == nil && offset > a.Size {
+			err = fmt.Errorf("%w: offset %d, object size %d", ErrOutOfRange, offset, a.Size)
+		}
+		if err != nil {
+			return nil, wrap(ctx, opGetRange, key, err)
+		}
+		return []byte{}, nil
+	}
+	r, err := s.b.NewRangeReader(ctx, full, offset, length, nil)
+	if err != nil {
+		return nil, wrap(ctx, opGetRange, key, err)
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	buf.Grow(int(min(length, 64<<20)))
+	n, err := buf.ReadFrom(io.LimitReader(r, length))
+	if err == nil && n != length {
+		err = fmt.Errorf("%w: wanted %d bytes at offset %d, got %d", ErrOutOfRange, length, offset, n)
+	}
+	if err != nil {
+		return nil, wrap(ctx, opGetRange, key, err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (s *store) Size(ctx context.Context, key string) (int64, error) {
+	full, err := s.begin(ctx, "storage.size", key)
+	if err != nil {
+		return 0, wrap(ctx, opSize, key, err)
+	}
+	a, err := s.b.Attributes(ctx, full)
+	if err != nil {
+		return 0, wrap(ctx, opSize, key, err)
+	}
+	return a.Size, nil
+}
+
+func (s *store) Exists(ctx context.Context, key string) (bool, error) {
+	full, err := s.begin(ctx, "storage.exists", key)
+	if err != nil {
+		return false, wrap(ctx, opExists, key, err)
+	}
+	_, err = s.b.Attributes(ctx, full)
+	if err != nil {
+		err = wrap(ctx, opExists, key, err)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+func (s *store) Put(ctx context.Context, key string, data []byte) error {
+	full, err := s.begin(ctx, "storage.put", key)
+	if err == nil {
+		if s.local() {
+			err = localPut(ctx, s.path(full), data)
+		} else {
+			err = s.b.WriteAll(ctx, full, data, writeOpts)
+		}
+	}
+	return wrap(ctx, opPut, key, err)
+}
+
+func (s *store) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	full, err := s.begin(ctx, "storage.put_if_absent", key)
+	if err == nil {
+		if s.local() {
+			err = localPutIfAbsent(ctx, s.path(full), data)
+		} else {
+			// s3blob, gcsblob and azureblob send this as a conditional PUT (If-None-Match: *,
+			// ifGenerationMatch=0, If-None-Match: * respectively), so the service decides;
+			// memblob checks and inserts under its bucket mutex, which every Open of the
+			// same mem:// name shares.
+			opts := *writeOpts
+			opts.IfNotExist = true
+			err = s.b.WriteAll(ctx, full, data, &opts)
+		}
+	}
+	return wrap(ctx, opPutIfAbsent, key, err)
+}
+
+func (s *store) List(ctx context.Context, prefix string) ([]Object, error) {
+	full, err := s.beginDir(ctx, "storage.list", prefix)
+	if err != nil {
+		return nil, wrap(ctx, opList, prefix, err)
+	}
+	files, _, err := s.list(ctx, full, "", false)
+	if err != nil {
+		return nil, wrap(ctx, opList, prefix, err)
+	}
+	return files, nil
+}
+
+func (s *store) ListDir(ctx context.Context, prefix string) ([]Object, []string, error) {
+	full, err := s.beginDir(ctx, "storage.list_dir", prefix)
+	if err != nil {
+		return nil, nil, wrap(ctx, opListDir, prefix, err)
+	}
+	files, dirs, err := s.list(ctx, full, "/", false)
+	if err != nil {
+		return nil, nil, wrap(ctx, opListDir, prefix, err)
+	}
+	return files, dirs, nil
+}
+
+// list returns keys relative to the store root, sorted; temporary files only when withTemp.
+func (s *store) list(ctx context.Context, full, delim string, withTemp bool) ([]Object, []string, error) {
+	files := []Object{}
+	dirs := []string{}
+	it := s.b.List(&blob.ListOptions{Prefix: full, Delimiter: delim})
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		key, ok := strings.CutPrefix(o.Key, s.prefix)
+		if !ok {
+			continue
+		}
+		if o.IsDir {
+			dirs = append(dirs, strings.TrimSuffix(key, "/"))
+			continue
+		}
+		if !withTemp && (isTempName(key) || (s.local() && isFileblobTemp(key))) {
+			continue
+		}
+		files = append(files, Object{Key: key, Size: o.Size})
+	}
+	slices.SortFunc(files, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
+	slices.Sort(dirs)
+	return files, slices.Compact(dirs), nil
+}
+
+func (s *store) Delete(ctx context.Context, key string) error {
+	full, err := s.begin(ctx, "storage.delete", key)
+	if err == nil {
+		err = s.delete(ctx, full)
+	}
+	return wrap(ctx, opDelete, key, err)
+}
+
+func (s *store) delete(ctx context.Context, full string) error {
+	if s.local() {
+		return localDelete(s.path(full))
+	}
+	err := s.b.Delete(ctx, full)
+	if err != nil && isAbsent(err) {
+		return nil
+	}
+	return err
+}
+
+func (s *store) DeletePrefix(ctx context.Context, prefix string) error {
+	full, err := s.beginDir(ctx, "storage.delete_prefix", prefix)
+	if err != nil {
+		return wrap(ctx, opDeletePrefix, prefix, err)
+	}
+	files, _, err := s.list(ctx, full, "", true)
+	if err != nil {
+		return wrap(ctx, opDeletePrefix, prefix, err)
+	}
+	// Deletes are independent requests (two each on S3: s3blob HEADs first), so a table with
+	// thousands of files is deleted a batch of requests at a time rather than one by one.
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		sem      = make(chan struct{}, deleteConcurrency)
+	)
+	for _, o := range files {
+		sem <- struct{}{}
+		mu.Lock()
+		stop := firstErr != nil
+		mu.Unlock()
+		if stop {
+			<-sem
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := s.delete(ctx, s.prefix+o.Key); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("delete %q: %w", o.Key, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return wrap(ctx, opDeletePrefix, prefix, firstErr)
+	}
+	if s.local() {
+		// The opened root directory stays (Open created or found it); a Sub's does not.
+		pruneEmptyDirs(s.path(strings.TrimSuffix(full, "/")), full == "")
+	}
+	return nil
+}
+
+// path is the OS path of a bucket key on a local root.
+func (s *store) path(full string) string {
+	return filepath.Join(s.dir, filepath.FromSlash(full))
+}
