@@ -41,11 +41,15 @@ bench: npm
 
 # Short fuzz runs of every parser; corpora live in testdata/fuzz of each package.
 FUZZTIME ?= 20s
+FUZZ = $(GO) test -run '^$$' -fuzzminimizetime 5s -fuzztime $(FUZZTIME)
 fuzz:
-	$(GO) test ./lance/file -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./lance/file -run '^$$' -fuzz '^FuzzReadPage$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./lance -run '^$$' -fuzz '^FuzzManifest$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./lance -run '^$$' -fuzz '^FuzzTransaction$$' -fuzztime $(FUZZTIME)
+	$(FUZZ) ./lance/file -fuzz '^FuzzOpen$$'
+	$(FUZZ) ./lance/file -fuzz '^FuzzReadPage$$'
+	$(FUZZ) ./lance -fuzz '^FuzzManifest$$'
+	$(FUZZ) ./lance -fuzz '^FuzzTransaction$$'
+	$(FUZZ) ./lance -fuzz '^FuzzDeletionFile$$'
+	$(FUZZ) ./framing -fuzz '^FuzzParse$$'
+	$(FUZZ) ./graph/pg -fuzz '^FuzzParse$$'
 
 clean:
 	rm -rf bin .data

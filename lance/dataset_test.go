@@ -431,14 +431,22 @@ func TestCorruptManifestsAreTyped(t *testing.T) {
 func TestRoaringDeletionFiles(t *testing.T) {
 	// cookie 12346, one container key 0 with 3 values, offsets, values 1, 5, 9.
 	b := []byte{0x3a, 0x30, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0, 16, 0, 0, 0, 1, 0, 5, 0, 9, 0}
-	got, err := decodePortableRoaring(b)
+	got, err := decodePortableRoaring(b, 100)
 	if err != nil || fmt.Sprint(got) != "[1 5 9]" {
 		t.Fatalf("%v %v", got, err)
 	}
 	for n := range b {
-		if _, err := decodePortableRoaring(b[:n]); err == nil {
+		if _, err := decodePortableRoaring(b[:n], 100); err == nil {
 			t.Fatalf("truncated at %d accepted", n)
 		}
+	}
+	// A run container of 65,536 values in a few bytes is refused past the fragment's rows.
+	runs := []byte{0x3b, 0x30, 0, 0, 1, 0, 0, 0xff, 0xff, 1, 0, 0, 0, 0xff, 0xff}
+	if _, err := decodePortableRoaring(runs, 1000); err == nil {
+		t.Fatal("oversized run container accepted")
+	}
+	if got, err := decodePortableRoaring(runs, 1<<16); err != nil || len(got) != 1<<16 {
+		t.Fatalf("run container: %d values, %v", len(got), err)
 	}
 	enc, err := encodeDeletionArrow([]uint32{4, 2})
 	if err != nil {
@@ -497,4 +505,104 @@ func FuzzTransaction(f *testing.F) {
 			t.Fatalf("re-encoded transaction does not parse: %v", err)
 		}
 	})
+}
+
+func TestSchemaAndFieldMetadataPersist(t *testing.T) {
+	ctx := context.Background()
+	st := memStore(t)
+	s := testSchema(t)
+	s.Metadata = map[string][]byte{"omnigraph:internal_schema_version": []byte("6")}
+	if _, err := Create(ctx, st, s, nil, CreateOptions{Config: map[string]string{"omnigraph.k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(d.Schema().Metadata["omnigraph:internal_schema_version"]); got != "6" {
+		t.Fatalf("schema metadata %q", got)
+	}
+	if !d.Schema().Field("id").UnenforcedPrimaryKey || string(d.Schema().Field("id").Metadata[schema.PrimaryKeyMeta]) != "true" {
+		t.Fatal("primary-key field metadata lost")
+	}
+	if d.Manifest().Config["omnigraph.k"] != "v" || d.Manifest().WriterFlags&FlagTableConfig == 0 {
+		t.Fatalf("config %v flags %d", d.Manifest().Config, d.Manifest().WriterFlags)
+	}
+	as, err := d.Schema().ToArrow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := as.Metadata().GetValue("omnigraph:internal_schema_version"); v != "6" {
+		t.Fatal("arrow schema metadata lost")
+	}
+}
+
+func FuzzDeletionFile(f *testing.F) {
+	enc, _ := encodeDeletionArrow([]uint32{1, 3, 7})
+	f.Add(enc, false)
+	f.Add([]byte{0x3a, 0x30, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0, 16, 0, 0, 0, 1, 0, 5, 0, 9, 0}, true)
+	f.Fuzz(func(t *testing.T, b []byte, bitmap bool) {
+		kind := int32(DeletionArrow)
+		if bitmap {
+			kind = DeletionBitmap
+		}
+		offs, err := decodeDeletionFile("fuzz", kind, b, 1<<20)
+		if err != nil {
+			var fe *FormatError
+			if !errors.As(err, &fe) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		for i := 1; i < len(offs); i++ {
+			if offs[i] < offs[i-1] {
+				t.Fatal("offsets not sorted")
+			}
+		}
+	})
+}
+
+func TestRewriteRowsByAddress(t *testing.T) {
+	ctx := context.Background()
+	st := memStore(t)
+	d, err := Create(ctx, st, testSchema(t), rows(seq(0, 6)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageAppend(ctx, rows(6, 7), StageOptions{})
+	d = commit(t, d, s, err)
+	recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{"id"}, WithRowAddress: true, Filter: &Filter{SQL: "x", Columns: []string{"name"},
+		Match: func(r arrow.Record) ([]bool, error) {
+			out := make([]bool, r.NumRows())
+			for i := range out {
+				out[i] = true
+			}
+			return out, nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := map[int64]RowAddress{}
+	for _, r := range recs {
+		if r.NumCols() != 2 || r.Schema().Field(1).Name != RowAddressColumn {
+			t.Fatalf("schema %s", r.Schema())
+		}
+		for i := 0; i < int(r.NumRows()); i++ {
+			addr[r.Column(0).(*array.Int64).Value(i)] = RowAddress(r.Column(1).(*array.Uint64).Value(i))
+		}
+	}
+	if addr[7].Fragment() != 1 || addr[7].Offset() != 1 || addr[3].Fragment() != 0 || addr[3].Offset() != 3 {
+		t.Fatalf("addresses %v", addr)
+	}
+	old := d.Manifest()
+	s, err = d.StageRewriteRows(ctx, []RowAddress{addr[3], addr[6], addr[7]}, rows(3, 50), StageOptions{})
+	d = commit(t, d, s, err)
+	eqIDs(t, scanIDs(t, d), []int64{0, 1, 2, 3, 4, 5, 50})
+	added := d.AddedFragments(old)
+	if len(added) != 1 || added[0].PhysicalRows != 2 || added[0].ID != 2 {
+		t.Fatalf("added fragments %+v", added)
+	}
+	if _, err := d.StageRewriteRows(ctx, []RowAddress{RowAddress(9 << 32)}, nil, StageOptions{}); err == nil {
+		t.Fatal("address in a missing fragment accepted")
+	}
 }

@@ -52,7 +52,7 @@ func decodeDeletionFile(name string, fileType int32, data []byte, physicalRows u
 	var offs []uint32
 	var err error
 	if fileType == DeletionBitmap {
-		offs, err = decodePortableRoaring(data)
+		offs, err = decodePortableRoaring(data, physicalRows)
 	} else {
 		offs, err = decodeDeletionArrow(data)
 	}
@@ -97,8 +97,10 @@ func decodeDeletionArrow(data []byte) (out []uint32, err error) {
 	return out, nil
 }
 
-// decodePortableRoaring reads a 32-bit RoaringBitmap in the portable serialization.
-func decodePortableRoaring(b []byte) ([]uint32, error) {
+// decodePortableRoaring reads a 32-bit RoaringBitmap in the portable serialization. A run
+// container can describe 65,536 values in four bytes, so the output is capped at limit values
+// (a fragment's row count) before anything is allocated for them.
+func decodePortableRoaring(b []byte, limit uint64) ([]uint32, error) {
 	const cookieNoRun, cookieRun = 12346, 12347
 	r := &byteReader{b: b}
 	cookie, err := r.u32()
@@ -165,6 +167,9 @@ func decodePortableRoaring(b []byte) ([]uint32, error) {
 				if err != nil {
 					return nil, err
 				}
+				if uint64(len(out))+uint64(length)+1 > limit {
+					return nil, fmt.Errorf("roaring: more values than the fragment's %d rows", limit)
+				}
 				for v := uint32(start); v <= uint32(start)+uint32(length); v++ {
 					out = append(out, hi|v)
 				}
@@ -178,6 +183,9 @@ func decodePortableRoaring(b []byte) ([]uint32, error) {
 				out = append(out, hi|uint32(binary.LittleEndian.Uint16(vals[2*j:])))
 			}
 		default:
+			if uint64(len(out))+uint64(cards[i]) > limit {
+				return nil, fmt.Errorf("roaring: more values than the fragment's %d rows", limit)
+			}
 			words, err := r.take(8192)
 			if err != nil {
 				return nil, err

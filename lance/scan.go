@@ -20,7 +20,22 @@ type ScanOptions struct {
 	Columns   []string // nil: every column
 	Filter    *Filter  // nil: every live row
 	BatchRows int      // rows read per step from a fragment; default 65,536
+	// WithRowAddress adds a last column "_rowaddr" (UInt64): fragment id << 32 | row offset,
+	// the address StageRewriteRows takes.
+	WithRowAddress bool
 }
+
+// RowAddressColumn is the name of the row-address column a scan adds on request.
+const RowAddressColumn = "_rowaddr"
+
+// RowAddress is a row's physical address: fragment id << 32 | offset within the fragment.
+type RowAddress uint64
+
+// Fragment is the fragment id of the address.
+func (a RowAddress) Fragment() uint64 { return uint64(a) >> 32 }
+
+// Offset is the row offset within the fragment.
+func (a RowAddress) Offset() uint32 { return uint32(a) }
 
 // Scanner streams the live rows of one version, fragment by fragment, reading only the
 // columns asked for (plus the filter's).
@@ -67,6 +82,11 @@ func (d *Dataset) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) 
 	if err != nil {
 		return nil, err
 	}
+	if opts.WithRowAddress {
+		fs := append(as.Fields(), arrow.Field{Name: RowAddressColumn, Type: arrow.PrimitiveTypes.Uint64})
+		md := as.Metadata()
+		as = arrow.NewSchema(fs, &md)
+	}
 	idx := make([]int, len(cols))
 	for i := range cols {
 		idx[i] = i
@@ -88,6 +108,7 @@ func (s *Scanner) Next(ctx context.Context) (arrow.Record, error) {
 			if err != nil {
 				return nil, err
 			}
+			fr.withAddr = s.opts.WithRowAddress
 			s.cur, s.frag = fr, s.frag+1
 		}
 		rec, err := s.cur.next(ctx, s.opts.BatchRows, s.mem)
@@ -128,9 +149,12 @@ func (s *Scanner) apply(ctx context.Context, rec arrow.Record) (arrow.Record, er
 		}
 	}
 	if len(s.read.Fields) != len(s.out.Fields) {
-		cols := make([]arrow.Array, len(s.outIdx))
-		for i, j := range s.outIdx {
-			cols[i] = rec.Column(j)
+		cols := make([]arrow.Array, 0, len(s.outIdx)+1)
+		for _, j := range s.outIdx {
+			cols = append(cols, rec.Column(j))
+		}
+		if s.opts.WithRowAddress {
+			cols = append(cols, rec.Column(int(rec.NumCols())-1))
 		}
 		trimmed := array.NewRecord(s.arrowSc, cols, rec.NumRows())
 		rec.Release()
@@ -221,13 +245,14 @@ func (d *Dataset) ReadAll(ctx context.Context, opts ScanOptions) ([]arrow.Record
 
 // fragmentReader reads one fragment's rows in steps, across its data files.
 type fragmentReader struct {
-	frag    *Fragment
-	fields  []*schema.Field
-	readers []*file.Reader // per field: the file holding it (nil: the column is absent, all null)
-	colOf   []func(int32) (int, bool)
-	deleted []uint32 // sorted offsets
-	pos     int64
-	sc      *arrow.Schema
+	frag     *Fragment
+	fields   []*schema.Field
+	readers  []*file.Reader // per field: the file holding it (nil: the column is absent, all null)
+	colOf    []func(int32) (int, bool)
+	deleted  []uint32 // sorted offsets
+	pos      int64
+	sc       *arrow.Schema
+	withAddr bool // append a _rowaddr column
 }
 
 func (d *Dataset) openFragment(ctx context.Context, fr *Fragment, read *schema.Schema) (*fragmentReader, error) {
@@ -324,7 +349,20 @@ func (r *fragmentReader) next(ctx context.Context, batch int, mem memory.Allocat
 		cols[i].Retain()
 		rec.Release()
 	}
-	rec := array.NewRecord(r.sc, cols, n)
+	sc := r.sc
+	if r.withAddr {
+		b := array.NewUint64Builder(mem)
+		b.Reserve(int(n))
+		base := r.frag.ID << 32
+		for i := int64(0); i < n; i++ {
+			b.UnsafeAppend(base | uint64(r.pos+i))
+		}
+		cols = append(cols, b.NewArray())
+		b.Release()
+		fs := append(sc.Fields(), arrow.Field{Name: RowAddressColumn, Type: arrow.PrimitiveTypes.Uint64})
+		sc = arrow.NewSchema(fs, nil)
+	}
+	rec := array.NewRecord(sc, cols, n)
 	release()
 	r.pos += n
 	return rec, nil
@@ -361,6 +399,76 @@ func (s *storeSource) Size() int64 { return s.size }
 
 func (s *storeSource) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
 	return s.st.GetRange(ctx, s.key, off, n)
+}
+
+// deleteAddresses marks the given rows deleted: new cumulative deletion files for the touched
+// fragments (written now), and the ids of fragments left with no live row.
+func (d *Dataset) deleteAddresses(ctx context.Context, addrs []RowAddress) (updated []Fragment, removed []uint64, err error) {
+	byFrag := map[uint64][]uint32{}
+	for _, a := range addrs {
+		byFrag[a.Fragment()] = append(byFrag[a.Fragment()], a.Offset())
+	}
+	for i := range d.manifest.Fragments {
+		fr := &d.manifest.Fragments[i]
+		offs, ok := byFrag[fr.ID]
+		if !ok {
+			continue
+		}
+		delete(byFrag, fr.ID)
+		old, err := d.deletedOffsets(ctx, fr)
+		if err != nil {
+			return nil, nil, err
+		}
+		dead := map[uint32]bool{}
+		for _, o := range old {
+			dead[o] = true
+		}
+		for _, o := range offs {
+			if uint64(o) >= fr.PhysicalRows {
+				return nil, nil, fmt.Errorf("lance: row address %d:%d is past fragment %d's %d rows", fr.ID, o, fr.ID, fr.PhysicalRows)
+			}
+			dead[o] = true
+		}
+		nf, gone, err := d.writeDeletion(ctx, fr, dead)
+		if err != nil {
+			return nil, nil, err
+		}
+		if gone {
+			removed = append(removed, fr.ID)
+		} else {
+			updated = append(updated, nf)
+		}
+	}
+	for id := range byFrag {
+		return nil, nil, fmt.Errorf("lance: row address names fragment %d, which version %d does not have", id, d.Version())
+	}
+	return updated, removed, nil
+}
+
+// writeDeletion writes the cumulative deletion file of fr holding dead, or reports that no
+// row is left (the fragment is then removed rather than given a full deletion vector).
+func (d *Dataset) writeDeletion(ctx context.Context, fr *Fragment, dead map[uint32]bool) (Fragment, bool, error) {
+	if uint64(len(dead)) == fr.PhysicalRows {
+		return Fragment{}, true, nil
+	}
+	offs := make([]uint32, 0, len(dead))
+	for o := range dead {
+		offs = append(offs, o)
+	}
+	sort.Slice(offs, func(a, b int) bool { return offs[a] < offs[b] })
+	body, err := encodeDeletionArrow(offs)
+	if err != nil {
+		return Fragment{}, false, err
+	}
+	nf := fr.clone()
+	nf.Deletion = &DeletionFile{FileType: DeletionArrow, ReadVersion: d.Version(), ID: randomUint64(), NumDeletedRows: uint64(len(offs))}
+	if err := inject("lance.write_deletion_file"); err != nil {
+		return Fragment{}, false, err
+	}
+	if err := d.dir.Put(ctx, deletionKey(nf.ID, nf.Deletion), body); err != nil {
+		return Fragment{}, false, fmt.Errorf("lance: write deletion file: %w", err)
+	}
+	return nf, false, nil
 }
 
 // deleteMatching computes the fragments a delete by f changes: new cumulative deletion files,
@@ -404,28 +512,15 @@ func (d *Dataset) deleteMatching(ctx context.Context, f Filter) (updated []Fragm
 		if len(dead) == before {
 			continue
 		}
-		if uint64(len(dead)) == fr.PhysicalRows {
-			removed = append(removed, fr.ID)
-			continue
-		}
-		offs := make([]uint32, 0, len(dead))
-		for o := range dead {
-			offs = append(offs, o)
-		}
-		sort.Slice(offs, func(a, b int) bool { return offs[a] < offs[b] })
-		body, err := encodeDeletionArrow(offs)
+		nf, gone, err := d.writeDeletion(ctx, fr, dead)
 		if err != nil {
 			return nil, nil, err
 		}
-		nf := fr.clone()
-		nf.Deletion = &DeletionFile{FileType: DeletionArrow, ReadVersion: d.Version(), ID: randomUint64(), NumDeletedRows: uint64(len(offs))}
-		if err := inject("lance.write_deletion_file"); err != nil {
-			return nil, nil, err
+		if gone {
+			removed = append(removed, fr.ID)
+		} else {
+			updated = append(updated, nf)
 		}
-		if err := d.dir.Put(ctx, deletionKey(nf.ID, nf.Deletion), body); err != nil {
-			return nil, nil, fmt.Errorf("lance: write deletion file: %w", err)
-		}
-		updated = append(updated, nf)
 	}
 	return updated, removed, nil
 }

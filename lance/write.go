@@ -168,6 +168,45 @@ func (d *Dataset) StageUpsert(ctx context.Context, key string, recs []arrow.Reco
 		UpdateMode: UpdateRewriteRows, FieldsModified: modified}), nil
 }
 
+// StageRewriteRows replaces the rows at the given addresses (and inserts the rest) with recs,
+// as one Update (RewriteRows): each touched fragment gets a new cumulative deletion file, recs
+// become new fragments. Unlike StageUpsert it reads no data column, only the deletion files of
+// the touched fragments, so a caller that keeps a key -> address index pays for what it changes.
+func (d *Dataset) StageRewriteRows(ctx context.Context, remove []RowAddress, recs []arrow.Record, o StageOptions) (*Staged, error) {
+	updated, removed, err := d.deleteAddresses(ctx, remove)
+	if err != nil {
+		return nil, err
+	}
+	frags, err := d.writeFragments(ctx, d.Schema(), recs, o.FileOptions)
+	if err != nil {
+		return nil, err
+	}
+	var modified []uint32
+	if len(remove) > 0 {
+		for _, id := range d.Schema().FieldIDs() {
+			modified = append(modified, uint32(id))
+		}
+	}
+	return d.newStaged(o, Operation{Kind: OpUpdate, UpdatedFragments: updated, RemovedFragmentIDs: removed, Fragments: frags,
+		UpdateMode: UpdateRewriteRows, FieldsModified: modified}), nil
+}
+
+// AddedFragments returns the fragments of this version that the given older manifest lacks,
+// e.g. the ones a commit just added (their ids are assigned at commit).
+func (d *Dataset) AddedFragments(older *Manifest) []Fragment {
+	had := map[uint64]bool{}
+	for i := range older.Fragments {
+		had[older.Fragments[i].ID] = true
+	}
+	var out []Fragment
+	for _, f := range d.manifest.Fragments {
+		if !had[f.ID] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // writeFragments encodes recs into data files of at most maxRowsPerFile rows each.
 func (d *Dataset) writeFragments(ctx context.Context, s *schema.Schema, recs []arrow.Record, fo file.Options) ([]Fragment, error) {
 	var frags []Fragment

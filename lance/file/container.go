@@ -322,8 +322,8 @@ func parseFileDescriptor(b []byte) (*schema.Schema, uint64, error) {
 	return s, rows, nil
 }
 
-// checkSchemaTree refuses a field that names itself as parent: schema.Build attaches it to itself
-// and the resulting cycle would send every walk of the tree into endless recursion.
+// checkSchemaTree bounds the nesting of a decoded schema: every walk of the tree (Flatten,
+// ArrowType) recurses once per level, and a hostile file could nest fields without limit.
 func checkSchemaTree(s *schema.Schema) error {
 	var walk func(fs []*schema.Field, depth int) error
 	walk = func(fs []*schema.Field, depth int) error {
@@ -331,11 +331,6 @@ func checkSchemaTree(s *schema.Schema) error {
 			return errf("schema nested deeper than 64 levels")
 		}
 		for _, f := range fs {
-			for _, c := range f.Children {
-				if c == f {
-					return errf("schema field %q (id %d) is its own parent", f.Name, f.ID)
-				}
-			}
 			if err := walk(f.Children, depth+1); err != nil {
 				return err
 			}

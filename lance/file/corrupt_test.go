@@ -215,3 +215,21 @@ func TestFooter20Accepted(t *testing.T) {
 		t.Fatalf("footer 2.0: %v", err)
 	}
 }
+
+func TestSchemaTooDeep(t *testing.T) {
+	s := &schema.Schema{}
+	parent := (*schema.Field)(nil)
+	for i := int32(0); i < 70; i++ {
+		f := &schema.Field{ID: i, ParentID: i - 1, Name: fmt.Sprint("s", i), LogicalType: "struct"}
+		if parent == nil {
+			s.Fields = append(s.Fields, f)
+		} else {
+			parent.Children = append(parent.Children, f)
+		}
+		parent = f
+	}
+	_, err := Open(context.Background(), BytesSource(rawFile(t, s, 0)), "deep.lance")
+	if !isFormatError(err) {
+		t.Fatalf("70-level schema: %v", err)
+	}
+}

@@ -27,7 +27,8 @@ type layout struct {
 	large bool // kindBinary, kindList: Arrow offsets are 64-bit
 }
 
-// bytesPerRow estimates the encoded size of one row, for page sizing.
+// bitsPerRow estimates the encoded size of one row in bits, for page sizing (0 for strings,
+// whose size depends on the row, and struct headers, which have no data).
 func (l layout) bitsPerRow() int {
 	switch l.kind {
 	case kindFixed:

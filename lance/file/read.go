@@ -267,6 +267,7 @@ func (r *Reader) readFixedDirect(st *readState, idx int, lay layout, dt arrow.Da
 	}
 	elem := dt.(*arrow.FixedSizeListType).Elem()
 	child := array.NewData(elem, int(n*dim), []*memory.Buffer{nil, values}, nil, 0, 0)
+	values.Release()
 	defer child.Release()
 	return makeArray(dt, n, []*memory.Buffer{nil}, []arrow.ArrayData{child}, 0)
 }

@@ -1,6 +1,3 @@
-// Package file writes and reads Lance 2.0 data files (the files under a dataset's data/ folder):
-// the container of protos/file2.proto with the v2.0 array encodings of
-// protos/encodings_v2_0.proto, as the official engine (lance 8) writes and reads them.
 package file
 
 import (
@@ -26,7 +23,9 @@ type Options struct {
 // Writer encodes record batches into one Lance 2.0 data file held in memory (data files are put
 // to object storage whole). Write keeps references to the arrays it is given (Retain) until
 // their values have been encoded into a page, so values are copied once, straight into the
-// output. A Writer is not safe for concurrent use.
+// output; Finish releases the last of them. (A Writer dropped without Finish leaves them to the
+// garbage collector, which is all the Go allocator needs.) A Writer is not safe for concurrent
+// use.
 type Writer struct {
 	schema   *schema.Schema
 	opts     Options

@@ -46,7 +46,7 @@ func (c *column) fit(arr arrow.Array, from, to int, o Options) int {
 	room := int64(o.MaxPageBytes)*8 - c.size
 	switch c.lay.kind {
 	case kindFixed, kindList:
-		per := int64(c.lay.bitsPerRow())
+		per := c.bitsPerRow(arr)
 		n = int(min(int64(n), (room+per-1)/per))
 	case kindBinary:
 		// The smallest k whose rows fill the page: 64 bits of end offset plus the bytes per row.
@@ -63,11 +63,16 @@ func (c *column) sizeOf(arr arrow.Array, from, to int) int64 {
 		off := offsetsOf(arr)
 		return 64*int64(to-from) + 8*(off.at(to)-off.at(from))
 	}
+	return c.bitsPerRow(arr) * int64(to-from)
+}
+
+// bitsPerRow is the encoded size of a row of arr in a fixed-width or list offsets column.
+func (c *column) bitsPerRow(arr arrow.Array) int64 {
 	per := int64(c.lay.bitsPerRow())
 	if c.lay.kind == kindFixed && arr.NullN() == 0 {
 		per-- // no row validity bitmap will be written for rows without nulls
 	}
-	return per * int64(to-from)
+	return per
 }
 
 // appendStruct passes the rows to the children. Lance 2.0 cannot store struct-level nulls: it
@@ -276,7 +281,7 @@ func (w *Writer) flushBinary(c *column) pageMeta {
 	i, end := 0, uint64(0)
 	for _, ch := range c.chunks {
 		off := offsetsOf(ch.arr)
-		src := ch.arr.Data().Buffers()[2].Bytes()
+		src := bufBytes(ch.arr.Data().Buffers()[2]) // nil when every value is empty or null
 		if nullsIn(ch.arr, ch.from, ch.to) == 0 {
 			lo, hi := off.at(ch.from), off.at(ch.to)
 			copy(data[end:], src[lo:hi])
@@ -438,4 +443,12 @@ func copyValidity(dst []byte, pos int, arr arrow.Array, from, n int) {
 		return
 	}
 	bitutil.SetBitsTo(dst, int64(pos), int64(n), false) // all null, no bitmap
+}
+
+// bufBytes is b's bytes, nil for a nil buffer (Arrow allows one where there is nothing to hold).
+func bufBytes(b *memory.Buffer) []byte {
+	if b == nil {
+		return nil
+	}
+	return b.Bytes()
 }

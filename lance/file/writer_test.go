@@ -234,3 +234,18 @@ func TestPagesSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestStringsWithoutValueBuffer: Arrow allows a string array of empty strings and nulls to have
+// no value buffer at all.
+func TestStringsWithoutValueBuffer(t *testing.T) {
+	s, as := lanceSchema(t, arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}}, nil))
+	offsets := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes([]int32{0, 0, 0, 0}))
+	data := array.NewData(arrow.BinaryTypes.String, 3, []*memory.Buffer{memory.NewBufferBytes([]byte{0b101}), offsets, nil}, nil, 1, 0)
+	arr := array.MakeFromData(data)
+	data.Release()
+	rec := buildRecord(as, arr)
+	defer rec.Release()
+	got := readRange(t, mustOpen(t, writeFile(t, s, Options{}, rec)), s.Fields, 0, 3, nil)
+	defer got.Release()
+	expectArrays(t, "s", rec.Column(0), got.Column(0))
+}

@@ -116,7 +116,7 @@ func Build(flat []*Field, meta map[string][]byte) (*Schema, error) {
 			continue
 		}
 		p, ok := byID[f.ParentID]
-		if !ok {
+		if !ok || p == f {
 			return nil, fmt.Errorf("lance schema: field %q (id %d) names parent %d that does not precede it", f.Name, f.ID, f.ParentID)
 		}
 		p.Children = append(p.Children, f)

@@ -97,6 +97,9 @@ func TestBuildRefusesOrphan(t *testing.T) {
 	if _, err := Build([]*Field{{ID: 1, ParentID: 0, Name: "x"}}, nil); err == nil {
 		t.Fatal("orphan accepted")
 	}
+	if _, err := Build([]*Field{{ID: 0, ParentID: 0, Name: "self"}}, nil); err == nil {
+		t.Fatal("self-parented field accepted")
+	}
 	if _, err := Build([]*Field{{ID: 0, ParentID: -1}, {ID: 0, ParentID: -1}}, nil); err == nil {
 		t.Fatal("duplicate id accepted")
 	}

@@ -1,0 +1,337 @@
+// Package framing turns one bounded graph batch — NDJSON in the strict envelope of the
+// reference engine (reference/omnigraph-surface.md §2.1) — into logical node and edge
+// records. It reads no storage and knows no schema.
+//
+// One envelope per line, lines split on "\n", a "\r" before the "\n" dropped (CRLF):
+//
+//	{"type":"<Node>","data":{…}}
+//	{"edge":"<Edge>","from":"<id>","to":"<id>","data":{…}}
+//
+// "data" may be omitted ({}); data.id, when given, must be a string. Blank lines (only
+// spaces, tabs, CR or form feeds) are skipped but counted: line numbers are 1-based physical
+// lines. The batch is refused as a whole on the first violation, in the reference's order:
+//
+//  1. batch over MaxBytes → *errs.ResourceLimitExceeded "graph_batch_request_bytes"
+//  2. per line: over MaxLineBytes → "graph_batch_line_bytes"; over MaxLines (optional) →
+//     *errs.InvalidInput; over MaxStructuralSlots → "graph_batch_json_structural_slots"
+//     (line-bound resource errors come wrapped in *errs.LineError)
+//  3. not strict JSON (syntax, a second value, invalid UTF-8, unpaired surrogate escape,
+//     number overflowing float64, nesting over MaxDepth, a duplicate member at any depth)
+//  4. not an object; not exactly one of "type"/"edge"; a reserved or unknown top-level
+//     field (smallest name first); "type"/"edge"/"from"/"to" missing or not a string;
+//     "data" not an object
+//  5. "src"/"dst" in edge data (reserved structural state); a reserved physical field in
+//     data (_tombstone, _rowid, _rowaddr, _rowoffset, _row_created_at_version,
+//     _row_last_updated_at_version); data.id not a string
+//
+// Every refusal from step 3 on is an *errs.InvalidInput naming the line, the field and the
+// reason, with the reference's message fragment in the reason. Schema checks (unknown
+// types and fields, value types, canonical @key ids, endpoints) are the engine's.
+package framing
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+)
+
+// Parse reads one batch from r (never more than lim.MaxBytes+1 bytes) and parses it with
+// ParseBytes' rules. When the batch is too large, Actual is the number of bytes read,
+// MaxBytes+1: a lower bound of the real size. A read error is returned wrapped, untyped.
+func Parse(r io.Reader, lim Limits) ([]Record, error) {
+	lim = lim.normalized()
+	body, err := readBounded(r, lim.MaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	return parseBody(body, lim)
+}
+
+// ParseBytes parses one batch held in memory. body is not modified or retained: records
+// point into one compact copy of the accepted lines.
+func ParseBytes(body []byte, lim Limits) ([]Record, error) {
+	lim = lim.normalized()
+	if int64(len(body)) > lim.MaxBytes {
+		return nil, &errs.ResourceLimitExceeded{Resource: ResourceRequestBytes, Limit: uint64(lim.MaxBytes), Actual: uint64(len(body))}
+	}
+	return parseBody(body, lim)
+}
+
+func readBounded(r io.Reader, max int64) ([]byte, error) {
+	bound := max
+	if bound < math.MaxInt64 {
+		bound++ // one byte more than allowed tells "at the limit" from "over it"
+	}
+	size := int64(4096)
+	if l, ok := r.(interface{ Len() int }); ok {
+		size = int64(l.Len()) + 1
+	}
+	buf := make([]byte, 0, min(size, bound))
+	lr := &io.LimitedReader{R: r, N: bound}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("framing: read batch: %w", err)
+		}
+	}
+	if int64(len(buf)) > max {
+		return nil, &errs.ResourceLimitExceeded{Resource: ResourceRequestBytes, Limit: uint64(max), Actual: uint64(len(buf))}
+	}
+	return buf, nil
+}
+
+func parseBody(body []byte, lim Limits) ([]Record, error) {
+	// Compact copies never outgrow their lines, so the arena never reallocates.
+	s := newScanner(lim.MaxDepth, len(body))
+	var records []Record
+	line := 0
+	for off := 0; off < len(body); {
+		raw := body[off:]
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			raw = raw[:i]
+			off += i + 1
+			if n := len(raw); n > 0 && raw[n-1] == '\r' {
+				raw = raw[:n-1]
+			}
+		} else {
+			off = len(body) // the last line has no delimiter, so no CRLF either
+		}
+		line++
+		if len(raw) > lim.MaxLineBytes {
+			return nil, &errs.LineError{Line: line, Err: &errs.ResourceLimitExceeded{
+				Resource: ResourceLineBytes, Limit: uint64(lim.MaxLineBytes), Actual: uint64(len(raw))}}
+		}
+		if lim.MaxLines > 0 && line > lim.MaxLines {
+			return nil, &errs.InvalidInput{Line: line, Reason: fmt.Sprintf("graph batch has more than %d lines", lim.MaxLines)}
+		}
+		if blank(raw) {
+			continue
+		}
+		if actual, over := structuralSlots(raw, lim.MaxStructuralSlots); over {
+			return nil, &errs.LineError{Line: line, Err: &errs.ResourceLimitExceeded{
+				Resource: ResourceStructuralSlots, Limit: uint64(lim.MaxStructuralSlots), Actual: actual}}
+		}
+		rec, err := s.record(raw, line)
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, rec)
+	}
+	return records, nil
+}
+
+// blank reports a line of ASCII whitespace only (the reference's u8::is_ascii_whitespace:
+// space, \t, \n, \f, \r).
+func blank(raw []byte) bool {
+	for _, c := range raw {
+		switch c {
+		case ' ', '\t', '\n', '\f', '\r':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// structuralSlots charges a line one slot plus one per '{' '}' '[' ']' ',' ':' outside
+// strings, before any decoding, and reports the count at which it first went over limit
+// (limit+1), as the reference does. A line shorter than limit cannot go over.
+func structuralSlots(raw []byte, limit int) (uint64, bool) {
+	if len(raw) < limit {
+		return 0, false
+	}
+	slots := 1
+	inString, escaped := false, false
+	for _, c := range raw {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '}', '[', ']', ',', ':':
+			slots++
+			if slots > limit {
+				return uint64(slots), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// record scans one non-blank line and applies the envelope rules.
+func (s *scanner) record(raw []byte, line int) (Record, error) {
+	if err := s.scanLine(raw, line); err != nil {
+		return Record{}, err
+	}
+	if !s.isObject {
+		return Record{}, invalid(line, "", "graph batch row must be one JSON object")
+	}
+	var typ, edge, from, to, data *member
+	for i := range s.top {
+		switch m := &s.top[i]; m.name {
+		case "type":
+			typ = m
+		case "edge":
+			edge = m
+		case "from":
+			from = m
+		case "to":
+			to = m
+		case "data":
+			data = m
+		}
+	}
+	if (typ == nil) == (edge == nil) {
+		return Record{}, invalid(line, "type", "graph batch row must contain exactly one of 'type' or 'edge'")
+	}
+	rec := Record{Line: line, Kind: NodeRecord}
+	if edge != nil {
+		rec.Kind = EdgeRecord
+	}
+	if err := s.checkTopLevel(line, rec.Kind); err != nil {
+		return Record{}, err
+	}
+	var err error
+	if rec.Kind == NodeRecord {
+		if rec.Type, err = s.requiredString(line, typ, "type", true); err != nil {
+			return Record{}, err
+		}
+	} else {
+		if rec.Type, err = s.requiredString(line, edge, "edge", true); err != nil {
+			return Record{}, err
+		}
+		if rec.From, err = s.requiredString(line, from, "from", false); err != nil {
+			return Record{}, err
+		}
+		if rec.To, err = s.requiredString(line, to, "to", false); err != nil {
+			return Record{}, err
+		}
+	}
+	if data != nil && s.arena[data.start] != '{' {
+		return Record{}, invalid(line, "data", "graph batch field 'data' must be an object, got "+s.shown(data))
+	}
+	if err := s.fillData(line, &rec); err != nil {
+		return Record{}, err
+	}
+	return rec, nil
+}
+
+// checkTopLevel refuses a top-level member the envelope does not allow, reporting the
+// smallest such name so the answer does not depend on member order.
+func (s *scanner) checkTopLevel(line int, kind RecordKind) error {
+	bad, found := "", false
+	for _, m := range s.top {
+		ok := m.name == "data"
+		if kind == NodeRecord {
+			ok = ok || m.name == "type"
+		} else {
+			ok = ok || m.name == "edge" || m.name == "from" || m.name == "to"
+		}
+		if !ok && (!found || m.name < bad) {
+			bad, found = m.name, true
+		}
+	}
+	switch {
+	case !found:
+		return nil
+	case reservedPhysical(bad):
+		return invalid(line, bad, "top-level field '"+bad+"' is reserved physical state")
+	default:
+		return invalid(line, truncate(bad, maxShown), "unknown top-level graph batch field '"+show(bad)+"'")
+	}
+}
+
+func (s *scanner) requiredString(line int, m *member, field string, intern bool) (string, error) {
+	if m == nil {
+		return "", invalid(line, field, "graph batch row requires field '"+field+"'")
+	}
+	v := s.arena[m.start:m.end]
+	if v[0] != '"' {
+		return "", invalid(line, field, "graph batch field '"+field+"' must be a string, got "+s.shown(m))
+	}
+	if intern && bytes.IndexByte(v, '\\') < 0 {
+		return s.name(v[1 : len(v)-1]), nil
+	}
+	return stringValue(v), nil
+}
+
+// fillData applies the data rules and fills rec.Data and rec.ID.
+func (s *scanner) fillData(line int, rec *Record) error {
+	var id *member
+	reserved, found := "", false
+	for i := range s.data {
+		m := &s.data[i]
+		if rec.Kind == EdgeRecord && (m.name == "src" || m.name == "dst") {
+			// The reference checks "src" before "dst".
+			name := "src"
+			if m.name == "dst" && !s.hasData("src") {
+				name = "dst"
+			}
+			return invalid(line, "data."+name, "edge data field '"+name+"' is reserved structural state")
+		}
+		if reservedPhysical(m.name) && (!found || m.name < reserved) {
+			reserved, found = m.name, true
+		}
+		if m.name == "id" {
+			id = m
+		}
+	}
+	if found {
+		return invalid(line, "data."+reserved, "input field '"+reserved+"' is reserved physical state")
+	}
+	if id != nil {
+		v := s.arena[id.start:id.end]
+		if v[0] != '"' {
+			return invalid(line, "data.id", "field 'id' must be a string, got "+s.shown(id))
+		}
+		idv := stringValue(v)
+		rec.ID = &idv
+	}
+	n := len(s.data)
+	if id != nil {
+		n--
+	}
+	rec.Data = make(map[string]json.RawMessage, n)
+	for _, m := range s.data {
+		if m.name != "id" {
+			rec.Data[m.name] = s.arena[m.start:m.end:m.end]
+		}
+	}
+	return nil
+}
+
+func (s *scanner) hasData(name string) bool {
+	for _, m := range s.data {
+		if m.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// shown renders a member's compact JSON value for a message.
+func (s *scanner) shown(m *member) string { return show(string(s.arena[m.start:m.end])) }
+
+func invalid(line int, field, reason string) error {
+	return &errs.InvalidInput{Line: line, Field: field, Reason: reason}
+}

@@ -1,0 +1,155 @@
+package framing
+
+import (
+	"encoding/json"
+	"slices"
+	"unicode/utf8"
+)
+
+// RecordKind tells a node line from an edge line.
+type RecordKind uint8
+
+const (
+	NodeRecord RecordKind = iota + 1 // {"type":"<Node>","data":{…}}
+	EdgeRecord                       // {"edge":"<Edge>","from":"<id>","to":"<id>","data":{…}}
+)
+
+func (k RecordKind) String() string {
+	switch k {
+	case NodeRecord:
+		return "node"
+	case EdgeRecord:
+		return "edge"
+	}
+	return "invalid"
+}
+
+// Record is one logical graph-batch line. Nothing here is checked against a schema: unknown
+// types, unknown data fields, property value types, @key canonical ids and edge endpoints
+// are the engine's to check.
+type Record struct {
+	Line int        // 1-based line number in the batch (blank lines counted)
+	Kind RecordKind // NodeRecord or EdgeRecord
+	Type string     // node type name ("type") or edge type name ("edge"), as written
+	From string     // edge only: source node id, as written
+	To   string     // edge only: destination node id, as written
+	// ID is the supplied data.id (always a JSON string), nil when omitted. For an @key node
+	// the engine must check it equals the canonical key id exactly; otherwise it is the
+	// physical id used verbatim (surface §2.2).
+	ID *string
+	// Data holds the members of "data" other than "id", keyed by their decoded names. Each
+	// value is the member's JSON text with insignificant whitespace removed (string escapes
+	// and number spellings kept as written, so I64/U64 stay exact). Never nil; empty when
+	// "data" was omitted or {}.
+	Data map[string]json.RawMessage
+}
+
+// TableKey is the reference's type key: "node:<Type>" or "edge:<Edge>".
+func (r *Record) TableKey() string {
+	if r.Kind == EdgeRecord {
+		return "edge:" + r.Type
+	}
+	return "node:" + r.Type
+}
+
+// AppendJSON appends the record's canonical line (no newline): envelope members in the
+// order of surface §2.1, "data" always present with its members sorted by name and "id"
+// among them. Parsing the result yields the same record.
+func (r *Record) AppendJSON(dst []byte) []byte {
+	if r.Kind == EdgeRecord {
+		dst = append(dst, `{"edge":`...)
+		dst = appendQuoted(dst, r.Type)
+		dst = append(dst, `,"from":`...)
+		dst = appendQuoted(dst, r.From)
+		dst = append(dst, `,"to":`...)
+		dst = appendQuoted(dst, r.To)
+	} else {
+		dst = append(dst, `{"type":`...)
+		dst = appendQuoted(dst, r.Type)
+	}
+	dst = append(dst, `,"data":{`...)
+	names := make([]string, 0, len(r.Data)+1)
+	for name := range r.Data {
+		if name != "id" {
+			names = append(names, name)
+		}
+	}
+	if r.ID != nil {
+		names = append(names, "id")
+	}
+	slices.Sort(names)
+	for i, name := range names {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendQuoted(dst, name)
+		dst = append(dst, ':')
+		if name == "id" && r.ID != nil {
+			dst = appendQuoted(dst, *r.ID)
+		} else {
+			dst = append(dst, r.Data[name]...)
+		}
+	}
+	return append(dst, "}}"...)
+}
+
+// MarshalJSON returns AppendJSON(nil).
+func (r Record) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+// reservedPhysical reports the field names refused at the top level and inside "data"
+// because they are reserved physical state (surface §2.1, storage §9).
+func reservedPhysical(name string) bool {
+	switch name {
+	case "_tombstone", "_rowid", "_rowaddr", "_rowoffset", "_row_created_at_version", "_row_last_updated_at_version":
+		return true
+	}
+	return false
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendQuoted appends s as a JSON string. Invalid UTF-8 becomes U+FFFD.
+func appendQuoted(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -1,0 +1,262 @@
+// Package errs holds the typed errors every layer of the worker may return and route on.
+//
+// Each type carries exactly the fields the reference engine's error variant carries
+// (reference/omnigraph-storage.md §8), under CamelCase Go names with the reference's
+// snake_case names as JSON tags, so the worker can copy them into a dead-letter header.
+// Every type is returned as a pointer (*KeyConflict, …) and found with errors.As through
+// any amount of fmt.Errorf("…: %w") wrapping.
+//
+// Kind, Detail and Permanent read the first typed error in the chain (errors.As order).
+package errs
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Stable kinds returned by Kind. The dead-letter subject suffix uses them
+// (ARCHITECTURE.md §5: key_conflict, resource_limit, invalid, branch_missing, …).
+const (
+	KindKeyConflict                     = "key_conflict"
+	KindResourceLimit                   = "resource_limit"
+	KindRecoveryRequired                = "recovery_required"
+	KindReadSetChanged                  = "read_set_changed"
+	KindPublishedDatasetVersionMismatch = "published_dataset_version_mismatch"
+	KindBranchMissing                   = "branch_missing"
+	KindInvalid                         = "invalid"
+	// KindUnknown is the kind of a non-nil error that carries none of this package's types
+	// (storage, network, context, …). The worker treats it as transient.
+	KindUnknown = "unknown"
+)
+
+// typed is implemented by every error type of this package; errors.As into it finds the
+// first typed error of a chain.
+type typed interface {
+	error
+	kind() string
+	permanent() bool
+	detail() map[string]any
+}
+
+// KeyConflict: a strict insert (append mode) met an id that already exists, or one batch
+// carried the same id twice in append/overwrite mode. Retrying will not upsert.
+type KeyConflict struct {
+	TypeKey  string  `json:"type_key"`            // "node:<Type>" or "edge:<Edge>"
+	EntityID *string `json:"entity_id,omitempty"` // the exact id when known
+}
+
+// Error is the reference display: "node type 'X' already has this id".
+func (e *KeyConflict) Error() string { return typeSubject(e.TypeKey) + " already has this id" }
+
+func (e *KeyConflict) kind() string    { return KindKeyConflict }
+func (e *KeyConflict) permanent() bool { return true }
+func (e *KeyConflict) detail() map[string]any {
+	d := map[string]any{"type_key": e.TypeKey}
+	if e.EntityID != nil {
+		d["entity_id"] = *e.EntityID
+	}
+	return d
+}
+
+// ResourceLimitExceeded: a bounded input or plan went over an explicit ceiling before any
+// effect. Resource is an opaque discriminator such as "graph_batch_line_bytes" or
+// "keyed entities for node:Thing" (reference/omnigraph-storage.md §9).
+type ResourceLimitExceeded struct {
+	Resource string `json:"resource"`
+	Limit    uint64 `json:"limit"`
+	Actual   uint64 `json:"actual"`
+}
+
+func (e *ResourceLimitExceeded) Error() string {
+	return fmt.Sprintf("resource limit exceeded for %s: actual %d, limit %d", e.Resource, e.Actual, e.Limit)
+}
+
+func (e *ResourceLimitExceeded) kind() string    { return KindResourceLimit }
+func (e *ResourceLimitExceeded) permanent() bool { return true }
+func (e *ResourceLimitExceeded) detail() map[string]any {
+	return map[string]any{"resource": e.Resource, "limit": e.Limit, "actual": e.Actual}
+}
+
+// RecoveryRequired: a durable recovery intent (sidecar) overlaps this write, or this write's
+// own intent stays behind after an effect. Recover first, then retry.
+type RecoveryRequired struct {
+	OperationID string `json:"operation_id"`
+	Reason      string `json:"reason"`
+}
+
+func (e *RecoveryRequired) Error() string {
+	return "recovery required for operation " + e.OperationID + ": " + e.Reason
+}
+
+func (e *RecoveryRequired) kind() string    { return KindRecoveryRequired }
+func (e *RecoveryRequired) permanent() bool { return false }
+func (e *RecoveryRequired) detail() map[string]any {
+	return map[string]any{"operation_id": e.OperationID, "reason": e.Reason}
+}
+
+// ReadSetChanged: a write-authority member (for example "graph_head:main") moved between
+// preparation and the effect gate; nothing was written. Nil means the member was absent.
+type ReadSetChanged struct {
+	Member   string  `json:"member"`
+	Expected *string `json:"expected"`
+	Actual   *string `json:"actual"`
+}
+
+func (e *ReadSetChanged) Error() string {
+	return fmt.Sprintf("write authority '%s' changed during preparation (expected %s, current %s) — reprepare from the current branch state",
+		e.Member, orAbsent(e.Expected), orAbsent(e.Actual))
+}
+
+func (e *ReadSetChanged) kind() string    { return KindReadSetChanged }
+func (e *ReadSetChanged) permanent() bool { return false }
+func (e *ReadSetChanged) detail() map[string]any {
+	return map[string]any{"member": e.Member, "expected": ptrValue(e.Expected), "actual": ptrValue(e.Actual)}
+}
+
+// PublishedDatasetVersionMismatch: the caller's expected published version of one dataset is
+// not the manifest's current one (a stale view; refresh and retry).
+type PublishedDatasetVersionMismatch struct {
+	TypeKey                         string `json:"type_key"`
+	ExpectedPublishedDatasetVersion uint64 `json:"expected_published_dataset_version"`
+	ActualPublishedDatasetVersion   uint64 `json:"actual_published_dataset_version"`
+}
+
+func (e *PublishedDatasetVersionMismatch) Error() string {
+	return fmt.Sprintf("stale view of %s: expected published dataset version %d but current is %d — refresh and retry",
+		datasetSubject(e.TypeKey), e.ExpectedPublishedDatasetVersion, e.ActualPublishedDatasetVersion)
+}
+
+func (e *PublishedDatasetVersionMismatch) kind() string    { return KindPublishedDatasetVersionMismatch }
+func (e *PublishedDatasetVersionMismatch) permanent() bool { return false }
+func (e *PublishedDatasetVersionMismatch) detail() map[string]any {
+	return map[string]any{
+		"type_key":                           e.TypeKey,
+		"expected_published_dataset_version": e.ExpectedPublishedDatasetVersion,
+		"actual_published_dataset_version":   e.ActualPublishedDatasetVersion,
+	}
+}
+
+// BranchNotFound: the named graph branch does not exist (and no fork base was given).
+type BranchNotFound struct {
+	Branch string `json:"branch"`
+}
+
+func (e *BranchNotFound) Error() string { return "branch '" + e.Branch + "' not found" }
+
+func (e *BranchNotFound) kind() string    { return KindBranchMissing }
+func (e *BranchNotFound) permanent() bool { return true }
+func (e *BranchNotFound) detail() map[string]any {
+	return map[string]any{"branch": e.Branch}
+}
+
+// InvalidInput: a framing or validation refusal of the batch itself.
+type InvalidInput struct {
+	Line   int    `json:"line"`   // 1-based batch line; 0 when not line-specific
+	Field  string `json:"field"`  // e.g. "type", "data.name", "data.tags[2]"; "" for the whole line
+	Reason string `json:"reason"` // what is wrong
+}
+
+// Error names the line, the field and the reason, for example
+// `line 3, field "data.extra.x": duplicate JSON member 'x'`.
+func (e *InvalidInput) Error() string {
+	var b strings.Builder
+	if e.Line > 0 {
+		b.WriteString("line ")
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	if e.Field != "" {
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("field ")
+		b.WriteString(strconv.Quote(e.Field))
+	}
+	if b.Len() > 0 {
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+func (e *InvalidInput) kind() string    { return KindInvalid }
+func (e *InvalidInput) permanent() bool { return true }
+func (e *InvalidInput) detail() map[string]any {
+	return map[string]any{"line": e.Line, "field": e.Field, "reason": e.Reason}
+}
+
+// LineError places an error (typically a *ResourceLimitExceeded, whose fields carry no line)
+// on a 1-based batch line. It adds nothing to Kind, Detail or Permanent: they see through it.
+type LineError struct {
+	Line int
+	Err  error
+}
+
+func (e *LineError) Error() string { return "line " + strconv.Itoa(e.Line) + ": " + e.Err.Error() }
+func (e *LineError) Unwrap() error { return e.Err }
+
+// Kind returns the routing kind of err's first typed error: "" for nil, KindUnknown for an
+// error chain without one.
+func Kind(err error) string {
+	if err == nil {
+		return ""
+	}
+	var t typed
+	if errors.As(err, &t) {
+		return t.kind()
+	}
+	return KindUnknown
+}
+
+// Detail returns the fields of err's first typed error as JSON-able values keyed by their
+// snake_case names (uint64 stays uint64, absent optionals are nil or left out as the HTTP
+// surface does); nil when err has no typed error.
+func Detail(err error) map[string]any {
+	var t typed
+	if err != nil && errors.As(err, &t) {
+		return t.detail()
+	}
+	return nil
+}
+
+// Permanent reports whether retrying the same input can never succeed: KeyConflict,
+// ResourceLimitExceeded, InvalidInput and BranchNotFound. Everything else (including untyped
+// errors) may succeed on a later attempt.
+func Permanent(err error) bool {
+	var t typed
+	return err != nil && errors.As(err, &t) && t.permanent()
+}
+
+// typeSubject renders a type key the way the reference does: "node type 'X'",
+// "edge type 'X'", otherwise "dataset 'K'".
+func typeSubject(typeKey string) string {
+	if name, ok := strings.CutPrefix(typeKey, "node:"); ok {
+		return "node type '" + name + "'"
+	}
+	if name, ok := strings.CutPrefix(typeKey, "edge:"); ok {
+		return "edge type '" + name + "'"
+	}
+	return "dataset '" + typeKey + "'"
+}
+
+func datasetSubject(typeKey string) string {
+	if strings.HasPrefix(typeKey, "node:") || strings.HasPrefix(typeKey, "edge:") {
+		return "dataset for " + typeSubject(typeKey)
+	}
+	return "dataset '" + typeKey + "'"
+}
+
+func orAbsent(s *string) string {
+	if s == nil {
+		return "<absent>"
+	}
+	return *s
+}
+
+func ptrValue(s *string) any {
+	if s == nil {
+		return nil
+	}
+	return *s
+}

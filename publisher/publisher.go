@@ -1,0 +1,401 @@
+package publisher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+// Dir is the __manifest dataset's directory under the graph root.
+const Dir = "__manifest"
+
+// RetryBudget is how many times a publish rescans and retries after losing the manifest CAS.
+const RetryBudget = 5
+
+// StampError refuses a __manifest whose internal schema version is not the one this build writes.
+type StampError struct {
+	Found  string // "" when the stamp is missing
+	Reason string
+}
+
+func (e *StampError) Error() string { return "__manifest: " + e.Reason }
+
+func checkStamp(s *schema.Schema) error {
+	raw, ok := s.Metadata[StampKey]
+	if !ok {
+		return &StampError{Reason: fmt.Sprintf("missing %s stamp: an interrupted init or a corrupt graph; refusing to open", StampKey)}
+	}
+	v, err := strconv.Atoi(string(raw))
+	switch {
+	case err != nil:
+		return &StampError{Found: string(raw), Reason: fmt.Sprintf("unreadable %s stamp %q", StampKey, raw)}
+	case v < StampVersion:
+		return &StampError{Found: string(raw), Reason: fmt.Sprintf("internal schema version %d is older than %d: rebuild the graph (export, init, load)", v, StampVersion)}
+	case v > StampVersion:
+		return &StampError{Found: string(raw), Reason: fmt.Sprintf("internal schema version %d is newer than %d: upgrade omnigraph", v, StampVersion)}
+	}
+	return nil
+}
+
+// Publisher publishes graph commits on one branch of a graph root's __manifest. It is meant to
+// be owned by the single writer of that branch and is not safe for concurrent use.
+type Publisher struct {
+	root   storage.Store
+	store  storage.Store // root/__manifest
+	branch string        // "" for main
+	ds     *lance.Dataset
+	state  *State
+}
+
+// Create writes __manifest version 1 with the given rows (the genesis rows of a new graph).
+func Create(ctx context.Context, root storage.Store, rows []Row) error {
+	s, err := schema.FromArrow(ManifestSchema())
+	if err != nil {
+		return err
+	}
+	rec := rowsRecord(rows)
+	defer rec.Release()
+	_, err = lance.Create(ctx, root.Sub(Dir), s, []arrow.Record{rec}, lance.CreateOptions{})
+	return err
+}
+
+// Open returns a publisher for branch ("" or "main" for main). The snapshot is read lazily.
+func Open(root storage.Store, branch string) *Publisher {
+	if branch == "main" {
+		branch = ""
+	}
+	return &Publisher{root: root, store: root.Sub(Dir), branch: branch}
+}
+
+// Store is the __manifest dataset's store.
+func (p *Publisher) Store() storage.Store { return p.store }
+
+// Snapshot returns the state of the latest __manifest version of the branch. A cached state is
+// reused while no newer version exists (one existence probe); otherwise the manifest is
+// rescanned. The returned state is shared: do not modify it.
+func (p *Publisher) Snapshot(ctx context.Context) (*State, error) {
+	if p.ds != nil {
+		latest, err := p.ds.Latest(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if latest.Version() == p.ds.Version() {
+			return p.state, nil
+		}
+	}
+	ds, err := lance.Open(ctx, p.store, lance.WithBranch(p.branch))
+	if err != nil {
+		var be *lance.BranchError
+		if errors.As(err, &be) {
+			return nil, &errs.BranchNotFound{Branch: p.branch}
+		}
+		return nil, err
+	}
+	st, err := p.scan(ctx, ds)
+	if err != nil {
+		return nil, err
+	}
+	p.ds, p.state = ds, st
+	return st, nil
+}
+
+// Dataset is the __manifest version the current snapshot was read from.
+func (p *Publisher) Dataset() *lance.Dataset { return p.ds }
+
+func (p *Publisher) scan(ctx context.Context, ds *lance.Dataset) (*State, error) {
+	if err := checkStamp(ds.Schema()); err != nil {
+		return nil, err
+	}
+	cols := []string{"object_id", "object_type", "location", "metadata", "table_key", "stable_table_id",
+		"table_incarnation_id", "table_version", "table_branch", "row_count"}
+	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: cols, WithRowAddress: true})
+	if err != nil {
+		return nil, err
+	}
+	st := newState(p.branch)
+	st.ManifestVersion = ds.Version()
+	for {
+		rec, err := sc.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		rows, addrs, err := recordRows(rec)
+		rec.Release()
+		if err != nil {
+			return nil, err
+		}
+		if err := st.apply(rows, addrs); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// DatasetUpdate moves a table's published version.
+type DatasetUpdate struct {
+	Identity ids.TableIdentity
+	TableKey string
+	Version  uint64
+	Branch   *string // Lance branch owning Version; nil = main
+	RowCount uint64
+	Meta     TableVersionMetadata
+}
+
+// Registration registers a table identity under a table key.
+type Registration struct {
+	Identity ids.TableIdentity
+	TableKey string
+}
+
+// Expectation requires a table's published version before the publish.
+type Expectation struct {
+	TableKey string
+	Version  uint64
+}
+
+// Lineage is the graph commit a publish records; its id is minted once by the caller and stays
+// the same across retries.
+type Lineage struct {
+	CommitID     string
+	ActorID      string
+	MergedParent string
+	CreatedAt    int64 // µs since the epoch
+}
+
+// ExactHead is the ExactGraphHead precondition: the branch's identifier and exact head
+// (nil = the head row must be absent), checked on every attempt.
+type ExactHead struct {
+	Identifier lance.BranchIdentifier
+	Head       *string
+}
+
+// Request is one publish.
+type Request struct {
+	Registrations []Registration
+	Updates       []DatasetUpdate
+	Expected      map[ids.TableIdentity]Expectation
+	Lineage       *Lineage
+	Precondition  *ExactHead // nil: any head
+	Receipt       *Receipt   // written in the same commit (its GraphCommitID is filled in)
+}
+
+// Result is what a publish made visible.
+type Result struct {
+	ManifestVersion uint64
+	CommitID        string
+	ParentCommitID  string
+	State           *State
+}
+
+// Publish makes the request visible as exactly one new __manifest version. Losing the CAS to a
+// concurrent publisher rescans and retries (RetryBudget times); precondition and expectation
+// failures are returned typed and are not retried.
+func (p *Publisher) Publish(ctx context.Context, req Request) (*Result, error) {
+	var lastErr error
+	for attempt := 0; attempt <= RetryBudget; attempt++ {
+		res, err := p.attempt(ctx, &req)
+		if err == nil {
+			return res, nil
+		}
+		var ce *lance.CommitConflictError
+		if !errors.As(err, &ce) {
+			return nil, err
+		}
+		lastErr = err
+		p.ds, p.state = nil, nil // lost the race: rescan from the winner's version
+	}
+	return nil, fmt.Errorf("publisher: manifest publish exhausted %d retries against concurrent writers: %w", RetryBudget, lastErr)
+}
+
+// BranchIdentifier reads the branch's identifier fresh (main's is empty).
+func (p *Publisher) BranchIdentifier(ctx context.Context) (lance.BranchIdentifier, error) {
+	if p.branch == "" {
+		return lance.BranchIdentifier{}, nil
+	}
+	ref, err := lance.ReadBranchRef(ctx, p.store, p.branch)
+	if err != nil {
+		return nil, err
+	}
+	return ref.Identifier, nil
+}
+
+func identifierJSON(b lance.BranchIdentifier) *string {
+	raw, _ := json.Marshal(b)
+	s := string(raw)
+	return &s
+}
+
+func (p *Publisher) checkPrecondition(ctx context.Context, st *State, pre *ExactHead) error {
+	bk := ids.BranchKey(p.branch)
+	want := identifierJSON(pre.Identifier)
+	got, err := p.BranchIdentifier(ctx)
+	if err != nil {
+		var be *lance.BranchError
+		if errors.As(err, &be) {
+			return &errs.ReadSetChanged{Member: "branch_identifier:" + bk, Expected: want}
+		}
+		return err
+	}
+	if !got.Equal(pre.Identifier) {
+		return &errs.ReadSetChanged{Member: "branch_identifier:" + bk, Expected: want, Actual: identifierJSON(got)}
+	}
+	head, ok := st.Head(p.branch)
+	var actual *string
+	if ok {
+		actual = &head
+	}
+	if (actual == nil) != (pre.Head == nil) || actual != nil && *actual != *pre.Head {
+		return &errs.ReadSetChanged{Member: "graph_head:" + bk, Expected: pre.Head, Actual: actual}
+	}
+	return nil
+}
+
+func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) {
+	if err := failpoint.Inject("publisher.attempt"); err != nil {
+		return nil, err
+	}
+	st, err := p.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.Precondition != nil {
+		if err := p.checkPrecondition(ctx, st, req.Precondition); err != nil {
+			return nil, err
+		}
+	}
+	for id, exp := range req.Expected {
+		if reg, ok := st.registrations[id]; ok && reg.tableKey != exp.TableKey {
+			return nil, &errs.ReadSetChanged{Member: "dataset_binding:" + id.String()}
+		}
+		if actual := st.liveVersion(id); actual != exp.Version {
+			return nil, &errs.PublishedDatasetVersionMismatch{TypeKey: exp.TableKey, ExpectedPublishedDatasetVersion: exp.Version, ActualPublishedDatasetVersion: actual}
+		}
+	}
+	newVersion := st.ManifestVersion + 1
+	rows, err := p.pendingRows(st, req, newVersion)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return &Result{ManifestVersion: st.ManifestVersion, State: st}, nil
+	}
+	next := st.clone()
+	next.ManifestVersion = newVersion
+	if err := next.apply(rows, nil); err != nil {
+		return nil, err
+	}
+	var remove []lance.RowAddress
+	for _, r := range rows {
+		if a, ok := st.addr[r.ObjectID]; ok {
+			remove = append(remove, a)
+		}
+	}
+	rec := rowsRecord(rows)
+	defer rec.Release()
+	staged, err := p.ds.StageRewriteRows(ctx, remove, []arrow.Record{rec}, lance.StageOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if err := failpoint.Inject("publisher.before_commit"); err != nil {
+		return nil, err
+	}
+	ds, err := p.ds.Commit(ctx, staged)
+	if err != nil {
+		return nil, err
+	}
+	added := ds.AddedFragments(p.ds.Manifest())
+	if len(added) != 1 || added[0].PhysicalRows != uint64(len(rows)) {
+		return nil, fmt.Errorf("publisher: commit added %d fragments, want one of %d rows", len(added), len(rows))
+	}
+	for i, r := range rows {
+		next.addr[r.ObjectID] = lance.RowAddress(added[0].ID<<32 | uint64(i))
+	}
+	p.ds, p.state = ds, next
+	res := &Result{ManifestVersion: newVersion, State: next}
+	if req.Lineage != nil {
+		res.CommitID = req.Lineage.CommitID
+		if h := st.lineageHead; h != nil {
+			res.ParentCommitID = h.ID
+		}
+	}
+	return res, nil
+}
+
+// pendingRows builds the rows of one attempt: registrations, table versions, lineage, receipt.
+func (p *Publisher) pendingRows(st *State, req *Request, newVersion uint64) ([]Row, error) {
+	var rows []Row
+	for _, r := range req.Registrations {
+		if !r.Identity.Valid() {
+			return nil, fmt.Errorf("publisher: registration of %s with a zero identity", r.TableKey)
+		}
+		if reg, ok := st.registrations[r.Identity]; ok {
+			if reg.tableKey != r.TableKey {
+				return nil, fmt.Errorf("publisher: %s is already registered as %s", r.Identity, reg.tableKey)
+			}
+			continue
+		}
+		loc := ids.TablePath(r.TableKey, r.Identity)
+		rows = append(rows, Row{ObjectID: ids.TableObjectID(r.Identity), ObjectType: TypeTable, Location: &loc, TableKey: r.TableKey,
+			StableTableID: u64p(r.Identity.StableTableID), TableIncarnationID: u64p(r.Identity.TableIncarnationID)})
+	}
+	registered := func(id ids.TableIdentity, key string) bool {
+		if reg, ok := st.registrations[id]; ok {
+			return reg.tableKey == key
+		}
+		for _, r := range req.Registrations {
+			if r.Identity == id && r.TableKey == key {
+				return true
+			}
+		}
+		return false
+	}
+	claimed := map[string]bool{}
+	for _, u := range req.Updates {
+		if !registered(u.Identity, u.TableKey) {
+			return nil, fmt.Errorf("publisher: update of %s (%s) which is not registered under that key", u.TableKey, u.Identity)
+		}
+		oid := ids.TableVersionObjectID(u.Identity, u.Version)
+		if claimed[oid] {
+			return nil, fmt.Errorf("publisher: %s claimed twice in one publish", oid)
+		}
+		claimed[oid] = true
+		rows = append(rows, Row{ObjectID: oid, ObjectType: TypeTableVersion, Metadata: jsonString(u.Meta), TableKey: u.TableKey,
+			StableTableID: u64p(u.Identity.StableTableID), TableIncarnationID: u64p(u.Identity.TableIncarnationID),
+			TableVersion: u64p(u.Version), TableBranch: u.Branch, RowCount: u64p(u.RowCount)})
+	}
+	if l := req.Lineage; l != nil {
+		meta := GraphCommitMetadata{ActorID: l.ActorID, MergedParentCommitID: l.MergedParent, CreatedAt: l.CreatedAt}
+		if h := st.lineageHead; h != nil {
+			meta.ParentCommitID = h.ID
+		}
+		rows = append(rows, Row{ObjectID: l.CommitID, ObjectType: TypeGraphCommit, Metadata: jsonString(meta),
+			TableVersion: u64p(newVersion), TableBranch: ids.BranchPtr(p.branch)})
+		head := GraphHeadMetadata{HeadCommitID: l.CommitID, ParentCommitID: meta.ParentCommitID}
+		rows = append(rows, Row{ObjectID: ids.GraphHeadObjectID(p.branch), ObjectType: TypeGraphHead, Metadata: jsonString(head)})
+		if rc := req.Receipt; rc != nil {
+			r := *rc
+			r.GraphCommitID = l.CommitID
+			r.Branch = ids.BranchKey(p.branch)
+			rows = append(rows, Row{ObjectID: ReceiptObjectID(r.ReceiptKey()), ObjectType: TypeIngestReceipt, Metadata: jsonString(r),
+				TableVersion: u64p(newVersion), TableBranch: ids.BranchPtr(p.branch)})
+		}
+	} else if req.Receipt != nil {
+		return nil, errors.New("publisher: a receipt needs a lineage commit")
+	}
+	return rows, nil
+}

@@ -1,0 +1,249 @@
+package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+var (
+	person = ids.TableIdentity{StableTableID: 1, TableIncarnationID: 4}
+	knows  = ids.TableIdentity{StableTableID: 2, TableIncarnationID: 5}
+)
+
+func genesis(t testing.TB) (storage.Store, string) {
+	t.Helper()
+	ctx := context.Background()
+	root, err := storage.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := ids.NewULID()
+	var rows []Row
+	for _, tb := range []struct {
+		id  ids.TableIdentity
+		key string
+	}{{person, "node:Person"}, {knows, "edge:Knows"}} {
+		loc := ids.TablePath(tb.key, tb.id)
+		rows = append(rows,
+			Row{ObjectID: ids.TableObjectID(tb.id), ObjectType: TypeTable, Location: &loc, TableKey: tb.key,
+				StableTableID: u64p(tb.id.StableTableID), TableIncarnationID: u64p(tb.id.TableIncarnationID)},
+			Row{ObjectID: ids.TableVersionObjectID(tb.id, 1), ObjectType: TypeTableVersion, TableKey: tb.key,
+				Metadata: jsonString(TableVersionMetadata{ManifestPath: "x"}), StableTableID: u64p(tb.id.StableTableID),
+				TableIncarnationID: u64p(tb.id.TableIncarnationID), TableVersion: u64p(1), RowCount: u64p(0)})
+	}
+	rows = append(rows,
+		Row{ObjectID: commit, ObjectType: TypeGraphCommit, Metadata: jsonString(GraphCommitMetadata{CreatedAt: 1}), TableVersion: u64p(1)},
+		Row{ObjectID: "graph_head:main", ObjectType: TypeGraphHead, Metadata: jsonString(GraphHeadMetadata{HeadCommitID: commit})})
+	if err := Create(ctx, root, rows); err != nil {
+		t.Fatal(err)
+	}
+	return root, commit
+}
+
+func update(id ids.TableIdentity, key string, v, rows uint64) DatasetUpdate {
+	return DatasetUpdate{Identity: id, TableKey: key, Version: v, RowCount: rows, Meta: TableVersionMetadata{ManifestPath: fmt.Sprint(v)}}
+}
+
+func TestGenesisSnapshot(t *testing.T) {
+	root, commit := genesis(t)
+	p := Open(root, "main")
+	st, err := p.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tabs := st.Tables()
+	if len(tabs) != 2 || tabs[0].TableKey != "edge:Knows" || tabs[1].TableKey != "node:Person" || tabs[1].Path != "nodes/0000000000000001-0000000000000004" {
+		t.Fatalf("tables %+v", tabs)
+	}
+	if h, ok := st.Head("main"); !ok || h != commit || st.ManifestVersion != 1 || st.LineageHead().ID != commit {
+		t.Fatalf("head %q %v", h, ok)
+	}
+}
+
+func TestPublishWithExactHeadAndReceipt(t *testing.T) {
+	ctx := context.Background()
+	root, g := genesis(t)
+	p := Open(root, "")
+	c1 := ids.NewULID()
+	res, err := p.Publish(ctx, Request{
+		Updates:      []DatasetUpdate{update(person, "node:Person", 2, 10)},
+		Expected:     map[ids.TableIdentity]Expectation{person: {"node:Person", 1}},
+		Lineage:      &Lineage{CommitID: c1, ActorID: "alice", CreatedAt: 5},
+		Precondition: &ExactHead{Identifier: lance.BranchIdentifier{}, Head: &g},
+		Receipt:      &Receipt{Stream: "S", Sequence: 7, MsgID: "m-1", PayloadSHA256: "ab"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ManifestVersion != 2 || res.ParentCommitID != g {
+		t.Fatalf("result %+v", res)
+	}
+	// A cold reader sees exactly what the writer folded in.
+	cold, err := Open(root, "").Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []*State{res.State, cold} {
+		tb, _ := st.Table("node:Person")
+		rc, ok := st.Receipt("m-1")
+		if tb.Version != 2 || tb.RowCount != 10 || !ok || rc.GraphCommitID != c1 || rc.ManifestVersion != 2 || rc.Sequence != 7 {
+			t.Fatalf("state: table %+v receipt %+v %v", tb, rc, ok)
+		}
+		if h, _ := st.Head(""); h != c1 || st.Commits[c1].Meta.ParentCommitID != g || st.Commits[c1].Meta.ActorID != "alice" {
+			t.Fatalf("lineage: head %s commit %+v", h, st.Commits[c1])
+		}
+	}
+	// The stale head is refused, typed, with both values.
+	_, err = p.Publish(ctx, Request{Lineage: &Lineage{CommitID: ids.NewULID()}, Precondition: &ExactHead{Head: &g}})
+	var rsc *errs.ReadSetChanged
+	if !errors.As(err, &rsc) || rsc.Member != "graph_head:main" || *rsc.Expected != g || *rsc.Actual != c1 {
+		t.Fatalf("stale head: %v", err)
+	}
+	// A stale table expectation is refused with the published version.
+	_, err = p.Publish(ctx, Request{Updates: []DatasetUpdate{update(person, "node:Person", 3, 1)},
+		Expected: map[ids.TableIdentity]Expectation{person: {"node:Person", 1}}, Lineage: &Lineage{CommitID: ids.NewULID()}})
+	var pm *errs.PublishedDatasetVersionMismatch
+	if !errors.As(err, &pm) || pm.ExpectedPublishedDatasetVersion != 1 || pm.ActualPublishedDatasetVersion != 2 {
+		t.Fatalf("stale expectation: %v", err)
+	}
+	unknown := ids.TableIdentity{StableTableID: 9, TableIncarnationID: 9}
+	_, err = p.Publish(ctx, Request{Expected: map[ids.TableIdentity]Expectation{unknown: {"node:X", 1}}, Lineage: &Lineage{CommitID: ids.NewULID()}})
+	if !errors.As(err, &pm) || pm.ActualPublishedDatasetVersion != 0 {
+		t.Fatalf("unknown identity: %v", err)
+	}
+}
+
+func TestBranchHeadAbsentUntilFirstCommit(t *testing.T) {
+	ctx := context.Background()
+	root, g := genesis(t)
+	main, _ := lance.Open(ctx, root.Sub(Dir))
+	if _, err := main.CreateBranch(ctx, "feature"); err != nil {
+		t.Fatal(err)
+	}
+	p := Open(root, "feature")
+	st, err := p.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.Head("feature"); ok {
+		t.Fatal("fresh branch has a head row")
+	}
+	ident, _ := p.BranchIdentifier(ctx)
+	// Expecting the inherited main head is a re-parent: refused.
+	_, err = p.Publish(ctx, Request{Lineage: &Lineage{CommitID: ids.NewULID()}, Precondition: &ExactHead{Identifier: ident, Head: &g}})
+	var rsc *errs.ReadSetChanged
+	if !errors.As(err, &rsc) || rsc.Member != "graph_head:feature" || rsc.Actual != nil {
+		t.Fatalf("reparent: %v", err)
+	}
+	c := ids.NewULID()
+	if _, err := p.Publish(ctx, Request{Lineage: &Lineage{CommitID: c}, Precondition: &ExactHead{Identifier: ident}}); err != nil {
+		t.Fatal(err)
+	}
+	// Delete and re-create the branch: the old identifier no longer holds (ABA fence).
+	if err := lance.DeleteBranch(ctx, root.Sub(Dir), "feature"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := main.CreateBranch(ctx, "feature"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(root, "feature").Publish(ctx, Request{Lineage: &Lineage{CommitID: ids.NewULID()}, Precondition: &ExactHead{Identifier: ident}})
+	if !errors.As(err, &rsc) || rsc.Member != "branch_identifier:feature" {
+		t.Fatalf("ABA: %v", err)
+	}
+	mainState, _ := Open(root, "").Snapshot(ctx)
+	if h, _ := mainState.Head(""); h != g {
+		t.Fatal("branch commit moved main's head")
+	}
+}
+
+// Disjoint writers racing on one branch serialize into one linear chain: each commit's parent
+// is the commit before it, and every publish lands exactly once.
+func TestConcurrentPublishersFormLinearChain(t *testing.T) {
+	ctx := context.Background()
+	root, _ := genesis(t)
+	const writers, each = 4, 5
+	var wg sync.WaitGroup
+	errc := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := Open(root, "")
+			for i := 0; i < each; i++ {
+				if _, err := p.Publish(ctx, Request{Lineage: &Lineage{CommitID: ids.NewULID(), ActorID: fmt.Sprint(w)}}); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if !strings.Contains(err.Error(), "exhausted") {
+			t.Fatal(err)
+		}
+		t.Log("a writer exhausted its retry budget under heavy contention:", err)
+	}
+	st, err := Open(root, "").Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertLinear(t, st)
+}
+
+func assertLinear(t *testing.T, st *State) {
+	t.Helper()
+	byVersion := map[uint64]Commit{}
+	for _, c := range st.Commits {
+		if _, dup := byVersion[c.ManifestVersion]; dup {
+			t.Fatalf("two commits at manifest version %d", c.ManifestVersion)
+		}
+		byVersion[c.ManifestVersion] = c
+	}
+	for v := uint64(2); v <= st.ManifestVersion; v++ {
+		c, ok := byVersion[v]
+		if !ok {
+			t.Fatalf("no commit at version %d", v)
+		}
+		if c.Meta.ParentCommitID != byVersion[v-1].ID {
+			t.Fatalf("commit at v%d has parent %s, want %s", v, c.Meta.ParentCommitID, byVersion[v-1].ID)
+		}
+	}
+	if h, _ := st.Head(""); h != byVersion[st.ManifestVersion].ID {
+		t.Fatal("head is not the last commit")
+	}
+}
+
+func TestStampRefusals(t *testing.T) {
+	ctx := context.Background()
+	for _, stamp := range []string{"5", "7", "x", ""} {
+		root, err := storage.Open(ctx, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := ManifestSchema()
+		sch, _ := schemaWithStamp(s, stamp)
+		if _, err := lance.Create(ctx, root.Sub(Dir), sch, nil, lance.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Open(root, "").Snapshot(ctx)
+		var se *StampError
+		if !errors.As(err, &se) {
+			t.Fatalf("stamp %q: %v", stamp, err)
+		}
+		want := map[string]string{"5": "rebuild", "7": "upgrade", "x": "unreadable", "": "missing"}[stamp]
+		if !strings.Contains(se.Error(), want) {
+			t.Fatalf("stamp %q: message %q lacks %q", stamp, se.Error(), want)
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package publisher
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/lance"
+)
+
+// TableEntry is one live table of a snapshot: its registration joined to its latest version.
+type TableEntry struct {
+	Identity ids.TableIdentity
+	TableKey string
+	Path     string
+	Version  uint64
+	Branch   *string // Lance branch owning Version; nil = main
+	RowCount uint64
+	Meta     TableVersionMetadata
+}
+
+// Commit is a graph_commit row.
+type Commit struct {
+	ID              string
+	ManifestVersion uint64
+	Branch          *string
+	Meta            GraphCommitMetadata
+}
+
+type registration struct {
+	tableKey, path string
+}
+
+type versionEntry struct {
+	version  uint64
+	branch   *string
+	rowCount uint64
+	meta     TableVersionMetadata
+}
+
+// State is the folded content of one __manifest version on one branch. A single writer keeps
+// it and folds its own publishes in, so a commit never rescans the whole manifest.
+type State struct {
+	ManifestVersion uint64
+	Branch          string
+	Heads           map[string]string // branch key -> head commit id (absence preserved)
+	Commits         map[string]Commit
+
+	registrations map[ids.TableIdentity]registration
+	versions      map[ids.TableIdentity]versionEntry
+	tombstones    map[ids.TableIdentity]uint64
+	receipts      map[string]Receipt
+	addr          map[string]lance.RowAddress // object_id -> row, for in-place upserts
+	lineageHead   *Commit
+}
+
+func newState(branch string) *State {
+	return &State{Branch: branch, Heads: map[string]string{}, Commits: map[string]Commit{},
+		registrations: map[ids.TableIdentity]registration{}, versions: map[ids.TableIdentity]versionEntry{},
+		tombstones: map[ids.TableIdentity]uint64{}, receipts: map[string]Receipt{}, addr: map[string]lance.RowAddress{}}
+}
+
+// clone copies the state so a failed publish attempt cannot corrupt the cached one.
+func (s *State) clone() *State {
+	c := *s
+	c.Heads = cloneMap(s.Heads)
+	c.Commits = cloneMap(s.Commits)
+	c.registrations = cloneMap(s.registrations)
+	c.versions = cloneMap(s.versions)
+	c.tombstones = cloneMap(s.tombstones)
+	c.receipts = cloneMap(s.receipts)
+	c.addr = cloneMap(s.addr)
+	return &c
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// Head is the exact graph_head of a branch: ok=false when the row is absent (a fresh branch).
+func (s *State) Head(branch string) (string, bool) {
+	h, ok := s.Heads[ids.BranchKey(branch)]
+	return h, ok
+}
+
+// LineageHead is the newest visible graph commit: the parent of the next one.
+func (s *State) LineageHead() *Commit { return s.lineageHead }
+
+// Receipt looks up an ingest receipt by key (message id or stream:sequence).
+func (s *State) Receipt(key string) (Receipt, bool) {
+	r, ok := s.receipts[key]
+	return r, ok
+}
+
+// Tables lists the live tables sorted by table key.
+func (s *State) Tables() []TableEntry {
+	var out []TableEntry
+	for id, v := range s.versions {
+		if t, ok := s.tombstones[id]; ok && t >= v.version {
+			continue
+		}
+		reg, ok := s.registrations[id]
+		if !ok {
+			continue
+		}
+		out = append(out, TableEntry{Identity: id, TableKey: reg.tableKey, Path: reg.path, Version: v.version,
+			Branch: v.branch, RowCount: v.rowCount, Meta: v.meta})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TableKey < out[j].TableKey })
+	return out
+}
+
+// Table returns the live table with the given key.
+func (s *State) Table(key string) (TableEntry, bool) {
+	for _, t := range s.Tables() {
+		if t.TableKey == key {
+			return t, true
+		}
+	}
+	return TableEntry{}, false
+}
+
+// liveVersion is what an expectation compares against: the latest live version, the max
+// tombstone of a tombstone-only identity, or 0 for an unknown one.
+func (s *State) liveVersion(id ids.TableIdentity) uint64 {
+	v, ok := s.versions[id]
+	t, dead := s.tombstones[id]
+	switch {
+	case ok && (!dead || t < v.version):
+		return v.version
+	case dead:
+		return t
+	}
+	return 0
+}
+
+// apply folds rows (with their addresses) into the state.
+func (s *State) apply(rows []Row, addrs []uint64) error {
+	for i := range rows {
+		r := &rows[i]
+		if addrs != nil {
+			s.addr[r.ObjectID] = lance.RowAddress(addrs[i])
+		}
+		if err := s.applyRow(r); err != nil {
+			return fmt.Errorf("publisher: __manifest row %q: %w", r.ObjectID, err)
+		}
+	}
+	return s.checkAliases()
+}
+
+func identityOf(r *Row) (ids.TableIdentity, error) {
+	if r.StableTableID == nil || r.TableIncarnationID == nil {
+		return ids.TableIdentity{}, fmt.Errorf("%s row without table identity", r.ObjectType)
+	}
+	id := ids.TableIdentity{StableTableID: *r.StableTableID, TableIncarnationID: *r.TableIncarnationID}
+	if !id.Valid() {
+		return id, fmt.Errorf("zero table identity")
+	}
+	return id, nil
+}
+
+func (s *State) applyRow(r *Row) error {
+	switch r.ObjectType {
+	case TypeTable:
+		id, err := identityOf(r)
+		if err != nil {
+			return err
+		}
+		if r.ObjectID != ids.TableObjectID(id) || r.Location == nil || *r.Location != ids.TablePath(r.TableKey, id) {
+			return fmt.Errorf("table row is not canonical for identity %s", id)
+		}
+		s.registrations[id] = registration{tableKey: r.TableKey, path: *r.Location}
+	case TypeTableVersion:
+		id, err := identityOf(r)
+		if err != nil {
+			return err
+		}
+		if r.TableVersion == nil || r.RowCount == nil || r.Metadata == nil || r.ObjectID != ids.TableVersionObjectID(id, *r.TableVersion) {
+			return fmt.Errorf("table_version row incomplete or not canonical")
+		}
+		var meta TableVersionMetadata
+		if err := json.Unmarshal([]byte(*r.Metadata), &meta); err != nil {
+			return err
+		}
+		if cur, ok := s.versions[id]; !ok || *r.TableVersion >= cur.version {
+			s.versions[id] = versionEntry{version: *r.TableVersion, branch: r.TableBranch, rowCount: *r.RowCount, meta: meta}
+		}
+	case TypeTombstone:
+		id, err := identityOf(r)
+		if err != nil {
+			return err
+		}
+		if r.TableVersion == nil {
+			return fmt.Errorf("tombstone without version")
+		}
+		if *r.TableVersion > s.tombstones[id] {
+			s.tombstones[id] = *r.TableVersion
+		}
+	case TypeGraphCommit:
+		var meta GraphCommitMetadata
+		if r.Metadata != nil {
+			if err := json.Unmarshal([]byte(*r.Metadata), &meta); err != nil {
+				return err
+			}
+		}
+		c := Commit{ID: r.ObjectID, Branch: r.TableBranch, Meta: meta}
+		if r.TableVersion != nil {
+			c.ManifestVersion = *r.TableVersion
+		}
+		s.Commits[c.ID] = c
+		if h := s.lineageHead; h == nil || commitAfter(c, *h) {
+			s.lineageHead = &c
+		}
+	case TypeGraphHead:
+		var meta GraphHeadMetadata
+		if r.Metadata == nil {
+			return fmt.Errorf("graph_head without metadata")
+		}
+		if err := json.Unmarshal([]byte(*r.Metadata), &meta); err != nil {
+			return err
+		}
+		s.Heads[r.ObjectID[len("graph_head:"):]] = meta.HeadCommitID
+	case TypeIngestReceipt:
+		var rc Receipt
+		if r.Metadata == nil {
+			return fmt.Errorf("receipt without metadata")
+		}
+		if err := json.Unmarshal([]byte(*r.Metadata), &rc); err != nil {
+			return err
+		}
+		if r.TableVersion != nil {
+			rc.ManifestVersion = *r.TableVersion
+		}
+		s.receipts[r.ObjectID[len(TypeIngestReceipt)+1:]] = rc
+	}
+	return nil
+}
+
+// commitAfter orders graph commits by (manifest version, created_at, id).
+func commitAfter(a, b Commit) bool {
+	if a.ManifestVersion != b.ManifestVersion {
+		return a.ManifestVersion > b.ManifestVersion
+	}
+	if a.Meta.CreatedAt != b.Meta.CreatedAt {
+		return a.Meta.CreatedAt > b.Meta.CreatedAt
+	}
+	return a.ID > b.ID
+}
+
+// checkAliases refuses two live identities bound to one table key.
+func (s *State) checkAliases() error {
+	seen := map[string]ids.TableIdentity{}
+	for _, t := range s.Tables() {
+		if other, dup := seen[t.TableKey]; dup {
+			return fmt.Errorf("publisher: table key %s is bound to both %s and %s", t.TableKey, other, t.Identity)
+		}
+		seen[t.TableKey] = t.Identity
+	}
+	return nil
+}
