@@ -291,3 +291,15 @@ func (d *Dataset) deletedOffsets(ctx context.Context, fr *Fragment) ([]uint32, e
 var errInjected = errors.New("injected")
 
 func inject(name string) error { return failpoint.Inject(name) }
+
+// ManifestLocation is the absolute location of this version's manifest file (as another tool
+// would name it), with its size in bytes.
+func (d *Dataset) ManifestLocation() (string, int64) { return d.dir.Location(d.key), d.size }
+
+// NamingScheme is the manifest naming scheme in Lance's spelling: "V1" or "V2".
+func (d *Dataset) NamingScheme() string {
+	if d.scheme == namingV1 {
+		return "V1"
+	}
+	return "V2"
+}

@@ -68,35 +68,6 @@ func decodeDeletionFile(name string, fileType int32, data []byte, physicalRows u
 	return offs, nil
 }
 
-func decodeDeletionArrow(data []byte) (out []uint32, err error) {
-	defer func() {
-		if r := recover(); r != nil { // arrow's IPC reader can panic on hostile input
-			err = fmt.Errorf("corrupt arrow deletion file: %v", r)
-		}
-	}()
-	r, err := ipc.NewFileReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("arrow deletion file: %w", err)
-	}
-	defer r.Close()
-	s := r.Schema()
-	if s.NumFields() != 1 || s.Field(0).Type.ID() != arrow.UINT32 {
-		return nil, fmt.Errorf("deletion file schema is %s, want row_id: uint32", s)
-	}
-	for i := 0; i < r.NumRecords(); i++ {
-		rec, err := r.Record(i)
-		if err != nil {
-			return nil, fmt.Errorf("arrow deletion file: %w", err)
-		}
-		col := rec.Column(0).(*array.Uint32)
-		if col.NullN() > 0 {
-			return nil, fmt.Errorf("deletion file has nulls")
-		}
-		out = append(out, col.Uint32Values()...)
-	}
-	return out, nil
-}
-
 // decodePortableRoaring reads a 32-bit RoaringBitmap in the portable serialization. A run
 // container can describe 65,536 values in four bytes, so the output is capped at limit values
 // (a fragment's row count) before anything is allocated for them.

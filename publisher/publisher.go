@@ -111,6 +111,15 @@ func (p *Publisher) Snapshot(ctx context.Context) (*State, error) {
 	return st, nil
 }
 
+// SnapshotAt reads the state of an older __manifest version of the branch (not cached).
+func (p *Publisher) SnapshotAt(ctx context.Context, version uint64) (*State, error) {
+	ds, err := lance.Open(ctx, p.store, lance.WithBranch(p.branch), lance.AtVersion(version))
+	if err != nil {
+		return nil, err
+	}
+	return p.scan(ctx, ds)
+}
+
 // Dataset is the __manifest version the current snapshot was read from.
 func (p *Publisher) Dataset() *lance.Dataset { return p.ds }
 

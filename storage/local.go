@@ -9,7 +9,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -192,4 +194,82 @@ func openMem(u *url.URL) (Store, error) {
 	memMu.Unlock()
 	// owner stays false: closing one handle must not empty the bucket for the others.
 	return &store{b: b, scheme: "mem", host: u.Host, prefix: prefix, root: true, closed: new(atomic.Bool)}, nil
+}
+
+// listLocal lists a local root with the OS directly. fileblob's listing stats every entry it
+// read from the directory and fails when one vanished in between, which is routine here: a
+// concurrent writer's temp file is linked and removed while another process lists the same
+// _versions/ directory. An entry that vanished was never listed, so it is skipped.
+func (s *store) listLocal(ctx context.Context, full, delim string, withTemp bool) ([]Object, []string, error) {
+	files := []Object{}
+	dirs := []string{}
+	add := func(rel string, d fs.DirEntry) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		key, ok := strings.CutPrefix(rel, s.prefix)
+		if !ok {
+			return nil
+		}
+		if d.IsDir() {
+			dirs = append(dirs, key)
+			return nil
+		}
+		if !withTemp && (isTempName(key) || isFileblobTemp(key)) || strings.HasSuffix(key, ".attrs") {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		files = append(files, Object{Key: key, Size: info.Size()})
+		return nil
+	}
+	base := filepath.Join(s.dir, filepath.FromSlash(full))
+	if delim == "/" {
+		entries, err := os.ReadDir(base)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return files, dirs, nil // object-store semantics: no such "directory" lists empty
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range entries {
+			if err := add(full+e.Name(), e); err != nil {
+				return nil, nil, err
+			}
+		}
+	} else {
+		if fi, err := os.Stat(base); err != nil || !fi.IsDir() {
+			if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+				return files, dirs, nil
+			}
+			return nil, nil, err
+		}
+		err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil // vanished while walking
+				}
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			rel, err := filepath.Rel(s.dir, p)
+			if err != nil {
+				return err
+			}
+			return add(filepath.ToSlash(rel), d)
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, err
+		}
+	}
+	slices.SortFunc(files, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
+	slices.Sort(dirs)
+	return files, dirs, nil
 }

@@ -317,3 +317,48 @@ func TestLocalDeletePrefixPrunesDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A file that vanishes between the directory read and its stat (a concurrent writer's temp
+// file) must not fail a listing.
+func TestLocalListToleratesVanishingEntries(t *testing.T) {
+	dir := t.TempDir()
+	s, err := storage.Open(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(t.Context(), "v/keep", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := filepath.Join(dir, "v", fmt.Sprintf("k#%d", i))
+			_ = os.WriteFile(p, []byte("t"), 0o644)
+			_ = os.Remove(p)
+		}
+	}()
+	for i := 0; i < 300; i++ {
+		files, _, err := s.ListDir(t.Context(), "v")
+		if err != nil {
+			close(stop)
+			t.Fatalf("ListDir while entries churn: %v", err)
+		}
+		if len(files) != 1 || files[0].Key != "v/keep" {
+			close(stop)
+			t.Fatalf("listing %v", files)
+		}
+		if _, err := s.List(t.Context(), ""); err != nil {
+			close(stop)
+			t.Fatalf("List while entries churn: %v", err)
+		}
+	}
+	close(stop)
+	<-done
+}

@@ -339,6 +339,9 @@ func (s *store) ListDir(ctx context.Context, prefix string) ([]Object, []string,
 
 // list returns keys relative to the store root, sorted; temporary files only when withTemp.
 func (s *store) list(ctx context.Context, full, delim string, withTemp bool) ([]Object, []string, error) {
+	if s.local() {
+		return s.listLocal(ctx, full, delim, withTemp)
+	}
 	files := []Object{}
 	dirs := []string{}
 	it := s.b.List(&blob.ListOptions{Prefix: full, Delimiter: delim})

@@ -1,18 +1,83 @@
-// Command worker is the omnigraph-worker binary. The Lance storage core is in place; the graph
-// engine and the JetStream ingestion worker arrive with the next issues.
+// Command worker is the omnigraph-worker binary: graph init, load, export and commit history
+// today; the JetStream worker (`run`) arrives with the ingestion issue.
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
-func main() {
-	if len(os.Args) > 1 && os.Args[1] == "version" {
-		fmt.Println("omnigraph-worker (Lance core only)")
-		return
+// Exit codes: distinct per error kind, so scripts can route failures without parsing text.
+const (
+	exitOK               = 0
+	exitInternal         = 1
+	exitUsage            = 2
+	exitInvalid          = 3
+	exitKeyConflict      = 4
+	exitResourceLimit    = 5
+	exitRecoveryRequired = 6
+	exitConflict         = 7
+	exitBranchMissing    = 8
+)
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string) error
+}
+
+var commands = []command{
+	{"init", "create a graph from a .pg schema", cmdInit},
+	{"load", "apply an NDJSON graph batch as one commit", cmdLoad},
+	{"export", "write a branch's rows as NDJSON in the load envelope", cmdExport},
+	{"commits", "list a branch's graph commits", cmdCommits},
+	{"run", "consume graph batches from NATS JetStream", cmdRun},
+	{"version", "print the version", func(context.Context, []string) error { fmt.Println("omnigraph-worker 0.1.0"); return nil }},
+}
+
+// usageError is a bad command line.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: worker <command> [flags]\n\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(os.Stderr, "omnigraph-worker: the worker is not built yet. This build has the Lance table format core")
-	fmt.Fprintln(os.Stderr, "(packages lance/ and storage/); the graph engine and the JetStream worker come next.")
-	fmt.Fprintln(os.Stderr, "Try: make test, make lance-compat, make bench.")
+	fmt.Fprintln(os.Stderr, "\nRun 'worker <command> -h' for a command's flags.")
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(exitUsage)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for _, c := range commands {
+		if c.name == os.Args[1] {
+			err := c.run(ctx, os.Args[2:])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "error:", err)
+			}
+			os.Exit(exitCode(err))
+		}
+	}
+	usage()
+	os.Exit(exitUsage)
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	return kindExit(err)
 }

@@ -1,0 +1,232 @@
+// Package engine is the graph: schema contract, graph init and open, snapshots, and the
+// direct-publish load transaction that turns one graph batch into exactly one graph commit.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/graph/pg"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+// InitClaimFile is the create-if-absent claim one initializer holds while it builds a graph.
+const InitClaimFile = "__init_claim.json"
+
+// Graph is an open graph root. A Graph is the single writer of its root within this process:
+// loads on it are serialized, and it keeps folded manifest state and id indexes between them.
+type Graph struct {
+	root     storage.Store
+	rootLoc  string // the root's location, as sidecar pins name it
+	contract *pg.Contract
+
+	writeMu sync.Mutex // the write gate: schema -> branch -> tables collapse to one per graph
+	pubs    map[string]*publisher.Publisher
+	tables  map[tableRef]*tableState
+}
+
+// tableRef names one table on one Lance branch.
+type tableRef struct {
+	path   string
+	branch string // "" = main
+}
+
+// Catalog is the accepted schema's catalog.
+func (g *Graph) Catalog() *pg.Catalog { return g.contract.Catalog }
+
+// Contract is the accepted schema contract.
+func (g *Graph) Contract() *pg.Contract { return g.contract }
+
+// Root is the graph root's store.
+func (g *Graph) Root() storage.Store { return g.root }
+
+// RootLocation is the normalised root location (an absolute path for local roots).
+func (g *Graph) RootLocation() string { return g.rootLoc }
+
+func rootLocation(st storage.Store) string { return strings.TrimSuffix(st.Location(""), "/") }
+
+// InitError reports why a graph could not be initialised.
+type InitError struct{ Reason string }
+
+func (e *InitError) Error() string { return "init: " + e.Reason }
+
+// Init creates a new graph at root from schema source: the schema contract files, one empty
+// Lance dataset per node and edge type at version 1, and __manifest with its genesis rows.
+// An existing graph (or a concurrent initializer holding the claim) is refused.
+func Init(ctx context.Context, root storage.Store, source string) (*Graph, error) {
+	contract, err := pg.InitContract(source, "")
+	if err != nil {
+		return nil, err
+	}
+	claim, _ := json.Marshal(map[string]any{"version": 1, "attempt_id": ids.NewULID()})
+	if err := root.PutIfAbsent(ctx, InitClaimFile, claim); err != nil {
+		if errors.Is(err, storage.ErrAlreadyExists) {
+			return nil, &InitError{Reason: "another initializer holds " + InitClaimFile + " (remove it if that initializer died)"}
+		}
+		return nil, err
+	}
+	if ok, err := root.Exists(ctx, pg.SchemaStateFile); err != nil {
+		return nil, err
+	} else if ok {
+		_ = root.Delete(ctx, InitClaimFile)
+		return nil, &InitError{Reason: "a graph already exists at " + root.URI()}
+	}
+	cat := contract.Catalog
+	var rows []publisher.Row
+	for _, t := range allTables(cat) {
+		id := ids.TableIdentity{StableTableID: t.table.TypeID, TableIncarnationID: t.table.IncarnationID}
+		s, err := schema.FromArrow(t.table.Arrow)
+		if err != nil {
+			return nil, err
+		}
+		ds, err := lance.Create(ctx, root.Sub(t.path), s, nil, lance.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("init: create %s: %w", t.key, err)
+		}
+		loc := t.path
+		stable, inc, v, zero := id.StableTableID, id.TableIncarnationID, uint64(1), uint64(0)
+		meta := versionMetadata(ds)
+		rows = append(rows,
+			publisher.Row{ObjectID: ids.TableObjectID(id), ObjectType: publisher.TypeTable, Location: &loc, TableKey: t.key,
+				StableTableID: &stable, TableIncarnationID: &inc},
+			publisher.Row{ObjectID: ids.TableVersionObjectID(id, 1), ObjectType: publisher.TypeTableVersion, Metadata: jsonp(meta),
+				TableKey: t.key, StableTableID: &stable, TableIncarnationID: &inc, TableVersion: &v, RowCount: &zero})
+	}
+	commit := ids.NewULID()
+	one := uint64(1)
+	rows = append(rows,
+		publisher.Row{ObjectID: commit, ObjectType: publisher.TypeGraphCommit, TableVersion: &one,
+			Metadata: jsonp(publisher.GraphCommitMetadata{CreatedAt: time.Now().UnixMicro()})},
+		publisher.Row{ObjectID: ids.GraphHeadObjectID(""), ObjectType: publisher.TypeGraphHead,
+			Metadata: jsonp(publisher.GraphHeadMetadata{HeadCommitID: commit})})
+	if err := publisher.Create(ctx, root, rows); err != nil {
+		return nil, fmt.Errorf("init: create __manifest: %w", err)
+	}
+	// The state file goes last: its presence is what says a graph exists here.
+	files := contract.Files()
+	for _, name := range []string{pg.SchemaSourceFile, pg.SchemaIRFile, pg.SchemaStateFile} {
+		if err := root.Put(ctx, name, []byte(files[name])); err != nil {
+			return nil, err
+		}
+	}
+	if err := failpoint.Inject("init.before_release_claim"); err != nil {
+		return nil, err
+	}
+	if err := root.Delete(ctx, InitClaimFile); err != nil {
+		return nil, err
+	}
+	return newGraph(root, contract), nil
+}
+
+func newGraph(root storage.Store, c *pg.Contract) *Graph {
+	return &Graph{root: root, rootLoc: rootLocation(root), contract: c, pubs: map[string]*publisher.Publisher{}, tables: map[tableRef]*tableState{}}
+}
+
+// Open opens an existing graph: it validates the schema contract files and the __manifest stamp.
+func Open(ctx context.Context, root storage.Store) (*Graph, error) {
+	get := func(name string) ([]byte, error) {
+		b, err := root.Get(ctx, name)
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil, fmt.Errorf("open %s: no graph here (%s is missing)", root.URI(), name)
+		}
+		return b, err
+	}
+	src, err := get(pg.SchemaSourceFile)
+	if err != nil {
+		return nil, err
+	}
+	ir, err := get(pg.SchemaIRFile)
+	if err != nil {
+		return nil, err
+	}
+	state, err := get(pg.SchemaStateFile)
+	if err != nil {
+		return nil, err
+	}
+	c, err := pg.OpenContract(string(src), ir, state)
+	if err != nil {
+		return nil, err
+	}
+	g := newGraph(root, c)
+	if _, err := g.publisher("").Snapshot(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// publisher returns the branch's publisher, created on first use.
+func (g *Graph) publisher(branch string) *publisher.Publisher {
+	b := normBranch(branch)
+	p, ok := g.pubs[b]
+	if !ok {
+		p = publisher.Open(g.root, b)
+		g.pubs[b] = p
+	}
+	return p
+}
+
+func normBranch(b string) string {
+	if b == "main" {
+		return ""
+	}
+	return b
+}
+
+// Snapshot returns the latest manifest state of a branch.
+func (g *Graph) Snapshot(ctx context.Context, branch string) (*publisher.State, error) {
+	return g.publisher(branch).Snapshot(ctx)
+}
+
+type catalogTable struct {
+	key, path string
+	table     *pg.Table
+	node      *pg.NodeType
+	edge      *pg.EdgeType
+}
+
+func allTables(cat *pg.Catalog) []catalogTable {
+	var out []catalogTable
+	for _, n := range cat.Nodes {
+		out = append(out, catalogTable{key: n.TableKey(), path: n.TablePath(), table: &n.Table, node: n})
+	}
+	for _, e := range cat.Edges {
+		out = append(out, catalogTable{key: e.TableKey(), path: e.TablePath(), table: &e.Table, edge: e})
+	}
+	return out
+}
+
+// versionMetadata is the table_version metadata of a dataset version.
+func versionMetadata(ds *lance.Dataset) publisher.TableVersionMetadata {
+	loc, size := ds.ManifestLocation()
+	if i := strings.Index(loc, "://"); i >= 0 { // object stores: the key path without the bucket
+		rest := loc[i+3:]
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			loc = rest[j+1:]
+		}
+	}
+	sz := uint64(size)
+	scheme := ds.NamingScheme()
+	return publisher.TableVersionMetadata{ManifestPath: loc, ManifestSize: &sz, NamingScheme: &scheme}
+}
+
+func jsonp(v any) *string {
+	b, _ := json.Marshal(v)
+	s := string(b)
+	return &s
+}
+
+// arrowSchemaOf is the Lance schema of a catalog table (the dataset's own schema is
+// authoritative once created; this is for new datasets).
+func arrowSchemaOf(t *pg.Table) *arrow.Schema { return t.Arrow }

@@ -1,0 +1,464 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/omnigraph/omnigraph-worker/engine/rows"
+	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+)
+
+// Load modes (the wire spelling).
+const (
+	ModeAppend    = rows.Mode("append")
+	ModeMerge     = rows.Mode("merge")
+	ModeOverwrite = rows.Mode("overwrite")
+)
+
+// MaxReprepares bounds how often an append or merge load reprepares after the branch's
+// authority moved before it armed recovery.
+const MaxReprepares = 32
+
+// LoadRequest is one graph batch to apply as one graph commit.
+type LoadRequest struct {
+	Branch  string // "" or "main" for main
+	Mode    rows.Mode
+	Actor   string
+	Records []framing.Record
+	// Receipt, when set, is written in the same publish; a batch whose receipt is already
+	// visible on the branch is not applied again.
+	Receipt *publisher.Receipt
+}
+
+// TypeCount is the number of input records of one declaration.
+type TypeCount struct {
+	Name           string `json:"name"`
+	EntitiesLoaded int    `json:"entities_loaded"`
+}
+
+// CommitInfo describes a published graph commit.
+type CommitInfo struct {
+	GraphCommitID        string  `json:"graph_commit_id"`
+	GraphBranch          *string `json:"graph_branch"`
+	GraphManifestVersion uint64  `json:"graph_manifest_version"`
+	ParentCommitID       *string `json:"parent_commit_id"`
+	MergedParentCommitID *string `json:"merged_parent_commit_id"`
+	ActorID              *string `json:"actor_id"`
+	CreatedAt            int64   `json:"created_at"`
+}
+
+// LoadResult is the load receipt.
+type LoadResult struct {
+	Branch         string      `json:"branch"`
+	Mode           rows.Mode   `json:"mode"`
+	Nodes          []TypeCount `json:"nodes"`
+	Edges          []TypeCount `json:"edges"`
+	TotalEntities  int         `json:"total_entities"`
+	ActorID        *string     `json:"actor_id"`
+	Commit         CommitInfo  `json:"commit"`
+	AlreadyApplied bool        `json:"already_applied,omitempty"`
+}
+
+// prepared is one attempt's plan: everything validated and staged, nothing visible.
+type prepared struct {
+	state      *publisher.State
+	identifier lance.BranchIdentifier
+	head       *string
+	tables     []*plannedTable
+	result     *LoadResult
+}
+
+type plannedTable struct {
+	key        string
+	entry      publisher.TableEntry
+	ts         *tableState
+	batch      *rows.TableBatch
+	staged     *lance.Staged // nil for a first-touch table: staged on its new ref after arming
+	uuid       string
+	firstTouch bool
+	committed  *lance.Dataset
+}
+
+func (p *plannedTable) identity() ids.TableIdentity { return p.entry.Identity }
+
+// Load applies one graph batch as exactly one graph commit: prepare (validate and stage),
+// revalidate the branch authority, arm the recovery sidecar, commit each table exactly,
+// confirm, publish, retire the sidecar. Errors before arming leave nothing behind but
+// unreferenced files; any error after arming is *errs.RecoveryRequired and the sidecar stays.
+func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) {
+	switch req.Mode {
+	case ModeAppend, ModeMerge, ModeOverwrite:
+	default:
+		return nil, &errs.InvalidInput{Field: "mode", Reason: fmt.Sprintf("unknown load mode %q (want append, merge or overwrite)", req.Mode)}
+	}
+	req.Branch = normBranch(req.Branch)
+	g.writeMu.Lock()
+	defer g.writeMu.Unlock()
+	if err := g.recoveryBarrier(ctx, req.Branch); err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		p, err := g.prepare(ctx, &req)
+		if err != nil || p.result != nil && p.result.AlreadyApplied {
+			return resultOrNil(p), err
+		}
+		if err := failpoint.Inject("load.after_prepare"); err != nil {
+			return nil, err
+		}
+		err = g.revalidate(ctx, &req, p)
+		var rsc *errs.ReadSetChanged
+		if errors.As(err, &rsc) && req.Mode != ModeOverwrite && attempt < MaxReprepares {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return g.effect(ctx, &req, p)
+	}
+}
+
+func resultOrNil(p *prepared) *LoadResult {
+	if p == nil {
+		return nil
+	}
+	return p.result
+}
+
+// prepare captures the authority token and a snapshot, builds and validates the batch, and
+// stages one Lance transaction per touched table. Nothing becomes visible.
+func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error) {
+	pub := g.publisher(req.Branch)
+	st, err := pub.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := &prepared{state: st}
+	if req.Receipt != nil {
+		if rc, ok := st.Receipt(req.Receipt.ReceiptKey()); ok {
+			p.result = g.appliedResult(req, st, rc)
+			return p, nil
+		}
+	}
+	if p.identifier, err = pub.BranchIdentifier(ctx); err != nil {
+		return nil, err
+	}
+	if h, ok := st.Head(req.Branch); ok {
+		p.head = &h
+	}
+	batches, err := rows.Build(g.Catalog(), req.Records, req.Mode, rows.Options{NewID: ids.NewULID})
+	if err != nil {
+		return nil, err
+	}
+	p.result = summarize(req, batches)
+	keys := make([]string, 0, len(batches))
+	for k := range batches {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		entry, ok := st.Table(k)
+		if !ok {
+			return nil, fmt.Errorf("load: table %s is not in the manifest of branch %s", k, ids.BranchKey(req.Branch))
+		}
+		ts, err := g.openTable(ctx, entry, batches[k].Edge != nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkNoDrift(ctx, ts, entry); err != nil {
+			return nil, err
+		}
+		p.tables = append(p.tables, &plannedTable{key: k, entry: entry, ts: ts, batch: batches[k], uuid: lance.NewUUID(),
+			firstTouch: req.Branch != "" && (entry.Branch == nil || *entry.Branch != req.Branch)})
+	}
+	if err := g.validateAgainstSnapshot(ctx, req, st, p.tables); err != nil {
+		return nil, err
+	}
+	for _, t := range p.tables {
+		if t.firstTouch {
+			continue // Lance branch-local files can only be staged once the table's ref exists
+		}
+		if t.staged, err = stage(ctx, t.ts.ds, req.Mode, t); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// stage builds a table's transaction: append is the certified insert-only Update, merge
+// rewrites the rows whose ids exist (an all-new merge is certified too), overwrite replaces
+// the table (no rows: a zero-fragment overwrite).
+func stage(ctx context.Context, ds *lance.Dataset, mode rows.Mode, t *plannedTable) (*lance.Staged, error) {
+	recs := []arrow.Record{t.batch.Record}
+	opts := lance.StageOptions{UUID: t.uuid}
+	certified := map[string]string{lance.InsertAbsenceProperty: "v1"}
+	switch mode {
+	case ModeAppend:
+		opts.Properties = certified
+		return ds.StageInsertOnlyUpdate(ctx, recs, opts)
+	case ModeMerge:
+		var remove []lance.RowAddress
+		for _, id := range t.batch.IDs {
+			if a, ok := t.ts.ids[id]; ok {
+				remove = append(remove, a)
+			}
+		}
+		if len(remove) == 0 {
+			opts.Properties = certified
+			return ds.StageInsertOnlyUpdate(ctx, recs, opts)
+		}
+		return ds.StageRewriteRows(ctx, remove, recs, opts)
+	default:
+		if t.batch.Record.NumRows() == 0 {
+			recs = nil
+		}
+		return ds.StageOverwrite(ctx, nil, recs, opts)
+	}
+}
+
+// checkNoDrift requires the table's Lance HEAD to equal its manifest pin.
+func checkNoDrift(ctx context.Context, ts *tableState, e publisher.TableEntry) error {
+	latest, err := ts.ds.Latest(ctx)
+	if err != nil {
+		return err
+	}
+	if latest.Version() != e.Version {
+		return &DriftError{TableKey: e.TableKey, Head: latest.Version(), Published: e.Version}
+	}
+	return nil
+}
+
+// DriftError is a table whose Lance HEAD is ahead of its published version with no recovery
+// sidecar covering it: nothing this writer can resolve.
+type DriftError struct {
+	TableKey        string
+	Head, Published uint64
+}
+
+func (e *DriftError) Error() string {
+	return fmt.Sprintf("table %s is at Lance HEAD version %d, ahead of published dataset version %d; run omnigraph repair before writing", e.TableKey, e.Head, e.Published)
+}
+
+func summarize(req *LoadRequest, batches map[string]*rows.TableBatch) *LoadResult {
+	r := &LoadResult{Branch: ids.BranchKey(req.Branch), Mode: req.Mode, Nodes: []TypeCount{}, Edges: []TypeCount{}}
+	if req.Actor != "" {
+		a := req.Actor
+		r.ActorID = &a
+	}
+	for k, b := range batches {
+		c := TypeCount{Name: k[strings.IndexByte(k, ':')+1:], EntitiesLoaded: b.InputCount}
+		if b.Edge != nil {
+			r.Edges = append(r.Edges, c)
+		} else {
+			r.Nodes = append(r.Nodes, c)
+		}
+		r.TotalEntities += b.InputCount
+	}
+	sort.Slice(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
+	sort.Slice(r.Edges, func(i, j int) bool { return r.Edges[i].Name < r.Edges[j].Name })
+	return r
+}
+
+// appliedResult describes a batch whose receipt is already visible: nothing is written again.
+func (g *Graph) appliedResult(req *LoadRequest, st *publisher.State, rc publisher.Receipt) *LoadResult {
+	r := &LoadResult{Branch: ids.BranchKey(req.Branch), Mode: req.Mode, Nodes: []TypeCount{}, Edges: []TypeCount{}, AlreadyApplied: true}
+	if c, ok := st.Commits[rc.GraphCommitID]; ok {
+		r.Commit = commitInfo(c)
+	} else {
+		r.Commit = CommitInfo{GraphCommitID: rc.GraphCommitID, GraphManifestVersion: rc.ManifestVersion}
+	}
+	r.ActorID = r.Commit.ActorID
+	return r
+}
+
+func commitInfo(c publisher.Commit) CommitInfo {
+	ci := CommitInfo{GraphCommitID: c.ID, GraphBranch: c.Branch, GraphManifestVersion: c.ManifestVersion, CreatedAt: c.Meta.CreatedAt}
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	ci.ParentCommitID, ci.MergedParentCommitID, ci.ActorID = opt(c.Meta.ParentCommitID), opt(c.Meta.MergedParentCommitID), opt(c.Meta.ActorID)
+	return ci
+}
+
+// revalidate re-reads the branch authority under the write gate: a pending sidecar, a moved
+// branch identifier or head, or a table whose HEAD left its pin fails the attempt before it
+// arms recovery.
+func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared) error {
+	if err := g.recoveryBarrier(ctx, req.Branch); err != nil {
+		return err
+	}
+	pub := g.publisher(req.Branch)
+	st, err := pub.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	bk := ids.BranchKey(req.Branch)
+	ident, err := pub.BranchIdentifier(ctx)
+	if err != nil {
+		return err
+	}
+	if !ident.Equal(p.identifier) {
+		return &errs.ReadSetChanged{Member: "branch_identifier:" + bk}
+	}
+	h, ok := st.Head(req.Branch)
+	if ok != (p.head != nil) || ok && h != *p.head {
+		var actual *string
+		if ok {
+			actual = &h
+		}
+		return &errs.ReadSetChanged{Member: "graph_head:" + bk, Expected: p.head, Actual: actual}
+	}
+	for _, t := range p.tables {
+		cur, ok := st.Table(t.key)
+		if !ok || cur.Version != t.entry.Version {
+			e := fmt.Sprint(t.entry.Version)
+			return &errs.ReadSetChanged{Member: "published_dataset_version:" + t.key, Expected: &e}
+		}
+		if err := checkNoDrift(ctx, t.ts, t.entry); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// effect runs Phases A-D. From the sidecar write on, every failure is RecoveryRequired.
+func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*LoadResult, error) {
+	commitID := ids.NewULID()
+	createdAt := time.Now().UnixMicro()
+	if len(p.tables) == 0 {
+		return g.publishOnly(ctx, req, p, commitID, createdAt)
+	}
+	sc, err := g.arm(ctx, req, p, commitID, createdAt)
+	if err != nil {
+		return nil, err // nothing moved: the sidecar is not durable
+	}
+	opID := sc.operationID()
+	required := func(err error) error {
+		return &errs.RecoveryRequired{OperationID: opID, Reason: err.Error()}
+	}
+	if err := failpoint.Inject("load.after_sidecar"); err != nil {
+		return nil, required(err)
+	}
+	for _, t := range p.tables {
+		if err := g.commitTable(ctx, req, t); err != nil {
+			return nil, required(err)
+		}
+		if err := failpoint.Inject("load.after_table_commit"); err != nil {
+			return nil, required(err)
+		}
+	}
+	if err := sc.confirm(ctx, p); err != nil {
+		return nil, required(err)
+	}
+	if err := failpoint.Inject("load.after_confirm"); err != nil {
+		return nil, required(err)
+	}
+	res, err := g.publish(ctx, req, p, commitID, createdAt)
+	if err != nil {
+		return nil, required(err)
+	}
+	if err := failpoint.Inject("load.after_publish"); err != nil {
+		return nil, required(err)
+	}
+	// Phase D: a failure here only leaves a sidecar the next write's heal retires.
+	_ = sc.retire(ctx)
+	g.foldCommitted(req, p)
+	return res, nil
+}
+
+// commitTable commits one planned transaction exactly and checks the committed identity.
+func (g *Graph) commitTable(ctx context.Context, req *LoadRequest, t *plannedTable) error {
+	ds := t.ts.ds
+	if t.firstTouch {
+		forked, err := ds.CreateBranch(ctx, req.Branch)
+		if err != nil {
+			return fmt.Errorf("fork %s onto branch %s: %w", t.key, req.Branch, err)
+		}
+		if err := failpoint.Inject("load.after_fork"); err != nil {
+			return err
+		}
+		if t.staged, err = stage(ctx, forked, req.Mode, t); err != nil {
+			return err
+		}
+		ds = forked
+	}
+	committed, err := ds.Commit(ctx, t.staged)
+	if err != nil {
+		return fmt.Errorf("commit %s: %w", t.key, err)
+	}
+	txn, err := committed.ReadTransaction(ctx, committed.Version())
+	if err != nil {
+		return err
+	}
+	if txn.UUID != t.uuid || txn.ReadVersion != t.entry.Version {
+		return fmt.Errorf("commit %s: version %d carries transaction (%d, %s), planned (%d, %s)", t.key, committed.Version(), txn.ReadVersion, txn.UUID, t.entry.Version, t.uuid)
+	}
+	t.committed = committed
+	return nil
+}
+
+// publish is Phase C: one __manifest commit with ExactGraphHead, the expected table versions,
+// the lineage and the receipt.
+func (g *Graph) publish(ctx context.Context, req *LoadRequest, p *prepared, commitID string, createdAt int64) (*LoadResult, error) {
+	preq := publisher.Request{
+		Expected:     map[ids.TableIdentity]publisher.Expectation{},
+		Lineage:      &publisher.Lineage{CommitID: commitID, ActorID: req.Actor, CreatedAt: createdAt},
+		Precondition: &publisher.ExactHead{Identifier: p.identifier, Head: p.head},
+		Receipt:      req.Receipt,
+	}
+	for _, t := range p.tables {
+		preq.Updates = append(preq.Updates, tableUpdate(t))
+		preq.Expected[t.identity()] = publisher.Expectation{TableKey: t.key, Version: t.entry.Version}
+	}
+	if err := failpoint.Inject("load.before_publish"); err != nil {
+		return nil, err
+	}
+	out, err := g.publisher(req.Branch).Publish(ctx, preq)
+	if err != nil {
+		return nil, err
+	}
+	res := p.result
+	c := out.State.Commits[commitID]
+	res.Commit = commitInfo(c)
+	return res, nil
+}
+
+func tableUpdate(t *plannedTable) publisher.DatasetUpdate {
+	return publisher.DatasetUpdate{Identity: t.identity(), TableKey: t.key, Version: t.committed.Version(),
+		Branch: ids.BranchPtr(t.committed.Branch()), RowCount: t.committed.CountRows(), Meta: versionMetadata(t.committed)}
+}
+
+// publishOnly publishes a lineage-only commit for an empty batch.
+func (g *Graph) publishOnly(ctx context.Context, req *LoadRequest, p *prepared, commitID string, createdAt int64) (*LoadResult, error) {
+	return g.publish(ctx, req, p, commitID, createdAt)
+}
+
+// foldCommitted updates the cached id indexes with what this load made visible.
+func (g *Graph) foldCommitted(req *LoadRequest, p *prepared) {
+	for _, t := range p.tables {
+		ref := tableRef{path: t.entry.Path, branch: t.committed.Branch()}
+		ts := t.ts
+		if t.firstTouch {
+			ts = ts.forBranch()
+		}
+		older := t.ts.ds.Manifest()
+		if err := ts.applyCommit(t.committed, older, req.Mode == ModeOverwrite, t.batch.IDs, t.batch.Src, t.batch.Dst); err != nil {
+			delete(g.tables, ref) // rebuilt from storage on next use
+			continue
+		}
+		g.tables[ref] = ts
+	}
+}

@@ -1,0 +1,40 @@
+package rows
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/framing"
+)
+
+// BenchmarkBuild8192: 8,192 keyed Person nodes of example.pg with all six properties
+// (String @key, String, String? @unique, Date?, [String]?, Bool), the keyed ceiling.
+func BenchmarkBuild8192(b *testing.B) {
+	cat := catalog(b, exampleSchema(b, "example.pg"))
+	var sb strings.Builder
+	for i := 0; i < 8192; i++ {
+		fmt.Fprintf(&sb, `{"type":"Person","data":{"handle":"user-%05d","name":"Person Number %d","email":"user%d@example.com","born":"19%02d-%02d-%02d","skills":["go","rust","sql"],"active":%t}}`+"\n",
+			i, i, i, i%100, i%12+1, i%28+1, i%2 == 0)
+	}
+	recs, err := framing.ParseBytes([]byte(sb.String()), framing.DefaultLimits())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []Mode{Append, Merge} {
+		b.Run(string(mode), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(sb.Len()))
+			for b.Loop() {
+				out, err := Build(cat, recs, mode, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if out["node:Person"].Len() != 8192 {
+					b.Fatal("rows")
+				}
+				out["node:Person"].Release()
+			}
+		})
+	}
+}

@@ -1,0 +1,236 @@
+package rows
+
+import (
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+)
+
+// build converts every record of the declaration (row by row, columns in schema order),
+// then derives the ids, into g.rec (all input rows, in input order) and g.ids.
+func (g *group) build(opts Options) error {
+	props := g.tbl.Properties
+	var key map[string]bool
+	if g.node != nil && len(g.node.Key) > 0 {
+		key = make(map[string]bool, len(g.node.Key))
+		for _, k := range g.node.Key {
+			key[k] = true
+		}
+	}
+	n := len(g.recs)
+	cols := make([]*column, len(props))
+	for i, p := range props {
+		cols[i] = newColumn(opts.Mem, p, key[p.Name])
+		cols[i].b.Reserve(n)
+	}
+	defer func() {
+		for _, c := range cols {
+			c.b.Release()
+		}
+	}()
+	for _, r := range g.recs {
+		for _, c := range cols {
+			raw, present := r.Data[c.prop.Name]
+			if c.key && (!present || kindOf(trimWS(raw)) == jNull) {
+				return invalid(r.Line, c.field, "node %s is missing a non-null @key value", g.typeName())
+			}
+			if e := c.appendCell(raw, present); e != nil {
+				return invalid(r.Line, c.field+e.sub, "%s", e.reason)
+			}
+		}
+	}
+
+	system := 1
+	if g.edge != nil {
+		system = 3
+	}
+	arrs := make([]arrow.Array, system, system+len(cols))
+	for _, c := range cols {
+		arrs = append(arrs, c.b.NewArray())
+	}
+	defer func() {
+		for _, a := range arrs {
+			if a != nil {
+				a.Release()
+			}
+		}
+	}()
+	var err error
+	if g.ids, err = g.deriveIDs(arrs[system:], opts.NewID); err != nil {
+		return err
+	}
+	arrs[0] = stringArray(opts.Mem, n, func(i int) string { return g.ids[i] })
+	if g.edge != nil {
+		arrs[1] = stringArray(opts.Mem, n, func(i int) string { return g.recs[i].From })
+		arrs[2] = stringArray(opts.Mem, n, func(i int) string { return g.recs[i].To })
+	}
+	g.rec = array.NewRecordBatch(g.tbl.Arrow, arrs, int64(n))
+	return nil
+}
+
+func stringArray(mem memory.Allocator, n int, value func(int) string) arrow.Array {
+	b := array.NewStringBuilder(mem)
+	defer b.Release()
+	size := 0
+	for i := 0; i < n; i++ {
+		size += len(value(i))
+	}
+	b.Reserve(n)
+	b.ReserveData(size)
+	for i := 0; i < n; i++ {
+		b.Append(value(i))
+	}
+	return b.NewArray()
+}
+
+// deriveIDs: a keyed node's id is its canonical key tuple (a supplied id must equal it
+// exactly); any other record keeps its supplied id or gets newID().
+func (g *group) deriveIDs(props []arrow.Array, newID func() string) ([]string, error) {
+	out := make([]string, len(g.recs))
+	if g.node == nil || len(g.node.Key) == 0 {
+		for i, r := range g.recs {
+			if r.ID != nil {
+				out[i] = *r.ID
+			} else {
+				out[i] = newID()
+			}
+		}
+		return out, nil
+	}
+	keyCols := make([]arrow.Array, len(g.node.Key))
+	for j, name := range g.node.Key {
+		keyCols[j] = props[g.props[name]]
+	}
+	// All ids are rendered into one buffer and sliced out of one string (one allocation).
+	parts := make([]string, len(keyCols))
+	var buf []byte
+	ends := make([]int, len(g.recs))
+	for i, r := range g.recs {
+		for j, a := range keyCols {
+			s, ok, err := canonicalScalar(a, i, false)
+			if err != nil {
+				return nil, invalid(r.Line, "data."+g.node.Key[j], "%v", err)
+			}
+			if !ok {
+				return nil, invalid(r.Line, "data."+g.node.Key[j], "node %s is missing a non-null @key value", g.typeName())
+			}
+			parts[j] = s
+		}
+		start := len(buf)
+		buf = appendTupleID(buf, parts)
+		id := buf[start:]
+		if r.ID != nil && *r.ID != string(id) {
+			return nil, invalid(r.Line, "data.id", "node %s explicit id '%s' does not match its canonical @key id '%s'",
+				g.typeName(), *r.ID, id)
+		}
+		ends[i] = len(buf)
+	}
+	all := string(buf)
+	start := 0
+	for i, end := range ends {
+		out[i], start = all[start:end], end
+	}
+	return out, nil
+}
+
+// finish dedupes by id and hands the rows over as a TableBatch.
+func (g *group) finish(mode Mode, mem memory.Allocator) (*TableBatch, error) {
+	n := len(g.recs)
+	var keep []int // nil: every row
+	keyedNode := g.node != nil && len(g.node.Key) > 0
+	switch {
+	case keyedNode:
+		// ids are the @key tuples, already proven distinct by the @key uniqueness check.
+	case mode == Merge:
+		last := make(map[string]int, n)
+		for i, id := range g.ids {
+			last[id] = i
+		}
+		if len(last) != n {
+			keep = make([]int, 0, len(last))
+			for i, id := range g.ids {
+				if last[id] == i {
+					keep = append(keep, i)
+				}
+			}
+		}
+	default:
+		seen := make(map[string]struct{}, n)
+		for i, id := range g.ids {
+			if _, dup := seen[id]; dup {
+				id := id
+				return nil, &errs.LineError{Line: g.recs[i].Line, Err: &errs.KeyConflict{TypeKey: g.key, EntityID: &id}}
+			}
+			seen[id] = struct{}{}
+		}
+	}
+	b := &TableBatch{TableKey: g.key, Node: g.node, Edge: g.edge, InputCount: n}
+	rows := n
+	if keep != nil {
+		rows = len(keep)
+	}
+	at := func(i int) int {
+		if keep == nil {
+			return i
+		}
+		return keep[i]
+	}
+	b.IDs, b.Lines = make([]string, rows), make([]int, rows)
+	if g.edge != nil {
+		b.Src, b.Dst = make([]string, rows), make([]string, rows)
+	}
+	for i := 0; i < rows; i++ {
+		j := at(i)
+		b.IDs[i], b.Lines[i] = g.ids[j], g.recs[j].Line
+		if g.edge != nil {
+			b.Src[i], b.Dst[i] = g.recs[j].From, g.recs[j].To
+		}
+	}
+	if keep == nil {
+		b.Record, g.rec = g.rec, nil
+		return b, nil
+	}
+	rec, err := takeRows(g.rec, keep, mem)
+	if err != nil {
+		return nil, err
+	}
+	g.release()
+	b.Record = rec
+	return b, nil
+}
+
+// takeRows copies the rows at the ascending indices keep into a new record.
+func takeRows(rec arrow.Record, keep []int, mem memory.Allocator) (arrow.Record, error) {
+	type run struct{ from, to int64 }
+	var runs []run
+	for _, k := range keep {
+		if len(runs) > 0 && runs[len(runs)-1].to == int64(k) {
+			runs[len(runs)-1].to++
+			continue
+		}
+		runs = append(runs, run{int64(k), int64(k) + 1})
+	}
+	cols := make([]arrow.Array, 0, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	for _, col := range rec.Columns() {
+		parts := make([]arrow.Array, len(runs))
+		for i, r := range runs {
+			parts[i] = array.NewSlice(col, r.from, r.to)
+		}
+		joined, err := array.Concatenate(parts, mem)
+		for _, p := range parts {
+			p.Release()
+		}
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, joined)
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(len(keep))), nil
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+	"github.com/omnigraph/omnigraph-worker/recovery"
+)
+
+// armedSidecar is the live recovery intent of one load.
+type armedSidecar struct {
+	g  *Graph
+	sc *recovery.Sidecar
+}
+
+func (a *armedSidecar) operationID() string { return a.sc.OperationID }
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// arm is Phase A: the identity-bearing v9 Load sidecar, written before any table moves.
+func (g *Graph) arm(ctx context.Context, req *LoadRequest, p *prepared, commitID string, createdAt int64) (*armedSidecar, error) {
+	state := g.contract.State
+	spec := recovery.LoadSpec{
+		Root:    g.rootLoc,
+		Branch:  ids.BranchPtr(req.Branch),
+		ActorID: optString(req.Actor),
+		Authority: recovery.Authority{BranchIdentifier: p.identifier, GraphHead: p.head, SchemaIdentityDomain: state.Domain,
+			SchemaIRHash: state.IRHash, SchemaIdentityVersion: state.IdentityVersion},
+		Lineage: recovery.Lineage{GraphCommitID: commitID, Branch: ids.BranchPtr(req.Branch), ActorID: optString(req.Actor), CreatedAt: createdAt},
+	}
+	for _, t := range p.tables {
+		branch := t.entry.Branch
+		if t.firstTouch {
+			branch = ids.BranchPtr(req.Branch)
+		}
+		spec.Tables = append(spec.Tables, recovery.PlannedTable{Identity: t.identity(), TableKey: t.key, ExpectedVersion: t.entry.Version,
+			TableBranch: branch, Transaction: recovery.Transaction{ReadVersion: t.entry.Version, UUID: t.uuid}})
+	}
+	sc, err := recovery.NewLoadSidecar(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := recovery.Write(ctx, g.root, sc); err != nil {
+		return nil, err
+	}
+	return &armedSidecar{g: g, sc: sc}, nil
+}
+
+// confirm rewrites the sidecar as EffectsConfirmed with the exact committed identities and the
+// manifest delta the publish will make.
+func (a *armedSidecar) confirm(ctx context.Context, p *prepared) error {
+	var updates []publisher.DatasetUpdate
+	committed := map[ids.TableIdentity]recovery.Transaction{}
+	for _, t := range p.tables {
+		updates = append(updates, tableUpdate(t))
+		committed[t.identity()] = recovery.Transaction{ReadVersion: t.entry.Version, UUID: t.uuid}
+	}
+	next, err := a.sc.Confirm(updates, committed)
+	if err != nil {
+		return err
+	}
+	if err := recovery.Rewrite(ctx, a.g.root, next); err != nil {
+		return err
+	}
+	a.sc = next
+	return nil
+}
+
+// retire is Phase D.
+func (a *armedSidecar) retire(ctx context.Context) error {
+	return recovery.Delete(ctx, a.g.root, a.sc.OperationID)
+}
+
+// recoveryBarrier refuses a write while a recovery intent on its branch (or any intent this
+// build cannot attribute to a branch) is pending. Resolving intents is recovery's job.
+func (g *Graph) recoveryBarrier(ctx context.Context, branch string) error {
+	listed, err := recovery.List(ctx, g.root)
+	if err != nil {
+		return err
+	}
+	for _, l := range listed {
+		sc, ok, err := recovery.Read(ctx, g.root, l.Name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue // finished between list and read
+		}
+		if sc.Branch == nil && branch == "" || sc.Branch != nil && *sc.Branch == branch || sc.WriterKind == recovery.SchemaApply {
+			return &errs.RecoveryRequired{OperationID: sc.OperationID,
+				Reason: "a pending recovery sidecar covers this branch; reopen the graph read-write (worker recover) to resolve it"}
+		}
+	}
+	return nil
+}

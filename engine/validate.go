@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+)
+
+// validateAgainstSnapshot runs the checks that need stored data, over the merged universe of
+// the committed snapshot and this batch: the strict-insert preflight, edge endpoints, and
+// edge cardinality. Like the batch checks, it reports the first violation.
+func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, st *publisher.State, planned []*plannedTable) error {
+	byKey := map[string]*plannedTable{}
+	for _, t := range planned {
+		byKey[t.key] = t
+	}
+	if req.Mode == ModeAppend {
+		for _, t := range planned {
+			for _, id := range t.batch.IDs {
+				if _, ok := t.ts.ids[id]; ok {
+					id := id
+					return &errs.KeyConflict{TypeKey: t.key, EntityID: &id}
+				}
+			}
+		}
+	}
+	// nodeExists answers over the merged universe: an overwritten table is exactly its batch.
+	batchIDs := map[string]map[string]bool{}
+	for _, t := range planned {
+		m := make(map[string]bool, len(t.batch.IDs))
+		for _, id := range t.batch.IDs {
+			m[id] = true
+		}
+		batchIDs[t.key] = m
+	}
+	nodeIndex := map[string]*tableState{}
+	nodeExists := func(typeName, id string) (bool, error) {
+		key := "node:" + typeName
+		if batchIDs[key][id] {
+			return true, nil
+		}
+		if _, rewritten := byKey[key]; rewritten && req.Mode == ModeOverwrite {
+			return false, nil
+		}
+		ts, ok := nodeIndex[key]
+		if !ok {
+			if t, planned := byKey[key]; planned {
+				ts = t.ts
+			} else {
+				e, found := st.Table(key)
+				if !found {
+					return false, fmt.Errorf("load: node table %s is not in the manifest", key)
+				}
+				var err error
+				if ts, err = g.openTable(ctx, e, false); err != nil {
+					return false, err
+				}
+			}
+			nodeIndex[key] = ts
+		}
+		_, ok = ts.ids[id]
+		return ok, nil
+	}
+	for _, t := range planned {
+		e := t.batch.Edge
+		if e == nil {
+			continue
+		}
+		for i := range t.batch.IDs {
+			for _, end := range []struct{ name, typ, id string }{{"src", e.From, t.batch.Src[i]}, {"dst", e.To, t.batch.Dst[i]}} {
+				ok, err := nodeExists(end.typ, end.id)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return &errs.InvalidInput{Line: t.batch.Lines[i], Field: end.name,
+						Reason: fmt.Sprintf("%s '%s' not found in %s", end.name, end.id, end.typ)}
+				}
+			}
+		}
+		if err := checkCardinality(t, req.Mode == ModeOverwrite); err != nil {
+			return err
+		}
+	}
+	if req.Mode == ModeOverwrite {
+		if err := g.checkRetainedEdges(ctx, st, byKey, batchIDs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkCardinality recounts the out-degree of every source the batch touches (including
+// sources an upsert moves an edge away from) and checks the edge's @card bounds.
+func checkCardinality(t *plannedTable, overwrite bool) error {
+	e := t.batch.Edge
+	if e.Card.Min == 0 && e.Card.Max == nil {
+		return nil
+	}
+	deg := map[string]int{}
+	touched := map[string]bool{}
+	base := func(src string) int {
+		if overwrite {
+			return 0
+		}
+		return t.ts.outDeg[src]
+	}
+	for i, id := range t.batch.IDs {
+		src := t.batch.Src[i]
+		if _, ok := deg[src]; !ok {
+			deg[src] = base(src)
+		}
+		touched[src] = true
+		if old, ok := t.ts.src[id]; ok && !overwrite {
+			if _, seen := deg[old]; !seen {
+				deg[old] = base(old)
+			}
+			deg[old]--
+			touched[old] = true
+		}
+		deg[src]++
+	}
+	if overwrite {
+		for src := range t.ts.outDeg {
+			if _, ok := deg[src]; !ok {
+				deg[src], touched[src] = 0, true
+			}
+		}
+	}
+	for src := range touched {
+		n := deg[src]
+		if e.Card.Max != nil && n > int(*e.Card.Max) {
+			return &errs.InvalidInput{Field: "src", Reason: fmt.Sprintf("@card violation on edge %s: source '%s' has %d edges (max %d)", e.Name, src, n, *e.Card.Max)}
+		}
+		if n < int(e.Card.Min) {
+			return &errs.InvalidInput{Field: "src", Reason: fmt.Sprintf("@card violation on edge %s: source '%s' has %d edges (min %d)", e.Name, src, n, e.Card.Min)}
+		}
+	}
+	return nil
+}
+
+// checkRetainedEdges refuses an overwrite that removes nodes still referenced by edges the
+// batch keeps (edge tables it does not overwrite).
+func (g *Graph) checkRetainedEdges(ctx context.Context, st *publisher.State, byKey map[string]*plannedTable, batchIDs map[string]map[string]bool) error {
+	for _, e := range g.Catalog().Edges {
+		if _, rewritten := byKey[e.TableKey()]; rewritten {
+			continue
+		}
+		_, fromOver := byKey["node:"+e.From]
+		_, toOver := byKey["node:"+e.To]
+		if !fromOver && !toOver {
+			continue
+		}
+		entry, ok := st.Table(e.TableKey())
+		if !ok {
+			continue
+		}
+		ts, err := g.openTable(ctx, entry, true)
+		if err != nil {
+			return err
+		}
+		for id, src := range ts.src {
+			if fromOver && !batchIDs["node:"+e.From][src] {
+				return &errs.InvalidInput{Field: "src", Reason: fmt.Sprintf("overwrite of %s removes node '%s' still referenced as src by edge %s '%s'", e.From, src, e.Name, id)}
+			}
+			if dst := ts.dst[id]; toOver && !batchIDs["node:"+e.To][dst] {
+				return &errs.InvalidInput{Field: "dst", Reason: fmt.Sprintf("overwrite of %s removes node '%s' still referenced as dst by edge %s '%s'", e.To, dst, e.Name, id)}
+			}
+		}
+	}
+	return nil
+}
