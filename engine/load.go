@@ -19,6 +19,9 @@ import (
 	"github.com/omnigraph/omnigraph-worker/publisher"
 )
 
+// Mode is a load mode.
+type Mode = rows.Mode
+
 // Load modes (the wire spelling).
 const (
 	ModeAppend    = rows.Mode("append")
@@ -455,7 +458,11 @@ func (g *Graph) foldCommitted(req *LoadRequest, p *prepared) {
 			ts = ts.forBranch()
 		}
 		older := t.ts.ds.Manifest()
-		if err := ts.applyCommit(t.committed, older, req.Mode == ModeOverwrite, t.batch.IDs, t.batch.Src, t.batch.Dst); err != nil {
+		err := ts.applyCommit(t.committed, older, req.Mode == ModeOverwrite, t.batch.IDs, t.batch.Src, t.batch.Dst)
+		if err == nil {
+			err = ts.foldUnique(t.batch, req.Mode == ModeOverwrite)
+		}
+		if err != nil {
 			delete(g.tables, ref) // rebuilt from storage on next use
 			continue
 		}

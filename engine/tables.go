@@ -21,6 +21,7 @@ type tableState struct {
 	dst    map[string]string // edges: id -> dst
 	outDeg map[string]int    // edges: src -> live edge count
 	isEdge bool
+	unique map[string]*uniqueIndex // @unique groups checked against stored rows, built lazily
 }
 
 // openTable returns the state of a table at exactly its published version on its Lance branch,

@@ -26,6 +26,13 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 			}
 		}
 	}
+	if req.Mode != ModeOverwrite {
+		for _, t := range planned {
+			if err := checkCommittedUnique(ctx, t); err != nil {
+				return err
+			}
+		}
+	}
 	// nodeExists answers over the merged universe: an overwritten table is exactly its batch.
 	batchIDs := map[string]map[string]bool{}
 	for _, t := range planned {

@@ -101,6 +101,7 @@ func main() {
 	if err := s.runNode(ctx, "node-writes/", "write", nodeDir); err == nil {
 		readNodeTables(ctx, s, nodeDir)
 	}
+	graphCompat(ctx, s, dir)
 
 	failed := 0
 	for _, r := range s.results {
