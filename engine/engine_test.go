@@ -127,6 +127,15 @@ func TestInitAndReopen(t *testing.T) {
 	if _, err := Open(ctx, g.root); err != nil {
 		t.Fatal(err)
 	}
+	// The v6 stamp lands in __manifest's creating commit, and genesis has one commit and head.
+	ds, err := lance.Open(ctx, g.root.Sub(publisher.Dir))
+	if err != nil || ds.Version() != 1 || string(ds.Schema().Metadata[publisher.StampKey]) != "6" {
+		t.Fatalf("__manifest v%d stamp %q: %v", ds.Version(), ds.Schema().Metadata[publisher.StampKey], err)
+	}
+	st, _ := g.Snapshot(ctx, "")
+	if h, ok := st.Head(""); !ok || len(st.Commits) != 1 || st.Commits[h].ManifestVersion != 1 || len(st.Tables()) != 8 {
+		t.Fatalf("genesis: head %q %v, %d commits, %d tables", h, ok, len(st.Commits), len(st.Tables()))
+	}
 }
 
 func TestAppendThenConflict(t *testing.T) {

@@ -97,7 +97,7 @@ func Init(ctx context.Context, root storage.Store, source string) (*Graph, error
 		}
 		loc := t.path
 		stable, inc, v, zero := id.StableTableID, id.TableIncarnationID, uint64(1), uint64(0)
-		meta := versionMetadata(ds)
+		meta := publisher.VersionMetadata(ds)
 		rows = append(rows,
 			publisher.Row{ObjectID: ids.TableObjectID(id), ObjectType: publisher.TypeTable, Location: &loc, TableKey: t.key,
 				StableTableID: &stable, TableIncarnationID: &inc},
@@ -134,8 +134,22 @@ func newGraph(root storage.Store, c *pg.Contract) *Graph {
 	return &Graph{root: root, rootLoc: rootLocation(root), contract: c, pubs: map[string]*publisher.Publisher{}, tables: map[tableRef]*tableState{}}
 }
 
-// Open opens an existing graph: it validates the schema contract files and the __manifest stamp.
+// Open opens an existing graph read-write: it validates the schema contract files and the
+// __manifest stamp, then runs full recovery so no pending intent outlives the open.
 func Open(ctx context.Context, root storage.Store) (*Graph, error) {
+	g, err := OpenReadOnly(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := g.Recover(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// OpenReadOnly opens an existing graph without touching it (no recovery): reads see the last
+// published state.
+func OpenReadOnly(ctx context.Context, root storage.Store) (*Graph, error) {
 	get := func(name string) ([]byte, error) {
 		b, err := root.Get(ctx, name)
 		if errors.Is(err, storage.ErrNotFound) {
@@ -205,20 +219,6 @@ func allTables(cat *pg.Catalog) []catalogTable {
 		out = append(out, catalogTable{key: e.TableKey(), path: e.TablePath(), table: &e.Table, edge: e})
 	}
 	return out
-}
-
-// versionMetadata is the table_version metadata of a dataset version.
-func versionMetadata(ds *lance.Dataset) publisher.TableVersionMetadata {
-	loc, size := ds.ManifestLocation()
-	if i := strings.Index(loc, "://"); i >= 0 { // object stores: the key path without the bucket
-		rest := loc[i+3:]
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
-			loc = rest[j+1:]
-		}
-	}
-	sz := uint64(size)
-	scheme := ds.NamingScheme()
-	return publisher.TableVersionMetadata{ManifestPath: loc, ManifestSize: &sz, NamingScheme: &scheme}
 }
 
 func jsonp(v any) *string {

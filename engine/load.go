@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -108,6 +109,9 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 	req.Branch = normBranch(req.Branch)
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
+	if err := g.heal(ctx); err != nil {
+		return nil, err
+	}
 	if err := g.recoveryBarrier(ctx, req.Branch); err != nil {
 		return nil, err
 	}
@@ -187,15 +191,47 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 	if err := g.validateAgainstSnapshot(ctx, req, st, p.tables); err != nil {
 		return nil, err
 	}
-	for _, t := range p.tables {
+	err = eachTable(p.tables, func(t *plannedTable) error {
 		if t.firstTouch {
-			continue // Lance branch-local files can only be staged once the table's ref exists
+			return nil // Lance branch-local files can only be staged once the table's ref exists
 		}
-		if t.staged, err = stage(ctx, t.ts.ds, req.Mode, t); err != nil {
-			return nil, err
-		}
+		var err error
+		t.staged, err = stage(ctx, t.ts.ds, req.Mode, t)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// TableConcurrency bounds how many tables one load encodes or commits at once.
+const TableConcurrency = 8
+
+// eachTable runs fn for every table, TableConcurrency at a time, and returns the first error
+// in table order. Tables are independent datasets, so their files and commits do not conflict.
+func eachTable(tables []*plannedTable, fn func(*plannedTable) error) error {
+	if len(tables) == 1 {
+		return fn(tables[0])
+	}
+	errs := make([]error, len(tables))
+	sem := make(chan struct{}, TableConcurrency)
+	var wg sync.WaitGroup
+	for i, t := range tables {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = fn(t)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stage builds a table's transaction: append is the certified insert-only Update, merge
@@ -355,13 +391,14 @@ func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*Loa
 	if err := failpoint.Inject("load.after_sidecar"); err != nil {
 		return nil, required(err)
 	}
-	for _, t := range p.tables {
+	err = eachTable(p.tables, func(t *plannedTable) error {
 		if err := g.commitTable(ctx, req, t); err != nil {
-			return nil, required(err)
+			return err
 		}
-		if err := failpoint.Inject("load.after_table_commit"); err != nil {
-			return nil, required(err)
-		}
+		return failpoint.Inject("load.after_table_commit")
+	})
+	if err != nil {
+		return nil, required(err)
 	}
 	if err := sc.confirm(ctx, p); err != nil {
 		return nil, required(err)
@@ -441,7 +478,7 @@ func (g *Graph) publish(ctx context.Context, req *LoadRequest, p *prepared, comm
 
 func tableUpdate(t *plannedTable) publisher.DatasetUpdate {
 	return publisher.DatasetUpdate{Identity: t.identity(), TableKey: t.key, Version: t.committed.Version(),
-		Branch: ids.BranchPtr(t.committed.Branch()), RowCount: t.committed.CountRows(), Meta: versionMetadata(t.committed)}
+		Branch: ids.BranchPtr(t.committed.Branch()), RowCount: t.committed.CountRows(), Meta: publisher.VersionMetadata(t.committed)}
 }
 
 // publishOnly publishes a lineage-only commit for an empty batch.

@@ -78,8 +78,25 @@ func (a *armedSidecar) retire(ctx context.Context) error {
 	return recovery.Delete(ctx, a.g.root, a.sc.OperationID)
 }
 
-// recoveryBarrier refuses a write while a recovery intent on its branch (or any intent this
-// build cannot attribute to a branch) is pending. Resolving intents is recovery's job.
+// heal is the roll-forward-only recovery at the entry of every write: confirmed intents whose
+// authority still holds are finished and visible outcomes finalized; nothing is restored.
+func (g *Graph) heal(ctx context.Context) error {
+	_, err := recovery.Recover(ctx, g.root, recovery.RollForwardOnly)
+	return err
+}
+
+// Recover runs full recovery: every pending intent is rolled forward or back. It is what a
+// read-write open does, and what `worker recover` runs.
+func (g *Graph) Recover(ctx context.Context) ([]recovery.Outcome, error) {
+	g.writeMu.Lock()
+	defer g.writeMu.Unlock()
+	out, err := recovery.Recover(ctx, g.root, recovery.Full)
+	g.tables = map[tableRef]*tableState{} // restored tables are re-read on next use
+	return out, err
+}
+
+// recoveryBarrier refuses a write while a recovery intent on its branch (or a schema-apply
+// intent) is still pending after the heal.
 func (g *Graph) recoveryBarrier(ctx context.Context, branch string) error {
 	listed, err := recovery.List(ctx, g.root)
 	if err != nil {

@@ -305,8 +305,9 @@ func (d *Dataset) Commit(ctx context.Context, s *Staged) (*Dataset, error) {
 	if err := inject("lance.commit.after_manifest"); err != nil {
 		return nil, err
 	}
-	// The hint only speeds up readers on some stores; a failure to write it changes nothing.
-	_ = base.dir.Put(ctx, versionsDir+"latest_version_hint.json", []byte(fmt.Sprintf(`{"version":%d}`, m.Version)))
+	// No _versions/latest_version_hint.json is written: readers only consult it on stores with
+	// unordered listings, a missing or stale hint never changes what they find, and it would
+	// cost every commit one more object write.
 	return &Dataset{root: base.root, dir: base.dir, branch: base.branch, scheme: base.scheme, manifest: m, key: key, size: int64(len(body))}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -407,4 +408,19 @@ func (p *Publisher) pendingRows(st *State, req *Request, newVersion uint64) ([]R
 		return nil, errors.New("publisher: a receipt needs a lineage commit")
 	}
 	return rows, nil
+}
+
+// VersionMetadata is the table_version metadata of a dataset version: its manifest's path (for
+// object stores, the key path without the bucket), size and naming scheme.
+func VersionMetadata(ds *lance.Dataset) TableVersionMetadata {
+	loc, size := ds.ManifestLocation()
+	if i := strings.Index(loc, "://"); i >= 0 {
+		rest := loc[i+3:]
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			loc = rest[j+1:]
+		}
+	}
+	sz := uint64(size)
+	scheme := ds.NamingScheme()
+	return TableVersionMetadata{ManifestPath: loc, ManifestSize: &sz, NamingScheme: &scheme}
 }

@@ -120,6 +120,9 @@ func nodeRun(ctx context.Context, script, dir string, rows, iters int) (nodeResu
 func main() {
 	script := flag.String("script", "integration/lancecompat/compat.mjs", "path of compat.mjs")
 	iters := flag.Int("iters", 30, "timed repetitions per measurement")
+	agedRows := flag.Int("aged-rows", 1_000_000, "existing rows before the aged load measurement")
+	agedCommits := flag.Int("aged-commits", 10_000, "prior commits before the aged load measurement (0 skips it)")
+	only := flag.String("only", "", "run only lance or graph benchmarks")
 	flag.Parse()
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "lance-bench-")
@@ -128,21 +131,33 @@ func main() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(tmp)
+	if *only != "graph" {
+		lanceBench(ctx, *script, tmp, *iters)
+	}
+	if *only != "lance" {
+		if err := graphBench(ctx, *script, tmp, *iters, *agedRows, *agedCommits); err != nil {
+			fmt.Fprintln(os.Stderr, "graph bench:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+func lanceBench(ctx context.Context, script, tmp string, iters int) {
 	for _, size := range []struct {
 		label string
 		rows  int
 	}{{"1k", 1000}, {"8k", 8192}} {
-		gA, gS, err := goRun(ctx, filepath.Join(tmp, "go-"+size.label), size.rows, *iters)
+		gA, gS, err := goRun(ctx, filepath.Join(tmp, "go-"+size.label), size.rows, iters)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "go:", err)
 			os.Exit(1)
 		}
-		n, err := nodeRun(ctx, *script, filepath.Join(tmp, "node-"+size.label), size.rows, *iters)
+		n, err := nodeRun(ctx, script, filepath.Join(tmp, "node-"+size.label), size.rows, iters)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 		fmt.Printf("bench: lance-append-%s go_p50_ms=%.3f lance_p50_ms=%.3f ratio=%.2f\n", size.label, gA, n.AppendP50, gA/n.AppendP50)
-		fmt.Printf("bench: lance-scan-%s-x%d go_p50_ms=%.3f lance_p50_ms=%.3f ratio=%.2f\n", size.label, *iters+1, gS, n.ScanP50, gS/n.ScanP50)
+		fmt.Printf("bench: lance-scan-%s-x%d go_p50_ms=%.3f lance_p50_ms=%.3f ratio=%.2f\n", size.label, iters+1, gS, n.ScanP50, gS/n.ScanP50)
 	}
 }

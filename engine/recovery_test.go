@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/recovery"
+)
+
+func auditRows(t *testing.T, g *Graph) []recovery.AuditRow {
+	t.Helper()
+	rows, _, err := recovery.ReadAudit(context.Background(), g.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// tablesAligned checks every table's Lance HEAD equals its manifest pin.
+func tablesAligned(t *testing.T, g *Graph) {
+	t.Helper()
+	for key, v := range tableVersions(t, g) {
+		if v[0] != v[1] {
+			t.Fatalf("%s: published %d, Lance HEAD %d", key, v[0], v[1])
+		}
+	}
+}
+
+// A confirmed intent whose publish failed is finished by the next write's heal, under its
+// original commit id, and audited once.
+func TestHealRollsConfirmedIntentForward(t *testing.T) {
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable("load.before_publish", "1*error")
+	_, err := load(t, g, "append", people...)
+	var rr *errs.RecoveryRequired
+	if !errors.As(err, &rr) {
+		t.Fatalf("want RecoveryRequired, got %v", err)
+	}
+	if strings.Contains(export(t, g, ""), "alice") {
+		t.Fatal("half a commit is visible")
+	}
+	res, err := load(t, g, "append", `{"type":"Person","data":{"handle":"zoe","name":"Z","active":true}}`)
+	if err != nil {
+		t.Fatalf("write after the heal: %v", err)
+	}
+	out := export(t, g, "")
+	if !strings.Contains(out, "alice") || !strings.Contains(out, "zoe") {
+		t.Fatalf("rolled-forward batch missing:\n%s", out)
+	}
+	rows := auditRows(t, g)
+	if len(rows) != 1 || rows[0].Kind != recovery.RolledForward || rows[0].OperationID != rr.OperationID {
+		t.Fatalf("audit %+v", rows)
+	}
+	cs, _ := g.Commits(context.Background(), "")
+	if len(cs) != 3 || cs[1].GraphCommitID != rows[0].GraphCommitID || res.Commit.ParentCommitID == nil || *res.Commit.ParentCommitID != cs[1].GraphCommitID {
+		t.Fatalf("lineage %+v", cs)
+	}
+	tablesAligned(t, g)
+	noSidecars(t, g)
+}
+
+// An intent that moved some tables but never confirmed blocks writes until a read-write open
+// rolls it back: tables restored, a rollback commit by the recovery actor, one audit row.
+func TestOpenRollsArmedIntentBack(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable("load.after_table_commit", "1*error")
+	if _, err := load(t, g, "append", people...); err == nil {
+		t.Fatal("want a failure")
+	}
+	failpoint.Reset()
+	var rr *errs.RecoveryRequired
+	if _, err := load(t, g, "append", people[0]); !errors.As(err, &rr) || !strings.Contains(err.Error(), "worker recover") {
+		t.Fatalf("write past an armed intent: %v", err)
+	}
+	g2, err := Open(ctx, g.root) // read-write open: full recovery
+	if err != nil {
+		t.Fatal(err)
+	}
+	tablesAligned(t, g2)
+	noSidecars(t, g2)
+	if out := export(t, g2, ""); out != "" {
+		t.Fatalf("rolled-back batch visible:\n%s", out)
+	}
+	rows := auditRows(t, g2)
+	if len(rows) != 1 || rows[0].Kind != recovery.RolledBack || len(rows[0].Outcomes) == 0 {
+		t.Fatalf("audit %+v", rows)
+	}
+	st, _ := g2.Snapshot(ctx, "")
+	if c := st.Commits[rows[0].GraphCommitID]; c.Meta.ActorID != recovery.RecoveryActor {
+		t.Fatalf("rollback commit %+v", c)
+	}
+	if _, err := load(t, g2, "append", people...); err != nil {
+		t.Fatalf("the same load after recovery: %v", err)
+	}
+	tablesAligned(t, g2)
+}
+
+// A sidecar whose delete failed is finalized by the next write (its commit is visible).
+func TestSidecarDeleteFailureHealedByNextWrite(t *testing.T) {
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable(recovery.FailpointDelete, "1*error")
+	if _, err := load(t, g, "append", people...); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := recovery.List(context.Background(), g.root); len(l) != 1 {
+		t.Fatalf("the failed delete should leave the sidecar: %v", l)
+	}
+	if _, err := load(t, g, "append", `{"type":"Person","data":{"handle":"zoe","name":"Z","active":true}}`); err != nil {
+		t.Fatal(err)
+	}
+	noSidecars(t, g)
+	if rows := auditRows(t, g); len(rows) != 1 || rows[0].Kind != recovery.RolledForward {
+		t.Fatalf("audit %+v", rows)
+	}
+}
+
+// An audit append failure after the roll-forward publish keeps the sidecar; the retry records
+// exactly one audit row.
+func TestAuditFailureKeepsSidecarAndRetryAuditsOnce(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable("load.before_publish", "1*error")
+	if _, err := load(t, g, "append", people...); err == nil {
+		t.Fatal("want a failure")
+	}
+	_ = failpoint.Enable(recovery.FailpointAuditAppend, "1*error")
+	if _, err := g.Recover(ctx); !failpoint.IsInjected(err) {
+		t.Fatalf("want the injected audit failure, got %v", err)
+	}
+	if l, _ := recovery.List(ctx, g.root); len(l) != 1 {
+		t.Fatal("sidecar not kept after the audit failure")
+	}
+	if !strings.Contains(export(t, g, ""), "alice") {
+		t.Fatal("the roll-forward publish should already be visible")
+	}
+	if _, err := g.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noSidecars(t, g)
+	if rows := auditRows(t, g); len(rows) != 1 {
+		t.Fatalf("want exactly one audit row, got %+v", rows)
+	}
+}
+
+// A recovery directory that cannot be listed fails writes and opens loudly.
+func TestListFailureFailsLoudly(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable(recovery.FailpointList, "error")
+	if _, err := load(t, g, "append", people...); !failpoint.IsInjected(err) {
+		t.Fatalf("write: %v", err)
+	}
+	if _, err := Open(ctx, g.root); !failpoint.IsInjected(err) {
+		t.Fatalf("open: %v", err)
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+const benchSchema = `
+node Person {
+    handle: String @key
+    name: String
+    age: I64
+    score: F64
+}
+edge Knows: Person -> Person {
+    since: I64?
+}
+node Event {
+    code: String @key
+}
+`
+
+// graphBatch is k's batch: n new people and n edges among them (a ring), as strict inserts.
+func graphBatch(k, n int) []framing.Record {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `{"type":"Person","data":{"handle":"p%d-%d","name":"name-%d-%d","age":%d,"score":%g}}`+"\n", k, i, k, i, i%90, float64(i)*0.5)
+	}
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `{"edge":"Knows","from":"p%d-%d","to":"p%d-%d","data":{"id":"k%d-%d","since":%d}}`+"\n", k, i, k, (i+1)%n, k, i, i)
+	}
+	recs, err := framing.ParseBytes([]byte(b.String()), framing.DefaultLimits())
+	if err != nil {
+		panic(err)
+	}
+	return recs
+}
+
+func newBenchGraph(ctx context.Context, dir string) (*engine.Graph, error) {
+	root, err := storage.Open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Init(ctx, root, benchSchema)
+}
+
+// timeLoads times iters strict-insert loads of n nodes + n edges, batches keyed from base.
+func timeLoads(ctx context.Context, g *engine.Graph, base, iters, n int) ([]float64, error) {
+	var out []float64
+	for k := 0; k < iters; k++ {
+		recs := graphBatch(base+k, n)
+		t0 := time.Now()
+		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: recs}); err != nil {
+			return nil, err
+		}
+		out = append(out, ms(time.Since(t0)))
+	}
+	return out, nil
+}
+
+// age gives a graph rows existing Person rows (in 8,192-row loads) and then enough one-row
+// commits to reach commits prior commits.
+func age(ctx context.Context, g *engine.Graph, rows, commits int) error {
+	done := 0
+	for k := 0; done*2 < rows; k++ {
+		n := min(4096, rows/2-done) // n nodes + n edges per load: 8,192 rows
+		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: graphBatch(1_000_000+k, n)}); err != nil {
+			return err
+		}
+		done += n
+		commits--
+	}
+	for i := 0; i < commits; i++ {
+		recs, err := framing.ParseBytes([]byte(fmt.Sprintf(`{"type":"Event","data":{"code":"e%d"}}`, i)), framing.DefaultLimits())
+		if err != nil {
+			return err
+		}
+		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: recs}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func peakRSSMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			var kb float64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "VmHWM:"), "kB")), &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func graphBench(ctx context.Context, script, tmp string, iters, agedRows, agedCommits int) error {
+	const n = 1000
+	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-fresh"))
+	if err != nil {
+		return err
+	}
+	fresh, err := timeLoads(ctx, g, 0, iters, n)
+	if err != nil {
+		return err
+	}
+	node, err := nodeRun(ctx, script, filepath.Join(tmp, "node-2k"), 2*n, iters)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("bench: engine-load-1k+1k go_p50_ms=%.3f lance_append_2k_p50_ms=%.3f ratio=%.2f\n", median(fresh), node.AppendP50, median(fresh)/node.AppendP50)
+	if agedCommits <= 0 {
+		return nil
+	}
+	ga, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-aged"))
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := age(ctx, ga, agedRows, agedCommits); err != nil {
+		return err
+	}
+	fmt.Printf("bench: engine-aging rows=%d commits=%d took_s=%.1f\n", agedRows, agedCommits, time.Since(t0).Seconds())
+	aged, err := timeLoads(ctx, ga, 0, iters, n)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("bench: engine-load-aged rows=%d commits=%d go_p50_ms=%.3f fresh_p50_ms=%.3f ratio=%.2f peak_rss_mib=%.0f\n",
+		agedRows, agedCommits, median(aged), median(fresh), median(aged)/median(fresh), peakRSSMiB())
+	return nil
+}

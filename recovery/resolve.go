@@ -1,0 +1,430 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/graph/pg"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+// Mode says how far a recovery pass may go.
+type Mode int
+
+const (
+	// Full recovery runs on a read-write open and from `worker recover`: it rolls confirmed
+	// intents forward and restores (rolls back) the rest.
+	Full Mode = iota
+	// RollForwardOnly is the heal at the entry of every write: it finishes confirmed intents
+	// whose authority still holds and finalizes visible outcomes, and never restores.
+	RollForwardOnly
+)
+
+// Table classifications (the reference's names).
+const (
+	RolledPastExpected       = "RolledPastExpected"
+	NoMovement               = "NoMovement"
+	UnexpectedAtP1           = "UnexpectedAtP1"
+	UnexpectedMultistep      = "UnexpectedMultistep"
+	UnexpectedEffectIdentity = "UnexpectedEffectIdentity"
+	IncompletePhaseB         = "IncompletePhaseB"
+	InvariantViolation       = "InvariantViolation"
+)
+
+// Outcome is what recovery did with one sidecar.
+type Outcome struct {
+	OperationID   string         `json:"operation_id"`
+	Branch        string         `json:"branch"`
+	Action        string         `json:"action"` // RolledForward, RolledBack, Discarded, Deferred
+	GraphCommitID string         `json:"graph_commit_id,omitempty"`
+	Tables        []TableOutcome `json:"tables"`
+	Reason        string         `json:"reason,omitempty"`
+}
+
+// Actions beyond the audit kinds.
+const (
+	Discarded = "Discarded" // no effect was ever made: the sidecar is simply removed
+	Deferred  = "Deferred"  // left for a Full pass (heal never restores)
+)
+
+type tableObs struct {
+	pin      TablePin
+	slot     *TableUpdate
+	effect   *Effect
+	ds       *lance.Dataset // HEAD on the pin's branch; nil when the branch ref does not exist
+	head     uint64
+	pinned   uint64
+	class    string
+	ownAt    uint64 // version carrying the planned transaction (0: none)
+	restored bool   // HEAD is a Restore to the pin right after the owned effect
+}
+
+// Recover resolves every pending sidecar under root, oldest first. Outcomes are returned for
+// the sidecars it acted on or deferred; the first sidecar it cannot resolve stops the pass with
+// an error and stays in place.
+func Recover(ctx context.Context, root storage.Store, mode Mode) ([]Outcome, error) {
+	listed, err := List(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	var out []Outcome
+	for _, l := range listed {
+		sc, ok, err := Read(ctx, root, l.Name)
+		if err != nil {
+			return out, err
+		}
+		if !ok {
+			continue // finished concurrently
+		}
+		if sc.WriterKind != Load && sc.WriterKind != Mutation {
+			if mode == Full {
+				return out, fmt.Errorf("recovery: sidecar %s is a %s intent, which this build cannot resolve", sc.OperationID, sc.WriterKind)
+			}
+			out = append(out, Outcome{OperationID: sc.OperationID, Action: Deferred, Reason: string(sc.WriterKind) + " intents are not resolved by this build"})
+			continue
+		}
+		o, err := resolveLoad(ctx, root, sc, mode)
+		if err != nil {
+			return out, fmt.Errorf("recovery: sidecar %s: %w", sc.OperationID, err)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// resolveLoad runs the v9 Mutation/Load procedure for one sidecar.
+func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode) (Outcome, error) {
+	p3 := sc.ProtocolV3
+	branch := deref(sc.Branch)
+	o := Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(branch)}
+	pub := publisher.Open(root, branch)
+	st, err := pub.Snapshot(ctx)
+	var bnf *errs.BranchNotFound
+	if errors.As(err, &bnf) {
+		return discardOrphan(ctx, root, sc, mode)
+	}
+	if err != nil {
+		return o, err
+	}
+	// 1. A fixed outcome already visible: finalize it.
+	if _, ok := st.Commits[p3.Lineage.GraphCommitID]; ok {
+		return finalize(ctx, root, sc, RolledForward, p3.Lineage.GraphCommitID, forwardOutcomes(sc))
+	}
+	if _, ok := st.Commits[p3.RollbackGraphCommitID]; ok {
+		return finalize(ctx, root, sc, RolledBack, p3.RollbackGraphCommitID, p3.RollbackAuditOutcomes)
+	}
+	// 2. Observe and classify every table.
+	obs, err := observe(ctx, root, sc, st)
+	if err != nil {
+		return o, err
+	}
+	owned := false
+	allForward := true
+	for _, t := range obs {
+		if t.class == InvariantViolation {
+			return o, fmt.Errorf("table %s: Lance HEAD %d is behind its manifest pin %d (invariant violation); refusing", t.pin.TableKey, t.head, t.pinned)
+		}
+		owned = owned || t.ownAt != 0
+		allForward = allForward && t.class == RolledPastExpected
+	}
+	if !owned {
+		if mode == RollForwardOnly {
+			o.Action, o.Reason = Deferred, "no table carries this intent's effect; a full recovery pass discards it"
+			return o, nil
+		}
+		if err := Delete(ctx, root, sc.OperationID); err != nil {
+			return o, err
+		}
+		o.Action = Discarded
+		return o, nil
+	}
+	// 3. The captured authority must still hold for a roll-forward.
+	holds, err := authorityHolds(ctx, root, pub, st, p3.Authority, branch)
+	if err != nil {
+		return o, err
+	}
+	if allForward && holds {
+		return rollForward(ctx, root, sc, pub)
+	}
+	if mode == RollForwardOnly {
+		o.Action = Deferred
+		o.Reason = "this intent needs a rollback; reopen the graph read-write (worker recover) to resolve it"
+		return o, nil
+	}
+	return rollBack(ctx, root, sc, pub, obs)
+}
+
+func forwardOutcomes(sc *Sidecar) []TableOutcome {
+	var out []TableOutcome
+	for _, s := range sc.ProtocolV3.IntendedDelta.TableUpdates {
+		if s.Confirmed != nil {
+			out = append(out, TableOutcome{TableKey: s.TableKey, FromVersion: s.ExpectedVersion, ToVersion: s.Confirmed.TableVersion})
+		}
+	}
+	return out
+}
+
+// observe reads each pinned table's HEAD on its branch, the manifest pin, and who made the
+// commits above the pin.
+func observe(ctx context.Context, root storage.Store, sc *Sidecar, st *publisher.State) ([]*tableObs, error) {
+	p3 := sc.ProtocolV3
+	rootLoc := RootLocation(root)
+	var out []*tableObs
+	for i := range sc.Tables {
+		t := &tableObs{pin: sc.Tables[i]}
+		for j := range p3.IntendedDelta.TableUpdates {
+			if p3.IntendedDelta.TableUpdates[j].Identity == t.pin.Identity {
+				t.slot = &p3.IntendedDelta.TableUpdates[j]
+			}
+		}
+		for j := range p3.Effects {
+			if p3.Effects[j].Identity == t.pin.Identity {
+				t.effect = &p3.Effects[j]
+			}
+		}
+		if e, ok := st.Table(t.pin.TableKey); ok && e.Identity == t.pin.Identity {
+			t.pinned = e.Version
+		}
+		rel, ok := strings.CutPrefix(t.pin.TablePath, rootLoc+"/")
+		if !ok {
+			return nil, fmt.Errorf("table path %s is outside the root %s", t.pin.TablePath, rootLoc)
+		}
+		ds, err := lance.Open(ctx, root.Sub(rel), lance.WithBranch(deref(t.pin.TableBranch)))
+		var be *lance.BranchError
+		switch {
+		case errors.As(err, &be):
+			t.head = t.pinned // a first-touch fork never created: nothing moved
+		case err != nil:
+			return nil, err
+		default:
+			t.ds, t.head = ds, ds.Version()
+		}
+		if t.ds != nil && t.head >= t.pin.PostCommitPin && t.effect != nil {
+			if err := t.findOwnership(ctx); err != nil {
+				return nil, err
+			}
+		}
+		t.class = classify(sc, t)
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// findOwnership looks for the planned transaction in the versions above the pin (bounded) and
+// notices a compensating Restore right after it.
+func (t *tableObs) findOwnership(ctx context.Context) error {
+	const maxScan = 1026
+	planned := t.effect.PlannedTransaction
+	for v := t.pin.PostCommitPin; v <= t.head && v < t.pin.PostCommitPin+maxScan; v++ {
+		txn, err := t.ds.ReadTransaction(ctx, v)
+		if err != nil {
+			return err
+		}
+		if txn.UUID == planned.UUID && txn.ReadVersion == planned.ReadVersion {
+			t.ownAt = v
+			if t.head == v+1 {
+				top, err := t.ds.ReadTransaction(ctx, t.head)
+				if err != nil {
+					return err
+				}
+				t.restored = top.Op.Kind == lance.OpRestore && top.Op.RestoreVersion == t.pin.ExpectedVersion
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// classify applies the ExactEffect rules of a v9 Mutation/Load.
+func classify(sc *Sidecar, t *tableObs) string {
+	switch {
+	case t.head < t.pinned:
+		return InvariantViolation
+	case t.head == t.pinned:
+		return NoMovement
+	case t.pin.ExpectedVersion != t.pinned:
+		return UnexpectedAtP1
+	case sc.ProtocolV3.EffectPhase != EffectsConfirmed || t.slot == nil || t.slot.Confirmed == nil || t.effect == nil || t.effect.ConfirmedTransaction == nil:
+		return IncompletePhaseB
+	case t.head != t.slot.Confirmed.TableVersion || t.pin.ConfirmedVersion == nil || *t.pin.ConfirmedVersion != t.head:
+		return UnexpectedMultistep
+	case t.ownAt != t.head:
+		return UnexpectedEffectIdentity
+	}
+	return RolledPastExpected
+}
+
+// authorityHolds compares the captured token with the live one: branch identifier, exact graph
+// head, accepted schema identity.
+func authorityHolds(ctx context.Context, root storage.Store, pub *publisher.Publisher, st *publisher.State, a Authority, branch string) (bool, error) {
+	ident, err := pub.BranchIdentifier(ctx)
+	var be *lance.BranchError
+	if errors.As(err, &be) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !ident.Equal(a.BranchIdentifier) {
+		return false, nil
+	}
+	h, ok := st.Head(branch)
+	if ok != (a.GraphHead != nil) || ok && h != *a.GraphHead {
+		return false, nil
+	}
+	raw, err := root.Get(ctx, pg.SchemaStateFile)
+	if err != nil {
+		return false, err
+	}
+	state, err := pg.ParseSchemaState(raw)
+	if err != nil {
+		return false, err
+	}
+	return state.IRHash == a.SchemaIRHash && state.Domain == a.SchemaIdentityDomain && state.IdentityVersion == a.SchemaIdentityVersion, nil
+}
+
+// rollForward publishes the confirmed delta under the original lineage while the captured
+// token holds.
+func rollForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher) (Outcome, error) {
+	p3 := sc.ProtocolV3
+	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{},
+		Lineage:      &publisher.Lineage{CommitID: p3.Lineage.GraphCommitID, ActorID: deref(p3.Lineage.ActorID), CreatedAt: p3.Lineage.CreatedAt},
+		Precondition: &publisher.ExactHead{Identifier: p3.Authority.BranchIdentifier, Head: p3.Authority.GraphHead}}
+	for _, s := range p3.IntendedDelta.TableUpdates {
+		c := s.Confirmed
+		req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: s.Identity, TableKey: s.TableKey, Version: c.TableVersion,
+			Branch: c.TableBranch, RowCount: c.RowCount, Meta: c.VersionMetadata})
+		req.Expected[s.Identity] = publisher.Expectation{TableKey: s.TableKey, Version: s.ExpectedVersion}
+	}
+	if err := failpoint.Inject("recovery.before_forward_publish"); err != nil {
+		return Outcome{}, err
+	}
+	if _, err := pub.Publish(ctx, req); err != nil {
+		return Outcome{}, fmt.Errorf("roll forward: %w", err)
+	}
+	if err := failpoint.Inject("recovery.after_forward_publish"); err != nil {
+		return Outcome{}, err
+	}
+	return finalize(ctx, root, sc, RolledForward, p3.Lineage.GraphCommitID, forwardOutcomes(sc))
+}
+
+// rollBack restores every owned effect to its pin and publishes the restored HEADs under the
+// pre-minted rollback commit. A foreign or buried effect fails closed.
+func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, obs []*tableObs) (Outcome, error) {
+	p3 := sc.ProtocolV3
+	var outcomes []TableOutcome
+	for _, t := range obs {
+		if t.head == t.pinned {
+			continue
+		}
+		switch {
+		case t.ownAt == 0:
+			return Outcome{}, fmt.Errorf("table %s moved from %d to %d without this intent's transaction (foreign effect); refusing to restore through it", t.pin.TableKey, t.pinned, t.head)
+		case t.ownAt != t.head && !t.restored:
+			return Outcome{}, fmt.Errorf("table %s: this intent's effect at version %d is buried under HEAD %d; refusing to restore through it", t.pin.TableKey, t.ownAt, t.head)
+		}
+		from := t.head
+		if t.restored {
+			from = t.ownAt
+		}
+		outcomes = append(outcomes, TableOutcome{TableKey: t.pin.TableKey, FromVersion: from, ToVersion: t.pinned})
+	}
+	if outcomes == nil {
+		outcomes = []TableOutcome{}
+	}
+	if p3.RollbackAuditOutcomes == nil {
+		next := *sc
+		np3 := *p3
+		np3.RollbackAuditOutcomes = outcomes
+		next.ProtocolV3 = &np3
+		if err := Rewrite(ctx, root, &next); err != nil {
+			return Outcome{}, fmt.Errorf("persist the rollback plan: %w", err)
+		}
+		sc = &next
+		p3 = sc.ProtocolV3
+	}
+	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{}}
+	for _, t := range obs {
+		if t.head == t.pinned {
+			continue
+		}
+		ds := t.ds
+		if !t.restored {
+			if err := failpoint.Inject("recovery.before_restore"); err != nil {
+				return Outcome{}, err
+			}
+			staged, err := ds.StageRestore(ctx, t.pinned, lance.StageOptions{})
+			if err != nil {
+				return Outcome{}, err
+			}
+			if ds, err = ds.Commit(ctx, staged); err != nil {
+				return Outcome{}, fmt.Errorf("restore %s to %d: %w", t.pin.TableKey, t.pinned, err)
+			}
+			if err := failpoint.Inject("recovery.after_restore"); err != nil {
+				return Outcome{}, err
+			}
+		}
+		req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: t.pin.Identity, TableKey: t.pin.TableKey, Version: ds.Version(),
+			Branch: ids.BranchPtr(ds.Branch()), RowCount: ds.CountRows(), Meta: publisher.VersionMetadata(ds)})
+		req.Expected[t.pin.Identity] = publisher.Expectation{TableKey: t.pin.TableKey, Version: t.pinned}
+	}
+	createdAt, ok := startedAt(sc)
+	if !ok {
+		createdAt = nowMicros()
+	}
+	req.Lineage = &publisher.Lineage{CommitID: p3.RollbackGraphCommitID, ActorID: RecoveryActor, CreatedAt: createdAt}
+	if err := failpoint.Inject("recovery.before_rollback_publish"); err != nil {
+		return Outcome{}, err
+	}
+	if _, err := pub.Publish(ctx, req); err != nil {
+		return Outcome{}, fmt.Errorf("publish the rollback: %w", err)
+	}
+	if err := failpoint.Inject("recovery.after_rollback_publish"); err != nil {
+		return Outcome{}, err
+	}
+	return finalize(ctx, root, sc, RolledBack, p3.RollbackGraphCommitID, p3.RollbackAuditOutcomes)
+}
+
+func startedAt(sc *Sidecar) (int64, bool) {
+	v, err := strconv.ParseInt(sc.StartedAt, 10, 64)
+	return v, err == nil
+}
+
+// finalize records the audit row once and retires the sidecar.
+func finalize(ctx context.Context, root storage.Store, sc *Sidecar, kind, commitID string, outcomes []TableOutcome) (Outcome, error) {
+	o := Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(deref(sc.Branch)), Action: kind, GraphCommitID: commitID, Tables: outcomes}
+	if err := appendAudit(ctx, root, AuditRow{GraphCommitID: commitID, Kind: kind, ForActor: sc.ActorID, OperationID: sc.OperationID,
+		WriterKind: string(sc.WriterKind), Outcomes: outcomes, CreatedAt: nowMicros()}); err != nil {
+		return o, err
+	}
+	if err := Delete(ctx, root, sc.OperationID); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// discardOrphan retires an intent whose branch no longer exists: a lineage-only commit on main
+// by the recovery actor, audited as OrphanedBranchDiscarded.
+func discardOrphan(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode) (Outcome, error) {
+	o := Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(deref(sc.Branch))}
+	commit := ids.NewULID()
+	if _, err := publisher.Open(root, "").Publish(ctx, publisher.Request{Lineage: &publisher.Lineage{CommitID: commit, ActorID: RecoveryActor, CreatedAt: nowMicros()}}); err != nil {
+		return o, err
+	}
+	return finalize(ctx, root, sc, OrphanedBranchDiscarded, commit, nil)
+}
