@@ -4,7 +4,8 @@ NODE_DIR  := integration/lancecompat
 GOFLAGS   ?=
 export GOFLAGS
 
-.PHONY: run test unit race lance-compat bench fuzz vet build npm clean
+SHELL     := /bin/bash
+.PHONY: run test unit race lance-compat bench crash fuzz vet build npm clean
 
 build:
 	$(GO) build -o bin/worker ./cmd/worker
@@ -36,6 +37,13 @@ npm: $(NODE_DIR)/node_modules
 lance-compat: npm
 	$(GO) run ./integration/lancecompat/driver -script $(NODE_DIR)/compat.mjs
 
+# Kills real child processes at every step of the write and recovery protocols; the last line
+# is the tally. Also part of `make test` (it is a package under ./...).
+crash:
+	@set -o pipefail; $(GO) test -count=1 -v -run TestCrashMatrix ./integration/crash/ > .crash.log 2>&1; status=$$?; \
+	  grep -E '^\s*(--- FAIL|FAIL|panic|.*crash_test.go:)' .crash.log; grep -E '^ok ' .crash.log; \
+	  grep '^crash-matrix:' .crash.log || echo 'crash-matrix: did not run'; rm -f .crash.log; exit $$status
+
 bench: npm
 	$(GO) run ./integration/bench -script $(NODE_DIR)/compat.mjs
 
@@ -50,6 +58,8 @@ fuzz:
 	$(FUZZ) ./lance -fuzz '^FuzzDeletionFile$$'
 	$(FUZZ) ./framing -fuzz '^FuzzParse$$'
 	$(FUZZ) ./graph/pg -fuzz '^FuzzParse$$'
+	$(FUZZ) ./recovery -fuzz '^FuzzParse$$'
+	$(FUZZ) ./engine/rows -fuzz '^FuzzBuild$$'
 
 clean:
 	rm -rf bin .data

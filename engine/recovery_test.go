@@ -8,6 +8,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 )
 
@@ -162,5 +163,25 @@ func TestListFailureFailsLoudly(t *testing.T) {
 	}
 	if _, err := Open(ctx, g.root); !failpoint.IsInjected(err) {
 		t.Fatalf("open: %v", err)
+	}
+}
+
+// The receipt travels in the sidecar: after recovery rolls a commit forward, a redelivery of
+// the same message is recognised instead of applied again.
+func TestReceiptSurvivesRollForward(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	req := LoadRequest{Mode: ModeAppend, Records: records(t, people...), Receipt: &publisher.Receipt{Stream: "S", Sequence: 9, MsgID: "m-9"}}
+	_ = failpoint.Enable("load.before_publish", "1*error")
+	if _, err := g.Load(ctx, req); err == nil {
+		t.Fatal("want a failure")
+	}
+	if _, err := g.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Load(ctx, req)
+	if err != nil || !res.AlreadyApplied {
+		t.Fatalf("redelivery after roll-forward: %+v %v", res, err)
 	}
 }

@@ -47,6 +47,7 @@ func (g *Graph) arm(ctx context.Context, req *LoadRequest, p *prepared, commitID
 	if err != nil {
 		return nil, err
 	}
+	sc.IngestReceipt = req.Receipt
 	if err := recovery.Write(ctx, g.root, sc); err != nil {
 		return nil, err
 	}

@@ -319,6 +319,7 @@ func (s *Sidecar) UnmarshalJSON(raw []byte) error {
 		ignore(f.opt("protocol_v7", rawObject(&v.ProtocolV7))),
 		ignore(f.opt("protocol_v8", rawObject(&v.ProtocolV8))),
 		ignore(f.opt("ensure_indices_rollback_v6", rawObject(&v.EnsureIndicesRollbackV6))),
+		ignore(f.opt("omnigraph_ingest_receipt", ptr(&v.IngestReceipt))),
 	)
 	if err != nil {
 		return err

@@ -304,7 +304,8 @@ func rollForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publ
 	p3 := sc.ProtocolV3
 	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{},
 		Lineage:      &publisher.Lineage{CommitID: p3.Lineage.GraphCommitID, ActorID: deref(p3.Lineage.ActorID), CreatedAt: p3.Lineage.CreatedAt},
-		Precondition: &publisher.ExactHead{Identifier: p3.Authority.BranchIdentifier, Head: p3.Authority.GraphHead}}
+		Precondition: &publisher.ExactHead{Identifier: p3.Authority.BranchIdentifier, Head: p3.Authority.GraphHead},
+		Receipt:      sc.IngestReceipt}
 	for _, s := range p3.IntendedDelta.TableUpdates {
 		c := s.Confirmed
 		req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: s.Identity, TableKey: s.TableKey, Version: c.TableVersion,

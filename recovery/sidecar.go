@@ -87,6 +87,10 @@ type Sidecar struct {
 	ProtocolV7              json.RawMessage `json:"protocol_v7,omitempty"`
 	ProtocolV8              json.RawMessage `json:"protocol_v8,omitempty"`
 	EnsureIndicesRollbackV6 json.RawMessage `json:"ensure_indices_rollback_v6,omitempty"`
+	// IngestReceipt is this product's extension (the reference ignores unknown keys): the queue
+	// receipt a Load publishes with its commit, so a roll-forward publishes it too and a
+	// redelivered message is still recognised after recovery finished its commit.
+	IngestReceipt *publisher.Receipt `json:"omnigraph_ingest_receipt,omitempty"`
 }
 
 // TablePin is one table the writer intends to move (SidecarTablePin).

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine/rows"
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
@@ -88,6 +92,7 @@ func cmdLoad(ctx context.Context, args []string) error {
 	branch := fs.String("branch", "main", "target branch")
 	mode := fs.String("mode", "merge", "append (strict insert), merge (upsert) or overwrite")
 	actor := fs.String("actor", "", "actor id recorded on the commit")
+	msgID := fs.String("msg-id", "", "receipt key: a batch whose receipt is already visible on the branch is not applied again")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -116,7 +121,11 @@ func cmdLoad(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := g.Load(ctx, engine.LoadRequest{Branch: *branch, Mode: rows.Mode(*mode), Actor: *actor, Records: recs})
+	req := engine.LoadRequest{Branch: *branch, Mode: rows.Mode(*mode), Actor: *actor, Records: recs}
+	if *msgID != "" {
+		req.Receipt = &publisher.Receipt{MsgID: *msgID}
+	}
+	res, err := g.Load(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -142,7 +151,7 @@ func cmdExport(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	g, err := engine.Open(ctx, st)
+	g, err := engine.OpenReadOnly(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -162,7 +171,7 @@ func cmdCommits(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	g, err := engine.Open(ctx, st)
+	g, err := engine.OpenReadOnly(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -192,4 +201,70 @@ func orDash(s *string) string {
 func cmdRun(ctx context.Context, args []string) error {
 	fmt.Fprintln(os.Stderr, "omnigraph-worker: the JetStream worker is not built yet; use init, load, export and commits.")
 	return nil
+}
+
+func cmdRecover(ctx context.Context, args []string) error {
+	fs := newFlags("recover")
+	root := fs.String("root", "", "graph root URI")
+	list := fs.Bool("list", false, "only list pending recovery sidecars; change nothing")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	st, err := openRoot(ctx, *root)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if *list {
+		listed, err := recovery.List(ctx, st)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "OPERATION\tKIND\tBRANCH\tPHASE\tTABLES\tSTARTED")
+		for _, l := range listed {
+			sc, ok, err := recovery.Read(ctx, st, l.Name)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			phase, tables := "-", []string{}
+			if sc.ProtocolV3 != nil {
+				phase = string(sc.ProtocolV3.EffectPhase)
+			}
+			for _, t := range sc.Tables {
+				tables = append(tables, t.TableKey)
+			}
+			started := "-"
+			if us, err := strconv.ParseInt(sc.StartedAt, 10, 64); err == nil {
+				started = time.UnixMicro(us).UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sc.OperationID, sc.WriterKind, orDash(sc.Branch), phase, strings.Join(tables, ","), started)
+		}
+		return tw.Flush()
+	}
+	g, err := engine.OpenReadOnly(ctx, st)
+	if err != nil {
+		return err
+	}
+	out, err := g.Recover(ctx)
+	for _, o := range out {
+		fmt.Printf("%s %s on %s", o.Action, o.OperationID, o.Branch)
+		if o.GraphCommitID != "" {
+			fmt.Printf(" (commit %s)", o.GraphCommitID)
+		}
+		for _, t := range o.Tables {
+			fmt.Printf(" %s:%d->%d", t.TableKey, t.FromVersion, t.ToVersion)
+		}
+		if o.Reason != "" {
+			fmt.Printf(": %s", o.Reason)
+		}
+		fmt.Println()
+	}
+	if err == nil && len(out) == 0 {
+		fmt.Println("no pending recovery sidecars")
+	}
+	return err
 }

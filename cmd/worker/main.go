@@ -34,6 +34,7 @@ var commands = []command{
 	{"load", "apply an NDJSON graph batch as one commit", cmdLoad},
 	{"export", "write a branch's rows as NDJSON in the load envelope", cmdExport},
 	{"commits", "list a branch's graph commits", cmdCommits},
+	{"recover", "resolve pending recovery sidecars (--list to only show them)", cmdRecover},
 	{"run", "consume graph batches from NATS JetStream", cmdRun},
 	{"version", "print the version", func(context.Context, []string) error { fmt.Println("omnigraph-worker 0.1.0"); return nil }},
 }
