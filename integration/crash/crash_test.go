@@ -95,7 +95,7 @@ func cases() []crashCase {
 }
 
 type tally struct {
-	mu                        sync.Mutex
+	mu                         sync.Mutex
 	cases, lost, doubled, half int
 }
 
