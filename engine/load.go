@@ -439,12 +439,11 @@ func (g *Graph) commitTable(ctx context.Context, req *LoadRequest, t *plannedTab
 	if err != nil {
 		return fmt.Errorf("commit %s: %w", t.key, err)
 	}
-	txn, err := committed.ReadTransaction(ctx, committed.Version())
-	if err != nil {
-		return err
-	}
-	if txn.UUID != t.uuid || txn.ReadVersion != t.entry.Version {
-		return fmt.Errorf("commit %s: version %d carries transaction (%d, %s), planned (%d, %s)", t.key, committed.Version(), txn.ReadVersion, txn.UUID, t.entry.Version, t.uuid)
+	// The commit is exact (the version name is created only if absent), so the version it
+	// made carries exactly the staged transaction; check the identity it records anyway.
+	txn := t.staged.Txn
+	if committed.Manifest().TransactionFile != txn.FileName() || txn.UUID != t.uuid || txn.ReadVersion != t.entry.Version || committed.Version() != t.entry.Version+1 {
+		return fmt.Errorf("commit %s: version %d records transaction %s, planned (%d, %s)", t.key, committed.Version(), committed.Manifest().TransactionFile, t.entry.Version, t.uuid)
 	}
 	t.committed = committed
 	return nil

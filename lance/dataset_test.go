@@ -606,3 +606,39 @@ func TestRewriteRowsByAddress(t *testing.T) {
 		t.Fatal("address in a missing fragment accepted")
 	}
 }
+
+func TestCompactTailBoundsFragments(t *testing.T) {
+	ctx := context.Background()
+	st := memStore(t)
+	d, err := Create(ctx, st, testSchema(t), rows(0), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{0}
+	for i := int64(1); i < 200; i++ {
+		s, err := d.StageAppend(ctx, rows(i), StageOptions{})
+		d = commit(t, d, s, err)
+		want = append(want, i)
+		if i%7 == 0 { // deleted rows are not carried into merged fragments
+			s, err := d.StageDelete(ctx, In("id", i), StageOptions{})
+			d = commit(t, d, s, err)
+			want = want[:len(want)-1]
+		}
+		for {
+			s, _, err := d.CompactTail(ctx, 4, StageOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s == nil {
+				break
+			}
+			d = commit(t, d, s, nil)
+		}
+		if n := len(d.Manifest().Fragments); n > 4*4 {
+			t.Fatalf("after %d appends: %d fragments", i, n)
+		}
+	}
+	eqIDs(t, scanIDs(t, d), want)
+	latest, _ := Open(ctx, st)
+	eqIDs(t, scanIDs(t, latest), want)
+}

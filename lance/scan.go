@@ -23,6 +23,8 @@ type ScanOptions struct {
 	// WithRowAddress adds a last column "_rowaddr" (UInt64): fragment id << 32 | row offset,
 	// the address StageRewriteRows takes.
 	WithRowAddress bool
+	// Fragments, when set, limits the scan to these fragment ids (in manifest order).
+	Fragments []uint64
 }
 
 // RowAddressColumn is the name of the row-address column a scan adds on request.
@@ -94,6 +96,18 @@ func (d *Dataset) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) 
 	return &Scanner{d: d, opts: opts, out: out, read: read, outIdx: idx, mem: memory.DefaultAllocator, arrowSc: as}, nil
 }
 
+func (s *Scanner) wanted(id uint64) bool {
+	if s.opts.Fragments == nil {
+		return true
+	}
+	for _, f := range s.opts.Fragments {
+		if f == id {
+			return true
+		}
+	}
+	return false
+}
+
 // Schema is the Arrow schema of the records Next returns.
 func (s *Scanner) Schema() *arrow.Schema { return s.arrowSc }
 
@@ -101,6 +115,9 @@ func (s *Scanner) Schema() *arrow.Schema { return s.arrowSc }
 func (s *Scanner) Next(ctx context.Context) (arrow.Record, error) {
 	for {
 		if s.cur == nil {
+			for s.frag < len(s.d.manifest.Fragments) && !s.wanted(s.d.manifest.Fragments[s.frag].ID) {
+				s.frag++
+			}
 			if s.frag >= len(s.d.manifest.Fragments) {
 				return nil, io.EOF
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
@@ -85,7 +86,8 @@ func (p *Publisher) Store() storage.Store { return p.store }
 
 // Snapshot returns the state of the latest __manifest version of the branch. A cached state is
 // reused while no newer version exists (one existence probe); otherwise the manifest is
-// rescanned. The returned state is shared: do not modify it.
+// rescanned. The returned state is shared and advances with this publisher's own publishes:
+// read it, do not modify it.
 func (p *Publisher) Snapshot(ctx context.Context) (*State, error) {
 	if p.ds != nil {
 		latest, err := p.ds.Latest(ctx)
@@ -304,9 +306,7 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 	if len(rows) == 0 {
 		return &Result{ManifestVersion: st.ManifestVersion, State: st}, nil
 	}
-	next := st.clone()
-	next.ManifestVersion = newVersion
-	if err := next.apply(rows, nil); err != nil {
+	if err := st.checkNewBindings(req.Registrations); err != nil {
 		return nil, err
 	}
 	var remove []lance.RowAddress
@@ -330,20 +330,97 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 	}
 	added := ds.AddedFragments(p.ds.Manifest())
 	if len(added) != 1 || added[0].PhysicalRows != uint64(len(rows)) {
+		p.ds, p.state = nil, nil // committed but unexpected: rescan on next use
 		return nil, fmt.Errorf("publisher: commit added %d fragments, want one of %d rows", len(added), len(rows))
 	}
-	for i, r := range rows {
-		next.addr[r.ObjectID] = lance.RowAddress(added[0].ID<<32 | uint64(i))
+	addrs := make([]uint64, len(rows))
+	for i := range rows {
+		addrs[i] = added[0].ID<<32 | uint64(i)
 	}
-	p.ds, p.state = ds, next
-	res := &Result{ManifestVersion: newVersion, State: next}
+	// Fold the committed rows in place: the state is the writer's own and copying it per
+	// publish would make every commit cost as much as the whole manifest.
+	parent := st.lineageHead
+	if err := st.apply(rows, addrs); err != nil {
+		p.ds, p.state = nil, nil
+		return nil, err
+	}
+	st.ManifestVersion = newVersion
+	p.ds = ds
+	p.compact(ctx)
+	res := &Result{ManifestVersion: newVersion, State: st}
 	if req.Lineage != nil {
 		res.CommitID = req.Lineage.CommitID
-		if h := st.lineageHead; h != nil {
-			res.ParentCommitID = h.ID
+		if parent != nil {
+			res.ParentCommitID = parent.ID
 		}
 	}
 	return res, nil
+}
+
+// CompactionFanout is the size-tier fanout of __manifest tail compaction: every publish adds
+// one small fragment, and once the newest tier holds this many they are merged into one. The
+// fragment count (and with it the Lance manifest each commit writes) then grows with the
+// logarithm of the commit count instead of linearly.
+const CompactionFanout = 16
+
+// compact merges the manifest's small tail fragments after a publish. It is physical only (the
+// rows and their meaning do not change) and best effort: a failure, or losing a race to
+// another writer, leaves the fragments as they are and the next snapshot rescans.
+func (p *Publisher) compact(ctx context.Context) {
+	for {
+		staged, _, err := p.ds.CompactTail(ctx, CompactionFanout, lance.StageOptions{})
+		if err != nil || staged == nil {
+			if err != nil {
+				p.ds, p.state = nil, nil
+			}
+			return
+		}
+		if err := failpoint.Inject("publisher.compact"); err != nil {
+			return
+		}
+		ds, err := p.ds.Commit(ctx, staged)
+		if err != nil {
+			p.ds, p.state = nil, nil
+			return
+		}
+		added := ds.AddedFragments(p.ds.Manifest())
+		var ids []uint64
+		for _, f := range added {
+			ids = append(ids, f.ID)
+		}
+		if err := p.readdress(ctx, ds, ids); err != nil {
+			p.ds, p.state = nil, nil
+			return
+		}
+		p.ds = ds
+		p.state.ManifestVersion = ds.Version()
+	}
+}
+
+// readdress records the new addresses of the rows a compaction moved into fragments ids.
+func (p *Publisher) readdress(ctx context.Context, ds *lance.Dataset, ids []uint64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: []string{"object_id"}, WithRowAddress: true, Fragments: ids})
+	if err != nil {
+		return err
+	}
+	for {
+		rec, err := sc.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		oid := rec.Column(0).(*array.String)
+		addr := rec.Column(1).(*array.Uint64)
+		for i := 0; i < oid.Len(); i++ {
+			p.state.addr[oid.Value(i)] = lance.RowAddress(addr.Value(i))
+		}
+		rec.Release()
+	}
 }
 
 // pendingRows builds the rows of one attempt: registrations, table versions, lineage, receipt.

@@ -61,27 +61,6 @@ func newState(branch string) *State {
 		tombstones: map[ids.TableIdentity]uint64{}, receipts: map[string]Receipt{}, addr: map[string]lance.RowAddress{}}
 }
 
-// clone copies the state so a failed publish attempt cannot corrupt the cached one.
-func (s *State) clone() *State {
-	c := *s
-	c.Heads = cloneMap(s.Heads)
-	c.Commits = cloneMap(s.Commits)
-	c.registrations = cloneMap(s.registrations)
-	c.versions = cloneMap(s.versions)
-	c.tombstones = cloneMap(s.tombstones)
-	c.receipts = cloneMap(s.receipts)
-	c.addr = cloneMap(s.addr)
-	return &c
-}
-
-func cloneMap[K comparable, V any](m map[K]V) map[K]V {
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 // Head is the exact graph_head of a branch: ok=false when the row is absent (a fresh branch).
 func (s *State) Head(branch string) (string, bool) {
 	h, ok := s.Heads[ids.BranchKey(branch)]
@@ -250,6 +229,17 @@ func commitAfter(a, b Commit) bool {
 		return a.Meta.CreatedAt > b.Meta.CreatedAt
 	}
 	return a.ID > b.ID
+}
+
+// checkNewBindings refuses a registration that would bind a table key already held by another
+// live identity (checked before writing, so the manifest never holds such a pair).
+func (s *State) checkNewBindings(regs []Registration) error {
+	for _, r := range regs {
+		if t, ok := s.Table(r.TableKey); ok && t.Identity != r.Identity {
+			return fmt.Errorf("publisher: table key %s is bound to both %s and %s", r.TableKey, t.Identity, r.Identity)
+		}
+	}
+	return nil
 }
 
 // checkAliases refuses two live identities bound to one table key.

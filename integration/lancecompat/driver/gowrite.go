@@ -110,6 +110,9 @@ func writeGoTables(ctx context.Context, s *suite, dir string) (*goModel, error) 
 		if err := writeBranched(ctx, m, dir); err != nil {
 			return fmt.Errorf("branched: %w", err)
 		}
+		if err := writeCompacted(ctx, m, dir); err != nil {
+			return fmt.Errorf("compacted: %w", err)
+		}
 		return writeJSON(filepath.Join(dir, "cases.json"), map[string]any{"cases": m.cases})
 	}()
 	s.add("go-writes", err)
@@ -287,5 +290,60 @@ func writeBranched(ctx context.Context, m *goModel, dir string) error {
 		return err
 	}
 	m.record(t, "feat/sub", sub.Version(), concat(featRows, rowsRange(plainRow, 70, 72)), plainFilters, nil)
+	return nil
+}
+
+// writeCompacted appends one small fragment at a time and merges the tail as the publisher
+// does for __manifest (an Update that removes fragments and adds their live rows as one).
+func writeCompacted(ctx context.Context, m *goModel, dir string) error {
+	const t = "gcompact"
+	as := plainSchema()
+	m.sch[t] = as
+	ls, _ := schema.FromArrow(as)
+	st, err := openTable(ctx, dir, t)
+	if err != nil {
+		return err
+	}
+	rows := rowsRange(plainRow, 0, 1)
+	d, err := lance.Create(ctx, st, ls, rec(as, rows), lance.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	for i := 1; i < 40; i++ {
+		s, err := d.StageAppend(ctx, rec(as, rowsRange(plainRow, i, i+1)), lance.StageOptions{})
+		if err != nil {
+			return err
+		}
+		if d, err = d.Commit(ctx, s); err != nil {
+			return err
+		}
+		rows = concat(rows, rowsRange(plainRow, i, i+1))
+		if i%5 == 0 {
+			s, err := d.StageDelete(ctx, lance.In("id", i-1), lance.StageOptions{})
+			if err != nil {
+				return err
+			}
+			if d, err = d.Commit(ctx, s); err != nil {
+				return err
+			}
+			rows = without(rows, i-1)
+		}
+		for {
+			s, _, err := d.CompactTail(ctx, 4, lance.StageOptions{})
+			if err != nil {
+				return err
+			}
+			if s == nil {
+				break
+			}
+			if d, err = d.Commit(ctx, s); err != nil {
+				return err
+			}
+		}
+	}
+	if len(d.Manifest().Fragments) >= 12 {
+		return fmt.Errorf("compaction left %d fragments", len(d.Manifest().Fragments))
+	}
+	m.record(t, "", d.Version(), rows, plainFilters, nil)
 	return nil
 }
