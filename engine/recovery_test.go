@@ -6,8 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/omnigraph/omnigraph-worker/engine/rows"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 )
@@ -183,5 +188,111 @@ func TestReceiptSurvivesRollForward(t *testing.T) {
 	res, err := g.Load(ctx, req)
 	if err != nil || !res.AlreadyApplied {
 		t.Fatalf("redelivery after roll-forward: %+v %v", res, err)
+	}
+}
+
+// A foreign commit on top of this intent's own effect buries it: recovery refuses to restore
+// through it, and the sidecar stays for an operator.
+func TestRecoveryFailsClosedOnBuriedEffect(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable("load.after_confirm", "1*error") // Person committed and confirmed
+	if _, err := load(t, g, "append", people[0]); err == nil {
+		t.Fatal("want a failure")
+	}
+	foreignAppend(t, g, "node:Person")
+	// The token still holds but the HEAD is not the confirmed version: roll back, which must
+	// refuse to restore through the foreign commit.
+	_, err := g.Recover(ctx)
+	if err == nil || !strings.Contains(err.Error(), "buried") {
+		t.Fatalf("want a fail-closed refusal, got %v", err)
+	}
+	if l, _ := recovery.List(ctx, g.root); len(l) != 1 {
+		t.Fatal("the sidecar must stay for inspection")
+	}
+}
+
+// A moved table with no effect of this intent is not recovery's to fix: the empty intent is
+// discarded and writes then report the uncovered drift.
+func TestForeignDriftIsNotAdopted(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable("load.after_sidecar", "1*error")
+	if _, err := load(t, g, "append", people[0]); err == nil {
+		t.Fatal("want a failure")
+	}
+	foreignAppend(t, g, "node:Person")
+	out, err := g.Recover(ctx)
+	if err != nil || len(out) != 1 || out[0].Action != recovery.Discarded {
+		t.Fatalf("recover: %+v %v", out, err)
+	}
+	var de *DriftError
+	if _, err := load(t, g, "append", people[1]); !errors.As(err, &de) || !strings.Contains(err.Error(), "omnigraph repair") {
+		t.Fatalf("write over uncovered drift: %v", err)
+	}
+}
+
+// A confirmed intent whose branch authority moved is rolled back, never re-parented.
+func TestChangedAuthorityRollsBack(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable("load.before_publish", "1*error")
+	if _, err := load(t, g, "append", people...); err == nil {
+		t.Fatal("want a failure")
+	}
+	// Another writer publishes on main (bypassing the heal), moving graph_head:main.
+	if _, err := publisher.Open(g.root, "").Publish(ctx, publisher.Request{Lineage: &publisher.Lineage{CommitID: ids.NewULID(), ActorID: "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := g.Recover(ctx)
+	if err != nil || len(out) != 1 || out[0].Action != recovery.RolledBack {
+		t.Fatalf("recover: %+v %v", out, err)
+	}
+	tablesAligned(t, g)
+	if strings.Contains(export(t, g, ""), "alice") {
+		t.Fatal("the re-parented batch is visible")
+	}
+}
+
+// A corrupt sidecar is refused loudly by a read-write open and left for inspection.
+func TestCorruptSidecarRefusedLoudly(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	name := recovery.Key(ids.NewULID())
+	if err := g.root.Put(ctx, name, []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	var se *recovery.SidecarError
+	if _, err := Open(ctx, g.root); !errors.As(err, &se) {
+		t.Fatalf("open with a corrupt sidecar: %v", err)
+	}
+	if ok, _ := g.root.Exists(ctx, name); !ok {
+		t.Fatal("the corrupt sidecar was removed")
+	}
+}
+
+// foreignAppend commits a row to a table behind the engine's back.
+func foreignAppend(t *testing.T, g *Graph, key string) {
+	t.Helper()
+	ctx := context.Background()
+	e := mustTable(t, g, key)
+	ds, err := lance.Open(ctx, g.root.Sub(e.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := records(t, `{"type":"Person","data":{"handle":"intruder","name":"I","active":true}}`)
+	batches, err := rows.Build(g.Catalog(), recs, ModeAppend, rows.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ds.StageAppend(ctx, []arrow.Record{batches[key].Record}, lance.StageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ds.Commit(ctx, s); err != nil {
+		t.Fatal(err)
 	}
 }
