@@ -10,8 +10,10 @@ SHELL     := /bin/bash
 build:
 	$(GO) build -o bin/worker ./cmd/worker
 
+# The worker on an embedded default: embedded NATS JetStream (data in .data/graph.nats), a local
+# graph in .data/graph initialised from the bundled example schema, graph name "demo".
 run: build
-	./bin/worker run
+	./bin/worker run --root .data/graph --graph demo --schema graph/pg/testdata/example.pg
 
 # The README's test command: static checks, unit tests under the race detector, then the
 # interop suite against the official Lance engine.

@@ -12,10 +12,15 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/engine/rows"
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -199,8 +204,87 @@ func orDash(s *string) string {
 }
 
 func cmdRun(ctx context.Context, args []string) error {
-	fmt.Fprintln(os.Stderr, "omnigraph-worker: the JetStream worker is not built yet; use init, load, export and commits.")
-	return nil
+	fs := newFlags("run")
+	root := fs.String("root", "", "graph root URI")
+	graph := fs.String("graph", "", "graph name: the <graph> token of omnigraph.<graph>.ingest")
+	natsURL := fs.String("nats-url", "", "NATS server URL; empty starts an embedded JetStream server")
+	natsDir := fs.String("nats-dir", "", "embedded server data directory (default: <root>.nats beside a local graph root)")
+	natsPort := fs.Int("nats-port", 4222, "embedded server port (-1: any free port)")
+	creds := fs.String("nats-creds", "", "NATS credentials file")
+	schemaPath := fs.String("schema", "", "initialise the graph from this .pg schema if the root holds none")
+	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream AckWait; InProgress is sent every third of it during a commit")
+	maxDeliver := fs.Int("max-deliver", 10, "deliveries before a message is dead-lettered as max_deliver")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *graph == "" {
+		return &usageError{msg: "--graph is required"}
+	}
+	log, err := zap.NewProduction()
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	st, err := openRoot(ctx, *root)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	g, err := engine.Open(ctx, st)
+	if err != nil && *schemaPath != "" {
+		if ok, _ := st.Exists(ctx, "__schema_state.json"); !ok {
+			src, rerr := os.ReadFile(*schemaPath)
+			if rerr != nil {
+				return rerr
+			}
+			g, err = engine.Init(ctx, st, string(src))
+			if err == nil {
+				log.Info("initialised graph", zap.String("root", st.URI()), zap.String("schema", *schemaPath))
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	url := *natsURL
+	if url == "" {
+		dir := *natsDir
+		if dir == "" {
+			loc := strings.TrimSuffix(st.Location(""), "/")
+			if strings.Contains(loc, "://") {
+				dir = ".data/nats"
+			} else {
+				dir = loc + ".nats"
+			}
+		}
+		ns, err := ingest.StartEmbedded(dir, *natsPort)
+		if err != nil {
+			return err
+		}
+		defer ns.Shutdown()
+		url = ns.ClientURL()
+		log.Info("embedded NATS JetStream", zap.String("url", url), zap.String("store", dir))
+	}
+	var opts []nats.Option
+	if *creds != "" {
+		opts = append(opts, nats.UserCredentials(*creds))
+	}
+	nc, err := nats.Connect(url, append(opts, nats.Name("omnigraph-worker"), nats.MaxReconnects(-1))...)
+	if err != nil {
+		return err
+	}
+	defer nc.Drain()
+	w, err := ingest.New(nc, g, ingest.Config{Graph: *graph, AckWait: *ackWait, MaxDeliver: *maxDeliver}, log)
+	if err != nil {
+		return err
+	}
+	if err := w.Setup(ctx); err != nil {
+		return err
+	}
+	cfg := w.Config()
+	log.Info("ready", zap.String("publish_to", cfg.IngestSubject()), zap.String("events", cfg.EventSubject()),
+		zap.String("dead_letters", "omnigraph."+cfg.Graph+".dlq.>"))
+	return w.Run(ctx)
 }
 
 func cmdRecover(ctx context.Context, args []string) error {
@@ -267,4 +351,54 @@ func cmdRecover(ctx context.Context, args []string) error {
 		fmt.Println("no pending recovery sidecars")
 	}
 	return err
+}
+
+func cmdPublish(ctx context.Context, args []string) error {
+	fs := newFlags("publish")
+	graph := fs.String("graph", "", "graph name")
+	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	branch := fs.String("branch", "", "Omnigraph-Branch header (default main)")
+	from := fs.String("from", "", "Omnigraph-From header: fork the branch from this base if missing")
+	mode := fs.String("mode", "", "Omnigraph-Mode header: merge (default), append or overwrite")
+	actor := fs.String("actor", "", "Omnigraph-Actor header")
+	msgID := fs.String("msg-id", "", "Nats-Msg-Id header (producer dedupe and receipt key)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *graph == "" || fs.NArg() != 1 {
+		return &usageError{msg: "publish needs --graph and one FILE argument (- for standard input)"}
+	}
+	var body []byte
+	var err error
+	if p := fs.Arg(0); p == "-" {
+		body, err = io.ReadAll(os.Stdin)
+	} else {
+		body, err = os.ReadFile(p)
+	}
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(*natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	m := nats.NewMsg("omnigraph." + *graph + ".ingest")
+	m.Data = body
+	for k, v := range map[string]string{ingest.HeaderBranch: *branch, ingest.HeaderFrom: *from, ingest.HeaderMode: *mode,
+		ingest.HeaderActor: *actor, ingest.HeaderMsgID: *msgID} {
+		if v != "" {
+			m.Header.Set(k, v)
+		}
+	}
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("published to %s: stream %s sequence %d duplicate %v\n", m.Subject, ack.Stream, ack.Sequence, ack.Duplicate)
+	return nil
 }

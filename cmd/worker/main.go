@@ -1,5 +1,5 @@
-// Command worker is the omnigraph-worker binary: graph init, load, export and commit history
-// today; the JetStream worker (`run`) arrives with the ingestion issue.
+// Command worker is the omnigraph-worker binary: the JetStream worker (`run`), a producer
+// (`publish`), and the graph tools (`init`, `load`, `export`, `commits`, `recover`).
 package main
 
 import (
@@ -35,6 +35,7 @@ var commands = []command{
 	{"export", "write a branch's rows as NDJSON in the load envelope", cmdExport},
 	{"commits", "list a branch's graph commits", cmdCommits},
 	{"recover", "resolve pending recovery sidecars (--list to only show them)", cmdRecover},
+	{"publish", "publish a graph batch to a graph's ingest subject (a producer for scripts)", cmdPublish},
 	{"run", "consume graph batches from NATS JetStream", cmdRun},
 	{"version", "print the version", func(context.Context, []string) error { fmt.Println("omnigraph-worker 0.1.0"); return nil }},
 }

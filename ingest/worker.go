@@ -1,0 +1,274 @@
+package ingest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+)
+
+// Worker consumes one graph's ingest subject and applies each message as one graph commit.
+type Worker struct {
+	cfg  Config
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	g    *engine.Graph
+	log  *zap.Logger
+	cons jetstream.Consumer
+}
+
+// New prepares a worker; Setup creates its streams and consumer.
+func New(nc *nats.Conn, g *engine.Graph, cfg Config, log *zap.Logger) (*Worker, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Worker{cfg: cfg, nc: nc, js: js, g: g, log: log.With(zap.String("graph", cfg.Graph))}, nil
+}
+
+// Config is the effective configuration (defaults filled in).
+func (w *Worker) Config() Config { return w.cfg }
+
+// Setup creates or updates the ingest stream, the dead-letter stream and the durable consumer.
+// One consumer with one message in flight keeps a graph's batches in stream order.
+func (w *Worker) Setup(ctx context.Context) error {
+	if _, err := w.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: w.cfg.Stream, Subjects: []string{w.cfg.IngestSubject(), "omnigraph." + w.cfg.Graph + ".merge"},
+		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
+	}); err != nil {
+		return fmt.Errorf("ingest: stream %s: %w", w.cfg.Stream, err)
+	}
+	if _, err := w.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: w.cfg.DLQStream, Subjects: []string{"omnigraph." + w.cfg.Graph + ".dlq.>"},
+		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
+	}); err != nil {
+		return fmt.Errorf("ingest: dead-letter stream %s: %w", w.cfg.DLQStream, err)
+	}
+	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.cfg.Stream, jetstream.ConsumerConfig{
+		Durable: w.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.cfg.AckWait,
+		MaxDeliver: w.cfg.MaxDeliver, MaxAckPending: 1, FilterSubject: w.cfg.IngestSubject(),
+	})
+	if err != nil {
+		return fmt.Errorf("ingest: consumer %s: %w", w.cfg.Consumer, err)
+	}
+	w.cons = cons
+	return nil
+}
+
+// Run consumes until ctx is cancelled, then stops fetching, lets the in-flight message finish
+// (its commit, ack and event) and returns.
+func (w *Worker) Run(ctx context.Context) error {
+	if w.cons == nil {
+		if err := w.Setup(ctx); err != nil {
+			return err
+		}
+	}
+	it, err := w.cons.Messages(jetstream.PullMaxMessages(1))
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		it.Stop()
+	}()
+	w.log.Info("consuming", zap.String("subject", w.cfg.IngestSubject()), zap.String("stream", w.cfg.Stream))
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+				w.log.Info("drained")
+				return nil
+			}
+			w.log.Warn("fetch", zap.Error(err))
+			continue
+		}
+		w.handle(ctx, msg)
+	}
+}
+
+// outcome names how a message ended, for logs and metrics.
+type outcome string
+
+const (
+	outcomeCommitted  outcome = "committed"
+	outcomeDuplicate  outcome = "already_applied"
+	outcomeDeadLetter outcome = "dead_lettered"
+	outcomeRequeued   outcome = "requeued"
+)
+
+// handle processes one message to a final outcome. Its work runs on a context that the stop
+// signal does not cancel, so a commit under way is finished and acknowledged before Run
+// returns; only the waits between retries watch stop.
+func (w *Worker) handle(stop context.Context, msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		w.log.Error("message without metadata", zap.Error(err))
+		_ = msg.Term()
+		return
+	}
+	log := w.log.With(zap.Uint64("seq", meta.Sequence.Stream), zap.Uint64("delivery", meta.NumDelivered))
+	work, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.heartbeat(work, msg)
+	start := time.Now()
+	out, res, err := w.process(stop, work, msg, meta)
+	fields := []zap.Field{zap.String("outcome", string(out)), zap.Duration("took", time.Since(start))}
+	if res != nil {
+		fields = append(fields, zap.String("commit", res.Commit.GraphCommitID), zap.Int("entities", res.TotalEntities))
+	}
+	if err != nil {
+		fields = append(fields, zap.Error(err))
+	}
+	log.Info("message", fields...)
+}
+
+func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
+	t := time.NewTicker(w.cfg.AckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = msg.InProgress()
+		}
+	}
+}
+
+func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) (outcome, *engine.LoadResult, error) {
+	h := msg.Headers()
+	if meta.NumDelivered >= uint64(w.cfg.MaxDeliver) && meta.NumDelivered > 1 {
+		// Delivered this often without an ack: something kills the worker on this message.
+		err := &errs.InvalidInput{Reason: fmt.Sprintf("delivered %d times without being acknowledged (max_deliver %d)", meta.NumDelivered, w.cfg.MaxDeliver)}
+		return w.deadLetter(ctx, msg, meta, "max_deliver", err)
+	}
+	mode := engine.Mode(h.Get(HeaderMode))
+	if mode == "" {
+		mode = engine.ModeMerge
+	}
+	recs, err := framing.ParseBytes(msg.Data(), framing.DefaultLimits())
+	if err != nil {
+		return w.deadLetter(ctx, msg, meta, "", err)
+	}
+	sum := sha256.Sum256(msg.Data())
+	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
+		Receipt: &publisher.Receipt{Stream: meta.Stream, Sequence: meta.Sequence.Stream, MsgID: h.Get(HeaderMsgID), PayloadSHA256: hex.EncodeToString(sum[:])}}
+	retry := backoff.NewExponentialBackOff()
+	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 100*time.Millisecond, w.cfg.RetryMax, 0
+	for {
+		res, err := w.g.Load(ctx, req)
+		var rr *errs.RecoveryRequired
+		switch {
+		case err == nil:
+			if err := msg.DoubleAck(ctx); err != nil {
+				// The commit is visible; a redelivery is recognised by its receipt.
+				return outcomeCommitted, res, fmt.Errorf("ack after commit: %w", err)
+			}
+			w.publishEvent(req, res, meta)
+			if res.AlreadyApplied {
+				return outcomeDuplicate, res, nil
+			}
+			return outcomeCommitted, res, nil
+		case errs.Permanent(err):
+			return w.deadLetter(ctx, msg, meta, "", err)
+		case errors.As(err, &rr):
+			// Resolve the intent, then retry this message without burning a delivery.
+			if _, rerr := w.g.Recover(ctx); rerr == nil {
+				continue
+			} else {
+				err = rerr
+			}
+		}
+		wait := retry.NextBackOff()
+		w.log.Warn("transient failure, retrying in place", zap.Uint64("seq", meta.Sequence.Stream), zap.Duration("in", wait), zap.Error(err))
+		select {
+		case <-stop.Done():
+			_ = msg.NakWithDelay(wait)
+			return outcomeRequeued, nil, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// deadLetter publishes the message to omnigraph.<graph>.dlq.<reason> with the original body and
+// headers plus the error, waits for the stream to accept it, and only then terminates it.
+func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, cause error) (outcome, *engine.LoadResult, error) {
+	kind := errs.Kind(cause)
+	if reason == "" {
+		reason = kind
+	}
+	detail, _ := json.Marshal(errs.Detail(cause))
+	out := nats.NewMsg(w.cfg.DLQSubject(reason))
+	out.Data = msg.Data()
+	for k, vs := range msg.Headers() {
+		for _, v := range vs {
+			out.Header.Add(k, v)
+		}
+	}
+	out.Header.Set(HeaderErrorKind, kind)
+	out.Header.Set(HeaderError, cause.Error())
+	out.Header.Set(HeaderErrorDetail, string(detail))
+	out.Header.Set(HeaderOrigStream, meta.Stream)
+	out.Header.Set(HeaderOrigSubject, msg.Subject())
+	out.Header.Set(HeaderOrigSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
+	out.Header.Set(HeaderDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
+	out.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
+	out.Header.Set(HeaderMsgID, fmt.Sprintf("dlq:%s:%d", meta.Stream, meta.Sequence.Stream))
+	if _, err := w.js.PublishMsg(ctx, out); err != nil {
+		_ = msg.NakWithDelay(time.Second)
+		return outcomeRequeued, nil, fmt.Errorf("dead-letter publish: %w (cause: %v)", err, cause)
+	}
+	if err := msg.TermWithReason(reason); err != nil {
+		return outcomeDeadLetter, nil, fmt.Errorf("term after dead-letter: %w", err)
+	}
+	return outcomeDeadLetter, nil, cause
+}
+
+// Event is the commit event published on omnigraph.<graph>.events after each ack.
+type Event struct {
+	Graph           string             `json:"graph"`
+	Branch          string             `json:"branch"`
+	Mode            engine.Mode        `json:"mode"`
+	Nodes           []engine.TypeCount `json:"nodes"`
+	Edges           []engine.TypeCount `json:"edges"`
+	GraphCommitID   string             `json:"graph_commit_id"`
+	ManifestVersion uint64             `json:"graph_manifest_version"`
+	ActorID         *string            `json:"actor_id"`
+	SourceStream    string             `json:"source_stream"`
+	SourceSequence  uint64             `json:"source_sequence"`
+	SourceMsgID     string             `json:"source_msg_id,omitempty"`
+	AlreadyApplied  bool               `json:"already_applied,omitempty"`
+}
+
+func (w *Worker) publishEvent(req engine.LoadRequest, res *engine.LoadResult, meta *jetstream.MsgMetadata) {
+	ev := Event{Graph: w.cfg.Graph, Branch: res.Branch, Mode: res.Mode, Nodes: res.Nodes, Edges: res.Edges,
+		GraphCommitID: res.Commit.GraphCommitID, ManifestVersion: res.Commit.GraphManifestVersion, ActorID: res.Commit.ActorID,
+		SourceStream: meta.Stream, SourceSequence: meta.Sequence.Stream, SourceMsgID: req.Receipt.MsgID, AlreadyApplied: res.AlreadyApplied}
+	b, err := json.Marshal(ev)
+	if err == nil {
+		err = w.nc.Publish(w.cfg.EventSubject(), b)
+	}
+	if err != nil {
+		w.log.Warn("commit event not published", zap.Error(err))
+	}
+}

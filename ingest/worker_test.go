@@ -1,0 +1,231 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+type harness struct {
+	t      *testing.T
+	g      *engine.Graph
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	w      *Worker
+	events chan Event
+	stop   context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T) *harness {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := StartEmbedded(t.TempDir(), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	root, err := storage.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := os.ReadFile("../graph/pg/testdata/example.pg")
+	g, err := engine.Init(ctx, root, string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(nc, g, Config{Graph: "demo", AckWait: 2 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, g: g, nc: nc, w: w, events: make(chan Event, 16), done: make(chan error, 1)}
+	h.js, _ = jetstream.New(nc)
+	sub, err := nc.Subscribe(w.cfg.EventSubject(), func(m *nats.Msg) {
+		var ev Event
+		if json.Unmarshal(m.Data, &ev) == nil {
+			h.events <- ev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	runCtx, cancel := context.WithCancel(ctx)
+	h.stop = cancel
+	go func() { h.done <- w.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-h.done:
+		case <-time.After(10 * time.Second):
+			t.Error("worker did not stop")
+		}
+	})
+	return h
+}
+
+func (h *harness) publish(body string, hdr map[string]string) {
+	h.t.Helper()
+	m := nats.NewMsg(h.w.cfg.IngestSubject())
+	m.Data = []byte(body)
+	for k, v := range hdr {
+		m.Header.Set(k, v)
+	}
+	if _, err := h.js.PublishMsg(context.Background(), m); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) event() Event {
+	h.t.Helper()
+	select {
+	case ev := <-h.events:
+		return ev
+	case <-time.After(20 * time.Second):
+		h.t.Fatal("no commit event")
+	}
+	return Event{}
+}
+
+func (h *harness) deadLetter(reason string) jetstream.RawStreamMsg {
+	h.t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		s, err := h.js.Stream(ctx, h.w.cfg.DLQStream)
+		if err == nil {
+			if m, err := s.GetLastMsgForSubject(ctx, h.w.cfg.DLQSubject(reason)); err == nil {
+				return *m
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.t.Fatalf("no dead letter on %s", h.w.cfg.DLQSubject(reason))
+	return jetstream.RawStreamMsg{}
+}
+
+func (h *harness) export() string {
+	var buf bytes.Buffer
+	if err := h.g.Export(context.Background(), "", 0, &buf); err != nil {
+		h.t.Fatal(err)
+	}
+	return buf.String()
+}
+
+const batch = `{"type":"Person","data":{"handle":"alice","name":"Alice","active":true}}
+{"type":"Company","data":{"domain":"acme.io","name":"Acme","size":"smb"}}
+{"edge":"WorksAt","from":"alice","to":"acme.io","data":{"id":"w1"}}`
+
+func TestCommitThenAckThenEvent(t *testing.T) {
+	h := start(t)
+	h.publish(batch, map[string]string{HeaderMode: "append", HeaderActor: "pipeline", HeaderMsgID: "b-1"})
+	ev := h.event()
+	if ev.GraphCommitID == "" || ev.ManifestVersion != 2 || ev.SourceMsgID != "b-1" || ev.SourceSequence != 1 || ev.ActorID == nil || *ev.ActorID != "pipeline" {
+		t.Fatalf("event %+v", ev)
+	}
+	if out := h.export(); !strings.Contains(out, "alice") || !strings.Contains(out, "acme.io") {
+		t.Fatalf("export:\n%s", out)
+	}
+	info, err := h.w.cons.Info(context.Background())
+	if err != nil || info.NumAckPending != 0 || info.AckFloor.Stream != 1 {
+		t.Fatalf("consumer %+v %v", info, err)
+	}
+}
+
+func TestPermanentFailuresAreDeadLettered(t *testing.T) {
+	h := start(t)
+	h.publish(batch, map[string]string{HeaderMode: "append"})
+	h.event()
+	// The same ids again as a strict insert: KeyConflict, with its fields in the detail.
+	h.publish(`{"type":"Person","data":{"handle":"alice","name":"A","active":true}}`, map[string]string{HeaderMode: "append", "X-Trace": "t1"})
+	m := h.deadLetter("key_conflict")
+	if m.Header.Get(HeaderErrorKind) != "key_conflict" || m.Header.Get("X-Trace") != "t1" || m.Header.Get(HeaderOrigSeq) != "2" ||
+		m.Header.Get(HeaderMsgID) != "dlq:"+h.w.cfg.Stream+":2" || !strings.Contains(m.Header.Get(HeaderErrorDetail), `"entity_id":"alice"`) ||
+		!strings.Contains(string(m.Data), "alice") {
+		t.Fatalf("dead letter %v %s", m.Header, m.Data)
+	}
+	h.publish(`{"type":"Nope","data":{}}`, nil)
+	if m := h.deadLetter("invalid"); !strings.Contains(m.Header.Get(HeaderError), "unknown node type 'Nope'") {
+		t.Fatalf("invalid: %v", m.Header)
+	}
+	lines := make([]string, 8193)
+	for i := range lines {
+		lines[i] = `{"type":"Company","data":{"domain":"c` + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + itoa(i) + `.io","name":"C","size":"smb"}}`
+	}
+	h.publish(strings.Join(lines, "\n"), map[string]string{HeaderMode: "merge"})
+	if m := h.deadLetter("resource_limit"); !strings.Contains(m.Header.Get(HeaderErrorDetail), `"limit":8192`) {
+		t.Fatalf("resource limit: %v", m.Header)
+	}
+	h.publish(batch, map[string]string{HeaderBranch: "nosuch"})
+	h.deadLetter("branch_missing")
+	// Dead letters did not stop the stream: a good batch after them still commits.
+	h.publish(`{"type":"Person","data":{"handle":"bob","name":"Bob","active":true}}`, nil)
+	if ev := h.event(); ev.SourceSequence != 6 {
+		t.Fatalf("event %+v", ev)
+	}
+}
+
+func itoa(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}
+
+// A message whose commit is already visible (the crash window between publish and ack, or a
+// roll-forward by recovery) is acknowledged without writing again.
+func TestAlreadyVisibleBatchIsAckedWithoutWriting(t *testing.T) {
+	h := start(t)
+	recs, err := framing.ParseBytes([]byte(batch), framing.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := h.g.Load(context.Background(), engine.LoadRequest{Mode: engine.ModeAppend, Records: recs, Receipt: &publisher.Receipt{MsgID: "b-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.publish(batch, map[string]string{HeaderMode: "append", HeaderMsgID: "b-1"})
+	ev := h.event()
+	if !ev.AlreadyApplied || ev.GraphCommitID != done.Commit.GraphCommitID {
+		t.Fatalf("event %+v", ev)
+	}
+	cs, _ := h.g.Commits(context.Background(), "")
+	if len(cs) != 2 {
+		t.Fatalf("%d commits, want genesis and the one load", len(cs))
+	}
+}
+
+// Stop drains: Run returns after the in-flight message is acknowledged.
+func TestDrainOnStop(t *testing.T) {
+	h := start(t)
+	h.publish(batch, nil)
+	h.event()
+	h.stop()
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.done <- nil // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after stop")
+	}
+}
