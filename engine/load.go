@@ -43,6 +43,16 @@ type LoadRequest struct {
 	// Receipt, when set, is written in the same publish; a batch whose receipt is already
 	// visible on the branch is not applied again.
 	Receipt *publisher.Receipt
+	// Fence, when set, is checked right before the write arms recovery and right before it
+	// publishes (the single-writer lease); an error stops the write there.
+	Fence func(context.Context) error
+}
+
+func (r *LoadRequest) fence(ctx context.Context) error {
+	if r.Fence == nil {
+		return nil
+	}
+	return r.Fence(ctx)
 }
 
 // TypeCount is the number of input records of one declaration.
@@ -377,6 +387,9 @@ func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared) e
 func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*LoadResult, error) {
 	commitID := ids.NewULID()
 	createdAt := time.Now().UnixMicro()
+	if err := req.fence(ctx); err != nil {
+		return nil, err
+	}
 	if len(p.tables) == 0 {
 		return g.publishOnly(ctx, req, p, commitID, createdAt)
 	}
@@ -404,6 +417,9 @@ func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*Loa
 		return nil, required(err)
 	}
 	if err := failpoint.Inject("load.after_confirm"); err != nil {
+		return nil, required(err)
+	}
+	if err := req.fence(ctx); err != nil {
 		return nil, required(err)
 	}
 	res, err := g.publish(ctx, req, p, commitID, createdAt)

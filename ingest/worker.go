@@ -23,12 +23,32 @@ import (
 
 // Worker consumes one graph's ingest subject and applies each message as one graph commit.
 type Worker struct {
-	cfg  Config
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	g    *engine.Graph
-	log  *zap.Logger
-	cons jetstream.Consumer
+	cfg   Config
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	g     *engine.Graph
+	log   *zap.Logger
+	cons  jetstream.Consumer
+	lease *Lease
+}
+
+// UseLease fences every write with the graph's single-writer lease and stops Run when it is
+// lost.
+func (w *Worker) UseLease(l *Lease) {
+	w.lease = l
+	w.log = w.log.With(zap.Uint64("epoch", l.Epoch()))
+}
+
+func (w *Worker) leaseLost() bool {
+	if w.lease == nil {
+		return false
+	}
+	select {
+	case <-w.lease.Lost():
+		return true
+	default:
+		return false
+	}
 }
 
 // New prepares a worker; Setup creates its streams and consumer.
@@ -87,14 +107,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var lost <-chan struct{}
+	if w.lease != nil {
+		lost = w.lease.Lost()
+	}
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-lost:
+		}
 		it.Stop()
 	}()
 	w.log.Info("consuming", zap.String("subject", w.cfg.IngestSubject()), zap.String("stream", w.cfg.Stream))
 	for {
 		msg, err := it.Next()
 		if err != nil {
+			if w.leaseLost() {
+				w.log.Warn("lease lost: stopped consuming")
+				return ErrLeaseLost
+			}
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
 				w.log.Info("drained")
 				return nil
@@ -173,10 +204,17 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 	sum := sha256.Sum256(msg.Data())
 	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
 		Receipt: &publisher.Receipt{Stream: meta.Stream, Sequence: meta.Sequence.Stream, MsgID: h.Get(HeaderMsgID), PayloadSHA256: hex.EncodeToString(sum[:])}}
+	if w.lease != nil {
+		req.Fence = w.lease.Check
+	}
 	retry := backoff.NewExponentialBackOff()
 	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 100*time.Millisecond, w.cfg.RetryMax, 0
 	for {
 		res, err := w.g.Load(ctx, req)
+		if w.leaseLost() {
+			// Another worker owns the graph now; it will get this message after AckWait.
+			return outcomeRequeued, nil, ErrLeaseLost
+		}
 		var rr *errs.RecoveryRequired
 		switch {
 		case err == nil:

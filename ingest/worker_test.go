@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -227,5 +228,78 @@ func TestDrainOnStop(t *testing.T) {
 		h.done <- nil // for the cleanup
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after stop")
+	}
+}
+
+// Two workers on one graph: the first holds the lease and commits; the second waits as a
+// standby, takes over when the leader's lease lapses, and continues the stream; a write fenced
+// by a lost lease does not commit.
+func TestLeaseTakeover(t *testing.T) {
+	h := start(t) // runs without a lease; stop it and run two leased workers instead
+	h.stop()
+	<-h.done
+	h.done <- nil
+	ctx := context.Background()
+	ttl := 600 * time.Millisecond
+	leader, err := AcquireLease(ctx, h.js, "demo", "leader", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	standbyCtx, cancelStandby := context.WithCancel(ctx)
+	defer cancelStandby()
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := AcquireLease(standbyCtx, h.js, "demo", "standby", ttl)
+		if err == nil {
+			got <- l
+		}
+	}()
+	w1, _ := New(h.nc, h.g, Config{Graph: "demo", AckWait: 2 * time.Second}, nil)
+	w1.UseLease(leader)
+	run1, stop1 := context.WithCancel(ctx)
+	done1 := make(chan error, 1)
+	go func() { done1 <- w1.Run(run1) }()
+	h.publish(`{"type":"Person","data":{"handle":"p1","name":"P","active":true}}`, nil)
+	if ev := h.event(); ev.SourceSequence != 1 {
+		t.Fatalf("event %+v", ev)
+	}
+	select {
+	case <-got:
+		t.Fatal("the standby acquired a held lease")
+	case <-time.After(2 * ttl):
+	}
+	// The leader "dies": it stops renewing and never releases. Its consumer stops too.
+	stop1()
+	<-done1
+	leader.markLost()
+	var standby *Lease
+	select {
+	case standby = <-got:
+	case <-time.After(10 * ttl):
+		t.Fatal("the standby never took over")
+	}
+	if standby.Epoch() <= leader.Epoch() {
+		t.Fatalf("epoch %d after %d", standby.Epoch(), leader.Epoch())
+	}
+	if err := leader.Check(ctx); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("old leader's fence: %v", err)
+	}
+	w2, _ := New(h.nc, h.g, Config{Graph: "demo", AckWait: 2 * time.Second}, nil)
+	w2.UseLease(standby)
+	run2, stop2 := context.WithCancel(ctx)
+	defer stop2()
+	go func() { _ = w2.Run(run2) }()
+	h.publish(`{"type":"Person","data":{"handle":"p2","name":"P","active":true}}`, nil)
+	if ev := h.event(); ev.SourceSequence != 2 {
+		t.Fatalf("event %+v", ev)
+	}
+	// A write fenced by the lost lease is refused before it arms anything.
+	recs, _ := framing.ParseBytes([]byte(`{"type":"Person","data":{"handle":"p3","name":"P","active":true}}`), framing.DefaultLimits())
+	_, err = h.g.Load(ctx, engine.LoadRequest{Mode: engine.ModeMerge, Records: recs, Fence: leader.Check})
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("fenced write: %v", err)
+	}
+	if strings.Contains(h.export(), "p3") {
+		t.Fatal("a write under a lost lease committed")
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -214,6 +215,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	schemaPath := fs.String("schema", "", "initialise the graph from this .pg schema if the root holds none")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream AckWait; InProgress is sent every third of it during a commit")
 	maxDeliver := fs.Int("max-deliver", 10, "deliveries before a message is dead-lettered as max_deliver")
+	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "single-writer lease TTL; a standby takes over this long after the leader stops renewing")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -282,9 +284,33 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := w.Config()
-	log.Info("ready", zap.String("publish_to", cfg.IngestSubject()), zap.String("events", cfg.EventSubject()),
-		zap.String("dead_letters", "omnigraph."+cfg.Graph+".dlq.>"))
-	return w.Run(ctx)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s:%d", host, os.Getpid())
+	for {
+		log.Info("waiting for the single-writer lease", zap.String("graph", cfg.Graph), zap.String("holder", holder))
+		lease, err := ingest.AcquireLease(ctx, js, cfg.Graph, holder, *leaseTTL)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		w.UseLease(lease)
+		log.Info("ready", zap.String("publish_to", cfg.IngestSubject()), zap.String("events", cfg.EventSubject()),
+			zap.String("dead_letters", "omnigraph."+cfg.Graph+".dlq.>"), zap.Uint64("epoch", lease.Epoch()))
+		err = w.Run(ctx)
+		if errors.Is(err, ingest.ErrLeaseLost) {
+			continue // back to standby
+		}
+		relCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = lease.Release(relCtx)
+		cancel()
+		return err
+	}
 }
 
 func cmdRecover(ctx context.Context, args []string) error {
