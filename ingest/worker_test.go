@@ -303,3 +303,41 @@ func TestLeaseTakeover(t *testing.T) {
 		t.Fatal("a write under a lost lease committed")
 	}
 }
+
+func TestDeadLetterListAndReplay(t *testing.T) {
+	h := start(t)
+	ctx := context.Background()
+	h.publish(batch, map[string]string{HeaderMode: "append"})
+	h.event()
+	// A strict re-insert dead-letters; replayed as merge it applies.
+	h.publish(`{"type":"Person","data":{"handle":"alice","name":"Alice Two","active":true}}`, map[string]string{HeaderMode: "append"})
+	h.deadLetter("key_conflict")
+	dls, err := DeadLetters(ctx, h.js, h.w.cfg, "key_conflict")
+	if err != nil || len(dls) != 1 || dls[0].OrigSeq != 2 || dls[0].Kind != "key_conflict" {
+		t.Fatalf("list %+v %v", dls, err)
+	}
+	var lines []string
+	res, err := Replay(ctx, h.js, h.w.cfg, ReplayOptions{Reason: "key_conflict", Mode: "merge", DryRun: true}, func(s string) { lines = append(lines, s) })
+	if err != nil || res.Replayed != 1 || res.Published != 0 || len(lines) != 1 {
+		t.Fatalf("dry run %+v %v %v", res, err, lines)
+	}
+	res, err = Replay(ctx, h.js, h.w.cfg, ReplayOptions{Reason: "key_conflict", Mode: "merge"}, func(string) {})
+	if err != nil || res.Replayed != 1 || res.Published != 1 {
+		t.Fatalf("replay %+v %v", res, err)
+	}
+	h.event()
+	if !strings.Contains(h.export(), "Alice Two") {
+		t.Fatal("replayed batch not applied")
+	}
+	if dls, _ := DeadLetters(ctx, h.js, h.w.cfg, ""); len(dls) != 0 {
+		t.Fatalf("dead letter not removed after its replay: %+v", dls)
+	}
+}
+
+func TestSplitBatchNodesFirst(t *testing.T) {
+	body := []byte("{\"edge\":\"E\",\"from\":\"a\",\"to\":\"b\"}\n{\"type\":\"N\",\"data\":{}}\n{\"type\":\"N\",\"data\":{}}\n")
+	parts := splitBatch(body, 2, 1<<20)
+	if len(parts) != 2 || !strings.HasPrefix(string(parts[0]), `{"type"`) || !strings.Contains(string(parts[1]), `"edge"`) {
+		t.Fatalf("%q", parts)
+	}
+}

@@ -35,6 +35,7 @@ var commands = []command{
 	{"export", "write a branch's rows as NDJSON in the load envelope", cmdExport},
 	{"commits", "list a branch's graph commits", cmdCommits},
 	{"recover", "resolve pending recovery sidecars (--list to only show them)", cmdRecover},
+	{"dlq", "dead letters: list [--reason R] [--json], show SEQ, replay [--reason R] [--seq A-B] [--mode M] [--branch B --from BASE] [--split] [--dry-run]", cmdDLQ},
 	{"publish", "publish a graph batch to a graph's ingest subject (a producer for scripts)", cmdPublish},
 	{"run", "consume graph batches from NATS JetStream", cmdRun},
 	{"version", "print the version", func(context.Context, []string) error { fmt.Println("omnigraph-worker 0.1.0"); return nil }},

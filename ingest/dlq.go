@@ -1,0 +1,189 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// HeaderReplays counts how often a batch went through dead-letter replay (the loop guard).
+const HeaderReplays = "Omnigraph-Replay-Count"
+
+// DeadLetter is one message of a graph's dead-letter stream.
+type DeadLetter struct {
+	Seq     uint64      `json:"seq"`
+	Subject string      `json:"subject"`
+	Reason  string      `json:"reason"`
+	Kind    string      `json:"error_kind"`
+	Error   string      `json:"error"`
+	Detail  string      `json:"error_detail,omitempty"`
+	OrigSeq uint64      `json:"original_sequence"`
+	Time    time.Time   `json:"time"`
+	Header  nats.Header `json:"headers"`
+	Data    []byte      `json:"-"`
+}
+
+func deadLetterOf(m *jetstream.RawStreamMsg, graph string) DeadLetter {
+	d := DeadLetter{Seq: m.Sequence, Subject: m.Subject, Time: m.Time, Header: m.Header, Data: m.Data,
+		Reason: strings.TrimPrefix(m.Subject, "omnigraph."+graph+".dlq."),
+		Kind:   m.Header.Get(HeaderErrorKind), Error: m.Header.Get(HeaderError), Detail: m.Header.Get(HeaderErrorDetail)}
+	d.OrigSeq, _ = strconv.ParseUint(m.Header.Get(HeaderOrigSeq), 10, 64)
+	return d
+}
+
+// DeadLetters lists a graph's dead letters in sequence order, optionally only one reason.
+func DeadLetters(ctx context.Context, js jetstream.JetStream, cfg Config, reason string) ([]DeadLetter, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	s, err := js.Stream(ctx, cfg.DLQStream)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter stream %s: %w", cfg.DLQStream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []DeadLetter
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // removed after replay
+		}
+		if err != nil {
+			return nil, err
+		}
+		d := deadLetterOf(m, cfg.Graph)
+		if reason == "" || d.Reason == reason {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// ReplayOptions choose which dead letters to replay and how.
+type ReplayOptions struct {
+	Reason     string
+	First      uint64 // dead-letter sequence range; 0 = unbounded
+	Last       uint64
+	Mode       string // override Omnigraph-Mode (e.g. merge)
+	Branch     string // override Omnigraph-Branch (e.g. a quarantine branch)
+	From       string // Omnigraph-From for that branch
+	Split      bool   // split into batches under the limits, nodes before edges
+	DryRun     bool
+	MaxReplays int // loop guard: a batch replayed this often is not replayed again (default 3)
+}
+
+// ReplayResult counts what a replay did.
+type ReplayResult struct {
+	Replayed, Published, Skipped int
+}
+
+// Replay re-publishes dead letters to the ingest subject. A dead letter is removed only after
+// every replacement message was accepted by JetStream. Replacement message ids derive from the
+// dead letter, so a replay interrupted and run again does not double a batch.
+func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOptions, progress func(string)) (ReplayResult, error) {
+	var res ReplayResult
+	if err := cfg.withDefaults(); err != nil {
+		return res, err
+	}
+	if o.MaxReplays <= 0 {
+		o.MaxReplays = 3
+	}
+	dls, err := DeadLetters(ctx, js, cfg, o.Reason)
+	if err != nil {
+		return res, err
+	}
+	s, err := js.Stream(ctx, cfg.DLQStream)
+	if err != nil {
+		return res, err
+	}
+	for i, d := range dls {
+		if o.First != 0 && d.Seq < o.First || o.Last != 0 && d.Seq > o.Last {
+			continue
+		}
+		n, _ := strconv.Atoi(d.Header.Get(HeaderReplays))
+		if n >= o.MaxReplays {
+			res.Skipped++
+			progress(fmt.Sprintf("[%d/%d] dlq seq %d: replayed %d times already; left in place (loop guard)", i+1, len(dls), d.Seq, n))
+			continue
+		}
+		bodies := [][]byte{d.Data}
+		if o.Split {
+			bodies = splitBatch(d.Data, 4096, MaxBatchBytes)
+		}
+		if o.DryRun {
+			res.Replayed++
+			progress(fmt.Sprintf("[%d/%d] dlq seq %d (%s): would publish %d message(s)", i+1, len(dls), d.Seq, d.Reason, len(bodies)))
+			continue
+		}
+		for j, body := range bodies {
+			m := nats.NewMsg(cfg.IngestSubject())
+			m.Data = body
+			for k, vs := range d.Header {
+				if strings.HasPrefix(k, "Omnigraph-Error") || strings.HasPrefix(k, "Omnigraph-Original") || k == HeaderDeliveries || k == HeaderDeadAt || k == HeaderMsgID {
+					continue
+				}
+				for _, v := range vs {
+					m.Header.Add(k, v)
+				}
+			}
+			for k, v := range map[string]string{HeaderMode: o.Mode, HeaderBranch: o.Branch, HeaderFrom: o.From} {
+				if v != "" {
+					m.Header.Set(k, v)
+				}
+			}
+			m.Header.Set(HeaderReplays, strconv.Itoa(n+1))
+			m.Header.Set(HeaderMsgID, fmt.Sprintf("replay:%s:%d:%d:%d", cfg.DLQStream, d.Seq, n+1, j))
+			if _, err := js.PublishMsg(ctx, m); err != nil {
+				return res, fmt.Errorf("replay dlq seq %d: %w (the dead letter is kept)", d.Seq, err)
+			}
+			res.Published++
+		}
+		if err := s.DeleteMsg(ctx, d.Seq); err != nil {
+			return res, fmt.Errorf("remove dlq seq %d after its replay was accepted: %w", d.Seq, err)
+		}
+		res.Replayed++
+		progress(fmt.Sprintf("[%d/%d] dlq seq %d (%s): replayed as %d message(s)", i+1, len(dls), d.Seq, d.Reason, len(bodies)))
+	}
+	return res, nil
+}
+
+// splitBatch splits NDJSON lines into batches of at most maxLines lines and maxBytes bytes,
+// node lines first, so edges find the nodes of earlier batches.
+func splitBatch(body []byte, maxLines, maxBytes int) [][]byte {
+	var nodes, edges [][]byte
+	for _, l := range bytes.Split(body, []byte("\n")) {
+		t := bytes.TrimSpace(l)
+		if len(t) == 0 {
+			continue
+		}
+		if bytes.Contains(t, []byte(`"edge"`)) {
+			edges = append(edges, t)
+		} else {
+			nodes = append(nodes, t)
+		}
+	}
+	var out [][]byte
+	var cur []byte
+	lines := 0
+	for _, l := range append(nodes, edges...) {
+		if lines > 0 && (lines == maxLines || len(cur)+len(l)+1 > maxBytes) {
+			out = append(out, cur)
+			cur, lines = nil, 0
+		}
+		cur = append(append(cur, l...), '\n')
+		lines++
+	}
+	if lines > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
