@@ -23,14 +23,18 @@ import (
 
 // Worker consumes one graph's ingest subject and applies each message as one graph commit.
 type Worker struct {
-	cfg   Config
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	g     *engine.Graph
-	log   *zap.Logger
-	cons  jetstream.Consumer
-	lease *Lease
+	cfg     Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	g       *engine.Graph
+	log     *zap.Logger
+	cons    jetstream.Consumer
+	lease   *Lease
+	metrics *Metrics
 }
+
+// UseMetrics records this worker's outcomes in m.
+func (w *Worker) UseMetrics(m *Metrics) { w.metrics = m }
 
 // UseLease fences every write with the graph's single-writer lease and stops Run when it is
 // lost.
@@ -119,6 +123,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		it.Stop()
 	}()
 	w.log.Info("consuming", zap.String("subject", w.cfg.IngestSubject()), zap.String("stream", w.cfg.Stream))
+	if w.metrics != nil {
+		w.metrics.SetReady(true)
+		w.metrics.SetLease(w.lease != nil)
+		defer w.metrics.SetReady(false)
+		go w.watchPending(ctx)
+	}
 	for {
 		msg, err := it.Next()
 		if err != nil {
@@ -163,7 +173,16 @@ func (w *Worker) handle(stop context.Context, msg jetstream.Msg) {
 	go w.heartbeat(work, msg)
 	start := time.Now()
 	out, res, err := w.process(stop, work, msg, meta)
-	fields := []zap.Field{zap.String("outcome", string(out)), zap.Duration("took", time.Since(start))}
+	took := time.Since(start)
+	rows, reason := 0, ""
+	if res != nil {
+		rows = res.TotalEntities
+	}
+	if out == outcomeDeadLetter {
+		reason = errs.Kind(err)
+	}
+	w.metrics.message(out, rows, len(msg.Data()), took, reason)
+	fields := []zap.Field{zap.String("outcome", string(out)), zap.Duration("took", took)}
 	if res != nil {
 		fields = append(fields, zap.String("commit", res.Commit.GraphCommitID), zap.Int("entities", res.TotalEntities))
 	}
@@ -231,6 +250,7 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 			return w.deadLetter(ctx, msg, meta, "", err)
 		case errors.As(err, &rr):
 			// Resolve the intent, then retry this message without burning a delivery.
+			w.metrics.recovered()
 			if _, rerr := w.g.Recover(ctx); rerr == nil {
 				continue
 			} else {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -30,7 +32,7 @@ type harness struct {
 	done   chan error
 }
 
-func start(t *testing.T) *harness {
+func start(t *testing.T, setup ...func(*Worker)) *harness {
 	t.Helper()
 	ctx := context.Background()
 	ns, err := StartEmbedded(t.TempDir(), -1)
@@ -58,6 +60,9 @@ func start(t *testing.T) *harness {
 	}
 	if err := w.Setup(ctx); err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setup {
+		f(w)
 	}
 	h := &harness{t: t, g: g, nc: nc, w: w, events: make(chan Event, 16), done: make(chan error, 1)}
 	h.js, _ = jetstream.New(nc)
@@ -339,5 +344,45 @@ func TestSplitBatchNodesFirst(t *testing.T) {
 	parts := splitBatch(body, 2, 1<<20)
 	if len(parts) != 2 || !strings.HasPrefix(string(parts[0]), `{"type"`) || !strings.Contains(string(parts[1]), `"edge"`) {
 		t.Fatalf("%q", parts)
+	}
+}
+
+func TestMetricsAndReadiness(t *testing.T) {
+	m := NewMetrics()
+	h := start(t, func(w *Worker) { w.UseMetrics(m) })
+	h.publish(batch, map[string]string{HeaderMode: "append"})
+	h.event()
+	h.publish(`{"type":"Nope"}`, nil)
+	h.deadLetter("invalid")
+	deadline := time.Now().Add(5 * time.Second)
+	var out string
+	for time.Now().Before(deadline) {
+		var buf bytes.Buffer
+		_, _ = m.WriteTo(&buf)
+		out = buf.String()
+		if strings.Contains(out, `omnigraph_dead_letters_total{reason="invalid"} 1`) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, want := range []string{`omnigraph_messages_total{outcome="committed"} 1`, `omnigraph_dead_letters_total{reason="invalid"} 1`,
+		"omnigraph_rows_total 3", "omnigraph_commit_seconds_count 1", `omnigraph_commit_seconds_bucket{le="+Inf"} 1`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("metrics lack %q:\n%s", want, out)
+		}
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	if r, err := http.Get(srv.URL + "/readyz"); err != nil || r.StatusCode != http.StatusOK {
+		t.Fatalf("readyz while consuming: %v %v", r, err)
+	}
+	h.stop()
+	<-h.done
+	h.done <- nil
+	if r, err := http.Get(srv.URL + "/readyz"); err != nil || r.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("readyz after stop: %v %v", r, err)
+	}
+	if r, err := http.Get(srv.URL + "/healthz"); err != nil || r.StatusCode != http.StatusOK {
+		t.Fatalf("healthz: %v %v", r, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -216,6 +217,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream AckWait; InProgress is sent every third of it during a commit")
 	maxDeliver := fs.Int("max-deliver", 10, "deliveries before a message is dead-lettered as max_deliver")
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "single-writer lease TTL; a standby takes over this long after the leader stops renewing")
+	httpAddr := fs.String("http", "127.0.0.1:9464", "address of /metrics, /healthz and /readyz (empty: none)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -283,6 +285,18 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err := w.Setup(ctx); err != nil {
 		return err
 	}
+	metrics := ingest.NewMetrics()
+	w.UseMetrics(metrics)
+	if *httpAddr != "" {
+		srv := &http.Server{Addr: *httpAddr, Handler: metrics.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Warn("metrics server", zap.Error(err))
+			}
+		}()
+		defer srv.Close()
+		log.Info("metrics", zap.String("addr", *httpAddr))
+	}
 	cfg := w.Config()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -303,6 +317,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		log.Info("ready", zap.String("publish_to", cfg.IngestSubject()), zap.String("events", cfg.EventSubject()),
 			zap.String("dead_letters", "omnigraph."+cfg.Graph+".dlq.>"), zap.Uint64("epoch", lease.Epoch()))
 		err = w.Run(ctx)
+		metrics.SetLease(false)
 		if errors.Is(err, ingest.ErrLeaseLost) {
 			continue // back to standby
 		}
