@@ -18,6 +18,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 )
 
@@ -237,6 +238,9 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 		var rr *errs.RecoveryRequired
 		switch {
 		case err == nil:
+			if err := failpoint.Inject("ingest.before_ack"); err != nil {
+				return outcomeRequeued, res, err
+			}
 			if err := msg.DoubleAck(ctx); err != nil {
 				// The commit is visible; a redelivery is recognised by its receipt.
 				return outcomeCommitted, res, fmt.Errorf("ack after commit: %w", err)
