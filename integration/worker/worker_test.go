@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -102,8 +103,26 @@ func (s *natsServer) stop() {
 
 type workerProc struct {
 	cmd  *exec.Cmd
-	out  *bytes.Buffer
+	out  *syncBuffer
 	done chan error
+}
+
+// syncBuffer collects a child's output while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func startWorker(t *testing.T, root, url, fp string) *workerProc {
@@ -112,7 +131,7 @@ func startWorker(t *testing.T, root, url, fp string) *workerProc {
 	if fp != "" {
 		cmd.Env = append(cmd.Env, failpoint.EnvVar+"="+fp)
 	}
-	w := &workerProc{cmd: cmd, out: &bytes.Buffer{}, done: make(chan error, 1)}
+	w := &workerProc{cmd: cmd, out: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = w.out, w.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -266,4 +285,32 @@ func TestServerRestartMidStream(t *testing.T) {
 	waitAcked(t, ns.url, 6)
 	w.terminate(t)
 	checkExactlyOnce(t, root, 6)
+}
+
+// TestStandbyTakesOverFromKilledLeader: two worker processes on one graph; the one holding the
+// lease is SIGKILLed mid-stream; the standby takes over and nothing is lost or doubled.
+func TestStandbyTakesOverFromKilledLeader(t *testing.T) {
+	ns := startNATS(t)
+	root := initGraph(t)
+	a := startWorker(t, root, ns.url, "")
+	time.Sleep(300 * time.Millisecond)
+	b := startWorker(t, root, ns.url, "")
+	publish(t, ns.url, 3)
+	waitAcked(t, ns.url, 3)
+	leader, standby := a, b
+	if !strings.Contains(a.out.String(), `"msg":"ready"`) {
+		leader, standby = b, a
+	}
+	if strings.Contains(standby.out.String(), `"msg":"ready"`) {
+		t.Fatal("both workers claim the lease")
+	}
+	_ = leader.cmd.Process.Kill()
+	leader.waitDeath(t)
+	publish(t, ns.url, 8)
+	waitAcked(t, ns.url, 8)
+	if !strings.Contains(standby.out.String(), `"msg":"ready"`) {
+		t.Fatalf("the standby never took over:\n%s", standby.out)
+	}
+	standby.terminate(t)
+	checkExactlyOnce(t, root, 8)
 }
