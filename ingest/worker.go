@@ -101,28 +101,17 @@ func (w *Worker) Setup(ctx context.Context) error {
 }
 
 // Run consumes until ctx is cancelled, then stops fetching, lets the in-flight message finish
-// (its commit, ack and event) and returns.
+// (its commit, ack and event) and returns. It returns ErrLeaseLost when the lease goes.
 func (w *Worker) Run(ctx context.Context) error {
 	if w.cons == nil {
 		if err := w.Setup(ctx); err != nil {
 			return err
 		}
 	}
-	it, err := w.cons.Messages(jetstream.PullMaxMessages(1))
-	if err != nil {
-		return err
-	}
 	var lost <-chan struct{}
 	if w.lease != nil {
 		lost = w.lease.Lost()
 	}
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-lost:
-		}
-		it.Stop()
-	}()
 	w.log.Info("consuming", zap.String("subject", w.cfg.IngestSubject()), zap.String("stream", w.cfg.Stream))
 	if w.metrics != nil {
 		w.metrics.SetReady(true)
@@ -131,15 +120,51 @@ func (w *Worker) Run(ctx context.Context) error {
 		go w.watchPending(ctx)
 	}
 	for {
+		err := w.consume(ctx, lost)
+		switch {
+		case w.leaseLost():
+			w.log.Warn("lease lost: stopped consuming")
+			return ErrLeaseLost
+		case ctx.Err() != nil:
+			w.log.Info("drained")
+			return nil
+		}
+		// The pull subscription broke (server restart, missed heartbeats, consumer moved):
+		// open a new one and go on from the consumer's ack floor.
+		w.log.Warn("pull subscription ended; reopening", zap.Error(err))
+		select {
+		case <-ctx.Done():
+		case <-lost:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// consume pulls messages one at a time until the iterator fails or stop or lease loss.
+func (w *Worker) consume(ctx context.Context, lost <-chan struct{}) error {
+	it, err := w.cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(5*time.Second))
+	if err != nil {
+		return err
+	}
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-lost:
+		case <-stopped:
+		}
+		it.Stop()
+	}()
+	for {
 		msg, err := it.Next()
 		if err != nil {
-			if w.leaseLost() {
-				w.log.Warn("lease lost: stopped consuming")
-				return ErrLeaseLost
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil || w.leaseLost() {
+				return err
 			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
-				w.log.Info("drained")
-				return nil
+			if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+				errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrServerShutdown) {
+				return err
 			}
 			w.log.Warn("fetch", zap.Error(err))
 			continue

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/engine/rows"
 	"github.com/omnigraph/omnigraph-worker/framing"
@@ -206,24 +207,19 @@ func orDash(s *string) string {
 }
 
 func cmdRun(ctx context.Context, args []string) error {
-	fs := newFlags("run")
-	root := fs.String("root", "", "graph root URI")
-	graph := fs.String("graph", "", "graph name: the <graph> token of omnigraph.<graph>.ingest")
-	natsURL := fs.String("nats-url", "", "NATS server URL; empty starts an embedded JetStream server")
-	natsDir := fs.String("nats-dir", "", "embedded server data directory (default: <root>.nats beside a local graph root)")
-	natsPort := fs.Int("nats-port", 4222, "embedded server port (-1: any free port)")
-	creds := fs.String("nats-creds", "", "NATS credentials file")
-	schemaPath := fs.String("schema", "", "initialise the graph from this .pg schema if the root holds none")
-	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream AckWait; InProgress is sent every third of it during a commit")
-	maxDeliver := fs.Int("max-deliver", 10, "deliveries before a message is dead-lettered as max_deliver")
-	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "single-writer lease TTL; a standby takes over this long after the leader stops renewing")
-	httpAddr := fs.String("http", "127.0.0.1:9464", "address of /metrics, /healthz and /readyz (empty: none)")
-	if err := parse(fs, args); err != nil {
-		return err
+	c, err := config.Load(args, os.Getenv)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			return err
+		}
+		return &usageError{msg: err.Error()}
 	}
-	if *graph == "" {
-		return &usageError{msg: "--graph is required"}
-	}
+	root, graph, natsURL, natsDir, natsPort, creds, schemaPath := &c.Root, &c.Graph, &c.NATSURL, &c.NATSDir, &c.NATSPort, &c.NATSCreds, &c.Schema
+	ackWait, maxDeliver, leaseTTL, httpAddr := &c.AckWait, &c.MaxDeliver, &c.LeaseTTL, &c.HTTP
 	log, err := zap.NewProduction()
 	if err != nil {
 		return err
@@ -234,7 +230,9 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	g, err := engine.Open(ctx, st)
+	// Read-only until this process holds the lease: full recovery restores tables, which is
+	// only safe with no other writer alive, so it runs after the lease is ours.
+	g, err := engine.OpenReadOnly(ctx, st)
 	if err != nil && *schemaPath != "" {
 		if ok, _ := st.Exists(ctx, "__schema_state.json"); !ok {
 			src, rerr := os.ReadFile(*schemaPath)
@@ -273,12 +271,19 @@ func cmdRun(ctx context.Context, args []string) error {
 	if *creds != "" {
 		opts = append(opts, nats.UserCredentials(*creds))
 	}
+	if c.NATSCA != "" {
+		opts = append(opts, nats.RootCAs(c.NATSCA))
+	}
+	if c.NATSCert != "" {
+		opts = append(opts, nats.ClientCert(c.NATSCert, c.NATSKey))
+	}
 	nc, err := nats.Connect(url, append(opts, nats.Name("omnigraph-worker"), nats.MaxReconnects(-1))...)
 	if err != nil {
 		return err
 	}
 	defer nc.Drain()
-	w, err := ingest.New(nc, g, ingest.Config{Graph: *graph, AckWait: *ackWait, MaxDeliver: *maxDeliver}, log)
+	w, err := ingest.New(nc, g, ingest.Config{Graph: *graph, Stream: c.Stream, DLQStream: c.DLQStream, Consumer: c.Consumer,
+		AckWait: *ackWait, MaxDeliver: *maxDeliver}, log)
 	if err != nil {
 		return err
 	}
@@ -314,6 +319,14 @@ func cmdRun(ctx context.Context, args []string) error {
 			return err
 		}
 		w.UseLease(lease)
+		out, err := g.Recover(ctx)
+		if err != nil {
+			_ = lease.Release(context.Background())
+			return fmt.Errorf("recovery before consuming: %w", err)
+		}
+		for _, o := range out {
+			log.Info("recovered", zap.String("operation", o.OperationID), zap.String("action", o.Action), zap.String("commit", o.GraphCommitID))
+		}
 		log.Info("ready", zap.String("publish_to", cfg.IngestSubject()), zap.String("events", cfg.EventSubject()),
 			zap.String("dead_letters", "omnigraph."+cfg.Graph+".dlq.>"), zap.Uint64("epoch", lease.Epoch()))
 		err = w.Run(ctx)

@@ -199,7 +199,7 @@ func publish(t *testing.T, url string, n int) {
 }
 
 // waitAcked waits until the worker's durable consumer acknowledged n messages.
-func waitAcked(t *testing.T, url string, n uint64) {
+func waitAcked(t *testing.T, url string, n uint64, ws ...*workerProc) {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +214,9 @@ func waitAcked(t *testing.T, url string, n uint64) {
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	for i, w := range ws {
+		t.Logf("worker %d output:\n%s", i, w.out)
 	}
 	t.Fatalf("the worker did not acknowledge %d messages", n)
 }
@@ -296,7 +299,7 @@ func TestStandbyTakesOverFromKilledLeader(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	b := startWorker(t, root, ns.url, "")
 	publish(t, ns.url, 3)
-	waitAcked(t, ns.url, 3)
+	waitAcked(t, ns.url, 3, a, b)
 	leader, standby := a, b
 	if !strings.Contains(a.out.String(), `"msg":"ready"`) {
 		leader, standby = b, a

@@ -1,0 +1,58 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestPrecedenceFileEnvFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "w.yaml")
+	if err := os.WriteFile(file, []byte("root: /from/file\ngraph: filegraph\nack_wait: 45s\nmax_deliver: 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load([]string{"--config", file, "--graph", "flaggraph"}, env(map[string]string{"OMNIGRAPH_GRAPH": "envgraph", "OMNIGRAPH_MAX_DELIVER": "5"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Root != "/from/file" || c.Graph != "flaggraph" || c.MaxDeliver != 5 || c.AckWait != 45*time.Second || c.LeaseTTL != 10*time.Second {
+		t.Fatalf("%+v", c)
+	}
+	c, err = Load(nil, env(map[string]string{"OMNIGRAPH_CONFIG": file}))
+	if err != nil || c.Graph != "filegraph" {
+		t.Fatalf("OMNIGRAPH_CONFIG: %+v %v", c, err)
+	}
+}
+
+func TestClearErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	_ = os.WriteFile(bad, []byte("root: /r\ngraph: g\nack_wiat: 5s\n"), 0o644)
+	badDur := filepath.Join(dir, "dur.yaml")
+	_ = os.WriteFile(badDur, []byte("root: /r\ngraph: g\n\nack_wait: soon\n"), 0o644)
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, nil, "config root (from merged config): is required"},
+		{[]string{"--root", "/r", "--graph", "a.b"}, nil, `config graph (from merged config): "a.b" must be one NATS subject token`},
+		{[]string{"--root", "/r", "--graph", "g", "--ack-wait", "10"}, nil, "config ack_wait (from --ack-wait): want a duration"},
+		{[]string{"--root", "/r"}, map[string]string{"OMNIGRAPH_GRAPH": "g", "OMNIGRAPH_MAX_DELIVER": "x"}, "config max_deliver (from OMNIGRAPH_MAX_DELIVER): want a whole number"},
+		{[]string{"--config", bad}, nil, "config ack_wiat (from " + bad + "): unknown setting"},
+		{[]string{"--config", badDur}, nil, "config ack_wait (from " + badDur + " line 4): want a duration"},
+		{[]string{"--root", "/r", "--graph", "g", "--nats-cert", "c"}, nil, "nats_cert and nats_key go together"},
+	}
+	for _, c := range cases {
+		_, err := Load(c.args, env(c.env))
+		var ce *Error
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &ce) {
+			t.Errorf("%v %v: got %v, want %q", c.args, c.env, err, c.want)
+		}
+	}
+}
