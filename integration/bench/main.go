@@ -122,7 +122,7 @@ func main() {
 	iters := flag.Int("iters", 30, "timed repetitions per measurement")
 	agedRows := flag.Int("aged-rows", 1_000_000, "existing rows before the aged load measurement")
 	agedCommits := flag.Int("aged-commits", 10_000, "prior commits before the aged load measurement (0 skips it)")
-	only := flag.String("only", "", "run only lance or graph benchmarks")
+	only := flag.String("only", "", "run only the lance, graph or e2e benchmarks")
 	flag.Parse()
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "lance-bench-")
@@ -131,10 +131,16 @@ func main() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(tmp)
-	if *only != "graph" {
+	if *only == "" || *only == "lance" {
 		lanceBench(ctx, *script, tmp, *iters)
 	}
-	if *only != "lance" {
+	if *only == "" || *only == "e2e" {
+		if err := e2eBench(ctx, *script, tmp, *iters); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e bench:", err)
+			os.Exit(1)
+		}
+	}
+	if *only == "" || *only == "graph" {
 		if err := graphBench(ctx, *script, tmp, *iters, *agedRows, *agedCommits); err != nil {
 			fmt.Fprintln(os.Stderr, "graph bench:", err)
 			os.Exit(1)

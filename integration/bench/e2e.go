@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/omnigraph/omnigraph-worker/ingest"
+)
+
+// e2eBody is batch k: n new people and n edges, as NDJSON.
+func e2eBody(k, n int) []byte {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `{"type":"Person","data":{"handle":"e%d-%d","name":"name-%d","age":%d,"score":%g}}`+"\n", k, i, i, i%90, float64(i)*0.5)
+	}
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `{"edge":"Knows","from":"e%d-%d","to":"e%d-%d","data":{"id":"ek%d-%d","since":%d}}`+"\n", k, i, k, (i+1)%n, k, i, i)
+	}
+	return []byte(b.String())
+}
+
+// e2eBench times publish -> commit -> ack -> event through a NATS server (the nats-server code,
+// run in-process) and the worker, one batch at a time as a producer waiting on each would.
+func e2eBench(ctx context.Context, script, tmp string, iters int) error {
+	ns, err := ingest.StartEmbedded(filepath.Join(tmp, "nats"), -1)
+	if err != nil {
+		return err
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-e2e"))
+	if err != nil {
+		return err
+	}
+	w, err := ingest.New(nc, g, ingest.Config{Graph: "bench"}, nil)
+	if err != nil {
+		return err
+	}
+	if err := w.Setup(ctx); err != nil {
+		return err
+	}
+	cfg := w.Config()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = w.Run(runCtx) }()
+	events := make(chan struct{}, 1)
+	sub, err := nc.Subscribe(cfg.EventSubject(), func(m *nats.Msg) {
+		var ev ingest.Event
+		if json.Unmarshal(m.Data, &ev) == nil {
+			events <- struct{}{}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	js, _ := jetstream.New(nc)
+	run := func(label string, n, count, base int) ([]float64, time.Duration, error) {
+		bodies := make([][]byte, count)
+		for k := range bodies {
+			bodies[k] = e2eBody(base+k, n)
+		}
+		var lat []float64
+		start := time.Now()
+		for k := range bodies {
+			m := nats.NewMsg(cfg.IngestSubject())
+			m.Data = bodies[k]
+			m.Header.Set(ingest.HeaderMode, "append")
+			t0 := time.Now()
+			if _, err := js.PublishMsg(ctx, m); err != nil {
+				return nil, 0, err
+			}
+			select {
+			case <-events:
+			case <-time.After(60 * time.Second):
+				return nil, 0, fmt.Errorf("%s: no commit event for batch %d", label, k)
+			}
+			lat = append(lat, ms(time.Since(t0)))
+		}
+		return lat, time.Since(start), nil
+	}
+	lat, took, err := run("1k+1k", 1000, iters, 0)
+	if err != nil {
+		return err
+	}
+	sorted := append([]float64(nil), lat...)
+	sort.Float64s(sorted)
+	p99 := sorted[(len(sorted)*99)/100]
+	if len(sorted) < 100 {
+		p99 = sorted[len(sorted)-1]
+	}
+	node, err := nodeRun(ctx, script, filepath.Join(tmp, "node-e2e-2k"), 2000, iters)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("bench: e2e-1k+1k p50_ms=%.3f p99_ms=%.3f batches_per_s=%.1f rows_per_s=%.0f lance_append_2k_p50_ms=%.3f ratio=%.2f peak_rss_mib=%.0f\n",
+		median(lat), p99, float64(iters)/took.Seconds(), float64(2000*iters)/took.Seconds(), node.AppendP50, median(lat)/node.AppendP50, peakRSSMiB())
+	_, took8, err := run("8k", 4096, iters, 1_000_000)
+	if err != nil {
+		return err
+	}
+	node8, err := nodeRun(ctx, script, filepath.Join(tmp, "node-e2e-8k"), 8192, iters)
+	if err != nil {
+		return err
+	}
+	goRate := float64(8192*iters) / took8.Seconds()
+	lanceRate := 8192 / (node8.AppendP50 / 1000)
+	fmt.Printf("bench: e2e-sustained-8192 rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f\n", goRate, lanceRate, goRate/lanceRate)
+	return nil
+}
