@@ -36,7 +36,10 @@ const MaxReprepares = 32
 
 // LoadRequest is one graph batch to apply as one graph commit.
 type LoadRequest struct {
-	Branch  string // "" or "main" for main
+	Branch string // "" or "main" for main
+	// From forks Branch from this base when Branch does not exist yet (a separate step: the
+	// branch stays if the load then fails).
+	From    string
 	Mode    rows.Mode
 	Actor   string
 	Records []framing.Record
@@ -124,6 +127,11 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 	}
 	if err := g.recoveryBarrier(ctx, req.Branch); err != nil {
 		return nil, err
+	}
+	if req.Branch != "" && req.From != "" {
+		if err := g.createBranch(ctx, req.Branch, req.From); err != nil && !errors.Is(err, ErrBranchExists) {
+			return nil, err
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		p, err := g.prepare(ctx, &req)

@@ -247,7 +247,7 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 		return w.deadLetter(ctx, msg, meta, "", err)
 	}
 	sum := sha256.Sum256(msg.Data())
-	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
+	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), From: h.Get(HeaderFrom), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
 		Receipt: &publisher.Receipt{Stream: meta.Stream, Sequence: meta.Sequence.Stream, MsgID: h.Get(HeaderMsgID), PayloadSHA256: hex.EncodeToString(sum[:])}}
 	if w.lease != nil {
 		req.Fence = w.lease.Check

@@ -65,6 +65,10 @@ type tableObs struct {
 	class    string
 	ownAt    uint64 // version carrying the planned transaction (0: none)
 	restored bool   // HEAD is a Restore to the pin right after the owned effect
+	// untouchedFork: a first-touch branch ref this intent created that never got a commit
+	// (HEAD at the inherited version, not registered in the manifest).
+	untouchedFork bool
+	rel           string // table path under the root
 }
 
 // Recover resolves every pending sidecar under root, oldest first. Outcomes are returned for
@@ -147,6 +151,9 @@ func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode
 			o.Action, o.Reason = Deferred, "no table carries this intent's effect; a full recovery pass discards it"
 			return o, nil
 		}
+		if err := removeUntouchedForks(ctx, root, obs); err != nil {
+			return o, err
+		}
 		if err := Delete(ctx, root, sc.OperationID); err != nil {
 			return o, err
 		}
@@ -197,8 +204,10 @@ func observe(ctx context.Context, root storage.Store, sc *Sidecar, st *publisher
 				t.effect = &p3.Effects[j]
 			}
 		}
+		registeredOnBranch := false
 		if e, ok := st.Table(t.pin.TableKey); ok && e.Identity == t.pin.Identity {
 			t.pinned = e.Version
+			registeredOnBranch = e.Branch != nil && t.pin.TableBranch != nil && *e.Branch == *t.pin.TableBranch
 		}
 		rel, ok := strings.CutPrefix(t.pin.TablePath, rootLoc+"/")
 		if !ok {
@@ -213,7 +222,9 @@ func observe(ctx context.Context, root storage.Store, sc *Sidecar, st *publisher
 			return nil, err
 		default:
 			t.ds, t.head = ds, ds.Version()
+			t.untouchedFork = t.pin.TableBranch != nil && !registeredOnBranch && t.head == t.pinned
 		}
+		t.rel = rel
 		if t.ds != nil && t.head >= t.pin.PostCommitPin && t.effect != nil {
 			if err := t.findOwnership(ctx); err != nil {
 				return nil, err
@@ -384,6 +395,11 @@ func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publish
 			Branch: ids.BranchPtr(ds.Branch()), RowCount: ds.CountRows(), Meta: publisher.VersionMetadata(ds)})
 		req.Expected[t.pin.Identity] = publisher.Expectation{TableKey: t.pin.TableKey, Version: t.pinned}
 	}
+	// Forks this intent made but never wrote are removed before the rollback is published, so
+	// a retry cannot strand them.
+	if err := removeUntouchedForks(ctx, root, obs); err != nil {
+		return Outcome{}, err
+	}
 	createdAt, ok := startedAt(sc)
 	if !ok {
 		createdAt = nowMicros()
@@ -428,4 +444,23 @@ func discardOrphan(ctx context.Context, root storage.Store, sc *Sidecar, mode Mo
 		return o, err
 	}
 	return finalize(ctx, root, sc, OrphanedBranchDiscarded, commit, nil)
+}
+
+// removeUntouchedForks deletes the first-touch branch refs an intent created on tables it
+// never committed to (only valid while this process is the only writer).
+func removeUntouchedForks(ctx context.Context, root storage.Store, obs []*tableObs) error {
+	for _, t := range obs {
+		if !t.untouchedFork {
+			continue
+		}
+		if err := failpoint.Inject("recovery.before_fork_cleanup"); err != nil {
+			return err
+		}
+		err := lance.DeleteBranch(ctx, root.Sub(t.rel), *t.pin.TableBranch)
+		var be *lance.BranchError
+		if err != nil && !errors.As(err, &be) {
+			return fmt.Errorf("remove the untouched fork of %s on %s: %w", t.pin.TableKey, *t.pin.TableBranch, err)
+		}
+	}
+	return nil
 }

@@ -101,6 +101,7 @@ func cmdLoad(ctx context.Context, args []string) error {
 	mode := fs.String("mode", "merge", "append (strict insert), merge (upsert) or overwrite")
 	actor := fs.String("actor", "", "actor id recorded on the commit")
 	msgID := fs.String("msg-id", "", "receipt key: a batch whose receipt is already visible on the branch is not applied again")
+	from := fs.String("from", "", "fork --branch from this base first if it does not exist")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func cmdLoad(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := engine.LoadRequest{Branch: *branch, Mode: rows.Mode(*mode), Actor: *actor, Records: recs}
+	req := engine.LoadRequest{Branch: *branch, From: *from, Mode: rows.Mode(*mode), Actor: *actor, Records: recs}
 	if *msgID != "" {
 		req.Receipt = &publisher.Receipt{MsgID: *msgID}
 	}
@@ -455,4 +456,55 @@ func cmdPublish(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("published to %s: stream %s sequence %d duplicate %v\n", m.Subject, ack.Stream, ack.Sequence, ack.Duplicate)
 	return nil
+}
+
+func cmdBranch(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return &usageError{msg: "branch needs a subcommand: create, list or delete"}
+	}
+	fs := newFlags("branch " + args[0])
+	root := fs.String("root", "", "graph root URI")
+	from := fs.String("from", "main", "create: the branch to fork from")
+	asJSON := fs.Bool("json", false, "list: print JSON")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	st, err := openRoot(ctx, *root)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	g, err := engine.OpenReadOnly(ctx, st)
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "list":
+		bs, err := g.Branches(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(bs)
+		}
+		fmt.Println("main")
+		for _, b := range bs {
+			fmt.Printf("%s (from %s at manifest version %d)\n", b.Name, b.ParentBranch, b.ParentVersion)
+		}
+		return nil
+	case "create", "delete":
+		if fs.NArg() != 1 {
+			return &usageError{msg: "branch " + args[0] + " takes one NAME"}
+		}
+		if args[0] == "create" {
+			err = g.CreateBranch(ctx, fs.Arg(0), *from)
+		} else {
+			err = g.DeleteBranch(ctx, fs.Arg(0))
+		}
+		if err == nil {
+			fmt.Printf("%s branch %s\n", map[string]string{"create": "created", "delete": "deleted"}[args[0]], fs.Arg(0))
+		}
+		return err
+	}
+	return &usageError{msg: "branch subcommands: create, list, delete"}
 }

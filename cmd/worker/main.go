@@ -34,6 +34,7 @@ var commands = []command{
 	{"load", "apply an NDJSON graph batch as one commit", cmdLoad},
 	{"export", "write a branch's rows as NDJSON in the load envelope", cmdExport},
 	{"commits", "list a branch's graph commits", cmdCommits},
+	{"branch", "graph branches: create NAME [--from B], list [--json], delete NAME", cmdBranch},
 	{"recover", "resolve pending recovery sidecars (--list to only show them)", cmdRecover},
 	{"dlq", "dead letters: list [--reason R] [--json], show SEQ, replay [--reason R] [--seq A-B] [--mode M] [--branch B --from BASE] [--split] [--dry-run]", cmdDLQ},
 	{"publish", "publish a graph batch to a graph's ingest subject (a producer for scripts)", cmdPublish},
