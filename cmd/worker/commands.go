@@ -67,6 +67,25 @@ func openRoot(ctx context.Context, uri string) (storage.Store, error) {
 	return storage.Open(ctx, uri)
 }
 
+// openGraph opens the graph at uri: read-write (full recovery on open) or read-only. The
+// returned close releases the store.
+func openGraph(ctx context.Context, uri string, readWrite bool) (*engine.Graph, func(), error) {
+	st, err := openRoot(ctx, uri)
+	if err != nil {
+		return nil, nil, err
+	}
+	open := engine.OpenReadOnly
+	if readWrite {
+		open = engine.Open
+	}
+	g, err := open(ctx, st)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return g, func() { st.Close() }, nil
+}
+
 func cmdInit(ctx context.Context, args []string) error {
 	fs := newFlags("init")
 	root := fs.String("root", "", "graph root URI (path, file://, mem://, s3://, gs://, azblob://)")
@@ -121,15 +140,11 @@ func cmdLoad(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openRoot(ctx, *root)
+	g, closeGraph, err := openGraph(ctx, *root, true)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	g, err := engine.Open(ctx, st)
-	if err != nil {
-		return err
-	}
+	defer closeGraph()
 	req := engine.LoadRequest{Branch: *branch, From: *from, Mode: rows.Mode(*mode), Actor: *actor, Records: recs}
 	if *msgID != "" {
 		req.Receipt = &publisher.Receipt{MsgID: *msgID}
@@ -155,15 +170,11 @@ func cmdExport(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	st, err := openRoot(ctx, *root)
+	g, closeGraph, err := openGraph(ctx, *root, false)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	g, err := engine.OpenReadOnly(ctx, st)
-	if err != nil {
-		return err
-	}
+	defer closeGraph()
 	return g.Export(ctx, *branch, *version, os.Stdout)
 }
 
@@ -175,15 +186,11 @@ func cmdCommits(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	st, err := openRoot(ctx, *root)
+	g, closeGraph, err := openGraph(ctx, *root, false)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	g, err := engine.OpenReadOnly(ctx, st)
-	if err != nil {
-		return err
-	}
+	defer closeGraph()
 	cs, err := g.Commits(ctx, *branch)
 	if err != nil {
 		return err
@@ -469,15 +476,11 @@ func cmdBranch(ctx context.Context, args []string) error {
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	st, err := openRoot(ctx, *root)
+	g, closeGraph, err := openGraph(ctx, *root, false)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	g, err := engine.OpenReadOnly(ctx, st)
-	if err != nil {
-		return err
-	}
+	defer closeGraph()
 	switch args[0] {
 	case "list":
 		bs, err := g.Branches(ctx)
