@@ -113,6 +113,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		lost = w.lease.Lost()
 	}
 	w.log.Info("consuming", zap.String("subject", w.cfg.IngestSubject()), zap.String("stream", w.cfg.Stream))
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		if err := w.WatchMaxDeliveries(watchCtx); err != nil {
+			w.log.Warn("max-deliver advisories not watched", zap.Error(err))
+		}
+	}()
 	if w.metrics != nil {
 		w.metrics.SetReady(true)
 		w.metrics.SetLease(w.lease != nil)

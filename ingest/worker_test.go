@@ -386,3 +386,39 @@ func TestMetricsAndReadiness(t *testing.T) {
 		t.Fatalf("healthz: %v %v", r, err)
 	}
 }
+
+// A message the server gave up on (MaxDeliver reached without an ack or a dead letter) is
+// dead-lettered from the advisory.
+func TestMaxDeliverAdvisoryDeadLetters(t *testing.T) {
+	ctx := context.Background()
+	h := start(t)
+	h.stop() // no worker consumes: a stand-in below takes the deliveries and never acks
+	<-h.done
+	h.done <- nil
+	if _, err := h.js.CreateOrUpdateConsumer(ctx, h.w.cfg.Stream, jetstream.ConsumerConfig{
+		Durable: h.w.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 300 * time.Millisecond,
+		MaxDeliver: 2, MaxAckPending: 1, FilterSubject: h.w.cfg.IngestSubject()}); err != nil {
+		t.Fatal(err)
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() { _ = h.w.WatchMaxDeliveries(watchCtx) }()
+	time.Sleep(100 * time.Millisecond)
+	h.publish(`{"type":"Person","data":{"handle":"poison","name":"P","active":true}}`, map[string]string{"X-Trace": "p"})
+	cons, _ := h.js.Consumer(ctx, h.w.cfg.Stream, h.w.cfg.Consumer)
+	// Two deliveries, no ack (the "worker" died each time), then one more pull: the server
+	// notices the exhausted message when it looks for the next one to deliver.
+	for i := 0; i < 3; i++ {
+		b, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range b.Messages() {
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	m := h.deadLetter("max_deliver")
+	if m.Header.Get(HeaderErrorKind) != "max_deliver" || m.Header.Get("X-Trace") != "p" || m.Header.Get(HeaderOrigSeq) != "1" || !strings.Contains(string(m.Data), "poison") {
+		t.Fatalf("dead letter %v %s", m.Header, m.Data)
+	}
+}

@@ -1,0 +1,87 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"go.uber.org/zap"
+)
+
+// maxDeliverAdvisory is the server's notice that a message exhausted MaxDeliver
+// ($JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>); it carries a pointer, not the
+// message.
+type maxDeliverAdvisory struct {
+	Stream     string `json:"stream"`
+	Consumer   string `json:"consumer"`
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries uint64 `json:"deliveries"`
+}
+
+// WatchMaxDeliveries dead-letters messages the server gave up on: when a message reaches
+// MaxDeliver without this worker having dead-lettered it (it died on every delivery), the
+// advisory names it, and the stored copy is published to the dlq.max_deliver subject. The
+// dead letter's message id makes a repeated advisory harmless. It returns when ctx ends.
+func (w *Worker) WatchMaxDeliveries(ctx context.Context) error {
+	subj := fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", w.cfg.Stream, w.cfg.Consumer)
+	ch := make(chan *nats.Msg, 16)
+	sub, err := w.nc.ChanSubscribe(subj, ch)
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-ch:
+			var a maxDeliverAdvisory
+			if err := json.Unmarshal(m.Data, &a); err != nil {
+				w.log.Warn("unreadable max-deliver advisory", zap.Error(err))
+				continue
+			}
+			if err := w.deadLetterStored(ctx, a); err != nil {
+				w.log.Error("max-deliver dead letter", zap.Uint64("seq", a.StreamSeq), zap.Error(err))
+			}
+		}
+	}
+}
+
+func (w *Worker) deadLetterStored(ctx context.Context, a maxDeliverAdvisory) error {
+	s, err := w.js.Stream(ctx, w.cfg.Stream)
+	if err != nil {
+		return err
+	}
+	m, err := s.GetMsg(ctx, a.StreamSeq)
+	if err != nil {
+		return fmt.Errorf("fetch stream sequence %d: %w", a.StreamSeq, err)
+	}
+	out := nats.NewMsg(w.cfg.DLQSubject("max_deliver"))
+	out.Data = m.Data
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			out.Header.Add(k, v)
+		}
+	}
+	reason := fmt.Sprintf("delivered %d times without being acknowledged (max_deliver)", a.Deliveries)
+	detail, _ := json.Marshal(map[string]any{"deliveries": a.Deliveries, "stream_seq": a.StreamSeq})
+	out.Header.Set(HeaderErrorKind, "max_deliver")
+	out.Header.Set(HeaderError, reason)
+	out.Header.Set(HeaderErrorDetail, string(detail))
+	out.Header.Set(HeaderOrigStream, a.Stream)
+	out.Header.Set(HeaderOrigSubject, m.Subject)
+	out.Header.Set(HeaderOrigSeq, strconv.FormatUint(a.StreamSeq, 10))
+	out.Header.Set(HeaderDeliveries, strconv.FormatUint(a.Deliveries, 10))
+	out.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
+	out.Header.Set(HeaderMsgID, fmt.Sprintf("dlq:%s:%d", a.Stream, a.StreamSeq))
+	if _, err := w.js.PublishMsg(ctx, out); err != nil {
+		return err
+	}
+	w.metrics.message(outcomeDeadLetter, 0, len(m.Data), 0, "max_deliver")
+	w.log.Warn("dead-lettered after max_deliver", zap.Uint64("seq", a.StreamSeq), zap.Uint64("deliveries", a.Deliveries))
+	return nil
+}
