@@ -7,11 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
@@ -19,6 +17,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
 	"github.com/omnigraph/omnigraph-worker/publisher"
+	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
@@ -55,8 +54,6 @@ func (g *Graph) Root() storage.Store { return g.root }
 // RootLocation is the normalised root location (an absolute path for local roots).
 func (g *Graph) RootLocation() string { return g.rootLoc }
 
-func rootLocation(st storage.Store) string { return strings.TrimSuffix(st.Location(""), "/") }
-
 // InitError reports why a graph could not be initialised.
 type InitError struct{ Reason string }
 
@@ -83,9 +80,9 @@ func Init(ctx context.Context, root storage.Store, source string) (*Graph, error
 		_ = root.Delete(ctx, InitClaimFile)
 		return nil, &InitError{Reason: "a graph already exists at " + root.URI()}
 	}
-	cat := contract.Catalog
-	var rows []publisher.Row
-	for _, t := range allTables(cat) {
+	var regs []publisher.Registration
+	var versions []publisher.DatasetUpdate
+	for _, t := range allTables(contract.Catalog) {
 		id := ids.TableIdentity{StableTableID: t.table.TypeID, TableIncarnationID: t.table.IncarnationID}
 		s, err := schema.FromArrow(t.table.Arrow)
 		if err != nil {
@@ -95,23 +92,11 @@ func Init(ctx context.Context, root storage.Store, source string) (*Graph, error
 		if err != nil {
 			return nil, fmt.Errorf("init: create %s: %w", t.key, err)
 		}
-		loc := t.path
-		stable, inc, v, zero := id.StableTableID, id.TableIncarnationID, uint64(1), uint64(0)
-		meta := publisher.VersionMetadata(ds)
-		rows = append(rows,
-			publisher.Row{ObjectID: ids.TableObjectID(id), ObjectType: publisher.TypeTable, Location: &loc, TableKey: t.key,
-				StableTableID: &stable, TableIncarnationID: &inc},
-			publisher.Row{ObjectID: ids.TableVersionObjectID(id, 1), ObjectType: publisher.TypeTableVersion, Metadata: jsonp(meta),
-				TableKey: t.key, StableTableID: &stable, TableIncarnationID: &inc, TableVersion: &v, RowCount: &zero})
+		regs = append(regs, publisher.Registration{Identity: id, TableKey: t.key})
+		versions = append(versions, publisher.DatasetUpdate{Identity: id, TableKey: t.key, Version: ds.Version(), Meta: publisher.VersionMetadata(ds)})
 	}
-	commit := ids.NewULID()
-	one := uint64(1)
-	rows = append(rows,
-		publisher.Row{ObjectID: commit, ObjectType: publisher.TypeGraphCommit, TableVersion: &one,
-			Metadata: jsonp(publisher.GraphCommitMetadata{CreatedAt: time.Now().UnixMicro()})},
-		publisher.Row{ObjectID: ids.GraphHeadObjectID(""), ObjectType: publisher.TypeGraphHead,
-			Metadata: jsonp(publisher.GraphHeadMetadata{HeadCommitID: commit})})
-	if err := publisher.Create(ctx, root, rows); err != nil {
+	genesis := publisher.Lineage{CommitID: ids.NewULID(), CreatedAt: time.Now().UnixMicro()}
+	if err := publisher.Create(ctx, root, regs, versions, genesis); err != nil {
 		return nil, fmt.Errorf("init: create __manifest: %w", err)
 	}
 	// The state file goes last: its presence is what says a graph exists here.
@@ -131,7 +116,7 @@ func Init(ctx context.Context, root storage.Store, source string) (*Graph, error
 }
 
 func newGraph(root storage.Store, c *pg.Contract) *Graph {
-	return &Graph{root: root, rootLoc: rootLocation(root), contract: c, pubs: map[string]*publisher.Publisher{}, tables: map[tableRef]*tableState{}}
+	return &Graph{root: root, rootLoc: recovery.RootLocation(root), contract: c, pubs: map[string]*publisher.Publisher{}, tables: map[tableRef]*tableState{}}
 }
 
 // Open opens an existing graph read-write: it validates the schema contract files and the
@@ -220,13 +205,3 @@ func allTables(cat *pg.Catalog) []catalogTable {
 	}
 	return out
 }
-
-func jsonp(v any) *string {
-	b, _ := json.Marshal(v)
-	s := string(b)
-	return &s
-}
-
-// arrowSchemaOf is the Lance schema of a catalog table (the dataset's own schema is
-// authoritative once created; this is for new datasets).
-func arrowSchemaOf(t *pg.Table) *arrow.Schema { return t.Arrow }

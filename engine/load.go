@@ -399,7 +399,7 @@ func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*Loa
 		return nil, err
 	}
 	if len(p.tables) == 0 {
-		return g.publishOnly(ctx, req, p, commitID, createdAt)
+		return g.publish(ctx, req, p, commitID, createdAt) // an empty batch: a lineage-only commit
 	}
 	sc, err := g.arm(ctx, req, p, commitID, createdAt)
 	if err != nil {
@@ -502,11 +502,6 @@ func (g *Graph) publish(ctx context.Context, req *LoadRequest, p *prepared, comm
 func tableUpdate(t *plannedTable) publisher.DatasetUpdate {
 	return publisher.DatasetUpdate{Identity: t.identity(), TableKey: t.key, Version: t.committed.Version(),
 		Branch: ids.BranchPtr(t.committed.Branch()), RowCount: t.committed.CountRows(), Meta: publisher.VersionMetadata(t.committed)}
-}
-
-// publishOnly publishes a lineage-only commit for an empty batch.
-func (g *Graph) publishOnly(ctx context.Context, req *LoadRequest, p *prepared, commitID string, createdAt int64) (*LoadResult, error) {
-	return g.publish(ctx, req, p, commitID, createdAt)
 }
 
 // foldCommitted updates the cached id indexes with what this load made visible.

@@ -6,7 +6,6 @@ package lance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -287,8 +286,6 @@ func (d *Dataset) deletedOffsets(ctx context.Context, fr *Fragment) ([]uint32, e
 	}
 	return decodeDeletionFile(st.Location(key), fr.Deletion.FileType, b, fr.PhysicalRows)
 }
-
-var errInjected = errors.New("injected")
 
 func inject(name string) error { return failpoint.Inject(name) }
 

@@ -61,8 +61,17 @@ type Publisher struct {
 	state  *State
 }
 
-// Create writes __manifest version 1 with the given rows (the genesis rows of a new graph).
-func Create(ctx context.Context, root storage.Store, rows []Row) error {
+// Create writes __manifest version 1 of a new graph: one table row and one table_version row
+// per table, and the genesis commit with graph_head:main pointing at it.
+func Create(ctx context.Context, root storage.Store, regs []Registration, versions []DatasetUpdate, genesis Lineage) error {
+	var rows []Row
+	for _, r := range regs {
+		rows = append(rows, registrationRow(r))
+	}
+	for _, u := range versions {
+		rows = append(rows, versionRow(u))
+	}
+	rows = append(rows, lineageRows("", genesis, "", 1)...)
 	s, err := schema.FromArrow(ManifestSchema())
 	if err != nil {
 		return err
@@ -436,9 +445,7 @@ func (p *Publisher) pendingRows(st *State, req *Request, newVersion uint64) ([]R
 			}
 			continue
 		}
-		loc := ids.TablePath(r.TableKey, r.Identity)
-		rows = append(rows, Row{ObjectID: ids.TableObjectID(r.Identity), ObjectType: TypeTable, Location: &loc, TableKey: r.TableKey,
-			StableTableID: u64p(r.Identity.StableTableID), TableIncarnationID: u64p(r.Identity.TableIncarnationID)})
+		rows = append(rows, registrationRow(r))
 	}
 	registered := func(id ids.TableIdentity, key string) bool {
 		if reg, ok := st.registrations[id]; ok {
@@ -461,19 +468,14 @@ func (p *Publisher) pendingRows(st *State, req *Request, newVersion uint64) ([]R
 			return nil, fmt.Errorf("publisher: %s claimed twice in one publish", oid)
 		}
 		claimed[oid] = true
-		rows = append(rows, Row{ObjectID: oid, ObjectType: TypeTableVersion, Metadata: jsonString(u.Meta), TableKey: u.TableKey,
-			StableTableID: u64p(u.Identity.StableTableID), TableIncarnationID: u64p(u.Identity.TableIncarnationID),
-			TableVersion: u64p(u.Version), TableBranch: u.Branch, RowCount: u64p(u.RowCount)})
+		rows = append(rows, versionRow(u))
 	}
 	if l := req.Lineage; l != nil {
-		meta := GraphCommitMetadata{ActorID: l.ActorID, MergedParentCommitID: l.MergedParent, CreatedAt: l.CreatedAt}
+		parent := ""
 		if h := st.lineageHead; h != nil {
-			meta.ParentCommitID = h.ID
+			parent = h.ID
 		}
-		rows = append(rows, Row{ObjectID: l.CommitID, ObjectType: TypeGraphCommit, Metadata: jsonString(meta),
-			TableVersion: u64p(newVersion), TableBranch: ids.BranchPtr(p.branch)})
-		head := GraphHeadMetadata{HeadCommitID: l.CommitID, ParentCommitID: meta.ParentCommitID}
-		rows = append(rows, Row{ObjectID: ids.GraphHeadObjectID(p.branch), ObjectType: TypeGraphHead, Metadata: jsonString(head)})
+		rows = append(rows, lineageRows(p.branch, *l, parent, newVersion)...)
 		if rc := req.Receipt; rc != nil {
 			r := *rc
 			r.GraphCommitID = l.CommitID
@@ -500,4 +502,27 @@ func VersionMetadata(ds *lance.Dataset) TableVersionMetadata {
 	sz := uint64(size)
 	scheme := ds.NamingScheme()
 	return TableVersionMetadata{ManifestPath: loc, ManifestSize: &sz, NamingScheme: &scheme}
+}
+
+func registrationRow(r Registration) Row {
+	loc := ids.TablePath(r.TableKey, r.Identity)
+	return Row{ObjectID: ids.TableObjectID(r.Identity), ObjectType: TypeTable, Location: &loc, TableKey: r.TableKey,
+		StableTableID: u64p(r.Identity.StableTableID), TableIncarnationID: u64p(r.Identity.TableIncarnationID)}
+}
+
+func versionRow(u DatasetUpdate) Row {
+	return Row{ObjectID: ids.TableVersionObjectID(u.Identity, u.Version), ObjectType: TypeTableVersion, Metadata: jsonString(u.Meta),
+		TableKey: u.TableKey, StableTableID: u64p(u.Identity.StableTableID), TableIncarnationID: u64p(u.Identity.TableIncarnationID),
+		TableVersion: u64p(u.Version), TableBranch: u.Branch, RowCount: u64p(u.RowCount)}
+}
+
+// lineageRows are a graph commit's two rows: the graph_commit row (created by the manifest
+// version it lands in) and the branch's graph_head row pointing at it.
+func lineageRows(branch string, l Lineage, parent string, version uint64) []Row {
+	meta := GraphCommitMetadata{ParentCommitID: parent, ActorID: l.ActorID, MergedParentCommitID: l.MergedParent, CreatedAt: l.CreatedAt}
+	head := GraphHeadMetadata{HeadCommitID: l.CommitID, ParentCommitID: parent}
+	return []Row{
+		{ObjectID: l.CommitID, ObjectType: TypeGraphCommit, Metadata: jsonString(meta), TableVersion: u64p(version), TableBranch: ids.BranchPtr(branch)},
+		{ObjectID: ids.GraphHeadObjectID(branch), ObjectType: TypeGraphHead, Metadata: jsonString(head)},
+	}
 }

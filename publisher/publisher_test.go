@@ -30,23 +30,16 @@ func genesis(t testing.TB) (storage.Store, string) {
 		t.Fatal(err)
 	}
 	commit := ids.NewULID()
-	var rows []Row
+	var regs []Registration
+	var versions []DatasetUpdate
 	for _, tb := range []struct {
 		id  ids.TableIdentity
 		key string
 	}{{person, "node:Person"}, {knows, "edge:Knows"}} {
-		loc := ids.TablePath(tb.key, tb.id)
-		rows = append(rows,
-			Row{ObjectID: ids.TableObjectID(tb.id), ObjectType: TypeTable, Location: &loc, TableKey: tb.key,
-				StableTableID: u64p(tb.id.StableTableID), TableIncarnationID: u64p(tb.id.TableIncarnationID)},
-			Row{ObjectID: ids.TableVersionObjectID(tb.id, 1), ObjectType: TypeTableVersion, TableKey: tb.key,
-				Metadata: jsonString(TableVersionMetadata{ManifestPath: "x"}), StableTableID: u64p(tb.id.StableTableID),
-				TableIncarnationID: u64p(tb.id.TableIncarnationID), TableVersion: u64p(1), RowCount: u64p(0)})
+		regs = append(regs, Registration{Identity: tb.id, TableKey: tb.key})
+		versions = append(versions, DatasetUpdate{Identity: tb.id, TableKey: tb.key, Version: 1, Meta: TableVersionMetadata{ManifestPath: "x"}})
 	}
-	rows = append(rows,
-		Row{ObjectID: commit, ObjectType: TypeGraphCommit, Metadata: jsonString(GraphCommitMetadata{CreatedAt: 1}), TableVersion: u64p(1)},
-		Row{ObjectID: "graph_head:main", ObjectType: TypeGraphHead, Metadata: jsonString(GraphHeadMetadata{HeadCommitID: commit})})
-	if err := Create(ctx, root, rows); err != nil {
+	if err := Create(ctx, root, regs, versions, Lineage{CommitID: commit, CreatedAt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	return root, commit
