@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -60,24 +58,10 @@ func (w *Worker) deadLetterStored(ctx context.Context, a maxDeliverAdvisory) err
 	if err != nil {
 		return fmt.Errorf("fetch stream sequence %d: %w", a.StreamSeq, err)
 	}
-	out := nats.NewMsg(w.cfg.DLQSubject("max_deliver"))
-	out.Data = m.Data
-	for k, vs := range m.Header {
-		for _, v := range vs {
-			out.Header.Add(k, v)
-		}
-	}
 	reason := fmt.Sprintf("delivered %d times without being acknowledged (max_deliver)", a.Deliveries)
 	detail, _ := json.Marshal(map[string]any{"deliveries": a.Deliveries, "stream_seq": a.StreamSeq})
-	out.Header.Set(HeaderErrorKind, "max_deliver")
-	out.Header.Set(HeaderError, reason)
-	out.Header.Set(HeaderErrorDetail, string(detail))
-	out.Header.Set(HeaderOrigStream, a.Stream)
-	out.Header.Set(HeaderOrigSubject, m.Subject)
-	out.Header.Set(HeaderOrigSeq, strconv.FormatUint(a.StreamSeq, 10))
-	out.Header.Set(HeaderDeliveries, strconv.FormatUint(a.Deliveries, 10))
-	out.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
-	out.Header.Set(HeaderMsgID, fmt.Sprintf("dlq:%s:%d", a.Stream, a.StreamSeq))
+	out := w.deadLetterMsg(letter{reason: "max_deliver", kind: "max_deliver", text: reason, detail: detail, data: m.Data, header: m.Header,
+		stream: a.Stream, subject: m.Subject, seq: a.StreamSeq, deliveries: a.Deliveries})
 	if _, err := w.js.PublishMsg(ctx, out); err != nil {
 		return err
 	}

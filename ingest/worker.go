@@ -312,22 +312,8 @@ func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstr
 		reason = kind
 	}
 	detail, _ := json.Marshal(errs.Detail(cause))
-	out := nats.NewMsg(w.cfg.DLQSubject(reason))
-	out.Data = msg.Data()
-	for k, vs := range msg.Headers() {
-		for _, v := range vs {
-			out.Header.Add(k, v)
-		}
-	}
-	out.Header.Set(HeaderErrorKind, kind)
-	out.Header.Set(HeaderError, cause.Error())
-	out.Header.Set(HeaderErrorDetail, string(detail))
-	out.Header.Set(HeaderOrigStream, meta.Stream)
-	out.Header.Set(HeaderOrigSubject, msg.Subject())
-	out.Header.Set(HeaderOrigSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
-	out.Header.Set(HeaderDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
-	out.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
-	out.Header.Set(HeaderMsgID, fmt.Sprintf("dlq:%s:%d", meta.Stream, meta.Sequence.Stream))
+	out := w.deadLetterMsg(letter{reason: reason, kind: kind, text: cause.Error(), detail: detail, data: msg.Data(), header: msg.Headers(),
+		stream: meta.Stream, subject: msg.Subject(), seq: meta.Sequence.Stream, deliveries: meta.NumDelivered})
 	if _, err := w.js.PublishMsg(ctx, out); err != nil {
 		_ = msg.NakWithDelay(time.Second)
 		return outcomeRequeued, nil, fmt.Errorf("dead-letter publish: %w (cause: %v)", err, cause)
@@ -336,6 +322,39 @@ func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstr
 		return outcomeDeadLetter, nil, fmt.Errorf("term after dead-letter: %w", err)
 	}
 	return outcomeDeadLetter, nil, cause
+}
+
+// letter is what a dead letter records about its message and why it failed.
+type letter struct {
+	reason, kind, text string
+	detail             []byte // JSON of the typed error's fields
+	data               []byte
+	header             nats.Header
+	stream, subject    string
+	seq, deliveries    uint64
+}
+
+// deadLetterMsg builds the message for omnigraph.<graph>.dlq.<reason>: the original body and
+// headers plus the error and the message's origin. Its id, dlq:<stream>:<seq>, makes a repeated
+// dead-lettering of the same message a JetStream duplicate.
+func (w *Worker) deadLetterMsg(l letter) *nats.Msg {
+	out := nats.NewMsg(w.cfg.DLQSubject(l.reason))
+	out.Data = l.data
+	for k, vs := range l.header {
+		for _, v := range vs {
+			out.Header.Add(k, v)
+		}
+	}
+	out.Header.Set(HeaderErrorKind, l.kind)
+	out.Header.Set(HeaderError, l.text)
+	out.Header.Set(HeaderErrorDetail, string(l.detail))
+	out.Header.Set(HeaderOrigStream, l.stream)
+	out.Header.Set(HeaderOrigSubject, l.subject)
+	out.Header.Set(HeaderOrigSeq, strconv.FormatUint(l.seq, 10))
+	out.Header.Set(HeaderDeliveries, strconv.FormatUint(l.deliveries, 10))
+	out.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
+	out.Header.Set(HeaderMsgID, fmt.Sprintf("dlq:%s:%d", l.stream, l.seq))
+	return out
 }
 
 // Event is the commit event published on omnigraph.<graph>.events after each ack.
