@@ -127,15 +127,11 @@ func cmdLoad(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return &usageError{msg: "load takes one FILE argument (- for standard input)"}
 	}
-	in := io.Reader(os.Stdin)
-	if p := fs.Arg(0); p != "-" {
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		in = f
+	in, err := openInput(fs.Arg(0))
+	if err != nil {
+		return err
 	}
+	defer in.Close()
 	recs, err := framing.Parse(in, framing.DefaultLimits())
 	if err != nil {
 		return err
@@ -430,26 +426,22 @@ func cmdPublish(ctx context.Context, args []string) error {
 	if *graph == "" || fs.NArg() != 1 {
 		return &usageError{msg: "publish needs --graph and one FILE argument (- for standard input)"}
 	}
-	var body []byte
-	var err error
-	if p := fs.Arg(0); p == "-" {
-		body, err = io.ReadAll(os.Stdin)
-	} else {
-		body, err = os.ReadFile(p)
-	}
+	in, err := openInput(fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(*natsURL)
+	body, err := io.ReadAll(in)
+	in.Close()
+	if err != nil {
+		return err
+	}
+	nc, js, err := connectJetStream(*natsURL)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	m := nats.NewMsg("omnigraph." + *graph + ".ingest")
+	cfg := ingest.Config{Graph: *graph}
+	m := nats.NewMsg(cfg.IngestSubject())
 	m.Data = body
 	for k, v := range map[string]string{ingest.HeaderBranch: *branch, ingest.HeaderFrom: *from, ingest.HeaderMode: *mode,
 		ingest.HeaderActor: *actor, ingest.HeaderMsgID: *msgID} {
@@ -510,4 +502,26 @@ func cmdBranch(ctx context.Context, args []string) error {
 		return err
 	}
 	return &usageError{msg: "branch subcommands: create, list, delete"}
+}
+
+// openInput opens a batch file, or standard input for "-".
+func openInput(path string) (io.ReadCloser, error) {
+	if path == "-" {
+		return io.NopCloser(os.Stdin), nil
+	}
+	return os.Open(path)
+}
+
+// connectJetStream connects a producer or operator tool to NATS.
+func connectJetStream(url string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
 }

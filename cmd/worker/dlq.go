@@ -10,9 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/omnigraph/omnigraph-worker/ingest"
 )
 
@@ -38,15 +35,11 @@ func cmdDLQ(ctx context.Context, args []string) error {
 	if *graph == "" {
 		return &usageError{msg: "--graph is required"}
 	}
-	nc, err := nats.Connect(*natsURL)
+	nc, js, err := connectJetStream(*natsURL)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	cfg := ingest.Config{Graph: *graph}
 	switch args[0] {
 	case "list":
