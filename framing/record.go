@@ -58,14 +58,14 @@ func (r *Record) TableKey() string {
 func (r *Record) AppendJSON(dst []byte) []byte {
 	if r.Kind == EdgeRecord {
 		dst = append(dst, `{"edge":`...)
-		dst = appendQuoted(dst, r.Type)
+		dst = AppendJSONString(dst, r.Type)
 		dst = append(dst, `,"from":`...)
-		dst = appendQuoted(dst, r.From)
+		dst = AppendJSONString(dst, r.From)
 		dst = append(dst, `,"to":`...)
-		dst = appendQuoted(dst, r.To)
+		dst = AppendJSONString(dst, r.To)
 	} else {
 		dst = append(dst, `{"type":`...)
-		dst = appendQuoted(dst, r.Type)
+		dst = AppendJSONString(dst, r.Type)
 	}
 	dst = append(dst, `,"data":{`...)
 	names := make([]string, 0, len(r.Data)+1)
@@ -82,10 +82,10 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendQuoted(dst, name)
+		dst = AppendJSONString(dst, name)
 		dst = append(dst, ':')
 		if name == "id" && r.ID != nil {
-			dst = appendQuoted(dst, *r.ID)
+			dst = AppendJSONString(dst, *r.ID)
 		} else {
 			dst = append(dst, r.Data[name]...)
 		}
@@ -108,8 +108,10 @@ func reservedPhysical(name string) bool {
 
 const hexDigits = "0123456789abcdef"
 
-// appendQuoted appends s as a JSON string. Invalid UTF-8 becomes U+FFFD.
-func appendQuoted(dst []byte, s string) []byte {
+// AppendJSONString appends s as a JSON string with serde_json's escaping (`"` and `\`, the
+// short escapes \b \f \n \r \t, other control characters as \u00XX in lowercase hex, the rest
+// as is). Invalid UTF-8, which validated input never holds, is written as \ufffd.
+func AppendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/omnigraph/omnigraph-worker/framing"
 )
 
 // CanonicalScalar renders row i of arr as its canonical key string (surface §2.3): strings
@@ -109,7 +111,7 @@ func appendTupleID(b []byte, parts []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, p)
+		b = framing.AppendJSONString(b, p)
 	}
 	return append(b, ']')
 }

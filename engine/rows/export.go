@@ -117,7 +117,7 @@ func appendValue(dst []byte, arr arrow.Array, i int) ([]byte, error) {
 	}
 	switch a := arr.(type) {
 	case *array.String:
-		return appendJSONString(dst, a.Value(i)), nil
+		return framing.AppendJSONString(dst, a.Value(i)), nil
 	case *array.Boolean:
 		return strconv.AppendBool(dst, a.Value(i)), nil
 	case *array.Int32:

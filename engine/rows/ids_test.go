@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
 )
 
@@ -60,7 +61,7 @@ func TestCanonicalIDs(t *testing.T) {
 	}
 }
 
-func quote(s string) string { return string(appendJSONString(nil, s)) }
+func quote(s string) string { return string(framing.AppendJSONString(nil, s)) }
 
 // Composite ids: JSON array of member strings ordered by stable property id.
 func TestCompositeIDs(t *testing.T) {
