@@ -104,11 +104,7 @@ func (d *Dataset) StageInsertOnlyUpdate(ctx context.Context, recs []arrow.Record
 	if err != nil {
 		return nil, err
 	}
-	var ids []uint32
-	for _, id := range d.Schema().FieldIDs() {
-		ids = append(ids, uint32(id))
-	}
-	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: frags, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: ids}), nil
+	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: frags, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()}), nil
 }
 
 // StageOverwrite replaces the whole table with recs (none: a zero-fragment overwrite). A nil
@@ -160,10 +156,7 @@ func (d *Dataset) StageUpsert(ctx context.Context, key string, recs []arrow.Reco
 	if err != nil {
 		return nil, err
 	}
-	var modified []uint32
-	for _, id := range d.Schema().FieldIDs() {
-		modified = append(modified, uint32(id))
-	}
+	modified := d.fieldIDs()
 	return d.newStaged(o, Operation{Kind: OpUpdate, UpdatedFragments: updated, RemovedFragmentIDs: removed, Fragments: frags,
 		UpdateMode: UpdateRewriteRows, FieldsModified: modified}), nil
 }
@@ -183,9 +176,7 @@ func (d *Dataset) StageRewriteRows(ctx context.Context, remove []RowAddress, rec
 	}
 	var modified []uint32
 	if len(remove) > 0 {
-		for _, id := range d.Schema().FieldIDs() {
-			modified = append(modified, uint32(id))
-		}
+		modified = d.fieldIDs()
 	}
 	return d.newStaged(o, Operation{Kind: OpUpdate, UpdatedFragments: updated, RemovedFragmentIDs: removed, Fragments: frags,
 		UpdateMode: UpdateRewriteRows, FieldsModified: modified}), nil
@@ -250,6 +241,16 @@ func (d *Dataset) AddedFragments(older *Manifest) []Fragment {
 		if !had[f.ID] {
 			out = append(out, f)
 		}
+	}
+	return out
+}
+
+// fieldIDs is every field id of the schema in pre-order, as Update's field lists spell them.
+func (d *Dataset) fieldIDs() []uint32 {
+	ids := d.Schema().FieldIDs()
+	out := make([]uint32, len(ids))
+	for i, id := range ids {
+		out[i] = uint32(id)
 	}
 	return out
 }
