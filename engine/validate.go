@@ -34,18 +34,14 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 		}
 	}
 	// nodeExists answers over the merged universe: an overwritten table is exactly its batch.
-	batchIDs := map[string]map[string]bool{}
+	batchIDs := map[string]map[string]int{} // table key -> batch id -> row
 	for _, t := range planned {
-		m := make(map[string]bool, len(t.batch.IDs))
-		for _, id := range t.batch.IDs {
-			m[id] = true
-		}
-		batchIDs[t.key] = m
+		batchIDs[t.key] = t.batch.Rows()
 	}
 	nodeIndex := map[string]*tableState{}
 	nodeExists := func(typeName, id string) (bool, error) {
 		key := "node:" + typeName
-		if batchIDs[key][id] {
+		if _, inBatch := batchIDs[key][id]; inBatch {
 			return true, nil
 		}
 		if _, rewritten := byKey[key]; rewritten && req.Mode == ModeOverwrite {
@@ -150,7 +146,7 @@ func checkCardinality(t *plannedTable, overwrite bool) error {
 
 // checkRetainedEdges refuses an overwrite that removes nodes still referenced by edges the
 // batch keeps (edge tables it does not overwrite).
-func (g *Graph) checkRetainedEdges(ctx context.Context, st *publisher.State, byKey map[string]*plannedTable, batchIDs map[string]map[string]bool) error {
+func (g *Graph) checkRetainedEdges(ctx context.Context, st *publisher.State, byKey map[string]*plannedTable, batchIDs map[string]map[string]int) error {
 	for _, e := range g.Catalog().Edges {
 		if _, rewritten := byKey[e.TableKey()]; rewritten {
 			continue
@@ -169,10 +165,11 @@ func (g *Graph) checkRetainedEdges(ctx context.Context, st *publisher.State, byK
 			return err
 		}
 		for id, src := range ts.src {
-			if fromOver && !batchIDs["node:"+e.From][src] {
+			if _, kept := batchIDs["node:"+e.From][src]; fromOver && !kept {
 				return &errs.InvalidInput{Field: "src", Reason: fmt.Sprintf("overwrite of %s removes node '%s' still referenced as src by edge %s '%s'", e.From, src, e.Name, id)}
 			}
-			if dst := ts.dst[id]; toOver && !batchIDs["node:"+e.To][dst] {
+			dst := ts.dst[id]
+			if _, kept := batchIDs["node:"+e.To][dst]; toOver && !kept {
 				return &errs.InvalidInput{Field: "dst", Reason: fmt.Sprintf("overwrite of %s removes node '%s' still referenced as dst by edge %s '%s'", e.To, dst, e.Name, id)}
 			}
 		}
