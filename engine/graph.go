@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
