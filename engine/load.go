@@ -339,15 +339,8 @@ func (g *Graph) appliedResult(req *LoadRequest, st *publisher.State, rc publishe
 }
 
 func commitInfo(c publisher.Commit) CommitInfo {
-	ci := CommitInfo{GraphCommitID: c.ID, GraphBranch: c.Branch, GraphManifestVersion: c.ManifestVersion, CreatedAt: c.Meta.CreatedAt}
-	opt := func(s string) *string {
-		if s == "" {
-			return nil
-		}
-		return &s
-	}
-	ci.ParentCommitID, ci.MergedParentCommitID, ci.ActorID = opt(c.Meta.ParentCommitID), opt(c.Meta.MergedParentCommitID), opt(c.Meta.ActorID)
-	return ci
+	return CommitInfo{GraphCommitID: c.ID, GraphBranch: c.Branch, GraphManifestVersion: c.ManifestVersion, CreatedAt: c.Meta.CreatedAt,
+		ParentCommitID: optString(c.Meta.ParentCommitID), MergedParentCommitID: optString(c.Meta.MergedParentCommitID), ActorID: optString(c.Meta.ActorID)}
 }
 
 // revalidate re-reads the branch authority under the write gate: a pending sidecar, a moved
@@ -362,21 +355,8 @@ func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared) e
 	if err != nil {
 		return err
 	}
-	bk := ids.BranchKey(req.Branch)
-	ident, err := pub.BranchIdentifier(ctx)
-	if err != nil {
+	if err := pub.CheckExactHead(ctx, st, &publisher.ExactHead{Identifier: p.identifier, Head: p.head}); err != nil {
 		return err
-	}
-	if !ident.Equal(p.identifier) {
-		return &errs.ReadSetChanged{Member: "branch_identifier:" + bk}
-	}
-	h, ok := st.Head(req.Branch)
-	if ok != (p.head != nil) || ok && h != *p.head {
-		var actual *string
-		if ok {
-			actual = &h
-		}
-		return &errs.ReadSetChanged{Member: "graph_head:" + bk, Expected: p.head, Actual: actual}
 	}
 	for _, t := range p.tables {
 		cur, ok := st.Table(t.key)

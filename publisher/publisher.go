@@ -261,7 +261,10 @@ func identifierJSON(b lance.BranchIdentifier) *string {
 	return &s
 }
 
-func (p *Publisher) checkPrecondition(ctx context.Context, st *State, pre *ExactHead) error {
+// CheckExactHead compares the branch's live identifier and the exact head in st with pre: a
+// mismatch is *errs.ReadSetChanged naming the member; other errors are I/O. The publisher runs
+// it on every attempt; writers and recovery run it to revalidate their captured token.
+func (p *Publisher) CheckExactHead(ctx context.Context, st *State, pre *ExactHead) error {
 	bk := ids.BranchKey(p.branch)
 	want := identifierJSON(pre.Identifier)
 	got, err := p.BranchIdentifier(ctx)
@@ -295,7 +298,7 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 		return nil, err
 	}
 	if req.Precondition != nil {
-		if err := p.checkPrecondition(ctx, st, req.Precondition); err != nil {
+		if err := p.CheckExactHead(ctx, st, req.Precondition); err != nil {
 			return nil, err
 		}
 	}

@@ -161,7 +161,7 @@ func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode
 		return o, nil
 	}
 	// 3. The captured authority must still hold for a roll-forward.
-	holds, err := authorityHolds(ctx, root, pub, st, p3.Authority, branch)
+	holds, err := authorityHolds(ctx, root, pub, st, p3.Authority)
 	if err != nil {
 		return o, err
 	}
@@ -282,21 +282,14 @@ func classify(sc *Sidecar, t *tableObs) string {
 
 // authorityHolds compares the captured token with the live one: branch identifier, exact graph
 // head, accepted schema identity.
-func authorityHolds(ctx context.Context, root storage.Store, pub *publisher.Publisher, st *publisher.State, a Authority, branch string) (bool, error) {
-	ident, err := pub.BranchIdentifier(ctx)
-	var be *lance.BranchError
-	if errors.As(err, &be) {
+func authorityHolds(ctx context.Context, root storage.Store, pub *publisher.Publisher, st *publisher.State, a Authority) (bool, error) {
+	err := pub.CheckExactHead(ctx, st, &publisher.ExactHead{Identifier: a.BranchIdentifier, Head: a.GraphHead})
+	var moved *errs.ReadSetChanged
+	if errors.As(err, &moved) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
-	}
-	if !ident.Equal(a.BranchIdentifier) {
-		return false, nil
-	}
-	h, ok := st.Head(branch)
-	if ok != (a.GraphHead != nil) || ok && h != *a.GraphHead {
-		return false, nil
 	}
 	raw, err := root.Get(ctx, pg.SchemaStateFile)
 	if err != nil {
