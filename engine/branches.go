@@ -91,6 +91,13 @@ func (g *Graph) createBranch(ctx context.Context, name, from string) error {
 func (g *Graph) DeleteBranch(ctx context.Context, name string) error {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
+	return g.deleteBranch(ctx, name)
+}
+
+// deleteBranch refuses main, a branch other branches were created from, and a branch whose
+// table versions another branch's tables are forked from (a ref-only merge fork): deleting it
+// would take their files away.
+func (g *Graph) deleteBranch(ctx context.Context, name string) error {
 	name = normBranch(name)
 	if name == "" {
 		return branchInvalid("main", "main cannot be deleted")
@@ -100,6 +107,9 @@ func (g *Graph) DeleteBranch(ctx context.Context, name string) error {
 		return err
 	}
 	if err := g.recoveryBarrier(ctx, name); err != nil {
+		return err
+	}
+	if err := g.checkNoDependents(ctx, name, st); err != nil {
 		return err
 	}
 	if err := lance.DeleteBranch(ctx, g.root.Sub(publisher.Dir), name); err != nil {
@@ -117,5 +127,33 @@ func (g *Graph) DeleteBranch(ctx context.Context, name string) error {
 		}
 	}
 	delete(g.pubs, name)
+	return nil
+}
+
+// checkNoDependents refuses deleting a branch that live branches still read files from.
+func (g *Graph) checkNoDependents(ctx context.Context, name string, st *publisher.State) error {
+	live, err := g.Branches(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range live {
+		if b.ParentBranch == name {
+			return branchInvalid(name, fmt.Sprintf("branch %q was created from it; delete or merge %q first", b.Name, b.Name))
+		}
+	}
+	for _, e := range st.Tables() {
+		if e.Branch == nil || *e.Branch != name {
+			continue
+		}
+		refs, err := lance.ListBranches(ctx, g.root.Sub(e.Path))
+		if err != nil {
+			return err
+		}
+		for _, r := range refs {
+			if r.Name != name && r.Ref.ParentBranch != nil && *r.Ref.ParentBranch == name {
+				return branchInvalid(name, fmt.Sprintf("table %s of branch %q is forked from this branch's version; delete %q first", e.TableKey, r.Name, r.Name))
+			}
+		}
+	}
 	return nil
 }

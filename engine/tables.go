@@ -137,3 +137,33 @@ func (ts *tableState) forBranch() *tableState {
 	}
 	return c
 }
+
+// applyChain folds a merge's committed chain into the index: deleted ids leave, written rows
+// live in the fragments the chain added, in chunk order.
+func (ts *tableState) applyChain(t *mergeTable) error {
+	var rowIDs, src, dst []string
+	for _, c := range t.chunks {
+		for _, id := range c.removedIDs {
+			ts.forget(id)
+		}
+		rowIDs = append(rowIDs, c.ids...)
+		src, dst = append(src, c.src...), append(dst, c.dst...)
+	}
+	ts.unique = nil // rebuilt from storage on next use
+	return ts.applyCommit(t.committed, ts.ds.Manifest(), false, rowIDs, src, dst)
+}
+
+// forget drops an id from the index.
+func (ts *tableState) forget(id string) {
+	delete(ts.ids, id)
+	if !ts.isEdge {
+		return
+	}
+	if s, ok := ts.src[id]; ok {
+		if ts.outDeg[s]--; ts.outDeg[s] <= 0 {
+			delete(ts.outDeg, s)
+		}
+	}
+	delete(ts.src, id)
+	delete(ts.dst, id)
+}

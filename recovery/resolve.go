@@ -88,6 +88,14 @@ func Recover(ctx context.Context, root storage.Store, mode Mode) ([]Outcome, err
 		if !ok {
 			continue // finished concurrently
 		}
+		if sc.WriterKind == BranchMerge {
+			o, err := resolveMerge(ctx, root, sc, mode)
+			if err != nil {
+				return out, fmt.Errorf("recovery: sidecar %s: %w", sc.OperationID, err)
+			}
+			out = append(out, o)
+			continue
+		}
 		if sc.WriterKind != Load && sc.WriterKind != Mutation {
 			if mode == Full {
 				return out, fmt.Errorf("recovery: sidecar %s is a %s intent, which this build cannot resolve", sc.OperationID, sc.WriterKind)

@@ -26,6 +26,7 @@ const (
 	KindPublishedDatasetVersionMismatch = "published_dataset_version_mismatch"
 	KindBranchMissing                   = "branch_missing"
 	KindInvalid                         = "invalid"
+	KindMergeConflict                   = "merge_conflict"
 	// KindUnknown is the kind of a non-nil error that carries none of this package's types
 	// (storage, network, context, …). The worker treats it as transient.
 	KindUnknown = "unknown"
@@ -77,6 +78,46 @@ func (e *ResourceLimitExceeded) kind() string    { return KindResourceLimit }
 func (e *ResourceLimitExceeded) permanent() bool { return true }
 func (e *ResourceLimitExceeded) detail() map[string]any {
 	return map[string]any{"resource": e.Resource, "limit": e.Limit, "actual": e.Actual}
+}
+
+// MergeConflict is one entity a three-way branch merge cannot reconcile. Kind is one of
+// divergent_insert, divergent_update, delete_vs_update (row merge) or orphan_edge,
+// unique_violation, cardinality_violation, value_constraint_violation (merged-graph checks).
+type MergeConflict struct {
+	EntityKind string  `json:"entity_kind"` // "node" or "edge"
+	TypeName   string  `json:"type_name"`
+	EntityID   *string `json:"entity_id"`
+	Kind       string  `json:"kind"`
+	Message    string  `json:"message"`
+}
+
+// MergeConflicts: a branch merge found conflicts; nothing was published (all or nothing).
+type MergeConflicts struct {
+	Source    string          `json:"source"`
+	Target    string          `json:"target"`
+	Conflicts []MergeConflict `json:"merge_conflicts"`
+}
+
+func (e *MergeConflicts) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "merge of '%s' into '%s' has %d conflict(s): ", e.Source, e.Target, len(e.Conflicts))
+	for i, c := range e.Conflicts {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Conflicts)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(c.Message)
+	}
+	return b.String()
+}
+
+func (e *MergeConflicts) kind() string    { return KindMergeConflict }
+func (e *MergeConflicts) permanent() bool { return true }
+func (e *MergeConflicts) detail() map[string]any {
+	return map[string]any{"source": e.Source, "target": e.Target, "merge_conflicts": e.Conflicts}
 }
 
 // RecoveryRequired: a durable recovery intent (sidecar) overlaps this write, or this write's

@@ -1,0 +1,252 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+)
+
+// Merge outcomes (BranchMergeOutcome).
+const (
+	OutcomeAlreadyUpToDate = "already_up_to_date"
+	OutcomeFastForward     = "fast_forward"
+	OutcomeMerged          = "merged"
+)
+
+// Merge routes a table can take.
+const (
+	RouteCertified = "certified" // every source transaction since the base is a certified insert
+	RouteDiff      = "diff"      // ordinary three-way diff
+	RoutePointer   = "pointer"   // the target adopts an existing table version, nothing is written
+	RouteRefFork   = "ref_fork"  // the target's first touch: a Lance ref on the source version
+)
+
+// MergeRequest folds branch Source into branch Target as one graph commit.
+type MergeRequest struct {
+	Source, Target string // "" or "main" is main
+	// DeleteSource deletes the source branch after every successful outcome; a failed delete is
+	// reported in the result and never fails the merge.
+	DeleteSource bool
+	Actor        string
+	Receipt      *publisher.Receipt // written with the merge commit; a visible one makes the merge a no-op
+	Fence        func(context.Context) error
+	// NoCertifiedRoute forces the ordinary diff even where the certified-insert proof holds
+	// (tests and benchmarks compare the two routes).
+	NoCertifiedRoute bool
+}
+
+// MergeTableStats is what a merge did to one table.
+type MergeTableStats struct {
+	TableKey     string `json:"table_key"`
+	Route        string `json:"route"`
+	Inserted     int    `json:"inserted"`
+	Updated      int    `json:"updated"`
+	Deleted      int    `json:"deleted"`
+	Transactions int    `json:"transactions"`
+}
+
+// MergeResult is the merge receipt.
+type MergeResult struct {
+	Source            string            `json:"source"`
+	Target            string            `json:"target"`
+	Outcome           string            `json:"outcome"`
+	ActorID           *string           `json:"actor_id"`
+	Commit            *CommitInfo       `json:"commit,omitempty"`
+	Tables            []MergeTableStats `json:"tables"`
+	BranchDeleted     *bool             `json:"branch_deleted,omitempty"`
+	BranchDeleteError string            `json:"branch_delete_error,omitempty"`
+	AlreadyApplied    bool              `json:"already_applied,omitempty"`
+}
+
+// Merge runs a three-way, per-entity merge of req.Source into req.Target against their common
+// ancestor commit and publishes it as one commit on the target (two parents when merged).
+// Conflicts return *errs.MergeConflicts with nothing written; any failure after the BranchMerge
+// sidecar is armed returns *errs.RecoveryRequired.
+func (g *Graph) Merge(ctx context.Context, req MergeRequest) (*MergeResult, error) {
+	req.Source, req.Target = normBranch(req.Source), normBranch(req.Target)
+	if req.Source == req.Target {
+		return nil, &errs.InvalidInput{Field: "source", Reason: "a merge needs distinct source and target branches"}
+	}
+	g.writeMu.Lock()
+	defer g.writeMu.Unlock()
+	if err := g.heal(ctx); err != nil {
+		return nil, err
+	}
+	res, err := g.merge(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	if req.DeleteSource && req.Source != "" {
+		deleted := true
+		if err := g.deleteBranch(ctx, req.Source); err != nil {
+			var bnf *errs.BranchNotFound
+			if !errors.As(err, &bnf) { // already gone (a redelivered merge): nothing left to delete
+				deleted, res.BranchDeleteError = false, err.Error()
+			}
+		}
+		res.BranchDeleted = &deleted
+	}
+	return res, nil
+}
+
+func (g *Graph) merge(ctx context.Context, req *MergeRequest) (*MergeResult, error) {
+	res := &MergeResult{Source: ids.BranchKey(req.Source), Target: ids.BranchKey(req.Target), Tables: []MergeTableStats{}, ActorID: optString(req.Actor)}
+	tpub := g.publisher(req.Target)
+	tst, err := tpub.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.Receipt != nil {
+		if rc, ok := tst.Receipt(req.Receipt.ReceiptKey()); ok {
+			res.Outcome, res.AlreadyApplied = OutcomeMerged, true
+			ci := CommitInfo{GraphCommitID: rc.GraphCommitID, GraphManifestVersion: rc.ManifestVersion}
+			if c, ok := tst.Commits[rc.GraphCommitID]; ok {
+				ci = commitInfo(c)
+			}
+			res.Commit = &ci
+			return res, nil
+		}
+	}
+	for _, b := range []string{req.Target, req.Source} {
+		if err := g.recoveryBarrier(ctx, b); err != nil {
+			return nil, err
+		}
+	}
+	sst, err := g.publisher(req.Source).Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tIdent, err := tpub.BranchIdentifier(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var tHeadRow *string
+	if h, ok := tst.Head(req.Target); ok {
+		tHeadRow = &h
+	}
+	tHead, sHead := headOf(tst, req.Target), headOf(sst, req.Source)
+	outcome, baseID, err := relate(tst, sst, tHead, sHead)
+	if err != nil {
+		return nil, err
+	}
+	res.Outcome = outcome
+	if outcome == OutcomeAlreadyUpToDate {
+		return res, nil
+	}
+	bst := tst
+	if baseID != tHead {
+		c, _ := lookupCommit(baseID, tst, sst)
+		if bst, err = publisher.Open(g.root, derefOr(c.Branch)).SnapshotAt(ctx, c.ManifestVersion); err != nil {
+			return nil, fmt.Errorf("merge: read the merge base %s: %w", baseID, err)
+		}
+	}
+	plan, err := g.planMerge(ctx, req, bst, sst, tst)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range plan.tables {
+		res.Tables = append(res.Tables, t.stats)
+	}
+	m := &mergeRun{g: g, req: req, plan: plan, ident: tIdent, head: tHeadRow, sourceHead: sHead,
+		commitID: ids.NewULID(), createdAt: time.Now().UnixMicro()}
+	if err := m.revalidate(ctx); err != nil {
+		return nil, err
+	}
+	ci, err := m.effect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Commit = ci
+	return res, nil
+}
+
+// headOf is a branch's head commit: its graph_head row, or for a branch without commits of its
+// own, the newest commit it inherited.
+func headOf(st *publisher.State, branch string) string {
+	if h, ok := st.Head(branch); ok {
+		return h
+	}
+	if c := st.LineageHead(); c != nil {
+		return c.ID
+	}
+	return ""
+}
+
+func lookupCommit(id string, states ...*publisher.State) (publisher.Commit, bool) {
+	for _, s := range states {
+		if c, ok := s.Commits[id]; ok {
+			return c, true
+		}
+	}
+	return publisher.Commit{}, false
+}
+
+// ancestry is every commit reachable from head through parents and merged parents, over the
+// commit rows of both branches' manifests (a merged parent whose row lives only on a deleted
+// branch ends its path).
+func ancestry(tst, sst *publisher.State, head string) map[string]bool {
+	seen := map[string]bool{}
+	stack := []string{head}
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if id == "" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		if c, ok := lookupCommit(id, tst, sst); ok {
+			stack = append(stack, c.Meta.ParentCommitID, c.Meta.MergedParentCommitID)
+		}
+	}
+	return seen
+}
+
+// relate classifies the two heads: the source already in the target's history, the target in
+// the source's (a fast-forward from base = the target head), or diverged; for diverged heads
+// the base is the newest common ancestor.
+func relate(tst, sst *publisher.State, tHead, sHead string) (string, string, error) {
+	ancT := ancestry(tst, sst, tHead)
+	if ancT[sHead] {
+		return OutcomeAlreadyUpToDate, "", nil
+	}
+	ancS := ancestry(tst, sst, sHead)
+	if ancS[tHead] {
+		return OutcomeFastForward, tHead, nil
+	}
+	var best *publisher.Commit
+	for id := range ancS {
+		if !ancT[id] {
+			continue
+		}
+		c, ok := lookupCommit(id, tst, sst)
+		if !ok {
+			continue
+		}
+		if best == nil || c.Meta.CreatedAt > best.Meta.CreatedAt || c.Meta.CreatedAt == best.Meta.CreatedAt && c.ID > best.ID {
+			best = &c
+		}
+	}
+	if best == nil {
+		return "", "", fmt.Errorf("merge: heads %s and %s share no ancestor commit", tHead, sHead)
+	}
+	return OutcomeMerged, best.ID, nil
+}
+
+// openAt opens a table at exactly a manifest pointer.
+func (g *Graph) openAt(ctx context.Context, e publisher.TableEntry) (*lance.Dataset, error) {
+	ds, err := lance.Open(ctx, g.root.Sub(e.Path), lance.WithBranch(derefOr(e.Branch)), lance.AtVersion(e.Version))
+	if err != nil {
+		return nil, fmt.Errorf("open table %s at %s@%d: %w", e.TableKey, ids.BranchKey(derefOr(e.Branch)), e.Version, err)
+	}
+	return ds, nil
+}
+
+func samePointer(a, b publisher.TableEntry) bool {
+	return a.Identity == b.Identity && a.Version == b.Version && derefOr(a.Branch) == derefOr(b.Branch)
+}

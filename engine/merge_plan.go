@@ -1,0 +1,380 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/omnigraph/omnigraph-worker/engine/rows"
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/graph/pg"
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+)
+
+// Merge chunk bounds: every keyed chunk holds at most this many rows and bytes.
+const (
+	MergeChunkRows  = 8192
+	MergeChunkBytes = 32 << 20
+)
+
+// pureInsertHistoryMaxVersions bounds the certificate walk (PURE_INSERT_HISTORY_MAX_VERSIONS).
+const pureInsertHistoryMaxVersions = 1024
+
+// chunkRows is MergeChunkRows; tests lower it to exercise chains without millions of rows.
+var chunkRows = MergeChunkRows
+
+// mergePlan is a validated merge: what every touched table will do.
+type mergePlan struct {
+	tables []*mergeTable // sorted by key; only tables the merge changes
+}
+
+// mergeTable is one table's part of a merge.
+type mergeTable struct {
+	key    string
+	isEdge bool
+	edge   *pg.EdgeType
+	target publisher.TableEntry // the target's pin
+	source publisher.TableEntry
+	route  string
+	// firstTouch: the target branch does not own this table yet; a chain first forks the
+	// target's ref at the inherited version.
+	firstTouch bool
+	tds        *lance.Dataset // the target table at its pin (chains), or the source table (ref fork)
+	ts         *tableState    // the target's id index, when the route needed it
+	chunks     []*mergeChunk
+	uuids      []string
+	stats      MergeTableStats
+	committed  *lance.Dataset
+	refID      lance.BranchIdentifier
+}
+
+func (t *mergeTable) physical() bool { return t.route != RoutePointer }
+
+// mergeChunk is one data transaction of a table's chain.
+type mergeChunk struct {
+	remove     []lance.RowAddress // target rows replaced or deleted
+	recs       []arrow.Record     // rows written (none for a delete-only chunk)
+	ids        []string           // ids of the written rows, in order
+	src, dst   []string           // edges: endpoints of the written rows
+	removedIDs []string           // ids deleted outright
+	insertOnly bool               // every row is proven absent from the target: certified
+}
+
+// sideDelta is what one side changed since the base: rows it wrote (new or rewritten) and base
+// ids it deleted without rewriting.
+type sideDelta struct {
+	recs      []arrow.Record
+	written   map[string]rowRef
+	rewritten map[string]bool // base ids this side rewrote (updates)
+	deleted   map[string]bool
+}
+
+type rowRef struct{ rec, row int }
+
+func (d *sideDelta) row(id string) ([]byte, error) {
+	r := d.written[id]
+	return rows.AppendRow(nil, d.recs[r.rec], r.row)
+}
+
+// planMerge compares base, source and target table by table, reports conflicts, checks the
+// merged graph, and cuts every change into bounded chunks. Nothing is written.
+func (g *Graph) planMerge(ctx context.Context, req *MergeRequest, bst, sst, tst *publisher.State) (*mergePlan, error) {
+	plan := &mergePlan{}
+	var conflicts []errs.MergeConflict
+	for _, ct := range allTables(g.Catalog()) {
+		s, sok := sst.Table(ct.key)
+		t, tok := tst.Table(ct.key)
+		b, bok := bst.Table(ct.key)
+		if !sok || !tok || !bok {
+			return nil, fmt.Errorf("merge: table %s is missing from a branch manifest (schema changes are not merged)", ct.key)
+		}
+		if s.Identity != t.Identity || b.Identity != t.Identity {
+			return nil, fmt.Errorf("merge: table %s has different identities on the two branches (schema changes are not merged)", ct.key)
+		}
+		if samePointer(s, b) || samePointer(s, t) {
+			continue // the source did not change it, or the target already has the source's version
+		}
+		mt := &mergeTable{key: ct.key, isEdge: ct.edge != nil, edge: ct.edge, target: t, source: s,
+			firstTouch: req.Target != "" && derefOr(t.Branch) != req.Target}
+		mt.stats.TableKey = ct.key
+		c, err := g.planTable(ctx, req, mt, b)
+		if err != nil {
+			return nil, err
+		}
+		conflicts = append(conflicts, c...)
+		mt.stats.Route = mt.route
+		if (mt.route == RouteDiff || mt.route == RouteCertified) && len(mt.chunks) == 0 {
+			continue // both sides made the same changes: the target already holds the result
+		}
+		plan.tables = append(plan.tables, mt)
+	}
+	if len(conflicts) == 0 {
+		var err error
+		if conflicts, err = g.checkMergedEdges(ctx, plan, tst); err != nil {
+			return nil, err
+		}
+	}
+	if len(conflicts) > 0 {
+		return nil, &errs.MergeConflicts{Source: ids.BranchKey(req.Source), Target: ids.BranchKey(req.Target), Conflicts: conflicts}
+	}
+	return plan, nil
+}
+
+// planTable picks the table's route and builds its chunks.
+func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable, base publisher.TableEntry) ([]errs.MergeConflict, error) {
+	targetUnchanged := samePointer(mt.target, base)
+	if mt.firstTouch && targetUnchanged {
+		switch {
+		case derefOr(mt.source.Branch) != req.Source:
+			// The source inherited this version from another branch: the target adopts the pointer.
+			mt.route = RoutePointer
+			return nil, nil
+		case !req.DeleteSource:
+			// The target's first touch: a ref on the source's version, no data copied. (With
+			// DeleteSource the source's files go away, so the rows are written instead.)
+			sds, err := g.openAt(ctx, mt.source)
+			if err != nil {
+				return nil, err
+			}
+			mt.route, mt.tds = RouteRefFork, sds
+			mt.stats.Route = RouteRefFork
+			return nil, nil
+		}
+	}
+	tds, err := g.openAt(ctx, mt.target)
+	if err != nil {
+		return nil, err
+	}
+	mt.tds = tds
+	bds, err := g.openAt(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	sds, err := g.openAt(ctx, mt.source)
+	if err != nil {
+		return nil, err
+	}
+	if targetUnchanged && !mt.firstTouch && !req.NoCertifiedRoute {
+		frags, ok := provenInserts(ctx, bds, sds, base)
+		if ok {
+			mt.route = RouteCertified
+			recs, err := readAll(ctx, sds, lance.ScanOptions{Fragments: frags})
+			if err != nil {
+				return nil, err
+			}
+			var writes []writeItem
+			for ri, rec := range recs {
+				idc := rec.Column(0).(*array.String)
+				for i := 0; i < idc.Len(); i++ {
+					writes = append(writes, writeItem{rowRef: rowRef{ri, i}, id: idc.Value(i)})
+				}
+			}
+			mt.stats.Inserted = len(writes)
+			return nil, mt.cut(recs, writes, nil)
+		}
+	}
+	mt.route = RouteDiff
+	sd, err := diffSide(ctx, bds, sds)
+	if err != nil {
+		return nil, err
+	}
+	td := &sideDelta{written: map[string]rowRef{}, rewritten: map[string]bool{}, deleted: map[string]bool{}}
+	if !targetUnchanged {
+		if td, err = diffSide(ctx, bds, tds); err != nil {
+			return nil, err
+		}
+	}
+	if mt.ts, err = g.indexAt(ctx, mt.target, mt.isEdge); err != nil {
+		return nil, err
+	}
+	return mt.reconcile(sd, td)
+}
+
+// indexAt returns the id index of a table at a pointer (the cached one when current).
+func (g *Graph) indexAt(ctx context.Context, e publisher.TableEntry, isEdge bool) (*tableState, error) {
+	return g.openTable(ctx, e, isEdge)
+}
+
+// provenInserts is the certified-insert proof: the source table descends from the base
+// version on the same branch or on a ref forked at exactly it, and every transaction since is a
+// certified insert. It returns the fragments those transactions added.
+func provenInserts(ctx context.Context, bds, sds *lance.Dataset, base publisher.TableEntry) ([]uint64, bool) {
+	from := base.Version
+	if sds.Branch() != bds.Branch() && !sds.ForkedAt(ctx, bds.Branch(), from) {
+		return nil, false
+	}
+	if sds.Version() < from || sds.Version()-from > pureInsertHistoryMaxVersions {
+		return nil, false // beyond the bounded history walk: the ordinary diff decides
+	}
+	for v := from + 1; v <= sds.Version(); v++ {
+		if err := sds.InsertOnlyCertified(ctx, v); err != nil {
+			return nil, false
+		}
+	}
+	// Insert-only history removes nothing: the new fragments are exactly the inserted rows
+	// (fragment ids are assigned at commit, so they are read from the manifests).
+	diff, err := sds.DiffFrom(ctx, bds)
+	if err != nil || len(diff.Removed) > 0 {
+		return nil, false
+	}
+	return diff.NewFragments, true
+}
+
+// diffSide reads what a side changed since base.
+func diffSide(ctx context.Context, bds, side *lance.Dataset) (*sideDelta, error) {
+	d := &sideDelta{written: map[string]rowRef{}, rewritten: map[string]bool{}, deleted: map[string]bool{}}
+	diff, err := side.DiffFrom(ctx, bds)
+	if err != nil {
+		return nil, err
+	}
+	if len(diff.NewFragments) > 0 {
+		if d.recs, err = readAll(ctx, side, lance.ScanOptions{Fragments: diff.NewFragments}); err != nil {
+			return nil, err
+		}
+		for ri, rec := range d.recs {
+			idc := rec.Column(0).(*array.String)
+			for i := 0; i < idc.Len(); i++ {
+				d.written[idc.Value(i)] = rowRef{ri, i}
+			}
+		}
+	}
+	if len(diff.Removed) > 0 {
+		removed := map[lance.RowAddress]bool{}
+		fragSet := map[uint64]bool{}
+		for _, a := range diff.Removed {
+			removed[a] = true
+			fragSet[a.Fragment()] = true
+		}
+		frags := make([]uint64, 0, len(fragSet))
+		for f := range fragSet {
+			frags = append(frags, f)
+		}
+		sc, err := bds.Scan(ctx, lance.ScanOptions{Columns: []string{"id"}, WithRowAddress: true, Fragments: frags})
+		if err != nil {
+			return nil, err
+		}
+		for {
+			rec, err := sc.Next(ctx)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			idc, addr := rec.Column(0).(*array.String), rec.Column(1).(*array.Uint64)
+			for i := 0; i < idc.Len(); i++ {
+				if !removed[lance.RowAddress(addr.Value(i))] {
+					continue
+				}
+				if id := idc.Value(i); hasRow(d, id) {
+					d.rewritten[id] = true
+				} else {
+					d.deleted[id] = true
+				}
+			}
+			rec.Release()
+		}
+	}
+	return d, nil
+}
+
+func hasRow(d *sideDelta, id string) bool {
+	_, ok := d.written[id]
+	return ok
+}
+
+func readAll(ctx context.Context, ds *lance.Dataset, opts lance.ScanOptions) ([]arrow.Record, error) {
+	opts.BatchRows = chunkRows
+	return ds.ReadAll(ctx, opts)
+}
+
+// reconcile applies the per-id three-way rule: a change on one side only is taken; equal
+// changes on both sides agree; anything else is a conflict.
+func (mt *mergeTable) reconcile(sd, td *sideDelta) ([]errs.MergeConflict, error) {
+	var conflicts []errs.MergeConflict
+	conflict := func(id, kind string) {
+		id2 := id
+		kindName, typeName, _ := strings.Cut(mt.key, ":")
+		conflicts = append(conflicts, errs.MergeConflict{EntityKind: kindName, TypeName: typeName, EntityID: &id2, Kind: kind,
+			Message: fmt.Sprintf("%s %s %q: %s", kindName, typeName, id, strings.ReplaceAll(kind, "_", " "))})
+	}
+	var writes []writeItem
+	for _, id := range sortedKeys(sd.written) {
+		r := sd.written[id]
+		inBase := sd.rewritten[id]
+		switch {
+		case hasRow(td, id):
+			mine, err := sd.row(id)
+			if err != nil {
+				return nil, err
+			}
+			theirs, err := td.row(id)
+			if err != nil {
+				return nil, err
+			}
+			if !bytes.Equal(mine, theirs) {
+				if inBase || td.rewritten[id] {
+					conflict(id, "divergent_update")
+				} else {
+					conflict(id, "divergent_insert")
+				}
+			}
+			continue
+		case td.deleted[id]:
+			conflict(id, "delete_vs_update")
+			continue
+		}
+		addr, exists := mt.ts.ids[id]
+		switch {
+		case inBase && exists:
+			writes = append(writes, writeItem{rowRef: r, id: id, addr: addr, update: true})
+			mt.stats.Updated++
+		case exists: // new on the source, yet the target holds the id outside its own delta
+			conflict(id, "divergent_insert")
+		default:
+			writes = append(writes, writeItem{rowRef: r, id: id})
+			mt.stats.Inserted++
+		}
+	}
+	var deletes []deleteItem
+	for _, id := range sortedKeys(sd.deleted) {
+		switch {
+		case hasRow(td, id):
+			conflict(id, "delete_vs_update")
+		case td.deleted[id]:
+		default:
+			if addr, ok := mt.ts.ids[id]; ok {
+				deletes = append(deletes, deleteItem{id: id, addr: addr})
+				mt.stats.Deleted++
+			}
+		}
+	}
+	if len(conflicts) > 0 {
+		return conflicts, nil
+	}
+	// Rows keep their physical order within the source's files.
+	sort.Slice(writes, func(i, j int) bool {
+		if writes[i].rec != writes[j].rec {
+			return writes[i].rec < writes[j].rec
+		}
+		return writes[i].row < writes[j].row
+	})
+	return nil, mt.cut(sd.recs, writes, deletes)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,319 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+// mergeObs is what recovery sees of one BranchMerge table.
+type mergeObs struct {
+	pin      TablePin
+	effect   *MergeEffect
+	rel      string
+	ds       *lance.Dataset // HEAD on the pin's branch; nil when the ref does not exist
+	head     uint64
+	prefix   int  // MultiCommitHead: how many chain steps landed, contiguously from the pin
+	restored bool // HEAD is a Restore to the pin right after the owned prefix
+	created  bool // a first-touch or ref-only ref this intent made exists
+}
+
+func (t *mergeObs) firstTouch() bool {
+	return t.effect.Kind.Kind == RefOnlyFork || t.effect.Kind.SourceForkVersion != nil
+}
+
+// owned says the table carries some of this intent's effect.
+func (t *mergeObs) owned() bool {
+	if t.effect.Kind.Kind == RefOnlyFork {
+		return t.created
+	}
+	return t.prefix > 0
+}
+
+// complete says the whole planned effect landed and nothing else did.
+func (t *mergeObs) complete() bool {
+	if t.effect.Kind.Kind == RefOnlyFork {
+		return t.created && t.head == t.effect.Kind.SourceVersion
+	}
+	return t.prefix == len(t.effect.Kind.PlannedTransactions) && t.head == t.pin.PostCommitPin
+}
+
+// resolveMerge runs the v9 BranchMerge procedure: a visible outcome is finalized; a complete,
+// confirmed chain whose target authority still holds rolls forward under the original lineage;
+// anything else (Full mode) is compensated: owned chain prefixes are restored, refs this intent
+// created are removed, and the pre-minted rollback commit is published. A foreign or
+// non-contiguous transaction fails closed.
+func resolveMerge(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode) (Outcome, error) {
+	p4 := sc.ProtocolV4
+	branch := deref(sc.Branch)
+	o := Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(branch)}
+	pub := publisher.Open(root, branch)
+	st, err := pub.Snapshot(ctx)
+	var bnf *errs.BranchNotFound
+	if errors.As(err, &bnf) {
+		return discardOrphan(ctx, root, sc, mode)
+	}
+	if err != nil {
+		return o, err
+	}
+	if _, ok := st.Commits[p4.Lineage.GraphCommitID]; ok {
+		return finalize(ctx, root, sc, RolledForward, p4.Lineage.GraphCommitID, mergeForwardOutcomes(p4))
+	}
+	if _, ok := st.Commits[p4.RollbackGraphCommitID]; ok {
+		return finalize(ctx, root, sc, RolledBack, p4.RollbackGraphCommitID, p4.RollbackAuditOutcomes)
+	}
+	obs, err := observeMerge(ctx, root, sc, st)
+	if err != nil {
+		return o, err
+	}
+	owned, complete := false, true
+	for _, t := range obs {
+		owned = owned || t.owned()
+		complete = complete && t.complete()
+	}
+	if !owned {
+		if mode == RollForwardOnly {
+			o.Action, o.Reason = Deferred, "no table carries this merge's effect; a full recovery pass discards it"
+			return o, nil
+		}
+		if err := removeMergeRefs(ctx, root, obs); err != nil {
+			return o, err
+		}
+		if err := Delete(ctx, root, sc.OperationID); err != nil {
+			return o, err
+		}
+		o.Action = Discarded
+		return o, nil
+	}
+	holds, err := authorityHolds(ctx, root, pub, st, p4.Authority)
+	if err != nil {
+		return o, err
+	}
+	if complete && p4.EffectPhase == EffectsConfirmed && holds {
+		return rollMergeForward(ctx, root, sc, pub)
+	}
+	if mode == RollForwardOnly {
+		o.Action, o.Reason = Deferred, "this merge needs a rollback; reopen the graph read-write (worker recover) to resolve it"
+		return o, nil
+	}
+	return rollMergeBack(ctx, root, sc, pub, obs)
+}
+
+func mergeForwardOutcomes(p4 *ProtocolV4) []TableOutcome {
+	var out []TableOutcome
+	for _, s := range p4.IntendedDelta.TableUpdates {
+		if s.Confirmed != nil {
+			out = append(out, TableOutcome{TableKey: s.TableKey, FromVersion: s.ExpectedVersion, ToVersion: s.Confirmed.TableVersion})
+		}
+	}
+	return out
+}
+
+// observeMerge reads each pinned table on its target branch and matches the versions above the
+// pin against the pre-minted chain.
+func observeMerge(ctx context.Context, root storage.Store, sc *Sidecar, st *publisher.State) ([]*mergeObs, error) {
+	p4 := sc.ProtocolV4
+	rootLoc := RootLocation(root)
+	var out []*mergeObs
+	for i := range sc.Tables {
+		t := &mergeObs{pin: sc.Tables[i]}
+		for j := range p4.Effects {
+			if p4.Effects[j].Identity == t.pin.Identity {
+				t.effect = &p4.Effects[j]
+			}
+		}
+		if e, ok := st.Table(t.pin.TableKey); !ok || e.Identity != t.pin.Identity || e.Version != t.pin.ExpectedVersion {
+			return nil, fmt.Errorf("table %s: the target manifest no longer pins it at %d; refusing to guess", t.pin.TableKey, t.pin.ExpectedVersion)
+		}
+		rel, ok := strings.CutPrefix(t.pin.TablePath, rootLoc+"/")
+		if !ok {
+			return nil, fmt.Errorf("table path %s is outside the root %s", t.pin.TablePath, rootLoc)
+		}
+		t.rel = rel
+		ds, err := lance.Open(ctx, root.Sub(rel), lance.WithBranch(deref(t.pin.TableBranch)))
+		var be *lance.BranchError
+		switch {
+		case errors.As(err, &be):
+			out = append(out, t) // a first-touch ref never created: nothing moved
+			continue
+		case err != nil:
+			return nil, err
+		}
+		t.ds, t.head = ds, ds.Version()
+		t.created = t.firstTouch()
+		if t.effect.Kind.Kind == RefOnlyFork {
+			if t.head != t.effect.Kind.SourceVersion {
+				return nil, fmt.Errorf("table %s: the ref-only fork moved to %d past its source version %d (foreign commits); refusing", t.pin.TableKey, t.head, t.effect.Kind.SourceVersion)
+			}
+			out = append(out, t)
+			continue
+		}
+		if err := t.matchChain(ctx); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// matchChain counts the contiguous prefix of the planned chain above the pin and recognizes a
+// compensating Restore right after it; any other version above the pin fails closed.
+func (t *mergeObs) matchChain(ctx context.Context) error {
+	base := t.pin.ExpectedVersion
+	if t.head < base {
+		return fmt.Errorf("table %s: Lance HEAD %d is behind its pin %d (invariant violation); refusing", t.pin.TableKey, t.head, base)
+	}
+	for _, planned := range t.effect.Kind.PlannedTransactions {
+		v := base + uint64(t.prefix) + 1
+		if v > t.head {
+			break
+		}
+		txn, err := t.ds.ReadTransaction(ctx, v)
+		if err != nil {
+			return err
+		}
+		if txn.UUID != planned.UUID || txn.ReadVersion != planned.ReadVersion {
+			break
+		}
+		t.prefix++
+	}
+	top := base + uint64(t.prefix)
+	switch {
+	case t.head == top:
+		return nil
+	case t.prefix > 0 && t.head == top+1:
+		txn, err := t.ds.ReadTransaction(ctx, t.head)
+		if err != nil {
+			return err
+		}
+		if txn.Op.Kind == lance.OpRestore && txn.Op.RestoreVersion == base {
+			t.restored = true
+			return nil
+		}
+	}
+	return fmt.Errorf("table %s: version %d above the merge's %d planned steps is not this merge's (foreign or non-contiguous); refusing", t.pin.TableKey, top+1, t.prefix)
+}
+
+// rollMergeForward publishes the confirmed delta under the original merge lineage.
+func rollMergeForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher) (Outcome, error) {
+	p4 := sc.ProtocolV4
+	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{},
+		Lineage: &publisher.Lineage{CommitID: p4.Lineage.GraphCommitID, ActorID: deref(p4.Lineage.ActorID),
+			MergedParent: deref(p4.Lineage.MergedParentCommitID), CreatedAt: p4.Lineage.CreatedAt},
+		Precondition: &publisher.ExactHead{Identifier: p4.Authority.BranchIdentifier, Head: p4.Authority.GraphHead},
+		Receipt:      sc.IngestReceipt}
+	for _, s := range p4.IntendedDelta.TableUpdates {
+		c := s.Confirmed
+		req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: s.Identity, TableKey: s.TableKey, Version: c.TableVersion,
+			Branch: c.TableBranch, RowCount: c.RowCount, Meta: c.VersionMetadata})
+		req.Expected[s.Identity] = publisher.Expectation{TableKey: s.TableKey, Version: s.ExpectedVersion}
+	}
+	if err := failpoint.Inject("recovery.before_forward_publish"); err != nil {
+		return Outcome{}, err
+	}
+	if _, err := pub.Publish(ctx, req); err != nil {
+		return Outcome{}, fmt.Errorf("roll the merge forward: %w", err)
+	}
+	if err := failpoint.Inject("recovery.after_forward_publish"); err != nil {
+		return Outcome{}, err
+	}
+	return finalize(ctx, root, sc, RolledForward, p4.Lineage.GraphCommitID, mergeForwardOutcomes(p4))
+}
+
+// rollMergeBack compensates: the rollback plan is made durable first, then every owned chain
+// on a table the target already owned is restored to its pin, every ref this merge created is
+// removed, and the rollback commit publishes the restored pins.
+func rollMergeBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, obs []*mergeObs) (Outcome, error) {
+	p4 := sc.ProtocolV4
+	if p4.RollbackAuditOutcomes == nil {
+		outcomes := []TableOutcome{}
+		for _, t := range obs {
+			if t.owned() {
+				from := t.head
+				if t.restored {
+					from = t.head - 1
+				}
+				outcomes = append(outcomes, TableOutcome{TableKey: t.pin.TableKey, FromVersion: from, ToVersion: t.pin.ExpectedVersion})
+			}
+		}
+		next := *sc
+		np4 := *p4
+		np4.RollbackAuditOutcomes = outcomes
+		next.ProtocolV4 = &np4
+		if err := Rewrite(ctx, root, &next); err != nil {
+			return Outcome{}, fmt.Errorf("persist the rollback plan: %w", err)
+		}
+		sc, p4 = &next, &np4
+	}
+	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{}}
+	for _, t := range obs {
+		if !t.owned() || t.firstTouch() {
+			continue
+		}
+		ds := t.ds
+		if !t.restored {
+			if err := failpoint.Inject("recovery.before_restore"); err != nil {
+				return Outcome{}, err
+			}
+			staged, err := ds.StageRestore(ctx, t.pin.ExpectedVersion, lance.StageOptions{})
+			if err != nil {
+				return Outcome{}, err
+			}
+			if ds, err = ds.Commit(ctx, staged); err != nil {
+				return Outcome{}, fmt.Errorf("restore %s to %d: %w", t.pin.TableKey, t.pin.ExpectedVersion, err)
+			}
+			if err := failpoint.Inject("recovery.after_restore"); err != nil {
+				return Outcome{}, err
+			}
+		}
+		req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: t.pin.Identity, TableKey: t.pin.TableKey, Version: ds.Version(),
+			Branch: ids.BranchPtr(ds.Branch()), RowCount: ds.CountRows(), Meta: publisher.VersionMetadata(ds)})
+		req.Expected[t.pin.Identity] = publisher.Expectation{TableKey: t.pin.TableKey, Version: t.pin.ExpectedVersion}
+	}
+	// Refs this merge created are unregistered: removing them undoes their effect entirely.
+	if err := removeMergeRefs(ctx, root, obs); err != nil {
+		return Outcome{}, err
+	}
+	createdAt, ok := startedAt(sc)
+	if !ok {
+		createdAt = nowMicros()
+	}
+	req.Lineage = &publisher.Lineage{CommitID: p4.RollbackGraphCommitID, ActorID: RecoveryActor, CreatedAt: createdAt}
+	if err := failpoint.Inject("recovery.before_rollback_publish"); err != nil {
+		return Outcome{}, err
+	}
+	if _, err := pub.Publish(ctx, req); err != nil {
+		return Outcome{}, fmt.Errorf("publish the merge rollback: %w", err)
+	}
+	if err := failpoint.Inject("recovery.after_rollback_publish"); err != nil {
+		return Outcome{}, err
+	}
+	return finalize(ctx, root, sc, RolledBack, p4.RollbackGraphCommitID, p4.RollbackAuditOutcomes)
+}
+
+// removeMergeRefs deletes the first-touch and ref-only refs this merge created (they are never
+// registered in the target manifest before the merge publishes).
+func removeMergeRefs(ctx context.Context, root storage.Store, obs []*mergeObs) error {
+	for _, t := range obs {
+		if !t.created {
+			continue
+		}
+		if err := failpoint.Inject("recovery.before_fork_cleanup"); err != nil {
+			return err
+		}
+		err := lance.DeleteBranch(ctx, root.Sub(t.rel), *t.pin.TableBranch)
+		var be *lance.BranchError
+		if err != nil && !errors.As(err, &be) {
+			return fmt.Errorf("remove the merge's ref of %s on %s: %w", t.pin.TableKey, *t.pin.TableBranch, err)
+		}
+	}
+	return nil
+}
