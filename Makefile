@@ -42,9 +42,9 @@ lance-compat: npm
 # Kills real child processes at every step of the write and recovery protocols; the last line
 # is the tally. Also part of `make test` (it is a package under ./...).
 crash:
-	@set -o pipefail; $(GO) test -count=1 -v -run TestCrashMatrix ./integration/crash/ > .crash.log 2>&1; status=$$?; \
+	@set -o pipefail; $(GO) test -count=1 -v -run 'TestCrashMatrix|TestMergeCrashMatrix' ./integration/crash/ > .crash.log 2>&1; status=$$?; \
 	  grep -E '^\s*(--- FAIL|FAIL|panic|.*crash_test.go:)' .crash.log; grep -E '^ok ' .crash.log; \
-	  grep '^crash-matrix:' .crash.log || echo 'crash-matrix: did not run'; rm -f .crash.log; exit $$status
+	  grep '^crash-matrix' .crash.log || echo 'crash-matrix: did not run'; rm -f .crash.log; exit $$status
 
 bench: npm
 	$(GO) run ./integration/bench -script $(NODE_DIR)/compat.mjs

@@ -10,6 +10,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/publisher"
 )
 
 func person(handle, name string) string {
@@ -357,5 +358,22 @@ func TestMergeFailuresRecover(t *testing.T) {
 			}
 			tablesAligned(t, g)
 		})
+	}
+}
+
+// A merge carrying a receipt is applied once: the same receipt again (a redelivered merge
+// request) is recognised, even after the source branch was deleted.
+func TestMergeReceipt(t *testing.T) {
+	g := testGraph(t)
+	loadInto(t, g, "", "", "append", people...)
+	loadInto(t, g, "s", "main", "append", person("carol", "Carol"))
+	rc := &publisher.Receipt{Stream: "OMNIGRAPH_DEMO", Sequence: 9, MsgID: "m-1"}
+	first := mustMerge(t, g, MergeRequest{Source: "s", Target: "main", DeleteSource: true, Receipt: rc})
+	again := mustMerge(t, g, MergeRequest{Source: "s", Target: "main", DeleteSource: true, Receipt: rc})
+	if !again.AlreadyApplied || again.Commit == nil || again.Commit.GraphCommitID != first.Commit.GraphCommitID {
+		t.Fatalf("redelivered merge %+v", again)
+	}
+	if strings.Count(export(t, g, ""), `"handle":"carol"`) != 1 {
+		t.Fatal("merge applied twice")
 	}
 }

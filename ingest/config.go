@@ -73,5 +73,6 @@ func (c *Config) withDefaults() error {
 
 // Subjects of one graph.
 func (c *Config) IngestSubject() string           { return "omnigraph." + c.Graph + ".ingest" }
+func (c *Config) MergeSubject() string            { return "omnigraph." + c.Graph + ".merge" }
 func (c *Config) EventSubject() string            { return "omnigraph." + c.Graph + ".events" }
 func (c *Config) DLQSubject(reason string) string { return "omnigraph." + c.Graph + ".dlq." + reason }

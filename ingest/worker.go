@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/engine"
-	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/publisher"
@@ -78,7 +77,7 @@ func (w *Worker) Config() Config { return w.cfg }
 // One consumer with one message in flight keeps a graph's batches in stream order.
 func (w *Worker) Setup(ctx context.Context) error {
 	if _, err := w.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: w.cfg.Stream, Subjects: []string{w.cfg.IngestSubject(), "omnigraph." + w.cfg.Graph + ".merge"},
+		Name: w.cfg.Stream, Subjects: []string{w.cfg.IngestSubject(), w.cfg.MergeSubject()},
 		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
 	}); err != nil {
 		return fmt.Errorf("ingest: stream %s: %w", w.cfg.Stream, err)
@@ -91,7 +90,7 @@ func (w *Worker) Setup(ctx context.Context) error {
 	}
 	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.cfg.Stream, jetstream.ConsumerConfig{
 		Durable: w.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.cfg.AckWait,
-		MaxDeliver: w.cfg.MaxDeliver, MaxAckPending: 1, FilterSubject: w.cfg.IngestSubject(),
+		MaxDeliver: w.cfg.MaxDeliver, MaxAckPending: 1, FilterSubjects: []string{w.cfg.IngestSubject(), w.cfg.MergeSubject()},
 	})
 	if err != nil {
 		return fmt.Errorf("ingest: consumer %s: %w", w.cfg.Consumer, err)
@@ -209,7 +208,7 @@ func (w *Worker) handle(stop context.Context, msg jetstream.Msg) {
 	took := time.Since(start)
 	rows, reason := 0, ""
 	if res != nil {
-		rows = res.TotalEntities
+		rows = res.entities
 	}
 	if out == outcomeDeadLetter {
 		reason = errs.Kind(err)
@@ -217,7 +216,7 @@ func (w *Worker) handle(stop context.Context, msg jetstream.Msg) {
 	w.metrics.message(out, rows, len(msg.Data()), took, reason)
 	fields := []zap.Field{zap.String("outcome", string(out)), zap.Duration("took", took)}
 	if res != nil {
-		fields = append(fields, zap.String("commit", res.Commit.GraphCommitID), zap.Int("entities", res.TotalEntities))
+		fields = append(fields, zap.String("kind", res.event.Kind), zap.String("commit", res.event.GraphCommitID), zap.Int("entities", res.entities))
 	}
 	if err != nil {
 		fields = append(fields, zap.Error(err))
@@ -238,31 +237,28 @@ func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
 	}
 }
 
-func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) (outcome, *engine.LoadResult, error) {
-	h := msg.Headers()
+func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) (outcome, *applied, error) {
 	if meta.NumDelivered >= uint64(w.cfg.MaxDeliver) && meta.NumDelivered > 1 {
 		// Delivered this often without an ack: something kills the worker on this message.
 		err := &errs.InvalidInput{Reason: fmt.Sprintf("delivered %d times without being acknowledged (max_deliver %d)", meta.NumDelivered, w.cfg.MaxDeliver)}
 		return w.deadLetter(ctx, msg, meta, "max_deliver", err)
 	}
-	mode := engine.Mode(h.Get(HeaderMode))
-	if mode == "" {
-		mode = engine.ModeMerge
+	sum := sha256.Sum256(msg.Data())
+	receipt := &publisher.Receipt{Stream: meta.Stream, Sequence: meta.Sequence.Stream, MsgID: msg.Headers().Get(HeaderMsgID), PayloadSHA256: hex.EncodeToString(sum[:])}
+	var apply func(context.Context) (*applied, error)
+	var err error
+	if msg.Subject() == w.cfg.MergeSubject() {
+		apply, err = w.mergeRequest(msg, receipt)
+	} else {
+		apply, err = w.loadRequest(msg, receipt)
 	}
-	recs, err := framing.ParseBytes(msg.Data(), framing.DefaultLimits())
 	if err != nil {
 		return w.deadLetter(ctx, msg, meta, "", err)
-	}
-	sum := sha256.Sum256(msg.Data())
-	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), From: h.Get(HeaderFrom), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
-		Receipt: &publisher.Receipt{Stream: meta.Stream, Sequence: meta.Sequence.Stream, MsgID: h.Get(HeaderMsgID), PayloadSHA256: hex.EncodeToString(sum[:])}}
-	if w.lease != nil {
-		req.Fence = w.lease.Check
 	}
 	retry := backoff.NewExponentialBackOff()
 	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 100*time.Millisecond, w.cfg.RetryMax, 0
 	for {
-		res, err := w.g.Load(ctx, req)
+		res, err := apply(ctx)
 		if w.leaseLost() {
 			// Another worker owns the graph now; it will get this message after AckWait.
 			return outcomeRequeued, nil, ErrLeaseLost
@@ -277,8 +273,8 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 				// The commit is visible; a redelivery is recognised by its receipt.
 				return outcomeCommitted, res, fmt.Errorf("ack after commit: %w", err)
 			}
-			w.publishEvent(req, res, meta)
-			if res.AlreadyApplied {
+			w.publishEvent(res, meta, receipt)
+			if res.event.AlreadyApplied {
 				return outcomeDuplicate, res, nil
 			}
 			return outcomeCommitted, res, nil
@@ -306,7 +302,7 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 
 // deadLetter publishes the message to omnigraph.<graph>.dlq.<reason> with the original body and
 // headers plus the error, waits for the stream to accept it, and only then terminates it.
-func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, cause error) (outcome, *engine.LoadResult, error) {
+func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, cause error) (outcome, *applied, error) {
 	kind := errs.Kind(cause)
 	if reason == "" {
 		reason = kind
@@ -357,31 +353,3 @@ func (w *Worker) deadLetterMsg(l letter) *nats.Msg {
 	return out
 }
 
-// Event is the commit event published on omnigraph.<graph>.events after each ack.
-type Event struct {
-	Graph           string             `json:"graph"`
-	Branch          string             `json:"branch"`
-	Mode            engine.Mode        `json:"mode"`
-	Nodes           []engine.TypeCount `json:"nodes"`
-	Edges           []engine.TypeCount `json:"edges"`
-	GraphCommitID   string             `json:"graph_commit_id"`
-	ManifestVersion uint64             `json:"graph_manifest_version"`
-	ActorID         *string            `json:"actor_id"`
-	SourceStream    string             `json:"source_stream"`
-	SourceSequence  uint64             `json:"source_sequence"`
-	SourceMsgID     string             `json:"source_msg_id,omitempty"`
-	AlreadyApplied  bool               `json:"already_applied,omitempty"`
-}
-
-func (w *Worker) publishEvent(req engine.LoadRequest, res *engine.LoadResult, meta *jetstream.MsgMetadata) {
-	ev := Event{Graph: w.cfg.Graph, Branch: res.Branch, Mode: res.Mode, Nodes: res.Nodes, Edges: res.Edges,
-		GraphCommitID: res.Commit.GraphCommitID, ManifestVersion: res.Commit.GraphManifestVersion, ActorID: res.Commit.ActorID,
-		SourceStream: meta.Stream, SourceSequence: meta.Sequence.Stream, SourceMsgID: req.Receipt.MsgID, AlreadyApplied: res.AlreadyApplied}
-	b, err := json.Marshal(ev)
-	if err == nil {
-		err = w.nc.Publish(w.cfg.EventSubject(), b)
-	}
-	if err != nil {
-		w.log.Warn("commit event not published", zap.Error(err))
-	}
-}

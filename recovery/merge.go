@@ -24,6 +24,7 @@ type mergeObs struct {
 	prefix   int  // MultiCommitHead: how many chain steps landed, contiguously from the pin
 	restored bool // HEAD is a Restore to the pin right after the owned prefix
 	created  bool // a first-touch or ref-only ref this intent made exists
+	noRef    bool // a first-touch ref does not exist (a crash may have left its clone-only tree)
 }
 
 func (t *mergeObs) firstTouch() bool {
@@ -142,7 +143,8 @@ func observeMerge(ctx context.Context, root storage.Store, sc *Sidecar, st *publ
 		var be *lance.BranchError
 		switch {
 		case errors.As(err, &be):
-			out = append(out, t) // a first-touch ref never created: nothing moved
+			t.noRef = t.firstTouch() // a first-touch ref never created: nothing moved
+			out = append(out, t)
 			continue
 		case err != nil:
 			return nil, err
@@ -303,6 +305,13 @@ func rollMergeBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *pu
 // registered in the target manifest before the merge publishes).
 func removeMergeRefs(ctx context.Context, root storage.Store, obs []*mergeObs) error {
 	for _, t := range obs {
+		if t.noRef {
+			// A crash between Lance's clone and its ref leaves a tree without a ref.
+			if err := lance.ReclaimBranchTree(ctx, root.Sub(t.rel), *t.pin.TableBranch); err != nil {
+				return fmt.Errorf("reclaim the ref-less tree of %s on %s: %w", t.pin.TableKey, *t.pin.TableBranch, err)
+			}
+			continue
+		}
 		if !t.created {
 			continue
 		}
@@ -311,7 +320,10 @@ func removeMergeRefs(ctx context.Context, root storage.Store, obs []*mergeObs) e
 		}
 		err := lance.DeleteBranch(ctx, root.Sub(t.rel), *t.pin.TableBranch)
 		var be *lance.BranchError
-		if err != nil && !errors.As(err, &be) {
+		if errors.As(err, &be) { // no ref: at most a tree a crash left between clone and ref
+			err = lance.ReclaimBranchTree(ctx, root.Sub(t.rel), *t.pin.TableBranch)
+		}
+		if err != nil {
 			return fmt.Errorf("remove the merge's ref of %s on %s: %w", t.pin.TableKey, *t.pin.TableBranch, err)
 		}
 	}

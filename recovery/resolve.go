@@ -68,6 +68,7 @@ type tableObs struct {
 	// untouchedFork: a first-touch branch ref this intent created that never got a commit
 	// (HEAD at the inherited version, not registered in the manifest).
 	untouchedFork bool
+	noRef         bool   // a first-touch ref that does not exist (maybe a clone-only tree)
 	rel           string // table path under the root
 }
 
@@ -226,6 +227,7 @@ func observe(ctx context.Context, root storage.Store, sc *Sidecar, st *publisher
 		switch {
 		case errors.As(err, &be):
 			t.head = t.pinned // a first-touch fork never created: nothing moved
+			t.noRef = t.pin.TableBranch != nil
 		case err != nil:
 			return nil, err
 		default:
@@ -451,6 +453,13 @@ func discardOrphan(ctx context.Context, root storage.Store, sc *Sidecar, mode Mo
 // never committed to (only valid while this process is the only writer).
 func removeUntouchedForks(ctx context.Context, root storage.Store, obs []*tableObs) error {
 	for _, t := range obs {
+		if t.noRef {
+			// A crash between Lance's clone and its ref leaves a tree without a ref.
+			if err := lance.ReclaimBranchTree(ctx, root.Sub(t.rel), *t.pin.TableBranch); err != nil {
+				return fmt.Errorf("reclaim the ref-less tree of %s on %s: %w", t.pin.TableKey, *t.pin.TableBranch, err)
+			}
+			continue
+		}
 		if !t.untouchedFork {
 			continue
 		}
@@ -459,7 +468,10 @@ func removeUntouchedForks(ctx context.Context, root storage.Store, obs []*tableO
 		}
 		err := lance.DeleteBranch(ctx, root.Sub(t.rel), *t.pin.TableBranch)
 		var be *lance.BranchError
-		if err != nil && !errors.As(err, &be) {
+		if errors.As(err, &be) { // no ref: at most a tree a crash left between clone and ref
+			err = lance.ReclaimBranchTree(ctx, root.Sub(t.rel), *t.pin.TableBranch)
+		}
+		if err != nil {
 			return fmt.Errorf("remove the untouched fork of %s on %s: %w", t.pin.TableKey, *t.pin.TableBranch, err)
 		}
 	}

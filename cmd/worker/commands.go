@@ -43,6 +43,8 @@ func kindExit(err error) int {
 		return exitConflict
 	case errs.KindBranchMissing:
 		return exitBranchMissing
+	case errs.KindMergeConflict:
+		return exitMergeConflict
 	}
 	return exitInternal
 }

@@ -22,6 +22,7 @@ const (
 	exitRecoveryRequired = 6
 	exitConflict         = 7
 	exitBranchMissing    = 8
+	exitMergeConflict    = 9
 )
 
 type command struct {
@@ -35,6 +36,7 @@ var commands = []command{
 	{"export", "write a branch's rows as NDJSON in the load envelope", cmdExport},
 	{"commits", "list a branch's graph commits", cmdCommits},
 	{"branch", "graph branches: create NAME [--from B], list [--json], delete NAME", cmdBranch},
+	{"merge", "merge --source S [--target T] [--delete-source] into one commit (--root), or publish the request (--graph)", cmdMerge},
 	{"recover", "resolve pending recovery sidecars (--list to only show them)", cmdRecover},
 	{"dlq", "dead letters: list [--reason R] [--json], show SEQ, replay [--reason R] [--seq A-B] [--mode M] [--branch B --from BASE] [--split] [--dry-run]", cmdDLQ},
 	{"publish", "publish a graph batch to a graph's ingest subject (a producer for scripts)", cmdPublish},

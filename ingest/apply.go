@@ -1,0 +1,153 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+)
+
+// applied is what one message made visible: its commit event and the rows it carried.
+type applied struct {
+	event    Event
+	entities int
+}
+
+// Event is the commit event published on omnigraph.<graph>.events after each ack. Kind is
+// "load" or "merge"; a merge event carries Merge, and an already_up_to_date merge has no
+// commit id (nothing was published).
+type Event struct {
+	Kind            string             `json:"kind"`
+	Graph           string             `json:"graph"`
+	Branch          string             `json:"branch"`
+	Mode            engine.Mode        `json:"mode,omitempty"`
+	Nodes           []engine.TypeCount `json:"nodes,omitempty"`
+	Edges           []engine.TypeCount `json:"edges,omitempty"`
+	Merge           *MergeEvent        `json:"merge,omitempty"`
+	GraphCommitID   string             `json:"graph_commit_id"`
+	ManifestVersion uint64             `json:"graph_manifest_version"`
+	ActorID         *string            `json:"actor_id"`
+	SourceStream    string             `json:"source_stream"`
+	SourceSequence  uint64             `json:"source_sequence"`
+	SourceMsgID     string             `json:"source_msg_id,omitempty"`
+	AlreadyApplied  bool               `json:"already_applied,omitempty"`
+}
+
+// MergeEvent is the merge part of a commit event.
+type MergeEvent struct {
+	Source            string                   `json:"source"`
+	Target            string                   `json:"target"`
+	Outcome           string                   `json:"outcome"`
+	Tables            []engine.MergeTableStats `json:"tables"`
+	BranchDeleted     *bool                    `json:"branch_deleted,omitempty"`
+	BranchDeleteError string                   `json:"branch_delete_error,omitempty"`
+}
+
+// MergeRequestBody is the JSON body of a merge request on omnigraph.<graph>.merge.
+type MergeRequestBody struct {
+	Source       string `json:"source"`
+	Target       string `json:"target"` // default main
+	DeleteSource bool   `json:"delete_source"`
+}
+
+// ParseMergeRequest reads a merge request strictly: one JSON object, known members only, a
+// source branch.
+func ParseMergeRequest(data []byte) (MergeRequestBody, error) {
+	var body MergeRequestBody
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return body, &errs.InvalidInput{Field: "merge request", Reason: fmt.Sprintf(`want {"source", "target", "delete_source"}: %v`, err)}
+	}
+	if dec.More() {
+		return body, &errs.InvalidInput{Field: "merge request", Reason: "trailing data after the JSON object"}
+	}
+	if body.Source == "" {
+		return body, &errs.InvalidInput{Field: "source", Reason: "a merge request needs a source branch"}
+	}
+	if body.Target == "" {
+		body.Target = "main"
+	}
+	return body, nil
+}
+
+func (w *Worker) fence() func(context.Context) error {
+	if w.lease == nil {
+		return nil
+	}
+	return w.lease.Check
+}
+
+// loadRequest frames a graph batch and returns the load that applies it.
+func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt) (func(context.Context) (*applied, error), error) {
+	h := msg.Headers()
+	mode := engine.Mode(h.Get(HeaderMode))
+	if mode == "" {
+		mode = engine.ModeMerge
+	}
+	recs, err := framing.ParseBytes(msg.Data(), framing.DefaultLimits())
+	if err != nil {
+		return nil, err
+	}
+	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), From: h.Get(HeaderFrom), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
+		Receipt: receipt, Fence: w.fence()}
+	return func(ctx context.Context) (*applied, error) {
+		res, err := w.g.Load(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return &applied{entities: res.TotalEntities, event: Event{Kind: "load", Branch: res.Branch, Mode: res.Mode, Nodes: res.Nodes, Edges: res.Edges,
+			GraphCommitID: res.Commit.GraphCommitID, ManifestVersion: res.Commit.GraphManifestVersion, ActorID: res.Commit.ActorID,
+			AlreadyApplied: res.AlreadyApplied}}, nil
+	}, nil
+}
+
+// mergeRequest parses a merge request and returns the merge that applies it.
+func (w *Worker) mergeRequest(msg jetstream.Msg, receipt *publisher.Receipt) (func(context.Context) (*applied, error), error) {
+	body, err := ParseMergeRequest(msg.Data())
+	if err != nil {
+		return nil, err
+	}
+	req := engine.MergeRequest{Source: body.Source, Target: body.Target, DeleteSource: body.DeleteSource,
+		Actor: msg.Headers().Get(HeaderActor), Receipt: receipt, Fence: w.fence()}
+	return func(ctx context.Context) (*applied, error) {
+		res, err := w.g.Merge(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if res.BranchDeleteError != "" {
+			w.log.Warn("merged, but the source branch was not deleted", zap.String("source", res.Source), zap.String("error", res.BranchDeleteError))
+		}
+		ev := Event{Kind: "merge", Branch: res.Target, ActorID: res.ActorID, AlreadyApplied: res.AlreadyApplied,
+			Merge: &MergeEvent{Source: res.Source, Target: res.Target, Outcome: res.Outcome, Tables: res.Tables,
+				BranchDeleted: res.BranchDeleted, BranchDeleteError: res.BranchDeleteError}}
+		if res.Commit != nil {
+			ev.GraphCommitID, ev.ManifestVersion, ev.ActorID = res.Commit.GraphCommitID, res.Commit.GraphManifestVersion, res.Commit.ActorID
+		}
+		n := 0
+		for _, t := range res.Tables {
+			n += t.Inserted + t.Updated + t.Deleted
+		}
+		return &applied{entities: n, event: ev}, nil
+	}, nil
+}
+
+func (w *Worker) publishEvent(res *applied, meta *jetstream.MsgMetadata, receipt *publisher.Receipt) {
+	ev := res.event
+	ev.Graph, ev.SourceStream, ev.SourceSequence, ev.SourceMsgID = w.cfg.Graph, meta.Stream, meta.Sequence.Stream, receipt.MsgID
+	b, err := json.Marshal(ev)
+	if err == nil {
+		err = w.nc.Publish(w.cfg.EventSubject(), b)
+	}
+	if err != nil {
+		w.log.Warn("commit event not published", zap.Error(err))
+	}
+}
