@@ -352,4 +352,3 @@ func (w *Worker) deadLetterMsg(l letter) *nats.Msg {
 	out.Header.Set(HeaderMsgID, fmt.Sprintf("dlq:%s:%d", l.stream, l.seq))
 	return out
 }
-
