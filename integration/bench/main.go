@@ -122,7 +122,7 @@ func main() {
 	iters := flag.Int("iters", 30, "timed repetitions per measurement")
 	agedRows := flag.Int("aged-rows", 1_000_000, "existing rows before the aged load measurement")
 	agedCommits := flag.Int("aged-commits", 10_000, "prior commits before the aged load measurement (0 skips it)")
-	only := flag.String("only", "", "run only the lance, graph or e2e benchmarks")
+	only := flag.String("only", "", "run only the lance, graph, e2e or merge benchmarks")
 	flag.Parse()
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "lance-bench-")
@@ -137,6 +137,12 @@ func main() {
 	if *only == "" || *only == "e2e" {
 		if err := e2eBench(ctx, *script, tmp, *iters); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e bench:", err)
+			os.Exit(1)
+		}
+	}
+	if *only == "" || *only == "merge" {
+		if err := mergeBench(ctx, *script, tmp); err != nil {
+			fmt.Fprintln(os.Stderr, "merge bench:", err)
 			os.Exit(1)
 		}
 	}
