@@ -111,7 +111,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.lease != nil {
 		lost = w.lease.Lost()
 	}
-	w.log.Info("consuming", zap.String("subject", w.cfg.IngestSubject()), zap.String("stream", w.cfg.Stream))
+	w.log.Info("consuming", zap.String("subject", w.cfg.IngestSubject()), zap.String("merge_subject", w.cfg.MergeSubject()), zap.String("stream", w.cfg.Stream))
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go func() {
