@@ -13,19 +13,35 @@ import (
 // merge may end at a node the merge deletes (orphan_edge).
 func (g *Graph) checkMergedEdges(ctx context.Context, plan *mergePlan, tst *publisher.State) ([]errs.MergeConflict, error) {
 	byKey := map[string]*mergeTable{}
-	written, deleted := map[string]map[string]bool{}, map[string]map[string]bool{}
 	for _, mt := range plan.tables {
 		byKey[mt.key] = mt
+	}
+	// The id sets of what the merge writes and deletes, built only for the tables a check asks
+	// about (a nodes-only merge never builds them).
+	written, deleted := map[string]map[string]bool{}, map[string]map[string]bool{}
+	sets := func(key string) (map[string]bool, map[string]bool) {
+		if w, ok := written[key]; ok {
+			return w, deleted[key]
+		}
 		w, d := map[string]bool{}, map[string]bool{}
-		for _, c := range mt.chunks {
-			for _, id := range c.ids {
-				w[id] = true
-			}
-			for _, id := range c.removedIDs {
-				d[id] = true
+		if mt := byKey[key]; mt != nil {
+			for _, c := range mt.chunks {
+				for _, id := range c.ids {
+					w[id] = true
+				}
+				for _, id := range c.removedIDs {
+					d[id] = true
+				}
 			}
 		}
-		written[mt.key], deleted[mt.key] = w, d
+		written[key], deleted[key] = w, d
+		return w, d
+	}
+	deletes := func(key string) bool {
+		if mt := byKey[key]; mt != nil {
+			return mt.stats.Deleted > 0
+		}
+		return false
 	}
 	// index is a table's id index as the merge leaves it (before this merge's own chunks).
 	index := func(key string, isEdge bool) (*tableState, error) {
@@ -40,11 +56,14 @@ func (g *Graph) checkMergedEdges(ctx context.Context, plan *mergePlan, tst *publ
 	}
 	nodeAlive := func(typeName, id string) (bool, error) {
 		key := "node:" + typeName
-		if written[key][id] {
-			return true, nil
-		}
-		if deleted[key][id] {
-			return false, nil
+		if byKey[key] != nil && (byKey[key].route == RouteDiff || byKey[key].route == RouteCertified) {
+			w, d := sets(key)
+			if w[id] {
+				return true, nil
+			}
+			if d[id] {
+				return false, nil
+			}
 		}
 		ts, err := index(key, false)
 		if err != nil {
@@ -77,17 +96,21 @@ func (g *Graph) checkMergedEdges(ctx context.Context, plan *mergePlan, tst *publ
 		}
 	}
 	for _, e := range g.Catalog().Edges {
-		gone := func(typeName, id string) bool { return deleted["node:"+typeName][id] }
-		if len(deleted["node:"+e.From]) == 0 && len(deleted["node:"+e.To]) == 0 {
+		if !deletes("node:"+e.From) && !deletes("node:"+e.To) {
 			continue
 		}
+		gone := func(typeName, id string) bool {
+			_, d := sets("node:" + typeName)
+			return d[id]
+		}
 		key := e.TableKey()
+		ew, ed := sets(key)
 		ts, err := index(key, true)
 		if err != nil {
 			return nil, err
 		}
 		for id, src := range ts.src {
-			if written[key][id] || deleted[key][id] {
+			if ew[id] || ed[id] {
 				continue // the merge rewrites or deletes this edge; rewritten edges were checked above
 			}
 			if gone(e.From, src) || gone(e.To, ts.dst[id]) {

@@ -197,10 +197,14 @@ func (m *mergeRun) apply(ctx context.Context, t *mergeTable) error {
 		opts := lance.StageOptions{UUID: t.uuids[i]}
 		var staged *lance.Staged
 		var err error
-		if c.insertOnly {
+		switch {
+		case c.adopt != nil:
+			opts.Properties = map[string]string{lance.InsertAbsenceProperty: "v1"}
+			staged, err = ds.StageAdoptFragments(ctx, t.sds, c.adopt, opts)
+		case c.insertOnly:
 			opts.Properties = map[string]string{lance.InsertAbsenceProperty: "v1"}
 			staged, err = ds.StageInsertOnlyUpdate(ctx, c.recs, opts)
-		} else {
+		default:
 			staged, err = ds.StageRewriteRows(ctx, c.remove, c.recs, opts)
 		}
 		if err != nil {

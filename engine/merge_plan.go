@@ -17,6 +17,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
+	"github.com/omnigraph/omnigraph-worker/recovery"
 )
 
 // Merge chunk bounds: every keyed chunk holds at most this many rows and bytes.
@@ -48,6 +49,7 @@ type mergeTable struct {
 	// target's ref at the inherited version.
 	firstTouch bool
 	tds        *lance.Dataset // the target table at its pin (chains), or the source table (ref fork)
+	sds        *lance.Dataset // the source table (certified chunks copy its fragments' files)
 	ts         *tableState    // the target's id index, when the route needed it
 	chunks     []*mergeChunk
 	uuids      []string
@@ -66,6 +68,7 @@ type mergeChunk struct {
 	src, dst   []string           // edges: endpoints of the written rows
 	removedIDs []string           // ids deleted outright
 	insertOnly bool               // every row is proven absent from the target: certified
+	adopt      []uint64           // source fragments whose files this chunk copies (certified route)
 }
 
 // sideDelta is what one side changed since the base: rows it wrote (new or rewritten) and base
@@ -166,6 +169,9 @@ func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable
 		frags, ok := provenInserts(ctx, bds, sds, base)
 		if ok {
 			mt.route = RouteCertified
+			if adopted, err := mt.planAdopt(ctx, sds, frags); adopted || err != nil {
+				return nil, err
+			}
 			recs, err := readAll(ctx, sds, lance.ScanOptions{Fragments: frags})
 			if err != nil {
 				return nil, err
@@ -377,4 +383,68 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// planAdopt is the certified route's fast path: each source fragment the proof covers becomes
+// one chunk that copies its files as they are (they already hold at most a keyed batch), so no
+// row is decoded or re-encoded. Only the id (and endpoint) columns are read, for the indexes
+// and the merged-graph checks. It declines (false) when a fragment is over the chunk bounds.
+func (mt *mergeTable) planAdopt(ctx context.Context, sds *lance.Dataset, frags []uint64) (bool, error) {
+	want := map[uint64]bool{}
+	for _, id := range frags {
+		want[id] = true
+	}
+	byID := map[uint64]*mergeChunk{}
+	for _, f := range sds.Manifest().Fragments {
+		if !want[f.ID] {
+			continue
+		}
+		var size uint64
+		for _, df := range f.Files {
+			size += df.FileSizeBytes
+		}
+		if f.Deletion != nil || f.PhysicalRows > uint64(chunkRows) || size > MergeChunkBytes {
+			return false, nil
+		}
+		byID[f.ID] = &mergeChunk{adopt: []uint64{f.ID}, insertOnly: true}
+	}
+	cols := []string{"id"}
+	if mt.isEdge {
+		cols = append(cols, "src", "dst")
+	}
+	sc, err := sds.Scan(ctx, lance.ScanOptions{Columns: cols, WithRowAddress: true, Fragments: frags, BatchRows: chunkRows})
+	if err != nil {
+		return false, err
+	}
+	for {
+		rec, err := sc.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return false, err
+		}
+		idc := rec.Column(0).(*array.String)
+		addr := rec.Column(int(rec.NumCols()) - 1).(*array.Uint64)
+		for i := 0; i < idc.Len(); i++ {
+			c := byID[lance.RowAddress(addr.Value(i)).Fragment()]
+			c.ids = append(c.ids, idc.Value(i))
+			if mt.isEdge {
+				c.src = append(c.src, rec.Column(1).(*array.String).Value(i))
+				c.dst = append(c.dst, rec.Column(2).(*array.String).Value(i))
+			}
+		}
+		rec.Release()
+	}
+	for _, id := range frags {
+		mt.chunks = append(mt.chunks, byID[id])
+		mt.stats.Inserted += len(byID[id].ids)
+	}
+	mt.sds = sds
+	mt.stats.Transactions = len(mt.chunks)
+	if len(mt.chunks) > recovery.MaxMergeChain {
+		return false, &errs.ResourceLimitExceeded{Resource: "branch-merge recovery transactions for " + mt.key,
+			Limit: recovery.MaxMergeChain, Actual: uint64(len(mt.chunks))}
+	}
+	return true, nil
 }

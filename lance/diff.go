@@ -126,3 +126,49 @@ func (d *Dataset) ForkedAt(ctx context.Context, parent string, v uint64) bool {
 	}
 	return c.RefVersion == v && from == parent
 }
+
+// StageAdoptFragments copies fragments of another version of the same table (for example a
+// branch's) into this dataset's own files and returns the insert-only Update that adds them:
+// the data files' bytes are copied as they are (no decode, no encode), so the rows are
+// exactly the source's. The fragments must have no deletions, and both versions the same
+// schema field ids.
+func (d *Dataset) StageAdoptFragments(ctx context.Context, src *Dataset, ids []uint64, o StageOptions) (*Staged, error) {
+	if !slices.Equal(src.fieldIDs(), d.fieldIDs()) {
+		return nil, fmt.Errorf("lance: adopt fragments: the source schema differs")
+	}
+	byID := map[uint64]*Fragment{}
+	for i := range src.manifest.Fragments {
+		byID[src.manifest.Fragments[i].ID] = &src.manifest.Fragments[i]
+	}
+	var frags []Fragment
+	for _, id := range ids {
+		sf := byID[id]
+		if sf == nil || sf.Deletion != nil {
+			return nil, fmt.Errorf("lance: adopt fragments: fragment %d is missing or has deletions", id)
+		}
+		f := Fragment{PhysicalRows: sf.PhysicalRows}
+		for _, df := range sf.Files {
+			st, key, err := src.dataFileKey(&df)
+			if err != nil {
+				return nil, err
+			}
+			b, err := st.Get(ctx, key)
+			if err != nil {
+				return nil, fmt.Errorf("lance: adopt fragments: read %s: %w", key, err)
+			}
+			name := newDataFileName()
+			if err := inject("lance.write_data_file"); err != nil {
+				return nil, err
+			}
+			if err := d.dir.Put(ctx, "data/"+name, b); err != nil {
+				return nil, fmt.Errorf("lance: write data file: %w", err)
+			}
+			nf := df
+			nf.Path, nf.BaseID = name, nil
+			nf.Fields, nf.ColumnIndices = slices.Clone(df.Fields), slices.Clone(df.ColumnIndices)
+			f.Files = append(f.Files, nf)
+		}
+		frags = append(frags, f)
+	}
+	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: frags, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()}), nil
+}
