@@ -42,6 +42,7 @@ type mergeTable struct {
 	key    string
 	isEdge bool
 	edge   *pg.EdgeType
+	node   *pg.NodeType
 	target publisher.TableEntry // the target's pin
 	source publisher.TableEntry
 	route  string
@@ -105,7 +106,7 @@ func (g *Graph) planMerge(ctx context.Context, req *MergeRequest, bst, sst, tst 
 		if samePointer(s, b) || samePointer(s, t) {
 			continue // the source did not change it, or the target already has the source's version
 		}
-		mt := &mergeTable{key: ct.key, isEdge: ct.edge != nil, edge: ct.edge, target: t, source: s,
+		mt := &mergeTable{key: ct.key, isEdge: ct.edge != nil, edge: ct.edge, node: ct.node, target: t, source: s,
 			firstTouch: req.Target != "" && derefOr(t.Branch) != req.Target}
 		mt.stats.TableKey = ct.key
 		c, err := g.planTable(ctx, req, mt, b)
@@ -119,9 +120,13 @@ func (g *Graph) planMerge(ctx context.Context, req *MergeRequest, bst, sst, tst 
 		}
 		plan.tables = append(plan.tables, mt)
 	}
-	if len(conflicts) == 0 {
+	for _, check := range []func(context.Context, *mergePlan, *publisher.State) ([]errs.MergeConflict, error){
+		g.checkMergedEdges, g.checkMergedCardinality, g.checkMergedUnique} {
+		if len(conflicts) > 0 {
+			break
+		}
 		var err error
-		if conflicts, err = g.checkMergedEdges(ctx, plan, tst); err != nil {
+		if conflicts, err = check(ctx, plan, tst); err != nil {
 			return nil, err
 		}
 	}

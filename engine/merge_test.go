@@ -377,3 +377,47 @@ func TestMergeReceipt(t *testing.T) {
 		t.Fatal("merge applied twice")
 	}
 }
+
+// The merged graph must keep @unique and @card even when each side alone does.
+func TestMergeUniqueAndCardinality(t *testing.T) {
+	g := testGraph(t)
+	loadInto(t, g, "", "", "append", people...)
+	loadInto(t, g, "s", "main", "append", `{"type":"Person","data":{"handle":"carol","name":"C","active":true,"email":"x@y.io"}}`,
+		`{"edge":"WorksAt","from":"bob","to":"acme.io","data":{"id":"w2"}}`)
+	loadInto(t, g, "", "", "append", `{"type":"Person","data":{"handle":"dave","name":"D","active":true,"email":"x@y.io"}}`,
+		`{"type":"Company","data":{"domain":"same.io","name":"Same","size":"smb"}}`,
+		`{"edge":"WorksAt","from":"bob","to":"same.io","data":{"id":"w3"}}`)
+	before := export(t, g, "")
+	_, err := g.Merge(context.Background(), MergeRequest{Source: "s", Target: "main"})
+	var mc *errs.MergeConflicts
+	if !errors.As(err, &mc) {
+		t.Fatalf("want conflicts, got %v", err)
+	}
+	kinds := map[string]string{}
+	for _, c := range mc.Conflicts {
+		kinds[c.Kind] = *c.EntityID
+	}
+	if kinds["cardinality_violation"] != "bob" {
+		t.Fatalf("conflicts %+v", mc.Conflicts)
+	}
+	if export(t, g, "") != before {
+		t.Fatal("a refused merge changed main")
+	}
+	// Without the edge clash the email clash is what remains.
+	g = testGraph(t)
+	loadInto(t, g, "", "", "append", people...)
+	loadInto(t, g, "s", "main", "append", `{"type":"Person","data":{"handle":"carol","name":"C","active":true,"email":"x@y.io"}}`)
+	loadInto(t, g, "", "", "append", `{"type":"Person","data":{"handle":"dave","name":"D","active":true,"email":"x@y.io"}}`)
+	_, err = g.Merge(context.Background(), MergeRequest{Source: "s", Target: "main"})
+	if !errors.As(err, &mc) || len(mc.Conflicts) != 1 || mc.Conflicts[0].Kind != "unique_violation" || *mc.Conflicts[0].EntityID != "carol" {
+		t.Fatalf("want a unique_violation on carol, got %v", err)
+	}
+	// @unique columns do not keep a pure-insert branch off the certified route.
+	g = testGraph(t)
+	loadInto(t, g, "", "", "append", `{"type":"Person","data":{"handle":"erin","name":"E","active":true,"email":"e@y.io"}}`)
+	loadInto(t, g, "s", "main", "append", `{"type":"Person","data":{"handle":"fay","name":"F","active":true,"email":"f@y.io"}}`)
+	res := mustMerge(t, g, MergeRequest{Source: "s", Target: "main"})
+	if routes(res)["node:Person"] != RouteCertified {
+		t.Fatalf("routes %v", routes(res))
+	}
+}
