@@ -27,6 +27,27 @@ import (
 // mutex, which two processes can both pass. Writing here also gives every temporary file the
 // one hidden name form "<name>#<digits>".
 
+// localSync says whether local writes are fsynced (file and directory) before they count as
+// done. It is on unless OMNIGRAPH_LOCAL_FSYNC is 0, false or off: without it a process crash
+// still never shows a torn or half-published object (temp + link/rename), but a power loss may
+// lose the newest commits, which is what the official Lance engine's local store risks too.
+var localSync atomic.Bool
+
+func init() {
+	switch strings.ToLower(os.Getenv("OMNIGRAPH_LOCAL_FSYNC")) {
+	case "0", "false", "off", "no":
+		localSync.Store(false)
+	default:
+		localSync.Store(true)
+	}
+}
+
+// SetLocalSync turns fsync of local writes on or off for this process (see localSync).
+func SetLocalSync(on bool) { localSync.Store(on) }
+
+// LocalSync reports whether local writes are fsynced.
+func LocalSync() bool { return localSync.Load() }
+
 func openLocal(path string) (Store, error) {
 	dir, err := filepath.Abs(path)
 	if err != nil {
@@ -104,7 +125,7 @@ func writeTemp(path string, data []byte) (string, error) {
 			return "", err
 		}
 		_, err = f.Write(data)
-		if err == nil {
+		if err == nil && localSync.Load() {
 			err = f.Sync()
 		}
 		if cerr := f.Close(); err == nil {
@@ -123,6 +144,9 @@ func writeTemp(path string, data []byte) (string, error) {
 // visible, so reporting a failure here would tell the caller that a write it can read back
 // had failed.
 func syncDir(dir string) {
+	if !localSync.Load() {
+		return
+	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
 		_ = d.Close()

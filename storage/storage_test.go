@@ -37,6 +37,22 @@ func TestFileSuite(t *testing.T) {
 	})
 }
 
+// Without fsync (OMNIGRAPH_LOCAL_FSYNC=0) the local store keeps every other guarantee: the same
+// suite passes.
+func TestFileSuiteWithoutFsync(t *testing.T) {
+	storage.SetLocalSync(false)
+	t.Cleanup(func() { storage.SetLocalSync(true) })
+	if storage.LocalSync() {
+		t.Fatal("SetLocalSync(false) did not take")
+	}
+	storagetest.Run(t, func(t *testing.T) storage.Store {
+		dir := filepath.Join(t.TempDir(), "root")
+		s := openT(t, "file://"+filepath.ToSlash(dir))
+		t.Cleanup(func() { storagetest.AssertNoTempFiles(t, dir) })
+		return s
+	})
+}
+
 func TestRelativePathSuite(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storage.Store {
 		t.Chdir(t.TempDir())

@@ -105,8 +105,8 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("bench: e2e-1k+1k p50_ms=%.3f p99_ms=%.3f batches_per_s=%.1f rows_per_s=%.0f lance_append_2k_p50_ms=%.3f ratio=%.2f peak_rss_mib=%.0f\n",
-		median(lat), p99, float64(iters)/took.Seconds(), float64(2000*iters)/took.Seconds(), node.AppendP50, median(lat)/node.AppendP50, peakRSSMiB())
+	fmt.Printf("bench: e2e-1k+1k durability=%s p50_ms=%.3f p99_ms=%.3f batches_per_s=%.1f rows_per_s=%.0f lance_append_2k_p50_ms=%.3f ratio=%.2f peak_rss_mib=%.0f\n",
+		durability, median(lat), p99, float64(iters)/took.Seconds(), float64(2000*iters)/took.Seconds(), node.AppendP50, median(lat)/node.AppendP50, peakRSSMiB())
 	_, took8, err := run("8k", 4096, iters, 1_000_000)
 	if err != nil {
 		return err
@@ -117,6 +117,6 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 	}
 	goRate := float64(8192*iters) / took8.Seconds()
 	lanceRate := 8192 / (node8.AppendP50 / 1000)
-	fmt.Printf("bench: e2e-sustained-8192 rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f\n", goRate, lanceRate, goRate/lanceRate)
+	fmt.Printf("bench: e2e-sustained-8192 durability=%s rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f\n", durability, goRate, lanceRate, goRate/lanceRate)
 	return nil
 }

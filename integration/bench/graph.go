@@ -119,7 +119,7 @@ func graphBench(ctx context.Context, script, tmp string, iters, agedRows, agedCo
 	if err != nil {
 		return err
 	}
-	fmt.Printf("bench: engine-load-1k+1k go_p50_ms=%.3f lance_append_2k_p50_ms=%.3f ratio=%.2f\n", median(fresh), node.AppendP50, median(fresh)/node.AppendP50)
+	fmt.Printf("bench: engine-load-1k+1k durability=%s go_p50_ms=%.3f lance_append_2k_p50_ms=%.3f ratio=%.2f\n", durability, median(fresh), node.AppendP50, median(fresh)/node.AppendP50)
 	if agedCommits <= 0 {
 		return nil
 	}

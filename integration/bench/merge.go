@@ -78,8 +78,8 @@ func mergeBench(ctx context.Context, script, tmp string) error {
 				}
 				times, route = append(times, t), r
 			}
-			fmt.Printf("bench: merge-%dk route=%s go_p50_ms=%.1f lance_append_p50_ms=%.1f ratio=%.2f peak_rss_mib=%.0f\n",
-				rows/1000, route, median(times), node.AppendP50, median(times)/node.AppendP50, peakRSSMiB())
+			fmt.Printf("bench: merge-%dk durability=%s route=%s go_p50_ms=%.1f lance_append_p50_ms=%.1f ratio=%.2f peak_rss_mib=%.0f\n",
+				rows/1000, durability, route, median(times), node.AppendP50, median(times)/node.AppendP50, peakRSSMiB())
 		}
 	}
 	return nil
