@@ -181,7 +181,7 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 	if h, ok := st.Head(req.Branch); ok {
 		p.head = &h
 	}
-	batches, err := rows.Build(g.Catalog(), req.Records, req.Mode, rows.Options{NewID: ids.NewULID})
+	batches, err := rows.Build(g.Catalog(), req.Records, req.Mode, rows.Options{NewID: ids.NewULID, Parallel: TableConcurrency})
 	if err != nil {
 		return nil, err
 	}

@@ -116,11 +116,15 @@ func (g *Graph) checkMergedEdges(ctx context.Context, plan *mergePlan, tst *publ
 		if err != nil {
 			return nil, err
 		}
-		for id, src := range ts.src {
+		ends, err := ts.endpoints(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for id, src := range ends.src {
 			if ew[id] || ed[id] {
 				continue // the merge rewrites or deletes this edge; rewritten edges were checked above
 			}
-			if gone(e.From, src) || gone(e.To, ts.dst[id]) {
+			if gone(e.From, src) || gone(e.To, ends.dst[id]) {
 				orphan(e.Name, id, fmt.Sprintf("edge %s %q: an endpoint is deleted by the merge", e.Name, id))
 			}
 		}
@@ -146,21 +150,25 @@ func (g *Graph) checkMergedCardinality(ctx context.Context, plan *mergePlan, tst
 		if err != nil {
 			return nil, err
 		}
+		ends, err := ts.endpoints(ctx)
+		if err != nil {
+			return nil, err
+		}
 		deg := map[string]int{}
 		at := func(src string) {
 			if _, ok := deg[src]; !ok {
-				deg[src] = ts.outDeg[src]
+				deg[src] = ends.outDeg[src]
 			}
 		}
 		for _, c := range mt.chunks {
 			for _, id := range c.removedIDs {
-				if old, ok := ts.src[id]; ok {
+				if old, ok := ends.src[id]; ok {
 					at(old)
 					deg[old]--
 				}
 			}
 			for i, id := range c.ids {
-				if old, ok := ts.src[id]; ok {
+				if old, ok := ends.src[id]; ok {
 					at(old)
 					deg[old]--
 				}

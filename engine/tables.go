@@ -17,11 +17,80 @@ import (
 type tableState struct {
 	ds     *lance.Dataset
 	ids    map[string]lance.RowAddress
-	src    map[string]string // edges: id -> src
-	dst    map[string]string // edges: id -> dst
-	outDeg map[string]int    // edges: src -> live edge count
+	ends   *endpoints // edges: built on first use (cardinality, overwrite and merge checks)
 	isEdge bool
 	unique map[string]*uniqueIndex // @unique groups checked against stored rows, built lazily
+}
+
+// endpoints index an edge table's live edges by id and count them per source node. Only
+// checks that need them build them, so an edge type without @card pays nothing per load.
+type endpoints struct {
+	src    map[string]string // id -> src
+	dst    map[string]string // id -> dst
+	outDeg map[string]int    // src -> live edge count
+}
+
+// endpoints returns the table's endpoint index, scanning src and dst once on first use.
+func (ts *tableState) endpoints(ctx context.Context) (*endpoints, error) {
+	if ts.ends != nil {
+		return ts.ends, nil
+	}
+	e := &endpoints{src: map[string]string{}, dst: map[string]string{}, outDeg: map[string]int{}}
+	sc, err := ts.ds.Scan(ctx, lance.ScanOptions{Columns: []string{"id", "src", "dst"}})
+	if err != nil {
+		return nil, err
+	}
+	for {
+		rec, err := sc.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		idc, srcc, dstc := rec.Column(0).(*array.String), rec.Column(1).(*array.String), rec.Column(2).(*array.String)
+		for i := 0; i < idc.Len(); i++ {
+			s := srcc.Value(i)
+			e.src[idc.Value(i)], e.dst[idc.Value(i)] = s, dstc.Value(i)
+			e.outDeg[s]++
+		}
+		rec.Release()
+	}
+	ts.ends = e
+	return e, nil
+}
+
+func (e *endpoints) set(id, src, dst string) {
+	e.remove(id)
+	e.src[id], e.dst[id] = src, dst
+	e.outDeg[src]++
+}
+
+func (e *endpoints) remove(id string) {
+	if old, ok := e.src[id]; ok {
+		if e.outDeg[old]--; e.outDeg[old] <= 0 {
+			delete(e.outDeg, old)
+		}
+		delete(e.src, id)
+		delete(e.dst, id)
+	}
+}
+
+func (e *endpoints) clone() *endpoints {
+	if e == nil {
+		return nil
+	}
+	c := &endpoints{src: make(map[string]string, len(e.src)), dst: make(map[string]string, len(e.dst)), outDeg: make(map[string]int, len(e.outDeg))}
+	for k, v := range e.src {
+		c.src[k] = v
+	}
+	for k, v := range e.dst {
+		c.dst[k] = v
+	}
+	for k, v := range e.outDeg {
+		c.outDeg[k] = v
+	}
+	return c
 }
 
 // openTable returns the state of a table at exactly its published version on its Lance branch,
@@ -46,15 +115,10 @@ func (g *Graph) openTable(ctx context.Context, e publisher.TableEntry, isEdge bo
 	return ts, nil
 }
 
-// indexTable scans the id (and src, dst) columns once.
+// indexTable scans the id column once.
 func indexTable(ctx context.Context, ds *lance.Dataset, isEdge bool) (*tableState, error) {
 	ts := &tableState{ds: ds, ids: map[string]lance.RowAddress{}, isEdge: isEdge}
-	cols := []string{"id"}
-	if isEdge {
-		cols = append(cols, "src", "dst")
-		ts.src, ts.dst, ts.outDeg = map[string]string{}, map[string]string{}, map[string]int{}
-	}
-	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: cols, WithRowAddress: true})
+	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: []string{"id"}, WithRowAddress: true})
 	if err != nil {
 		return nil, err
 	}
@@ -67,15 +131,9 @@ func indexTable(ctx context.Context, ds *lance.Dataset, isEdge bool) (*tableStat
 			return nil, err
 		}
 		idc := rec.Column(0).(*array.String)
-		addr := rec.Column(int(rec.NumCols()) - 1).(*array.Uint64)
+		addr := rec.Column(1).(*array.Uint64)
 		for i := 0; i < idc.Len(); i++ {
-			id := idc.Value(i)
-			ts.ids[id] = lance.RowAddress(addr.Value(i))
-			if isEdge {
-				s, d := rec.Column(1).(*array.String).Value(i), rec.Column(2).(*array.String).Value(i)
-				ts.src[id], ts.dst[id] = s, d
-				ts.outDeg[s]++
-			}
+			ts.ids[idc.Value(i)] = lance.RowAddress(addr.Value(i))
 		}
 		rec.Release()
 	}
@@ -86,9 +144,7 @@ func indexTable(ctx context.Context, ds *lance.Dataset, isEdge bool) (*tableStat
 func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, overwrite bool, rowIDs, src, dst []string) error {
 	if overwrite {
 		ts.ids = map[string]lance.RowAddress{}
-		if ts.isEdge {
-			ts.src, ts.dst, ts.outDeg = map[string]string{}, map[string]string{}, map[string]int{}
-		}
+		ts.ends = nil // rebuilt from the new version on next use
 	}
 	var addrs []lance.RowAddress
 	for _, f := range ds.AddedFragments(older) {
@@ -100,15 +156,8 @@ func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, over
 		return fmt.Errorf("commit added %d rows, the batch has %d", len(addrs), len(rowIDs))
 	}
 	for i, id := range rowIDs {
-		if ts.isEdge {
-			if old, ok := ts.src[id]; ok {
-				ts.outDeg[old]--
-				if ts.outDeg[old] == 0 {
-					delete(ts.outDeg, old)
-				}
-			}
-			ts.src[id], ts.dst[id] = src[i], dst[i]
-			ts.outDeg[src[i]]++
+		if ts.isEdge && ts.ends != nil {
+			ts.ends.set(id, src[i], dst[i])
 		}
 		ts.ids[id] = addrs[i]
 	}
@@ -119,21 +168,9 @@ func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, over
 // forBranch copies the index for a table's first write on a new branch: the fork starts as
 // exactly the parent's rows.
 func (ts *tableState) forBranch() *tableState {
-	c := &tableState{ds: ts.ds, isEdge: ts.isEdge, ids: make(map[string]lance.RowAddress, len(ts.ids))}
+	c := &tableState{ds: ts.ds, isEdge: ts.isEdge, ids: make(map[string]lance.RowAddress, len(ts.ids)), ends: ts.ends.clone()}
 	for k, v := range ts.ids {
 		c.ids[k] = v
-	}
-	if ts.isEdge {
-		c.src, c.dst, c.outDeg = make(map[string]string, len(ts.src)), make(map[string]string, len(ts.dst)), make(map[string]int, len(ts.outDeg))
-		for k, v := range ts.src {
-			c.src[k] = v
-		}
-		for k, v := range ts.dst {
-			c.dst[k] = v
-		}
-		for k, v := range ts.outDeg {
-			c.outDeg[k] = v
-		}
 	}
 	return c
 }
@@ -156,14 +193,7 @@ func (ts *tableState) applyChain(t *mergeTable) error {
 // forget drops an id from the index.
 func (ts *tableState) forget(id string) {
 	delete(ts.ids, id)
-	if !ts.isEdge {
-		return
+	if ts.ends != nil {
+		ts.ends.remove(id)
 	}
-	if s, ok := ts.src[id]; ok {
-		if ts.outDeg[s]--; ts.outDeg[s] <= 0 {
-			delete(ts.outDeg, s)
-		}
-	}
-	delete(ts.src, id)
-	delete(ts.dst, id)
 }

@@ -83,7 +83,7 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 				}
 			}
 		}
-		if err := checkCardinality(t, req.Mode == ModeOverwrite); err != nil {
+		if err := checkCardinality(ctx, t, req.Mode == ModeOverwrite); err != nil {
 			return err
 		}
 	}
@@ -97,10 +97,14 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 
 // checkCardinality recounts the out-degree of every source the batch touches (including
 // sources an upsert moves an edge away from) and checks the edge's @card bounds.
-func checkCardinality(t *plannedTable, overwrite bool) error {
+func checkCardinality(ctx context.Context, t *plannedTable, overwrite bool) error {
 	e := t.batch.Edge
 	if e.Card.Min == 0 && e.Card.Max == nil {
 		return nil
+	}
+	ends, err := t.ts.endpoints(ctx)
+	if err != nil {
+		return err
 	}
 	deg := map[string]int{}
 	touched := map[string]bool{}
@@ -108,7 +112,7 @@ func checkCardinality(t *plannedTable, overwrite bool) error {
 		if overwrite {
 			return 0
 		}
-		return t.ts.outDeg[src]
+		return ends.outDeg[src]
 	}
 	for i, id := range t.batch.IDs {
 		src := t.batch.Src[i]
@@ -116,7 +120,7 @@ func checkCardinality(t *plannedTable, overwrite bool) error {
 			deg[src] = base(src)
 		}
 		touched[src] = true
-		if old, ok := t.ts.src[id]; ok && !overwrite {
+		if old, ok := ends.src[id]; ok && !overwrite {
 			if _, seen := deg[old]; !seen {
 				deg[old] = base(old)
 			}
@@ -126,7 +130,7 @@ func checkCardinality(t *plannedTable, overwrite bool) error {
 		deg[src]++
 	}
 	if overwrite {
-		for src := range t.ts.outDeg {
+		for src := range ends.outDeg {
 			if _, ok := deg[src]; !ok {
 				deg[src], touched[src] = 0, true
 			}
@@ -164,11 +168,15 @@ func (g *Graph) checkRetainedEdges(ctx context.Context, st *publisher.State, byK
 		if err != nil {
 			return err
 		}
-		for id, src := range ts.src {
+		ends, err := ts.endpoints(ctx)
+		if err != nil {
+			return err
+		}
+		for id, src := range ends.src {
 			if _, kept := batchIDs["node:"+e.From][src]; fromOver && !kept {
 				return &errs.InvalidInput{Field: "src", Reason: fmt.Sprintf("overwrite of %s removes node '%s' still referenced as src by edge %s '%s'", e.From, src, e.Name, id)}
 			}
-			dst := ts.dst[id]
+			dst := ends.dst[id]
 			if _, kept := batchIDs["node:"+e.To][dst]; toOver && !kept {
 				return &errs.InvalidInput{Field: "dst", Reason: fmt.Sprintf("overwrite of %s removes node '%s' still referenced as dst by edge %s '%s'", e.To, dst, e.Name, id)}
 			}

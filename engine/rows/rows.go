@@ -30,6 +30,7 @@ package rows
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -69,6 +70,9 @@ type Options struct {
 	NewID func() string
 	// Mem allocates the Arrow buffers (memory.DefaultAllocator when nil).
 	Mem memory.Allocator
+	// Parallel builds up to this many declarations at once (0 or 1: one at a time). NewID
+	// must then be safe for concurrent use. Errors are still reported in declaration order.
+	Parallel int
 }
 
 func (o Options) normalized() Options {
@@ -202,47 +206,59 @@ func Build(cat *pg.Catalog, recs []framing.Record, mode Mode, opts Options) (map
 	}()
 
 	// Phase 2: per declaration.
-	for _, g := range order {
+	err := eachGroup(order, opts.Parallel, func(g *group) error {
 		if err := g.checkFields(); err != nil {
-			return nil, err
+			return err
 		}
 		if err := g.preflight(opts.MaxArrowBytes); err != nil {
-			return nil, err
+			return err
 		}
 		if err := g.build(opts); err != nil {
-			return nil, err
+			return err
 		}
 		if keyed {
 			if n := recordBytes(g.rec); n > opts.MaxKeyedBytes {
-				return nil, &errs.ResourceLimitExceeded{Resource: resourceKeyedBytes(g.key),
+				return &errs.ResourceLimitExceeded{Resource: resourceKeyedBytes(g.key),
 					Limit: uint64(opts.MaxKeyedBytes), Actual: uint64(n)}
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	// Phase 3: the evaluator over every input row.
-	for _, g := range order {
-		if err := g.checkValues(); err != nil {
-			return nil, err
-		}
+	if err := eachGroup(order, opts.Parallel, (*group).checkValues); err != nil {
+		return nil, err
 	}
-	for _, g := range order {
-		if err := g.checkUnique(); err != nil {
-			return nil, err
-		}
+	if err := eachGroup(order, opts.Parallel, (*group).checkUnique); err != nil {
+		return nil, err
 	}
 
 	// Phase 4: dedupe by id.
-	out := make(map[string]*TableBatch, len(order))
-	for _, g := range order {
-		b, err := g.finish(mode, opts.Mem)
-		if err != nil {
-			for _, done := range out {
-				done.Release()
+	batches := make([]*TableBatch, len(order))
+	err = eachGroup(order, opts.Parallel, func(g *group) error {
+		for i := range order {
+			if order[i] == g {
+				b, err := g.finish(mode, opts.Mem)
+				batches[i] = b
+				return err
 			}
-			return nil, err
 		}
-		out[g.key] = b
+		return nil
+	})
+	out := make(map[string]*TableBatch, len(order))
+	for i, b := range batches {
+		if b != nil {
+			out[order[i].key] = b
+		}
+	}
+	if err != nil {
+		for _, done := range out {
+			done.Release()
+		}
+		return nil, err
 	}
 	ok = true
 	return out, nil
@@ -315,4 +331,35 @@ func reservedPhysical(name string) bool {
 		return true
 	}
 	return false
+}
+
+// eachGroup runs fn over the groups, up to par at once, and returns the first error in
+// declaration order, so a parallel build reports the same violation a sequential one would.
+func eachGroup(order []*group, par int, fn func(*group) error) error {
+	if par <= 1 || len(order) <= 1 {
+		for _, g := range order {
+			if err := fn(g); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, len(order))
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, g := range order {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = fn(g)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package rows
 
 import (
+	"fmt"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -290,5 +291,28 @@ func TestErrorsAreTyped(t *testing.T) {
 	var le *errs.LineError
 	if !errors.As(err, &le) || !strings.HasPrefix(err.Error(), "line 2: node type 'Free' already has this id") {
 		t.Fatalf("message %v", err)
+	}
+}
+
+// A parallel build reports exactly the violation a sequential one does, and builds the same
+// batches.
+func TestParallelBuildMatchesSequential(t *testing.T) {
+	crm := exampleSchema(t, "crm.pg")
+	cases := [][]string{
+		{`{"edge":"EmployedBy","from":"a","to":"b","data":{"since":"bad"}}`, `{"type":"Org","data":{"slug":"a","name":"A","tier":"pro","founded":"bad"}}`},
+		{`{"type":"Org","data":{"slug":"a","name":"A","tier":"gold"}}`, `{"edge":"EmployedBy","from":"a","to":"b","data":{"since":"2020-01-01"}}`},
+		{`{"type":"Org","data":{"slug":"a","name":"A","tier":"pro"}}`, `{"edge":"EmployedBy","from":"a","to":"b","data":{"since":"2020-01-01"}}`},
+	}
+	for i, lines := range cases {
+		seqOut, seqErr := run(t, crm, Merge, Options{}, lines...)
+		parOut, parErr := run(t, crm, Merge, Options{Parallel: 8}, lines...)
+		if fmt.Sprint(seqErr) != fmt.Sprint(parErr) || len(seqOut) != len(parOut) {
+			t.Fatalf("case %d: sequential %v (%d tables), parallel %v (%d tables)", i, seqErr, len(seqOut), parErr, len(parOut))
+		}
+		for k, b := range seqOut {
+			if fmt.Sprint(b.IDs) != fmt.Sprint(parOut[k].IDs) {
+				t.Fatalf("case %d %s: ids %v vs %v", i, k, b.IDs, parOut[k].IDs)
+			}
+		}
 	}
 }
