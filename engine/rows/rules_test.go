@@ -1,9 +1,9 @@
 package rows
 
 import (
-	"fmt"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
