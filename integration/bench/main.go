@@ -117,6 +117,9 @@ func nodeRun(ctx context.Context, script, dir string, rows, iters int) (nodeResu
 	return r, err
 }
 
+// benchRounds is how many alternating Go / official rounds a ratio is measured over.
+const benchRounds = 3
+
 // durability labels the Go side's bench lines: fsync (the default) or none.
 var durability = "fsync"
 
