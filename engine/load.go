@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -229,27 +228,7 @@ const TableConcurrency = 8
 // eachTable runs fn for every table, TableConcurrency at a time, and returns the first error
 // in table order. Tables are independent datasets, so their files and commits do not conflict.
 func eachTable(tables []*plannedTable, fn func(*plannedTable) error) error {
-	if len(tables) == 1 {
-		return fn(tables[0])
-	}
-	errs := make([]error, len(tables))
-	sem := make(chan struct{}, TableConcurrency)
-	var wg sync.WaitGroup
-	for i, t := range tables {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = fn(t)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachOf(tables, TableConcurrency, fn)
 }
 
 // stage builds a table's transaction: append is the certified insert-only Update, merge

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
@@ -81,10 +82,10 @@ func (m *mergeRun) effect(ctx context.Context) (*CommitInfo, error) {
 	if err := failpoint.Inject("merge.after_arm"); err != nil {
 		return nil, required(err)
 	}
-	for _, t := range m.plan.tables {
-		if err := m.apply(ctx, t); err != nil {
-			return nil, required(err)
-		}
+	// Tables are independent datasets: their chains run side by side.
+	err := eachOf(m.plan.tables, TableConcurrency, func(t *mergeTable) error { return m.apply(ctx, t) })
+	if err != nil {
+		return nil, required(err)
 	}
 	if err := m.confirm(ctx); err != nil {
 		return nil, required(err)
@@ -180,6 +181,9 @@ func (m *mergeRun) apply(ctx context.Context, t *mergeTable) error {
 		return failpoint.Inject("merge.after_fork")
 	}
 	ds := t.tds
+	if err := copyAdopted(ctx, t); err != nil {
+		return err
+	}
 	if t.firstTouch {
 		forked, err := ds.CreateBranch(ctx, m.req.Target)
 		if err != nil {
@@ -200,7 +204,7 @@ func (m *mergeRun) apply(ctx context.Context, t *mergeTable) error {
 		switch {
 		case c.adopt != nil:
 			opts.Properties = map[string]string{lance.InsertAbsenceProperty: "v1"}
-			staged, err = ds.StageAdoptFragments(ctx, t.sds, c.adopt, opts)
+			staged = ds.StageInsertFragments(c.copied, opts)
 		case c.insertOnly:
 			opts.Properties = map[string]string{lance.InsertAbsenceProperty: "v1"}
 			staged, err = ds.StageInsertOnlyUpdate(ctx, c.recs, opts)
@@ -300,4 +304,51 @@ func (m *mergeRun) fold() {
 			delete(m.g.tables, ref)
 		}
 	}
+}
+
+// copyAdopted copies the files of every certified chunk before the chain starts, several at
+// a time: the copies are independent, only the commits are ordered. (Copies a crash strands
+// are unreferenced files, like any staged file.)
+func copyAdopted(ctx context.Context, t *mergeTable) error {
+	var adopt []*mergeChunk
+	for _, c := range t.chunks {
+		if c.adopt != nil {
+			adopt = append(adopt, c)
+		}
+	}
+	return eachOf(adopt, TableConcurrency, func(c *mergeChunk) error {
+		var err error
+		c.copied, err = t.tds.CopyFragments(ctx, t.sds, c.adopt)
+		return err
+	})
+}
+
+// eachOf runs fn over items, up to par at once, and returns the first error in item order.
+func eachOf[T any](items []T, par int, fn func(T) error) error {
+	if len(items) <= 1 || par <= 1 {
+		for _, it := range items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, len(items))
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = fn(it)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
@@ -154,6 +155,13 @@ func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, over
 	}
 	if len(addrs) != len(rowIDs) {
 		return fmt.Errorf("commit added %d rows, the batch has %d", len(addrs), len(rowIDs))
+	}
+	if len(rowIDs) > len(ts.ids) {
+		// A commit larger than the index (a big merge into a small table): one presized map
+		// instead of growing through every doubling.
+		grown := make(map[string]lance.RowAddress, len(ts.ids)+len(rowIDs))
+		maps.Copy(grown, ts.ids)
+		ts.ids = grown
 	}
 	for i, id := range rowIDs {
 		if ts.isEdge && ts.ends != nil {

@@ -127,14 +127,13 @@ func (d *Dataset) ForkedAt(ctx context.Context, parent string, v uint64) bool {
 	return c.RefVersion == v && from == parent
 }
 
-// StageAdoptFragments copies fragments of another version of the same table (for example a
-// branch's) into this dataset's own files and returns the insert-only Update that adds them:
-// the data files' bytes are copied as they are (no decode, no encode), so the rows are
-// exactly the source's. The fragments must have no deletions, and both versions the same
-// schema field ids.
-func (d *Dataset) StageAdoptFragments(ctx context.Context, src *Dataset, ids []uint64, o StageOptions) (*Staged, error) {
+// CopyFragments copies fragments of another version of the same table (for example a
+// branch's) into this dataset's own data files, byte for byte (no decode, no encode), and
+// returns them as new fragments for StageInsertFragments. The fragments must have no
+// deletions, and both versions the same schema field ids.
+func (d *Dataset) CopyFragments(ctx context.Context, src *Dataset, ids []uint64) ([]Fragment, error) {
 	if !slices.Equal(src.fieldIDs(), d.fieldIDs()) {
-		return nil, fmt.Errorf("lance: adopt fragments: the source schema differs")
+		return nil, fmt.Errorf("lance: copy fragments: the source schema differs")
 	}
 	byID := map[uint64]*Fragment{}
 	for i := range src.manifest.Fragments {
@@ -144,7 +143,7 @@ func (d *Dataset) StageAdoptFragments(ctx context.Context, src *Dataset, ids []u
 	for _, id := range ids {
 		sf := byID[id]
 		if sf == nil || sf.Deletion != nil {
-			return nil, fmt.Errorf("lance: adopt fragments: fragment %d is missing or has deletions", id)
+			return nil, fmt.Errorf("lance: copy fragments: fragment %d is missing or has deletions", id)
 		}
 		f := Fragment{PhysicalRows: sf.PhysicalRows}
 		for _, df := range sf.Files {
@@ -154,7 +153,7 @@ func (d *Dataset) StageAdoptFragments(ctx context.Context, src *Dataset, ids []u
 			}
 			b, err := st.Get(ctx, key)
 			if err != nil {
-				return nil, fmt.Errorf("lance: adopt fragments: read %s: %w", key, err)
+				return nil, fmt.Errorf("lance: copy fragments: read %s: %w", key, err)
 			}
 			name := newDataFileName()
 			if err := inject("lance.write_data_file"); err != nil {
@@ -170,5 +169,15 @@ func (d *Dataset) StageAdoptFragments(ctx context.Context, src *Dataset, ids []u
 		}
 		frags = append(frags, f)
 	}
-	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: frags, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()}), nil
+	return frags, nil
+}
+
+// StageInsertFragments returns the insert-only Update (RewriteRows, every field preserved)
+// that adds fragments whose files are already written (CopyFragments).
+func (d *Dataset) StageInsertFragments(frags []Fragment, o StageOptions) *Staged {
+	own := make([]Fragment, len(frags))
+	for i := range frags {
+		own[i] = frags[i].clone()
+	}
+	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: own, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()})
 }
