@@ -49,6 +49,7 @@ func people(k, n int) arrow.Record {
 type nodeResult struct {
 	AppendP50 float64 `json:"append_p50_ms"`
 	ScanP50   float64 `json:"scan_p50_ms"`
+	PeakRSS   float64 `json:"peak_rss_mib"`
 }
 
 func median(xs []float64) float64 {
@@ -129,9 +130,20 @@ func main() {
 	agedRows := flag.Int("aged-rows", 1_000_000, "existing rows before the aged load measurement")
 	agedCommits := flag.Int("aged-commits", 10_000, "prior commits before the aged load measurement (0 skips it)")
 	only := flag.String("only", "", "run only the lance, graph, e2e or merge benchmarks")
+	mergeChild := flag.String("merge-child", "", "internal: setup|run, for the merge bench's child processes")
+	mergeDir := flag.String("merge-dir", "", "internal: the merge bench graph")
+	mergeRows := flag.Int("merge-rows", 0, "internal: rows on the merge bench branch")
+	mergeNoProof := flag.Bool("merge-no-proof", false, "internal: merge by the ordinary diff")
 	fsync := flag.String("fsync", "both", "durability of the Go side's local writes: on (the default config), off (no fsync, as the official engine's local store), or both")
 	flag.Parse()
 	ctx := context.Background()
+	if *mergeChild != "" {
+		if err := runMergeChild(ctx, *mergeChild, *mergeDir, *mergeRows, *mergeNoProof); err != nil {
+			fmt.Fprintln(os.Stderr, "merge child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	tmp, err := os.MkdirTemp("", "lance-bench-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

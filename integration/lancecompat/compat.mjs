@@ -226,6 +226,7 @@ async function cmdBench(dir, N, K) {
     append_ms: append.map(ms), append_p50_ms: ms(p50(append)),
     scan_ms: scanT.map(ms), scan_p50_ms: ms(p50(scanT)),
     rows: N, iters: K, total_rows: total,
+    peak_rss_mib: Math.round(process.resourceUsage().maxRSS / 1024),
   });
 }
 
