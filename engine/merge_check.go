@@ -26,12 +26,16 @@ func (g *Graph) checkMergedEdges(ctx context.Context, plan *mergePlan, tst *publ
 	// The id sets of what the merge writes and deletes, built only for the tables a check asks
 	// about (a nodes-only merge never builds them).
 	written, deleted := map[string]map[string]bool{}, map[string]map[string]bool{}
+	var loadErr error
 	sets := func(key string) (map[string]bool, map[string]bool) {
 		if w, ok := written[key]; ok {
 			return w, deleted[key]
 		}
 		w, d := map[string]bool{}, map[string]bool{}
 		if mt := byKey[key]; mt != nil {
+			if err := mt.loadIDs(ctx); err != nil && loadErr == nil {
+				loadErr = err
+			}
 			for _, c := range mt.chunks {
 				for _, id := range c.ids {
 					w[id] = true
@@ -65,6 +69,9 @@ func (g *Graph) checkMergedEdges(ctx context.Context, plan *mergePlan, tst *publ
 		key := "node:" + typeName
 		if byKey[key] != nil && (byKey[key].route == RouteDiff || byKey[key].route == RouteCertified) {
 			w, d := sets(key)
+			if loadErr != nil {
+				return false, loadErr
+			}
 			if w[id] {
 				return true, nil
 			}

@@ -104,7 +104,7 @@ func (m *mergeRun) effect(ctx context.Context) (*CommitInfo, error) {
 		return nil, required(err)
 	}
 	_ = recovery.Delete(ctx, m.g.root, m.sc.OperationID) // a leftover is finalized by the next heal
-	m.fold()
+	m.fold(ctx)
 	return ci, nil
 }
 
@@ -292,11 +292,15 @@ func (m *mergeRun) publish(ctx context.Context) (*CommitInfo, error) {
 
 // fold keeps the cached id indexes of the target's tables current with the chains just
 // committed; tables it cannot fold are dropped and re-read on next use.
-func (m *mergeRun) fold() {
+func (m *mergeRun) fold(ctx context.Context) {
 	for _, t := range m.plan.tables {
 		ref := tableRef{path: t.target.Path, branch: derefOr(t.target.Branch)}
 		ts, ok := m.g.tables[ref]
 		if !ok || t.firstTouch || t.route == RouteRefFork || t.route == RoutePointer || ts.ds.Version() != t.target.Version {
+			delete(m.g.tables, ref)
+			continue
+		}
+		if err := t.loadIDs(ctx); err != nil {
 			delete(m.g.tables, ref)
 			continue
 		}

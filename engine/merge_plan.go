@@ -57,6 +57,7 @@ type mergeTable struct {
 	stats      MergeTableStats
 	committed  *lance.Dataset
 	refID      lance.BranchIdentifier
+	idsPending bool // certified chunks whose ids (and endpoints) are not read yet
 }
 
 func (t *mergeTable) physical() bool { return t.route != RoutePointer }
@@ -414,13 +415,54 @@ func (mt *mergeTable) planAdopt(ctx context.Context, sds *lance.Dataset, frags [
 		}
 		byID[f.ID] = &mergeChunk{adopt: []uint64{f.ID}, insertOnly: true}
 	}
+	mt.sds = sds
+	for _, id := range frags {
+		mt.chunks = append(mt.chunks, byID[id])
+	}
+	var rows uint64
+	for _, f := range sds.Manifest().Fragments {
+		if want[f.ID] {
+			rows += f.PhysicalRows
+		}
+	}
+	mt.stats.Inserted = int(rows)
+	// Edges always need their endpoints (the merged-graph checks); a node table's ids are read
+	// only if something asks for them (a check, or folding into a cached index).
+	mt.idsPending = true
+	if mt.isEdge {
+		if err := mt.loadIDs(ctx); err != nil {
+			return false, err
+		}
+	}
+	mt.stats.Transactions = len(mt.chunks)
+	if len(mt.chunks) > recovery.MaxMergeChain {
+		return false, &errs.ResourceLimitExceeded{Resource: "branch-merge recovery transactions for " + mt.key,
+			Limit: recovery.MaxMergeChain, Actual: uint64(len(mt.chunks))}
+	}
+	return true, nil
+}
+
+// loadIDs reads the ids (and, for edges, the endpoints) of the rows the certified chunks copy,
+// once, from the source's files: only the id and endpoint columns are decoded.
+func (mt *mergeTable) loadIDs(ctx context.Context) error {
+	if !mt.idsPending {
+		return nil
+	}
+	byID := map[uint64]*mergeChunk{}
+	var frags []uint64
+	for _, c := range mt.chunks {
+		for _, f := range c.adopt {
+			byID[f] = c
+			frags = append(frags, f)
+		}
+	}
 	cols := []string{"id"}
 	if mt.isEdge {
 		cols = append(cols, "src", "dst")
 	}
-	sc, err := sds.Scan(ctx, lance.ScanOptions{Columns: cols, WithRowAddress: true, Fragments: frags, BatchRows: chunkRows})
+	sc, err := mt.sds.Scan(ctx, lance.ScanOptions{Columns: cols, WithRowAddress: true, Fragments: frags, BatchRows: chunkRows})
 	if err != nil {
-		return false, err
+		return err
 	}
 	for {
 		rec, err := sc.Next(ctx)
@@ -428,7 +470,7 @@ func (mt *mergeTable) planAdopt(ctx context.Context, sds *lance.Dataset, frags [
 			break
 		}
 		if err != nil {
-			return false, err
+			return err
 		}
 		idc := rec.Column(0).(*array.String)
 		addr := rec.Column(int(rec.NumCols()) - 1).(*array.Uint64)
@@ -442,15 +484,6 @@ func (mt *mergeTable) planAdopt(ctx context.Context, sds *lance.Dataset, frags [
 		}
 		rec.Release()
 	}
-	for _, id := range frags {
-		mt.chunks = append(mt.chunks, byID[id])
-		mt.stats.Inserted += len(byID[id].ids)
-	}
-	mt.sds = sds
-	mt.stats.Transactions = len(mt.chunks)
-	if len(mt.chunks) > recovery.MaxMergeChain {
-		return false, &errs.ResourceLimitExceeded{Resource: "branch-merge recovery transactions for " + mt.key,
-			Limit: recovery.MaxMergeChain, Actual: uint64(len(mt.chunks))}
-	}
-	return true, nil
+	mt.idsPending = false
+	return nil
 }
