@@ -10,7 +10,9 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
+	"github.com/omnigraph/omnigraph-worker/recovery"
 )
 
 func person(handle, name string) string {
@@ -419,5 +421,88 @@ func TestMergeUniqueAndCardinality(t *testing.T) {
 	res := mustMerge(t, g, MergeRequest{Source: "s", Target: "main"})
 	if routes(res)["node:Person"] != RouteCertified {
 		t.Fatalf("routes %v", routes(res))
+	}
+}
+
+// A confirmed merge whose target moved before it could publish (another writer won the target
+// head) is compensated, never re-parented: recovery restores the merge's chains and keeps the
+// winner's commit.
+func TestMergeRecoveryCompensatesWhenTargetMoved(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	loadInto(t, g, "", "", "append", people...)
+	loadInto(t, g, "s", "main", "append", person("carol", "Carol"))
+	before := sortedExport(t, g, "")
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable("merge.after_confirm", "1*error")
+	_, err := g.Merge(ctx, MergeRequest{Source: "s", Target: "main"})
+	var rr *errs.RecoveryRequired
+	if !errors.As(err, &rr) {
+		t.Fatalf("want RecoveryRequired, got %v", err)
+	}
+	failpoint.Reset()
+	// Another writer's lineage-only commit moves main's head under the pending merge.
+	winner := "01JZZZZZZZZZZZZZZZZZZZZZZZ"
+	if _, err := publisher.Open(g.root, "").Publish(ctx, publisher.Request{
+		Lineage: &publisher.Lineage{CommitID: winner, ActorID: "other", CreatedAt: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := g.Recover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0].Action != "RolledBack" {
+		t.Fatalf("recovery %+v", out)
+	}
+	noSidecars(t, g)
+	tablesAligned(t, g)
+	if got := sortedExport(t, g, ""); got != before {
+		t.Fatalf("main after compensation:\n%s", got)
+	}
+	st, _ := g.Snapshot(ctx, "")
+	if _, ok := st.Commits[winner]; !ok {
+		t.Fatal("the winner's commit is gone")
+	}
+	// The merge can be run again against the new head.
+	mustMerge(t, g, MergeRequest{Source: "s", Target: "main"})
+	if !strings.Contains(export(t, g, ""), "Carol") {
+		t.Fatal("the retried merge did not land")
+	}
+}
+
+// A foreign commit on top of a partial merge chain is never restored through: recovery fails
+// closed and leaves the intent for an operator.
+func TestMergeRecoveryFailsClosedOnForeignCommit(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	loadInto(t, g, "", "", "append", people...)
+	loadInto(t, g, "s", "main", "append", person("carol", "Carol"), person("dave", "Dave"))
+	withChunkRows(t, 1)
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable("merge.after_chain_commit", "1*error")
+	_, err := g.Merge(ctx, MergeRequest{Source: "s", Target: "main", NoCertifiedRoute: true})
+	var rr *errs.RecoveryRequired
+	if !errors.As(err, &rr) {
+		t.Fatalf("want RecoveryRequired, got %v", err)
+	}
+	failpoint.Reset()
+	// Someone else commits to main's Person table above the merge's first chain step.
+	e := mustTable(t, g, "node:Person")
+	ds, err := lance.Open(ctx, g.root.Sub(e.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged, err := ds.StageDelete(ctx, lance.In("id", "bob"), lance.StageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ds.Commit(ctx, staged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Recover(ctx); err == nil || !strings.Contains(err.Error(), "not this merge's") {
+		t.Fatalf("want a fail-closed refusal, got %v", err)
+	}
+	if l, _ := recovery.List(ctx, g.root); len(l) != 1 {
+		t.Fatalf("the intent should stay for an operator: %v", l)
 	}
 }
