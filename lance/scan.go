@@ -300,11 +300,21 @@ func (d *Dataset) openFragment(ctx context.Context, fr *Fragment, read *schema.S
 			if err != nil {
 				return nil, err
 			}
-			src := &storeSource{st: st, key: key, size: int64(df.FileSizeBytes)}
-			if src.size == 0 {
-				if src.size, err = st.Size(ctx, key); err != nil {
+			var src file.Source = &storeSource{st: st, key: key, size: int64(df.FileSizeBytes)}
+			if df.FileSizeBytes == 0 {
+				size, err := st.Size(ctx, key)
+				if err != nil {
 					return nil, fmt.Errorf("lance: data file %s: %w", st.Location(key), err)
 				}
+				src = &storeSource{st: st, key: key, size: size}
+			}
+			if src.Size() <= wholeReadBytes {
+				// A small file costs one request read whole, instead of one per page.
+				b, err := st.GetRange(ctx, key, 0, src.Size())
+				if err != nil {
+					return nil, fmt.Errorf("lance: data file %s: %w", st.Location(key), err)
+				}
+				src = memSource(b)
 			}
 			if fileReader, err = file.Open(ctx, src, st.Location(key)); err != nil {
 				return nil, err
@@ -403,6 +413,21 @@ func (r *fragmentReader) liveMask(n int64) []bool {
 		keep[int64(off)-start] = false
 	}
 	return keep
+}
+
+// wholeReadBytes is the size up to which a data file is read in one request.
+const wholeReadBytes = 1 << 20
+
+// memSource is a data file already read whole.
+type memSource []byte
+
+func (m memSource) Size() int64 { return int64(len(m)) }
+
+func (m memSource) ReadAt(_ context.Context, off, n int64) ([]byte, error) {
+	if off < 0 || n < 0 || off+n > int64(len(m)) {
+		return nil, fmt.Errorf("lance: read [%d, %d) beyond the %d-byte file", off, off+n, len(m))
+	}
+	return m[off : off+n], nil
 }
 
 // storeSource adapts a stored object to file.Source with range reads.
