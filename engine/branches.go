@@ -78,12 +78,60 @@ func (g *Graph) createBranch(ctx context.Context, name, from string) error {
 		}
 		return err
 	}
-	// A tree left by a crash between Lance's clone and its ref is reclaimed first.
-	if err := lance.ReclaimBranchTree(ctx, g.root.Sub(publisher.Dir), name); err != nil {
+	parentID, err := src.Identifier(ctx)
+	if err != nil {
 		return err
 	}
-	_, err = src.CreateBranch(ctx, name)
-	return err
+	mdir := g.root.Sub(publisher.Dir)
+	var createErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		// A tree left by a crash (or a failed attempt) between Lance's clone and its ref is
+		// reclaimed first.
+		if err := lance.ReclaimBranchTree(ctx, mdir, name); err != nil {
+			return err
+		}
+		if _, createErr = src.CreateBranch(ctx, name); createErr == nil {
+			break
+		}
+		var be *lance.BranchError
+		if errors.As(createErr, &be) {
+			return createErr // refused (exists, bad name): not ambiguous
+		}
+		// An error may still have created the branch: accept it only when the fresh ref is
+		// exactly ours (the captured parent and version, one new identifier element) and the
+		// branch opens; with no ref at all, try once more.
+		ref, err := lance.ReadBranchRef(ctx, mdir, name)
+		if errors.As(err, &be) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w (and reading the branch back: %v)", createErr, err)
+		}
+		if derefOr(ref.ParentBranch) == from && ref.ParentVersion == src.Version() &&
+			len(ref.Identifier) == len(parentID)+1 && ref.Identifier[:len(parentID)].Equal(parentID) {
+			if _, err := lance.Open(ctx, mdir, lance.WithBranch(name)); err == nil {
+				createErr = nil
+				break
+			}
+		}
+		return fmt.Errorf("create branch %q: %w (a ref that is not this create's exists now)", name, createErr)
+	}
+	if createErr != nil {
+		return createErr
+	}
+	g.forgetBranch(name)
+	return nil
+}
+
+// forgetBranch drops the derived read caches of a branch name, so a later branch of the same
+// name never reuses a handle of an earlier one.
+func (g *Graph) forgetBranch(name string) {
+	delete(g.pubs, name)
+	for ref := range g.tables {
+		if ref.branch == name {
+			delete(g.tables, ref)
+		}
+	}
 }
 
 // DeleteBranch removes a graph branch: its __manifest branch and every table's Lance branch of
@@ -112,8 +160,27 @@ func (g *Graph) deleteBranch(ctx context.Context, name string) error {
 	if err := g.checkNoDependents(ctx, name, st); err != nil {
 		return err
 	}
-	if err := lance.DeleteBranch(ctx, g.root.Sub(publisher.Dir), name); err != nil {
+	mdir := g.root.Sub(publisher.Dir)
+	ref, err := lance.ReadBranchRef(ctx, mdir, name)
+	if err != nil {
 		return err
+	}
+	if err := lance.DeleteBranch(ctx, mdir, name); err != nil {
+		// An error may still have removed the ref: absent is success (the tree is reclaimed
+		// best effort), the same identifier keeps the error, another one is a recreate race.
+		now, rerr := lance.ReadBranchRef(ctx, mdir, name)
+		var be *lance.BranchError
+		switch {
+		case errors.As(rerr, &be):
+			_ = lance.ReclaimBranchTree(ctx, mdir, name)
+		case rerr == nil && now.Identifier.Equal(ref.Identifier):
+			return err
+		case rerr == nil:
+			want, got := fmt.Sprint(ref.Identifier), fmt.Sprint(now.Identifier)
+			return &errs.ReadSetChanged{Member: "branch_identifier:" + name, Expected: &want, Actual: &got}
+		default:
+			return fmt.Errorf("%w (and reading the branch back: %v)", err, rerr)
+		}
 	}
 	for _, e := range st.Tables() {
 		if e.Branch != nil && *e.Branch == name {
@@ -123,10 +190,9 @@ func (g *Graph) deleteBranch(ctx context.Context, name string) error {
 					return err
 				}
 			}
-			delete(g.tables, tableRef{path: e.Path, branch: name})
 		}
 	}
-	delete(g.pubs, name)
+	g.forgetBranch(name)
 	return nil
 }
 

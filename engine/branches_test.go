@@ -110,3 +110,49 @@ func TestFirstTouchCrashRecovers(t *testing.T) {
 		t.Fatalf("the same load after recovery: %v", err)
 	}
 }
+
+// Branch control classifies ambiguous results by the branch identifier: a create that failed
+// after its ref landed is a success, one that failed before is retried; a delete that failed
+// after removing the ref is a success, one that failed before keeps its error.
+func TestBranchControlAmbiguousResults(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	loadInto(t, g, "", "", "append", people...)
+	t.Cleanup(failpoint.Reset)
+
+	_ = failpoint.Enable("lance.branch.after_ref", "1*error")
+	if err := g.CreateBranch(ctx, "a", "main"); err != nil {
+		t.Fatalf("create whose ref landed: %v", err)
+	}
+	_ = failpoint.Enable("lance.branch.before_ref", "1*error") // first attempt leaves a ref-less tree
+	if err := g.CreateBranch(ctx, "b", "main"); err != nil {
+		t.Fatalf("create retried after a ref-less attempt: %v", err)
+	}
+	_ = failpoint.Enable("lance.branch.before_ref", "2*error")
+	if err := g.CreateBranch(ctx, "c", "main"); err == nil {
+		t.Fatal("two failed attempts reported success")
+	}
+	failpoint.Reset()
+	bs, _ := g.Branches(ctx)
+	if len(bs) != 2 || bs[0].Name != "a" || bs[1].Name != "b" {
+		t.Fatalf("branches %+v", bs)
+	}
+	loadInto(t, g, "b", "", "append", person("zoe", "Zoe"))
+
+	_ = failpoint.Enable("lance.branch.after_ref_delete", "1*error")
+	if err := g.DeleteBranch(ctx, "a"); err != nil {
+		t.Fatalf("delete whose ref is gone: %v", err)
+	}
+	_ = failpoint.Enable("storage.delete", "1*error")
+	if err := g.DeleteBranch(ctx, "b"); err == nil {
+		t.Fatal("a delete that removed nothing reported success")
+	}
+	failpoint.Reset()
+	bs, _ = g.Branches(ctx)
+	if len(bs) != 1 || bs[0].Name != "b" {
+		t.Fatalf("branches after deletes %+v", bs)
+	}
+	if out := export(t, g, "b"); !strings.Contains(out, "zoe") {
+		t.Fatal("the branch that failed to delete lost its rows")
+	}
+}

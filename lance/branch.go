@@ -233,6 +233,9 @@ func (d *Dataset) CreateBranch(ctx context.Context, name string) (*Dataset, erro
 		}
 		return nil, fmt.Errorf("lance: create branch %q: write ref: %w", name, err)
 	}
+	if err := inject("lance.branch.after_ref"); err != nil {
+		return nil, err
+	}
 	return &Dataset{root: d.root, dir: dir, branch: name, scheme: d.scheme, manifest: &m, key: key, size: int64(len(body))}, nil
 }
 
@@ -274,6 +277,9 @@ func DeleteBranch(ctx context.Context, st storage.Store, name string) error {
 	}
 	if err := st.Delete(ctx, refKey(name)); err != nil {
 		return fmt.Errorf("lance: delete branch %q: %w", name, err)
+	}
+	if err := inject("lance.branch.after_ref_delete"); err != nil {
+		return err
 	}
 	return ReclaimBranchTree(ctx, st, name)
 }
