@@ -7,6 +7,8 @@ import (
 	"io"
 	"sort"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/omnigraph/omnigraph-worker/engine/rows"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
@@ -36,23 +38,11 @@ func (g *Graph) Export(ctx context.Context, branch string, version uint64, w io.
 		if err != nil {
 			return fmt.Errorf("export %s: %w", e.TableKey, err)
 		}
-		sc, err := ds.Scan(ctx, lance.ScanOptions{})
+		err = ds.Each(ctx, lance.ScanOptions{}, func(rec arrow.Record) error {
+			return rows.Export(g.Catalog(), e.TableKey, rec, bw)
+		})
 		if err != nil {
 			return err
-		}
-		for {
-			rec, err := sc.Next(ctx)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			err = rows.Export(g.Catalog(), e.TableKey, rec, bw)
-			rec.Release()
-			if err != nil {
-				return err
-			}
 		}
 	}
 	return bw.Flush()

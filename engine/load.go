@@ -15,6 +15,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 )
@@ -228,7 +229,7 @@ const TableConcurrency = 8
 // eachTable runs fn for every table, TableConcurrency at a time, and returns the first error
 // in table order. Tables are independent datasets, so their files and commits do not conflict.
 func eachTable(tables []*plannedTable, fn func(*plannedTable) error) error {
-	return eachOf(tables, TableConcurrency, fn)
+	return parallel.Each(tables, TableConcurrency, fn)
 }
 
 // stage builds a table's transaction: append is the certified insert-only Update, merge

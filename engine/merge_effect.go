@@ -3,11 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
@@ -83,7 +83,7 @@ func (m *mergeRun) effect(ctx context.Context) (*CommitInfo, error) {
 		return nil, required(err)
 	}
 	// Tables are independent datasets: their chains run side by side.
-	err := eachOf(m.plan.tables, TableConcurrency, func(t *mergeTable) error { return m.apply(ctx, t) })
+	err := parallel.Each(m.plan.tables, TableConcurrency, func(t *mergeTable) error { return m.apply(ctx, t) })
 	if err != nil {
 		return nil, required(err)
 	}
@@ -320,39 +320,9 @@ func copyAdopted(ctx context.Context, t *mergeTable) error {
 			adopt = append(adopt, c)
 		}
 	}
-	return eachOf(adopt, TableConcurrency, func(c *mergeChunk) error {
+	return parallel.Each(adopt, TableConcurrency, func(c *mergeChunk) error {
 		var err error
 		c.copied, err = t.tds.CopyFragments(ctx, t.sds, c.adopt)
 		return err
 	})
-}
-
-// eachOf runs fn over items, up to par at once, and returns the first error in item order.
-func eachOf[T any](items []T, par int, fn func(T) error) error {
-	if len(items) <= 1 || par <= 1 {
-		for _, it := range items {
-			if err := fn(it); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	errs := make([]error, len(items))
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
-	for i, it := range items {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = fn(it)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

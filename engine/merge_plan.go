@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
@@ -270,18 +269,7 @@ func diffSide(ctx context.Context, bds, side *lance.Dataset) (*sideDelta, error)
 		for f := range fragSet {
 			frags = append(frags, f)
 		}
-		sc, err := bds.Scan(ctx, lance.ScanOptions{Columns: []string{"id"}, WithRowAddress: true, Fragments: frags})
-		if err != nil {
-			return nil, err
-		}
-		for {
-			rec, err := sc.Next(ctx)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
+		err := bds.Each(ctx, lance.ScanOptions{Columns: []string{"id"}, WithRowAddress: true, Fragments: frags}, func(rec arrow.Record) error {
 			idc, addr := rec.Column(0).(*array.String), rec.Column(1).(*array.Uint64)
 			for i := 0; i < idc.Len(); i++ {
 				if !removed[lance.RowAddress(addr.Value(i))] {
@@ -293,7 +281,10 @@ func diffSide(ctx context.Context, bds, side *lance.Dataset) (*sideDelta, error)
 					d.deleted[id] = true
 				}
 			}
-			rec.Release()
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return d, nil
@@ -460,18 +451,7 @@ func (mt *mergeTable) loadIDs(ctx context.Context) error {
 	if mt.isEdge {
 		cols = append(cols, "src", "dst")
 	}
-	sc, err := mt.sds.Scan(ctx, lance.ScanOptions{Columns: cols, WithRowAddress: true, Fragments: frags, BatchRows: chunkRows})
-	if err != nil {
-		return err
-	}
-	for {
-		rec, err := sc.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	err := mt.sds.Each(ctx, lance.ScanOptions{Columns: cols, WithRowAddress: true, Fragments: frags, BatchRows: chunkRows}, func(rec arrow.Record) error {
 		idc := rec.Column(0).(*array.String)
 		addr := rec.Column(int(rec.NumCols()) - 1).(*array.Uint64)
 		for i := 0; i < idc.Len(); i++ {
@@ -482,7 +462,10 @@ func (mt *mergeTable) loadIDs(ctx context.Context) error {
 				c.dst = append(c.dst, rec.Column(2).(*array.String).Value(i))
 			}
 		}
-		rec.Release()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	mt.idsPending = false
 	return nil

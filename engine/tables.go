@@ -3,9 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/omnigraph/omnigraph-worker/lance"
@@ -37,25 +37,17 @@ func (ts *tableState) endpoints(ctx context.Context) (*endpoints, error) {
 		return ts.ends, nil
 	}
 	e := &endpoints{src: map[string]string{}, dst: map[string]string{}, outDeg: map[string]int{}}
-	sc, err := ts.ds.Scan(ctx, lance.ScanOptions{Columns: []string{"id", "src", "dst"}})
-	if err != nil {
-		return nil, err
-	}
-	for {
-		rec, err := sc.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := ts.ds.Each(ctx, lance.ScanOptions{Columns: []string{"id", "src", "dst"}}, func(rec arrow.Record) error {
 		idc, srcc, dstc := rec.Column(0).(*array.String), rec.Column(1).(*array.String), rec.Column(2).(*array.String)
 		for i := 0; i < idc.Len(); i++ {
 			s := srcc.Value(i)
 			e.src[idc.Value(i)], e.dst[idc.Value(i)] = s, dstc.Value(i)
 			e.outDeg[s]++
 		}
-		rec.Release()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	ts.ends = e
 	return e, nil
@@ -119,25 +111,18 @@ func (g *Graph) openTable(ctx context.Context, e publisher.TableEntry, isEdge bo
 // indexTable scans the id column once.
 func indexTable(ctx context.Context, ds *lance.Dataset, isEdge bool) (*tableState, error) {
 	ts := &tableState{ds: ds, ids: map[string]lance.RowAddress{}, isEdge: isEdge}
-	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: []string{"id"}, WithRowAddress: true})
-	if err != nil {
-		return nil, err
-	}
-	for {
-		rec, err := sc.Next(ctx)
-		if err == io.EOF {
-			return ts, nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := ds.Each(ctx, lance.ScanOptions{Columns: []string{"id"}, WithRowAddress: true}, func(rec arrow.Record) error {
 		idc := rec.Column(0).(*array.String)
 		addr := rec.Column(1).(*array.Uint64)
 		for i := 0; i < idc.Len(); i++ {
 			ts.ids[idc.Value(i)] = lance.RowAddress(addr.Value(i))
 		}
-		rec.Release()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return ts, nil
 }
 
 // applyCommit folds a committed batch into the index: the rows of recIDs now live in the

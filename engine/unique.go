@@ -2,8 +2,9 @@ package engine
 
 import (
 	"context"
-	"io"
 	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/omnigraph/omnigraph-worker/engine/rows"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
@@ -24,34 +25,25 @@ func (ts *tableState) uniqueIndex(ctx context.Context, key string, cols []string
 		return ix, nil
 	}
 	ix := &uniqueIndex{cols: cols, byTuple: map[string]string{}, byID: map[string]string{}}
-	sc, err := ts.ds.Scan(ctx, lance.ScanOptions{Columns: append([]string{"id"}, cols...)})
-	if err != nil {
-		return nil, err
-	}
-	for {
-		rec, err := sc.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := ts.ds.Each(ctx, lance.ScanOptions{Columns: append([]string{"id"}, cols...)}, func(rec arrow.Record) error {
 		tb := &rows.TableBatch{TableKey: key, Record: rec}
 		tuples, err := tb.Tuples(cols)
 		if err != nil {
-			rec.Release()
-			return nil, err
+			return err
 		}
 		idc, err := tb.Tuples([]string{"id"})
-		rec.Release()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for i, t := range tuples {
 			if t != nil {
 				ix.add(idc[i][0], rows.TupleID(t))
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if ts.unique == nil {
 		ts.unique = map[string]*uniqueIndex{}

@@ -238,6 +238,29 @@ func filterRecord(rec arrow.Record, keep []bool, mem memory.Allocator) (arrow.Re
 	return out, nil
 }
 
+// Each streams a scan's records to fn, releasing each after fn returns; the first error
+// (the scan's or fn's) stops it.
+func (d *Dataset) Each(ctx context.Context, opts ScanOptions, fn func(arrow.Record) error) error {
+	sc, err := d.Scan(ctx, opts)
+	if err != nil {
+		return err
+	}
+	for {
+		rec, err := sc.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		err = fn(rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+	}
+}
+
 // ReadAll scans into memory; convenient for tests and small tables.
 func (d *Dataset) ReadAll(ctx context.Context, opts ScanOptions) ([]arrow.Record, error) {
 	sc, err := d.Scan(ctx, opts)

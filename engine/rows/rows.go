@@ -30,7 +30,6 @@ package rows
 import (
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -39,6 +38,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
+	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 )
 
 // Mode is the load mode, spelled as on the wire.
@@ -206,7 +206,7 @@ func Build(cat *pg.Catalog, recs []framing.Record, mode Mode, opts Options) (map
 	}()
 
 	// Phase 2: per declaration.
-	err := eachGroup(order, opts.Parallel, func(g *group) error {
+	err := parallel.Each(order, opts.Parallel, func(g *group) error {
 		if err := g.checkFields(); err != nil {
 			return err
 		}
@@ -229,16 +229,16 @@ func Build(cat *pg.Catalog, recs []framing.Record, mode Mode, opts Options) (map
 	}
 
 	// Phase 3: the evaluator over every input row.
-	if err := eachGroup(order, opts.Parallel, (*group).checkValues); err != nil {
+	if err := parallel.Each(order, opts.Parallel, (*group).checkValues); err != nil {
 		return nil, err
 	}
-	if err := eachGroup(order, opts.Parallel, (*group).checkUnique); err != nil {
+	if err := parallel.Each(order, opts.Parallel, (*group).checkUnique); err != nil {
 		return nil, err
 	}
 
 	// Phase 4: dedupe by id.
 	batches := make([]*TableBatch, len(order))
-	err = eachGroup(order, opts.Parallel, func(g *group) error {
+	err = parallel.Each(order, opts.Parallel, func(g *group) error {
 		for i := range order {
 			if order[i] == g {
 				b, err := g.finish(mode, opts.Mem)
@@ -331,35 +331,4 @@ func reservedPhysical(name string) bool {
 		return true
 	}
 	return false
-}
-
-// eachGroup runs fn over the groups, up to par at once, and returns the first error in
-// declaration order, so a parallel build reports the same violation a sequential one would.
-func eachGroup(order []*group, par int, fn func(*group) error) error {
-	if par <= 1 || len(order) <= 1 {
-		for _, g := range order {
-			if err := fn(g); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	errs := make([]error, len(order))
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
-	for i, g := range order {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = fn(g)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
