@@ -66,7 +66,7 @@ func resolveMerge(ctx context.Context, root storage.Store, sc *Sidecar, mode Mod
 		return o, err
 	}
 	if _, ok := st.Commits[p4.Lineage.GraphCommitID]; ok {
-		return finalize(ctx, root, sc, RolledForward, p4.Lineage.GraphCommitID, mergeForwardOutcomes(p4))
+		return finalize(ctx, root, sc, RolledForward, p4.Lineage.GraphCommitID, confirmedOutcomes(p4.IntendedDelta))
 	}
 	if _, ok := st.Commits[p4.RollbackGraphCommitID]; ok {
 		return finalize(ctx, root, sc, RolledBack, p4.RollbackGraphCommitID, p4.RollbackAuditOutcomes)
@@ -106,16 +106,6 @@ func resolveMerge(ctx context.Context, root storage.Store, sc *Sidecar, mode Mod
 		return o, nil
 	}
 	return rollMergeBack(ctx, root, sc, pub, obs)
-}
-
-func mergeForwardOutcomes(p4 *ProtocolV4) []TableOutcome {
-	var out []TableOutcome
-	for _, s := range p4.IntendedDelta.TableUpdates {
-		if s.Confirmed != nil {
-			out = append(out, TableOutcome{TableKey: s.TableKey, FromVersion: s.ExpectedVersion, ToVersion: s.Confirmed.TableVersion})
-		}
-	}
-	return out
 }
 
 // observeMerge reads each pinned table on its target branch and matches the versions above the
@@ -207,27 +197,7 @@ func (t *mergeObs) matchChain(ctx context.Context) error {
 // rollMergeForward publishes the confirmed delta under the original merge lineage.
 func rollMergeForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher) (Outcome, error) {
 	p4 := sc.ProtocolV4
-	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{},
-		Lineage: &publisher.Lineage{CommitID: p4.Lineage.GraphCommitID, ActorID: deref(p4.Lineage.ActorID),
-			MergedParent: deref(p4.Lineage.MergedParentCommitID), CreatedAt: p4.Lineage.CreatedAt},
-		Precondition: &publisher.ExactHead{Identifier: p4.Authority.BranchIdentifier, Head: p4.Authority.GraphHead},
-		Receipt:      sc.IngestReceipt}
-	for _, s := range p4.IntendedDelta.TableUpdates {
-		c := s.Confirmed
-		req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: s.Identity, TableKey: s.TableKey, Version: c.TableVersion,
-			Branch: c.TableBranch, RowCount: c.RowCount, Meta: c.VersionMetadata})
-		req.Expected[s.Identity] = publisher.Expectation{TableKey: s.TableKey, Version: s.ExpectedVersion}
-	}
-	if err := failpoint.Inject("recovery.before_forward_publish"); err != nil {
-		return Outcome{}, err
-	}
-	if _, err := pub.Publish(ctx, req); err != nil {
-		return Outcome{}, fmt.Errorf("roll the merge forward: %w", err)
-	}
-	if err := failpoint.Inject("recovery.after_forward_publish"); err != nil {
-		return Outcome{}, err
-	}
-	return finalize(ctx, root, sc, RolledForward, p4.Lineage.GraphCommitID, mergeForwardOutcomes(p4))
+	return publishForward(ctx, root, sc, pub, p4.Lineage, p4.Authority, p4.IntendedDelta)
 }
 
 // rollMergeBack compensates: the rollback plan is made durable first, then every owned chain
@@ -260,45 +230,15 @@ func rollMergeBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *pu
 		if !t.owned() || t.firstTouch() {
 			continue
 		}
-		ds := t.ds
-		if !t.restored {
-			if err := failpoint.Inject("recovery.before_restore"); err != nil {
-				return Outcome{}, err
-			}
-			staged, err := ds.StageRestore(ctx, t.pin.ExpectedVersion, lance.StageOptions{})
-			if err != nil {
-				return Outcome{}, err
-			}
-			if ds, err = ds.Commit(ctx, staged); err != nil {
-				return Outcome{}, fmt.Errorf("restore %s to %d: %w", t.pin.TableKey, t.pin.ExpectedVersion, err)
-			}
-			if err := failpoint.Inject("recovery.after_restore"); err != nil {
-				return Outcome{}, err
-			}
+		if err := restoreOwned(ctx, &req, t.pin, t.ds, t.pin.ExpectedVersion, t.restored); err != nil {
+			return Outcome{}, err
 		}
-		req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: t.pin.Identity, TableKey: t.pin.TableKey, Version: ds.Version(),
-			Branch: ids.BranchPtr(ds.Branch()), RowCount: ds.CountRows(), Meta: publisher.VersionMetadata(ds)})
-		req.Expected[t.pin.Identity] = publisher.Expectation{TableKey: t.pin.TableKey, Version: t.pin.ExpectedVersion}
 	}
 	// Refs this merge created are unregistered: removing them undoes their effect entirely.
 	if err := removeMergeRefs(ctx, root, obs); err != nil {
 		return Outcome{}, err
 	}
-	createdAt, ok := startedAt(sc)
-	if !ok {
-		createdAt = nowMicros()
-	}
-	req.Lineage = &publisher.Lineage{CommitID: p4.RollbackGraphCommitID, ActorID: RecoveryActor, CreatedAt: createdAt}
-	if err := failpoint.Inject("recovery.before_rollback_publish"); err != nil {
-		return Outcome{}, err
-	}
-	if _, err := pub.Publish(ctx, req); err != nil {
-		return Outcome{}, fmt.Errorf("publish the merge rollback: %w", err)
-	}
-	if err := failpoint.Inject("recovery.after_rollback_publish"); err != nil {
-		return Outcome{}, err
-	}
-	return finalize(ctx, root, sc, RolledBack, p4.RollbackGraphCommitID, p4.RollbackAuditOutcomes)
+	return publishRollback(ctx, root, sc, pub, req, p4.RollbackGraphCommitID, p4.RollbackAuditOutcomes)
 }
 
 // removeMergeRefs deletes the first-touch and ref-only refs this merge created (they are never

@@ -136,7 +136,7 @@ func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode
 	}
 	// 1. A fixed outcome already visible: finalize it.
 	if _, ok := st.Commits[p3.Lineage.GraphCommitID]; ok {
-		return finalize(ctx, root, sc, RolledForward, p3.Lineage.GraphCommitID, forwardOutcomes(sc))
+		return finalize(ctx, root, sc, RolledForward, p3.Lineage.GraphCommitID, confirmedOutcomes(sc.ProtocolV3.IntendedDelta))
 	}
 	if _, ok := st.Commits[p3.RollbackGraphCommitID]; ok {
 		return finalize(ctx, root, sc, RolledBack, p3.RollbackGraphCommitID, p3.RollbackAuditOutcomes)
@@ -185,9 +185,11 @@ func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode
 	return rollBack(ctx, root, sc, pub, obs)
 }
 
-func forwardOutcomes(sc *Sidecar) []TableOutcome {
+// confirmedOutcomes are a roll-forward's audit outcomes: each confirmed slot, from its expected
+// version to its confirmed one.
+func confirmedOutcomes(d IntendedDelta) []TableOutcome {
 	var out []TableOutcome
-	for _, s := range sc.ProtocolV3.IntendedDelta.TableUpdates {
+	for _, s := range d.TableUpdates {
 		if s.Confirmed != nil {
 			out = append(out, TableOutcome{TableKey: s.TableKey, FromVersion: s.ExpectedVersion, ToVersion: s.Confirmed.TableVersion})
 		}
@@ -316,11 +318,19 @@ func authorityHolds(ctx context.Context, root storage.Store, pub *publisher.Publ
 // token holds.
 func rollForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher) (Outcome, error) {
 	p3 := sc.ProtocolV3
+	return publishForward(ctx, root, sc, pub, p3.Lineage, p3.Authority, p3.IntendedDelta)
+}
+
+// publishForward is the roll-forward publish both exact protocols share: every confirmed slot
+// verbatim (expected = the slot's expected version), the original lineage (id, actor, time,
+// merged parent), ExactGraphHead on the captured token, and the sidecar's receipt.
+func publishForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, l Lineage, a Authority, d IntendedDelta) (Outcome, error) {
 	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{},
-		Lineage:      &publisher.Lineage{CommitID: p3.Lineage.GraphCommitID, ActorID: deref(p3.Lineage.ActorID), CreatedAt: p3.Lineage.CreatedAt},
-		Precondition: &publisher.ExactHead{Identifier: p3.Authority.BranchIdentifier, Head: p3.Authority.GraphHead},
+		Lineage: &publisher.Lineage{CommitID: l.GraphCommitID, ActorID: deref(l.ActorID), MergedParent: deref(l.MergedParentCommitID),
+			CreatedAt: l.CreatedAt},
+		Precondition: &publisher.ExactHead{Identifier: a.BranchIdentifier, Head: a.GraphHead},
 		Receipt:      sc.IngestReceipt}
-	for _, s := range p3.IntendedDelta.TableUpdates {
+	for _, s := range d.TableUpdates {
 		c := s.Confirmed
 		req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: s.Identity, TableKey: s.TableKey, Version: c.TableVersion,
 			Branch: c.TableBranch, RowCount: c.RowCount, Meta: c.VersionMetadata})
@@ -335,7 +345,7 @@ func rollForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publ
 	if err := failpoint.Inject("recovery.after_forward_publish"); err != nil {
 		return Outcome{}, err
 	}
-	return finalize(ctx, root, sc, RolledForward, p3.Lineage.GraphCommitID, forwardOutcomes(sc))
+	return finalize(ctx, root, sc, RolledForward, l.GraphCommitID, confirmedOutcomes(d))
 }
 
 // rollBack restores every owned effect to its pin and publishes the restored HEADs under the
@@ -378,36 +388,50 @@ func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publish
 		if t.head == t.pinned {
 			continue
 		}
-		ds := t.ds
-		if !t.restored {
-			if err := failpoint.Inject("recovery.before_restore"); err != nil {
-				return Outcome{}, err
-			}
-			staged, err := ds.StageRestore(ctx, t.pinned, lance.StageOptions{})
-			if err != nil {
-				return Outcome{}, err
-			}
-			if ds, err = ds.Commit(ctx, staged); err != nil {
-				return Outcome{}, fmt.Errorf("restore %s to %d: %w", t.pin.TableKey, t.pinned, err)
-			}
-			if err := failpoint.Inject("recovery.after_restore"); err != nil {
-				return Outcome{}, err
-			}
+		if err := restoreOwned(ctx, &req, t.pin, t.ds, t.pinned, t.restored); err != nil {
+			return Outcome{}, err
 		}
-		req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: t.pin.Identity, TableKey: t.pin.TableKey, Version: ds.Version(),
-			Branch: ids.BranchPtr(ds.Branch()), RowCount: ds.CountRows(), Meta: publisher.VersionMetadata(ds)})
-		req.Expected[t.pin.Identity] = publisher.Expectation{TableKey: t.pin.TableKey, Version: t.pinned}
 	}
 	// Forks this intent made but never wrote are removed before the rollback is published, so
 	// a retry cannot strand them.
 	if err := removeUntouchedForks(ctx, root, obs); err != nil {
 		return Outcome{}, err
 	}
+	return publishRollback(ctx, root, sc, pub, req, p3.RollbackGraphCommitID, p3.RollbackAuditOutcomes)
+}
+
+// restoreOwned compensates one owned effect: a Lance Restore to the pin (skipped when one
+// already landed), added to req as the table's rollback pointer.
+func restoreOwned(ctx context.Context, req *publisher.Request, pin TablePin, ds *lance.Dataset, pinned uint64, restored bool) error {
+	if !restored {
+		if err := failpoint.Inject("recovery.before_restore"); err != nil {
+			return err
+		}
+		staged, err := ds.StageRestore(ctx, pinned, lance.StageOptions{})
+		if err != nil {
+			return err
+		}
+		if ds, err = ds.Commit(ctx, staged); err != nil {
+			return fmt.Errorf("restore %s to %d: %w", pin.TableKey, pinned, err)
+		}
+		if err := failpoint.Inject("recovery.after_restore"); err != nil {
+			return err
+		}
+	}
+	req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: pin.Identity, TableKey: pin.TableKey, Version: ds.Version(),
+		Branch: ids.BranchPtr(ds.Branch()), RowCount: ds.CountRows(), Meta: publisher.VersionMetadata(ds)})
+	req.Expected[pin.Identity] = publisher.Expectation{TableKey: pin.TableKey, Version: pinned}
+	return nil
+}
+
+// publishRollback publishes the restored pointers under the pre-minted rollback commit (the
+// recovery actor, the sidecar's start time) and finalizes with the durable audit plan.
+func publishRollback(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, req publisher.Request, commitID string, outcomes []TableOutcome) (Outcome, error) {
 	createdAt, ok := startedAt(sc)
 	if !ok {
 		createdAt = nowMicros()
 	}
-	req.Lineage = &publisher.Lineage{CommitID: p3.RollbackGraphCommitID, ActorID: RecoveryActor, CreatedAt: createdAt}
+	req.Lineage = &publisher.Lineage{CommitID: commitID, ActorID: RecoveryActor, CreatedAt: createdAt}
 	if err := failpoint.Inject("recovery.before_rollback_publish"); err != nil {
 		return Outcome{}, err
 	}
@@ -417,7 +441,7 @@ func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publish
 	if err := failpoint.Inject("recovery.after_rollback_publish"); err != nil {
 		return Outcome{}, err
 	}
-	return finalize(ctx, root, sc, RolledBack, p3.RollbackGraphCommitID, p3.RollbackAuditOutcomes)
+	return finalize(ctx, root, sc, RolledBack, commitID, outcomes)
 }
 
 func startedAt(sc *Sidecar) (int64, bool) {

@@ -99,23 +99,25 @@ type tally struct {
 	cases, lost, doubled, half int
 }
 
+func (tl *tally) add(lost, doubled, half bool) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.cases++
+	for _, c := range []struct {
+		hit bool
+		n   *int
+	}{{lost, &tl.lost}, {doubled, &tl.doubled}, {half, &tl.half}} {
+		if c.hit {
+			*c.n++
+		}
+	}
+}
+
 func TestCrashMatrix(t *testing.T) {
 	var tl tally
 	for _, c := range cases() {
 		t.Run(c.name, func(t *testing.T) {
-			lost, doubled, half := runCase(t, c)
-			tl.mu.Lock()
-			defer tl.mu.Unlock()
-			tl.cases++
-			if lost {
-				tl.lost++
-			}
-			if doubled {
-				tl.doubled++
-			}
-			if half {
-				tl.half++
-			}
+			tl.add(runCase(t, c))
 		})
 	}
 	summary = fmt.Sprintf("crash-matrix: %d cases, %d lost, %d doubled, %d half-visible", tl.cases, tl.lost, tl.doubled, tl.half)

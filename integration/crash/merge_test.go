@@ -50,19 +50,7 @@ func TestMergeCrashMatrix(t *testing.T) {
 	var tl tally
 	for _, c := range mergeCases() {
 		t.Run(c.name, func(t *testing.T) {
-			lost, doubled, half := runMergeCase(t, c)
-			tl.mu.Lock()
-			defer tl.mu.Unlock()
-			tl.cases++
-			if lost {
-				tl.lost++
-			}
-			if doubled {
-				tl.doubled++
-			}
-			if half {
-				tl.half++
-			}
+			tl.add(runMergeCase(t, c))
 		})
 	}
 	line := fmt.Sprintf("crash-matrix-merge: %d cases, %d lost, %d doubled, %d half-visible", tl.cases, tl.lost, tl.doubled, tl.half)
