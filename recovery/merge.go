@@ -8,7 +8,6 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
-	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -245,26 +244,8 @@ func rollMergeBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *pu
 // registered in the target manifest before the merge publishes).
 func removeMergeRefs(ctx context.Context, root storage.Store, obs []*mergeObs) error {
 	for _, t := range obs {
-		if t.noRef {
-			// A crash between Lance's clone and its ref leaves a tree without a ref.
-			if err := lance.ReclaimBranchTree(ctx, root.Sub(t.rel), *t.pin.TableBranch); err != nil {
-				return fmt.Errorf("reclaim the ref-less tree of %s on %s: %w", t.pin.TableKey, *t.pin.TableBranch, err)
-			}
-			continue
-		}
-		if !t.created {
-			continue
-		}
-		if err := failpoint.Inject("recovery.before_fork_cleanup"); err != nil {
+		if err := removeOwnRef(ctx, root, t.pin, t.rel, t.noRef, t.created); err != nil {
 			return err
-		}
-		err := lance.DeleteBranch(ctx, root.Sub(t.rel), *t.pin.TableBranch)
-		var be *lance.BranchError
-		if errors.As(err, &be) { // no ref: at most a tree a crash left between clone and ref
-			err = lance.ReclaimBranchTree(ctx, root.Sub(t.rel), *t.pin.TableBranch)
-		}
-		if err != nil {
-			return fmt.Errorf("remove the merge's ref of %s on %s: %w", t.pin.TableKey, *t.pin.TableBranch, err)
 		}
 	}
 	return nil

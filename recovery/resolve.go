@@ -477,27 +477,36 @@ func discardOrphan(ctx context.Context, root storage.Store, sc *Sidecar, mode Mo
 // never committed to (only valid while this process is the only writer).
 func removeUntouchedForks(ctx context.Context, root storage.Store, obs []*tableObs) error {
 	for _, t := range obs {
-		if t.noRef {
-			// A crash between Lance's clone and its ref leaves a tree without a ref.
-			if err := lance.ReclaimBranchTree(ctx, root.Sub(t.rel), *t.pin.TableBranch); err != nil {
-				return fmt.Errorf("reclaim the ref-less tree of %s on %s: %w", t.pin.TableKey, *t.pin.TableBranch, err)
-			}
-			continue
-		}
-		if !t.untouchedFork {
-			continue
-		}
-		if err := failpoint.Inject("recovery.before_fork_cleanup"); err != nil {
+		if err := removeOwnRef(ctx, root, t.pin, t.rel, t.noRef, t.untouchedFork); err != nil {
 			return err
 		}
-		err := lance.DeleteBranch(ctx, root.Sub(t.rel), *t.pin.TableBranch)
-		var be *lance.BranchError
-		if errors.As(err, &be) { // no ref: at most a tree a crash left between clone and ref
-			err = lance.ReclaimBranchTree(ctx, root.Sub(t.rel), *t.pin.TableBranch)
+	}
+	return nil
+}
+
+// removeOwnRef removes a table ref an intent created and that is unregistered: with noRef, only
+// the tree a crash between Lance's clone and its ref left; with remove, the ref and its tree.
+func removeOwnRef(ctx context.Context, root storage.Store, pin TablePin, rel string, noRef, remove bool) error {
+	st, branch := root.Sub(rel), *pin.TableBranch
+	if noRef {
+		if err := lance.ReclaimBranchTree(ctx, st, branch); err != nil {
+			return fmt.Errorf("reclaim the ref-less tree of %s on %s: %w", pin.TableKey, branch, err)
 		}
-		if err != nil {
-			return fmt.Errorf("remove the untouched fork of %s on %s: %w", t.pin.TableKey, *t.pin.TableBranch, err)
-		}
+		return nil
+	}
+	if !remove {
+		return nil
+	}
+	if err := failpoint.Inject("recovery.before_fork_cleanup"); err != nil {
+		return err
+	}
+	err := lance.DeleteBranch(ctx, st, branch)
+	var be *lance.BranchError
+	if errors.As(err, &be) { // no ref: at most a tree a crash left between clone and ref
+		err = lance.ReclaimBranchTree(ctx, st, branch)
+	}
+	if err != nil {
+		return fmt.Errorf("remove the intent's ref of %s on %s: %w", pin.TableKey, branch, err)
 	}
 	return nil
 }
