@@ -487,14 +487,14 @@ func removeUntouchedForks(ctx context.Context, root storage.Store, obs []*tableO
 // removeOwnRef removes a table ref an intent created and that is unregistered: with noRef, only
 // the tree a crash between Lance's clone and its ref left; with remove, the ref and its tree.
 func removeOwnRef(ctx context.Context, root storage.Store, pin TablePin, rel string, noRef, remove bool) error {
+	if !noRef && !remove || pin.TableBranch == nil {
+		return nil
+	}
 	st, branch := root.Sub(rel), *pin.TableBranch
 	if noRef {
 		if err := lance.ReclaimBranchTree(ctx, st, branch); err != nil {
 			return fmt.Errorf("reclaim the ref-less tree of %s on %s: %w", pin.TableKey, branch, err)
 		}
-		return nil
-	}
-	if !remove {
 		return nil
 	}
 	if err := failpoint.Inject("recovery.before_fork_cleanup"); err != nil {
