@@ -214,8 +214,12 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 			return nil // Lance branch-local files can only be staged once the table's ref exists
 		}
 		var err error
-		t.staged, err = stage(ctx, t.ts.ds, req.Mode, t)
-		return err
+		if t.staged, err = stage(ctx, t.ts.ds, req.Mode, t); err != nil {
+			return err
+		}
+		// The transaction file too, here beside the other tables' staging: the commit then
+		// only writes the manifest.
+		return t.staged.WriteTransaction(ctx)
 	})
 	if err != nil {
 		return nil, err

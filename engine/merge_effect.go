@@ -202,9 +202,8 @@ func (m *mergeRun) apply(ctx context.Context, t *mergeTable) error {
 		var staged *lance.Staged
 		var err error
 		switch {
-		case c.adopt != nil:
-			opts.Properties = map[string]string{lance.InsertAbsenceProperty: "v1"}
-			staged = ds.StageInsertFragments(c.copied, opts)
+		case c.staged != nil:
+			staged, err = c.staged, c.staged.Rebind(ds)
 		case c.insertOnly:
 			opts.Properties = map[string]string{lance.InsertAbsenceProperty: "v1"}
 			staged, err = ds.StageInsertOnlyUpdate(ctx, c.recs, opts)
@@ -310,19 +309,34 @@ func (m *mergeRun) fold(ctx context.Context) {
 	}
 }
 
-// copyAdopted copies the files of every certified chunk before the chain starts, several at
-// a time: the copies are independent, only the commits are ordered. (Copies a crash strands
-// are unreferenced files, like any staged file.)
+// copyAdopted prepares every certified chunk before the chain starts, several at a time: it
+// copies the chunk's files and stages its transaction at the version it will read (the chain
+// is planned: chunk i reads pin+i), writing the transaction file too, so each commit of the
+// chain then writes only its manifest. (What a crash strands here is unreferenced files, like
+// any staged file.)
 func copyAdopted(ctx context.Context, t *mergeTable) error {
-	var adopt []*mergeChunk
-	for _, c := range t.chunks {
+	type job struct {
+		i int
+		c *mergeChunk
+	}
+	var jobs []job
+	for i, c := range t.chunks {
 		if c.adopt != nil {
-			adopt = append(adopt, c)
+			jobs = append(jobs, job{i, c})
 		}
 	}
-	return parallel.Each(adopt, TableConcurrency, func(c *mergeChunk) error {
-		var err error
-		c.copied, err = t.tds.CopyFragments(ctx, t.sds, c.adopt)
-		return err
+	return parallel.Each(jobs, TableConcurrency, func(j job) error {
+		copied, err := t.tds.CopyFragments(ctx, t.sds, j.c.adopt)
+		if err != nil {
+			return err
+		}
+		st := t.tds.StageInsertFragments(copied, lance.StageOptions{UUID: t.uuids[j.i],
+			Properties: map[string]string{lance.InsertAbsenceProperty: "v1"}})
+		st.Txn.ReadVersion = t.target.Version + uint64(j.i)
+		if err := st.WriteTransaction(ctx); err != nil {
+			return err
+		}
+		j.c.staged = st
+		return nil
 	})
 }

@@ -70,7 +70,7 @@ type mergeChunk struct {
 	removedIDs []string           // ids deleted outright
 	insertOnly bool               // every row is proven absent from the target: certified
 	adopt      []uint64           // source fragments whose files this chunk copies (certified route)
-	copied     []lance.Fragment   // adopt: the copies, written before the chain commits
+	staged     *lance.Staged      // adopt: copied and staged (at its planned read version) before the chain
 }
 
 // sideDelta is what one side changed since the base: rows it wrote (new or rewritten) and base

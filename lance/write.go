@@ -44,6 +44,37 @@ type StageOptions struct {
 type Staged struct {
 	Txn  *Transaction
 	base *Dataset // the version the transaction was built from (Txn.ReadVersion)
+	// txnWritten: the _transactions file already holds exactly encodeTransaction(Txn).
+	txnWritten bool
+}
+
+// WriteTransaction writes the staged transaction's _transactions file now, ahead of Commit
+// (which then only writes the manifest): a caller can write it while other work runs. Like
+// staged data files, an uncommitted transaction file is unreferenced and harmless. Txn must
+// not change afterwards.
+func (s *Staged) WriteTransaction(ctx context.Context) error {
+	if s.txnWritten {
+		return nil
+	}
+	if err := inject("lance.commit.before_txn_file"); err != nil {
+		return err
+	}
+	if err := s.base.dir.Put(ctx, "_transactions/"+s.Txn.FileName(), encodeTransaction(s.Txn)); err != nil {
+		return fmt.Errorf("lance: write transaction file: %w", err)
+	}
+	s.txnWritten = true
+	return nil
+}
+
+// Rebind moves a transaction staged ahead of its turn (its Txn.ReadVersion set by the caller)
+// onto d, the version it reads: d must be that version of the same dataset and branch. A chain
+// of transactions can so be staged, and their files written, before the first commits.
+func (s *Staged) Rebind(d *Dataset) error {
+	if d.dir.URI() != s.base.dir.URI() || d.Version() != s.Txn.ReadVersion {
+		return fmt.Errorf("lance: rebind a transaction reading version %d onto %s version %d", s.Txn.ReadVersion, d.dir.URI(), d.Version())
+	}
+	s.base = d
+	return nil
 }
 
 // CreateOptions configure a new dataset.
@@ -333,11 +364,8 @@ func (d *Dataset) Commit(ctx context.Context, s *Staged) (*Dataset, error) {
 	}
 	txnBytes := encodeTransaction(s.Txn)
 	m.TransactionFile = s.Txn.FileName()
-	if err := inject("lance.commit.before_txn_file"); err != nil {
+	if err := s.WriteTransaction(ctx); err != nil {
 		return nil, err
-	}
-	if err := base.dir.Put(ctx, "_transactions/"+m.TransactionFile, txnBytes); err != nil {
-		return nil, fmt.Errorf("lance: write transaction file: %w", err)
 	}
 	body := marshalManifestFile(m, txnBytes)
 	key := manifestKey(base.scheme, m.Version)
