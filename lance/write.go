@@ -197,11 +197,20 @@ func (d *Dataset) StageUpsert(ctx context.Context, key string, recs []arrow.Reco
 // become new fragments. Unlike StageUpsert it reads no data column, only the deletion files of
 // the touched fragments, so a caller that keeps a key -> address index pays for what it changes.
 func (d *Dataset) StageRewriteRows(ctx context.Context, remove []RowAddress, recs []arrow.Record, o StageOptions) (*Staged, error) {
-	updated, removed, err := d.deleteAddresses(ctx, remove)
-	if err != nil {
-		return nil, err
-	}
+	// The deletion files and the new data files are independent writes: side by side.
+	var updated []Fragment
+	var removed []uint64
+	var delErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		updated, removed, delErr = d.deleteAddresses(ctx, remove)
+	}()
 	frags, err := d.writeFragments(ctx, d.Schema(), recs, o.FileOptions)
+	<-done
+	if delErr != nil {
+		return nil, delErr
+	}
 	if err != nil {
 		return nil, err
 	}
