@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
@@ -53,22 +52,10 @@ func (t *mergeObs) complete() bool {
 // non-contiguous transaction fails closed.
 func resolveMerge(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode) (Outcome, error) {
 	p4 := sc.ProtocolV4
-	branch := deref(sc.Branch)
-	o := Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(branch)}
-	pub := publisher.Open(root, branch)
-	st, err := pub.Snapshot(ctx)
-	var bnf *errs.BranchNotFound
-	if errors.As(err, &bnf) {
-		return discardOrphan(ctx, root, sc, mode)
-	}
-	if err != nil {
+	o, pub, st, done, err := openIntent(ctx, root, sc, mode, p4.Lineage.GraphCommitID, p4.RollbackGraphCommitID,
+		confirmedOutcomes(p4.IntendedDelta), p4.RollbackAuditOutcomes)
+	if done || err != nil {
 		return o, err
-	}
-	if _, ok := st.Commits[p4.Lineage.GraphCommitID]; ok {
-		return finalize(ctx, root, sc, RolledForward, p4.Lineage.GraphCommitID, confirmedOutcomes(p4.IntendedDelta))
-	}
-	if _, ok := st.Commits[p4.RollbackGraphCommitID]; ok {
-		return finalize(ctx, root, sc, RolledBack, p4.RollbackGraphCommitID, p4.RollbackAuditOutcomes)
 	}
 	obs, err := observeMerge(ctx, root, sc, st)
 	if err != nil {
@@ -80,18 +67,7 @@ func resolveMerge(ctx context.Context, root storage.Store, sc *Sidecar, mode Mod
 		complete = complete && t.complete()
 	}
 	if !owned {
-		if mode == RollForwardOnly {
-			o.Action, o.Reason = Deferred, "no table carries this merge's effect; a full recovery pass discards it"
-			return o, nil
-		}
-		if err := removeMergeRefs(ctx, root, obs); err != nil {
-			return o, err
-		}
-		if err := Delete(ctx, root, sc.OperationID); err != nil {
-			return o, err
-		}
-		o.Action = Discarded
-		return o, nil
+		return discardEffectless(ctx, root, sc, mode, o, func() error { return removeMergeRefs(ctx, root, obs) })
 	}
 	holds, err := authorityHolds(ctx, root, pub, st, p4.Authority)
 	if err != nil {

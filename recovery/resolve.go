@@ -123,25 +123,12 @@ func deref(s *string) string {
 // resolveLoad runs the v9 Mutation/Load procedure for one sidecar.
 func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode) (Outcome, error) {
 	p3 := sc.ProtocolV3
-	branch := deref(sc.Branch)
-	o := Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(branch)}
-	pub := publisher.Open(root, branch)
-	st, err := pub.Snapshot(ctx)
-	var bnf *errs.BranchNotFound
-	if errors.As(err, &bnf) {
-		return discardOrphan(ctx, root, sc, mode)
-	}
-	if err != nil {
+	o, pub, st, done, err := openIntent(ctx, root, sc, mode, p3.Lineage.GraphCommitID, p3.RollbackGraphCommitID,
+		confirmedOutcomes(p3.IntendedDelta), p3.RollbackAuditOutcomes)
+	if done || err != nil {
 		return o, err
 	}
-	// 1. A fixed outcome already visible: finalize it.
-	if _, ok := st.Commits[p3.Lineage.GraphCommitID]; ok {
-		return finalize(ctx, root, sc, RolledForward, p3.Lineage.GraphCommitID, confirmedOutcomes(sc.ProtocolV3.IntendedDelta))
-	}
-	if _, ok := st.Commits[p3.RollbackGraphCommitID]; ok {
-		return finalize(ctx, root, sc, RolledBack, p3.RollbackGraphCommitID, p3.RollbackAuditOutcomes)
-	}
-	// 2. Observe and classify every table.
+	// Observe and classify every table.
 	obs, err := observe(ctx, root, sc, st)
 	if err != nil {
 		return o, err
@@ -156,20 +143,9 @@ func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode
 		allForward = allForward && t.class == RolledPastExpected
 	}
 	if !owned {
-		if mode == RollForwardOnly {
-			o.Action, o.Reason = Deferred, "no table carries this intent's effect; a full recovery pass discards it"
-			return o, nil
-		}
-		if err := removeUntouchedForks(ctx, root, obs); err != nil {
-			return o, err
-		}
-		if err := Delete(ctx, root, sc.OperationID); err != nil {
-			return o, err
-		}
-		o.Action = Discarded
-		return o, nil
+		return discardEffectless(ctx, root, sc, mode, o, func() error { return removeUntouchedForks(ctx, root, obs) })
 	}
-	// 3. The captured authority must still hold for a roll-forward.
+	// The captured authority must still hold for a roll-forward.
 	holds, err := authorityHolds(ctx, root, pub, st, p3.Authority)
 	if err != nil {
 		return o, err
@@ -183,6 +159,51 @@ func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode
 		return o, nil
 	}
 	return rollBack(ctx, root, sc, pub, obs)
+}
+
+// openIntent reads the intent's branch and settles the cases that need no table observed: a
+// deleted branch (orphan discard) and a fixed outcome already visible (finalized). done says
+// the intent is resolved (or failed) here; otherwise o, pub and st carry on.
+func openIntent(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode, commitID, rollbackID string,
+	forward, back []TableOutcome) (o Outcome, pub *publisher.Publisher, st *publisher.State, done bool, err error) {
+	branch := deref(sc.Branch)
+	o = Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(branch)}
+	pub = publisher.Open(root, branch)
+	st, err = pub.Snapshot(ctx)
+	var bnf *errs.BranchNotFound
+	switch {
+	case errors.As(err, &bnf):
+		o, err = discardOrphan(ctx, root, sc, mode)
+		return o, nil, nil, true, err
+	case err != nil:
+		return o, nil, nil, true, err
+	}
+	if _, ok := st.Commits[commitID]; ok {
+		o, err = finalize(ctx, root, sc, RolledForward, commitID, forward)
+		return o, nil, nil, true, err
+	}
+	if _, ok := st.Commits[rollbackID]; ok {
+		o, err = finalize(ctx, root, sc, RolledBack, rollbackID, back)
+		return o, nil, nil, true, err
+	}
+	return o, pub, st, false, nil
+}
+
+// discardEffectless retires an intent that no table carries: a full pass removes the refs it
+// created (cleanup) and its sidecar, with no audit and no lineage; the heal leaves it.
+func discardEffectless(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode, o Outcome, cleanup func() error) (Outcome, error) {
+	if mode == RollForwardOnly {
+		o.Action, o.Reason = Deferred, "no table carries this intent's effect; a full recovery pass discards it"
+		return o, nil
+	}
+	if err := cleanup(); err != nil {
+		return o, err
+	}
+	if err := Delete(ctx, root, sc.OperationID); err != nil {
+		return o, err
+	}
+	o.Action = Discarded
+	return o, nil
 }
 
 // confirmedOutcomes are a roll-forward's audit outcomes: each confirmed slot, from its expected
