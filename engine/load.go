@@ -200,7 +200,7 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 		if err != nil {
 			return nil, err
 		}
-		if err := checkNoDrift(ctx, ts, entry); err != nil {
+		if err := checkNoDrift(ctx, ts.ds, entry); err != nil {
 			return nil, err
 		}
 		p.tables = append(p.tables, &plannedTable{key: k, entry: entry, ts: ts, batch: batches[k], uuid: lance.NewUUID(),
@@ -268,8 +268,8 @@ func stage(ctx context.Context, ds *lance.Dataset, mode rows.Mode, t *plannedTab
 }
 
 // checkNoDrift requires the table's Lance HEAD to equal its manifest pin.
-func checkNoDrift(ctx context.Context, ts *tableState, e publisher.TableEntry) error {
-	latest, err := ts.ds.Latest(ctx)
+func checkNoDrift(ctx context.Context, ds *lance.Dataset, e publisher.TableEntry) error {
+	latest, err := ds.Latest(ctx)
 	if err != nil {
 		return err
 	}
@@ -348,7 +348,7 @@ func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared) e
 			e := fmt.Sprint(t.entry.Version)
 			return &errs.ReadSetChanged{Member: "published_dataset_version:" + t.key, Expected: &e}
 		}
-		if err := checkNoDrift(ctx, t.ts, t.entry); err != nil {
+		if err := checkNoDrift(ctx, t.ts.ds, t.entry); err != nil {
 			return err
 		}
 	}

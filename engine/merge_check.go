@@ -67,7 +67,7 @@ func (g *Graph) checkMergedEdges(ctx context.Context, plan *mergePlan, tst *publ
 	}
 	nodeAlive := func(typeName, id string) (bool, error) {
 		key := "node:" + typeName
-		if byKey[key] != nil && (byKey[key].route == RouteDiff || byKey[key].route == RouteCertified) {
+		if byKey[key] != nil && byKey[key].writesRows() {
 			w, d := sets(key)
 			if loadErr != nil {
 				return false, loadErr

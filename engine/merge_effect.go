@@ -47,13 +47,9 @@ func (m *mergeRun) revalidate(ctx context.Context) error {
 			e := fmt.Sprint(t.target.Version)
 			return &errs.ReadSetChanged{Member: "published_dataset_version:" + t.key, Expected: &e}
 		}
-		if t.route == RouteCertified || t.route == RouteDiff {
-			latest, err := t.tds.Latest(ctx)
-			if err != nil {
+		if t.writesRows() && !t.firstTouch {
+			if err := checkNoDrift(ctx, t.tds, t.target); err != nil {
 				return err
-			}
-			if !t.firstTouch && latest.Version() != t.target.Version {
-				return &DriftError{TableKey: t.key, Head: latest.Version(), Published: t.target.Version}
 			}
 		}
 	}

@@ -116,7 +116,7 @@ func (g *Graph) planMerge(ctx context.Context, req *MergeRequest, bst, sst, tst 
 		}
 		conflicts = append(conflicts, c...)
 		mt.stats.Route = mt.route
-		if (mt.route == RouteDiff || mt.route == RouteCertified) && len(mt.chunks) == 0 {
+		if mt.writesRows() && len(mt.chunks) == 0 {
 			continue // both sides made the same changes: the target already holds the result
 		}
 		plan.tables = append(plan.tables, mt)
@@ -154,7 +154,6 @@ func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable
 				return nil, err
 			}
 			mt.route, mt.tds = RouteRefFork, sds
-			mt.stats.Route = RouteRefFork
 			return nil, nil
 		}
 	}
@@ -204,15 +203,10 @@ func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable
 			return nil, err
 		}
 	}
-	if mt.ts, err = g.indexAt(ctx, mt.target, mt.isEdge); err != nil {
+	if mt.ts, err = g.openTable(ctx, mt.target, mt.isEdge); err != nil {
 		return nil, err
 	}
 	return mt.reconcile(sd, td)
-}
-
-// indexAt returns the id index of a table at a pointer (the cached one when current).
-func (g *Graph) indexAt(ctx context.Context, e publisher.TableEntry, isEdge bool) (*tableState, error) {
-	return g.openTable(ctx, e, isEdge)
 }
 
 // provenInserts is the certified-insert proof: the source table descends from the base
