@@ -25,6 +25,24 @@ const (
 	MergeChunkBytes = 32 << 20
 )
 
+// retainedLimit bounds the rows a merge holds in memory while it plans (the ordinary diff keeps
+// both sides' changed rows): the reference's 32 MiB retained validation delta. A variable so
+// tests can lower it.
+var retainedLimit int64 = MergeChunkBytes
+
+// retained charges what a merge plan holds against retainedLimit.
+type retained struct{ bytes int64 }
+
+func (r *retained) charge(recs []arrow.Record) error {
+	for _, rec := range recs {
+		r.bytes += rows.RecordBytes(rec)
+	}
+	if r.bytes > retainedLimit {
+		return &errs.ResourceLimitExceeded{Resource: "branch-merge retained validation delta bytes", Limit: uint64(retainedLimit), Actual: uint64(r.bytes)}
+	}
+	return nil
+}
+
 // pureInsertHistoryMaxVersions bounds the certificate walk (PURE_INSERT_HISTORY_MAX_VERSIONS).
 const pureInsertHistoryMaxVersions = 1024
 
@@ -93,6 +111,7 @@ func (d *sideDelta) row(id string) ([]byte, error) {
 // merged graph, and cuts every change into bounded chunks. Nothing is written.
 func (g *Graph) planMerge(ctx context.Context, req *MergeRequest, bst, sst, tst *publisher.State) (*mergePlan, error) {
 	plan := &mergePlan{}
+	budget := &retained{}
 	var conflicts []errs.MergeConflict
 	for _, ct := range allTables(g.Catalog()) {
 		s, sok := sst.Table(ct.key)
@@ -110,7 +129,7 @@ func (g *Graph) planMerge(ctx context.Context, req *MergeRequest, bst, sst, tst 
 		mt := &mergeTable{key: ct.key, isEdge: ct.edge != nil, edge: ct.edge, node: ct.node, target: t, source: s,
 			firstTouch: req.Target != "" && derefOr(t.Branch) != req.Target}
 		mt.stats.TableKey = ct.key
-		c, err := g.planTable(ctx, req, mt, b)
+		c, err := g.planTable(ctx, req, mt, b, budget)
 		if err != nil {
 			return nil, err
 		}
@@ -138,7 +157,7 @@ func (g *Graph) planMerge(ctx context.Context, req *MergeRequest, bst, sst, tst 
 }
 
 // planTable picks the table's route and builds its chunks.
-func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable, base publisher.TableEntry) ([]errs.MergeConflict, error) {
+func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable, base publisher.TableEntry, budget *retained) ([]errs.MergeConflict, error) {
 	targetUnchanged := samePointer(mt.target, base)
 	if mt.firstTouch && targetUnchanged {
 		switch {
@@ -181,6 +200,9 @@ func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable
 			if err != nil {
 				return nil, err
 			}
+			if err := budget.charge(recs); err != nil {
+				return nil, err
+			}
 			var writes []writeItem
 			for ri, rec := range recs {
 				idc := rec.Column(0).(*array.String)
@@ -197,9 +219,15 @@ func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable
 	if err != nil {
 		return nil, err
 	}
+	if err := budget.charge(sd.recs); err != nil {
+		return nil, err
+	}
 	td := &sideDelta{written: map[string]rowRef{}, rewritten: map[string]bool{}, deleted: map[string]bool{}}
 	if !targetUnchanged {
 		if td, err = diffSide(ctx, bds, tds); err != nil {
+			return nil, err
+		}
+		if err := budget.charge(td.recs); err != nil {
 			return nil, err
 		}
 	}

@@ -506,3 +506,27 @@ func TestMergeRecoveryFailsClosedOnForeignCommit(t *testing.T) {
 		t.Fatalf("the intent should stay for an operator: %v", l)
 	}
 }
+
+// The rows a merge plan holds in memory are bounded: over the budget the merge is refused
+// before anything is written; the certified route holds no rows and is not affected.
+func TestMergeRetainedDeltaLimit(t *testing.T) {
+	g := testGraph(t)
+	loadInto(t, g, "", "", "append", people...)
+	loadInto(t, g, "s", "main", "append", person("carol", "Carol"), person("dave", "Dave"))
+	old := retainedLimit
+	retainedLimit = 64
+	t.Cleanup(func() { retainedLimit = old })
+	before := export(t, g, "")
+	_, err := g.Merge(context.Background(), MergeRequest{Source: "s", Target: "main", NoCertifiedRoute: true})
+	var rl *errs.ResourceLimitExceeded
+	if !errors.As(err, &rl) || rl.Resource != "branch-merge retained validation delta bytes" || rl.Limit != 64 || rl.Actual <= 64 {
+		t.Fatalf("want the retained-delta limit, got %v", err)
+	}
+	if export(t, g, "") != before {
+		t.Fatal("a refused merge changed main")
+	}
+	noSidecars(t, g)
+	if res := mustMerge(t, g, MergeRequest{Source: "s", Target: "main"}); routes(res)["node:Person"] != RouteCertified {
+		t.Fatalf("certified merge %+v", res)
+	}
+}
