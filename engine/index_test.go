@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
 // assertIndexesMatchStorage compares every cached table index (ids with row addresses, and the
@@ -55,5 +57,18 @@ func TestIndexesStayEqualToColdRead(t *testing.T) {
 	assertIndexesMatchStorage(t, g)
 	loadInto(t, g, "", "", "overwrite", `{"type":"Company","data":{"domain":"acme.io","name":"Acme","size":"smb"}}`,
 		`{"type":"Company","data":{"domain":"b.io","name":"B","size":"smb"}}`)
+	assertIndexesMatchStorage(t, g)
+	// A load whose publish fails leaves no index folded ahead of it, before or after recovery.
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable("load.before_publish", "1*error")
+	if _, err := load(t, g, "append", person("late", "Late"), `{"edge":"WorksAt","from":"late","to":"b.io","data":{"id":"w9"}}`); err == nil {
+		t.Fatal("the failpoint did not fire")
+	}
+	failpoint.Reset()
+	assertIndexesMatchStorage(t, g)
+	if _, err := g.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	loadInto(t, g, "", "", "append", person("later", "Later"))
 	assertIndexesMatchStorage(t, g)
 }

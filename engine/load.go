@@ -394,16 +394,22 @@ func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*Loa
 	if err := req.fence(ctx); err != nil {
 		return nil, required(err)
 	}
+	// The id indexes fold the committed rows while the publish runs (the write gate is held,
+	// so nothing else reads them); they are kept only if the publish lands.
+	folded := make(chan []foldedTable, 1)
+	go func() { folded <- foldCommitted(req, p) }()
 	res, err := g.publish(ctx, req, p, commitID, createdAt)
+	fts := <-folded
 	if err != nil {
+		g.dropFolded(fts)
 		return nil, required(err)
 	}
+	g.installFolded(fts)
 	if err := failpoint.Inject("load.after_publish"); err != nil {
 		return nil, required(err)
 	}
 	// Phase D: a failure here only leaves a sidecar the next write's heal retires.
 	_ = sc.retire(ctx)
-	g.foldCommitted(req, p)
 	return res, nil
 }
 
@@ -468,8 +474,16 @@ func tableUpdate(t *plannedTable) publisher.DatasetUpdate {
 		Branch: ids.BranchPtr(t.committed.Branch()), RowCount: t.committed.CountRows(), Meta: publisher.VersionMetadata(t.committed)}
 }
 
-// foldCommitted updates the cached id indexes with what this load made visible.
-func (g *Graph) foldCommitted(req *LoadRequest, p *prepared) {
+// foldedTable is one table's index after a load's commit (nil ts: re-read on next use).
+type foldedTable struct {
+	ref tableRef
+	ts  *tableState
+}
+
+// foldCommitted updates the id indexes with what this load committed. It touches only the
+// load's own table states, so it can run beside the publish.
+func foldCommitted(req *LoadRequest, p *prepared) []foldedTable {
+	out := make([]foldedTable, 0, len(p.tables))
 	for _, t := range p.tables {
 		ref := tableRef{path: t.entry.Path, branch: t.committed.Branch()}
 		ts := t.ts
@@ -482,9 +496,28 @@ func (g *Graph) foldCommitted(req *LoadRequest, p *prepared) {
 			err = ts.foldUnique(t.batch, req.Mode == ModeOverwrite)
 		}
 		if err != nil {
-			delete(g.tables, ref) // rebuilt from storage on next use
+			ts = nil
+		}
+		out = append(out, foldedTable{ref: ref, ts: ts})
+	}
+	return out
+}
+
+// installFolded caches the folded indexes of a published load.
+func (g *Graph) installFolded(fts []foldedTable) {
+	for _, f := range fts {
+		if f.ts == nil {
+			delete(g.tables, f.ref) // rebuilt from storage on next use
 			continue
 		}
-		g.tables[ref] = ts
+		g.tables[f.ref] = f.ts
+	}
+}
+
+// dropFolded forgets every index a load touched when its publish did not land: the cached
+// states were folded ahead of a commit that is not visible.
+func (g *Graph) dropFolded(fts []foldedTable) {
+	for _, f := range fts {
+		delete(g.tables, f.ref)
 	}
 }
