@@ -179,5 +179,5 @@ func (d *Dataset) StageInsertFragments(frags []Fragment, o StageOptions) *Staged
 	for i := range frags {
 		own[i] = frags[i].clone()
 	}
-	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: own, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()})
+	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: own, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()}, nil)
 }

@@ -467,8 +467,9 @@ func (s *storeSource) ReadAt(ctx context.Context, off, n int64) ([]byte, error) 
 }
 
 // deleteAddresses marks the given rows deleted: new cumulative deletion files for the touched
-// fragments (written now), and the ids of fragments left with no live row.
-func (d *Dataset) deleteAddresses(ctx context.Context, addrs []RowAddress) (updated []Fragment, removed []uint64, err error) {
+// fragments (to be written with the transaction, w), and the ids of fragments left with no
+// live row.
+func (d *Dataset) deleteAddresses(ctx context.Context, addrs []RowAddress, w *fileWrites) (updated []Fragment, removed []uint64, err error) {
 	byFrag := map[uint64][]uint32{}
 	for _, a := range addrs {
 		byFrag[a.Fragment()] = append(byFrag[a.Fragment()], a.Offset())
@@ -494,7 +495,7 @@ func (d *Dataset) deleteAddresses(ctx context.Context, addrs []RowAddress) (upda
 			}
 			dead[o] = true
 		}
-		nf, gone, err := d.writeDeletion(ctx, fr, dead)
+		nf, gone, err := d.writeDeletion(fr, dead, w)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -512,7 +513,7 @@ func (d *Dataset) deleteAddresses(ctx context.Context, addrs []RowAddress) (upda
 
 // writeDeletion writes the cumulative deletion file of fr holding dead, or reports that no
 // row is left (the fragment is then removed rather than given a full deletion vector).
-func (d *Dataset) writeDeletion(ctx context.Context, fr *Fragment, dead map[uint32]bool) (Fragment, bool, error) {
+func (d *Dataset) writeDeletion(fr *Fragment, dead map[uint32]bool, w *fileWrites) (Fragment, bool, error) {
 	if uint64(len(dead)) == fr.PhysicalRows {
 		return Fragment{}, true, nil
 	}
@@ -527,18 +528,13 @@ func (d *Dataset) writeDeletion(ctx context.Context, fr *Fragment, dead map[uint
 	}
 	nf := fr.clone()
 	nf.Deletion = &DeletionFile{FileType: DeletionArrow, ReadVersion: d.Version(), ID: randomUint64(), NumDeletedRows: uint64(len(offs))}
-	if err := inject("lance.write_deletion_file"); err != nil {
-		return Fragment{}, false, err
-	}
-	if err := d.dir.Put(ctx, deletionKey(nf.ID, nf.Deletion), body); err != nil {
-		return Fragment{}, false, fmt.Errorf("lance: write deletion file: %w", err)
-	}
+	w.add(deletionKey(nf.ID, nf.Deletion), body, "lance.write_deletion_file", "deletion file")
 	return nf, false, nil
 }
 
 // deleteMatching computes the fragments a delete by f changes: new cumulative deletion files,
-// written now, and the ids of fragments left with no live row.
-func (d *Dataset) deleteMatching(ctx context.Context, f Filter) (updated []Fragment, removed []uint64, err error) {
+// to be written with the transaction (w), and the ids of fragments left with no live row.
+func (d *Dataset) deleteMatching(ctx context.Context, f Filter, w *fileWrites) (updated []Fragment, removed []uint64, err error) {
 	read, err := d.Schema().Project(f.Columns)
 	if err != nil {
 		return nil, nil, err
@@ -577,7 +573,7 @@ func (d *Dataset) deleteMatching(ctx context.Context, f Filter) (updated []Fragm
 		if len(dead) == before {
 			continue
 		}
-		nf, gone, err := d.writeDeletion(ctx, fr, dead)
+		nf, gone, err := d.writeDeletion(fr, dead, w)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -39,14 +40,36 @@ type StageOptions struct {
 	FileOptions file.Options
 }
 
-// Staged is a transaction whose data and deletion files are written but which no version
-// references yet. Commit makes it visible; dropping it leaves only unreferenced files.
+// Staged is a transaction whose data and deletion files are encoded but which no version
+// references yet. Its files (data, deletion, transaction) are written together, side by side,
+// by WriteTransaction or at the latest by Commit, before the manifest; dropping it leaves at
+// most unreferenced files.
 type Staged struct {
 	Txn  *Transaction
 	base *Dataset // the version the transaction was built from (Txn.ReadVersion)
-	// txnWritten: the _transactions file already holds exactly encodeTransaction(Txn).
+	// files are the encoded data and deletion files not written yet.
+	files []pendingFile
+	// txnWritten: every file, the _transactions one included, is written.
 	txnWritten bool
 }
+
+// pendingFile is an encoded file a staged transaction writes before its manifest.
+type pendingFile struct {
+	key       string
+	data      []byte
+	failpoint string
+	what      string
+}
+
+// fileWrites collects the files one staging encodes.
+type fileWrites struct{ files []pendingFile }
+
+func (w *fileWrites) add(key string, data []byte, failpoint, what string) {
+	w.files = append(w.files, pendingFile{key: key, data: data, failpoint: failpoint, what: what})
+}
+
+// fileWriteConcurrency bounds how many of a transaction's files are written at once.
+const fileWriteConcurrency = 8
 
 // WriteTransaction writes the staged transaction's _transactions file now, ahead of Commit
 // (which then only writes the manifest): a caller can write it while other work runs. Like
@@ -56,13 +79,21 @@ func (s *Staged) WriteTransaction(ctx context.Context) error {
 	if s.txnWritten {
 		return nil
 	}
-	if err := inject("lance.commit.before_txn_file"); err != nil {
+	files := append(s.files, pendingFile{key: "_transactions/" + s.Txn.FileName(), data: encodeTransaction(s.Txn),
+		failpoint: "lance.commit.before_txn_file", what: "transaction file"})
+	err := parallel.Each(files, fileWriteConcurrency, func(f pendingFile) error {
+		if err := inject(f.failpoint); err != nil {
+			return err
+		}
+		if err := s.base.dir.Put(ctx, f.key, f.data); err != nil {
+			return fmt.Errorf("lance: write %s: %w", f.what, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	if err := s.base.dir.Put(ctx, "_transactions/"+s.Txn.FileName(), encodeTransaction(s.Txn)); err != nil {
-		return fmt.Errorf("lance: write transaction file: %w", err)
-	}
-	s.txnWritten = true
+	s.files, s.txnWritten = nil, true
 	return nil
 }
 
@@ -99,43 +130,50 @@ func Create(ctx context.Context, st storage.Store, s *schema.Schema, recs []arro
 		empty.ReaderFlags, empty.WriterFlags = FlagStableRowIDs, FlagStableRowIDs
 	}
 	base := &Dataset{root: st, dir: st, scheme: scheme, manifest: empty}
-	frags, err := base.writeFragments(ctx, s, recs, opts.Stage.FileOptions)
+	w := &fileWrites{}
+	frags, err := base.writeFragments(s, recs, opts.Stage.FileOptions, w)
 	if err != nil {
 		return nil, err
 	}
-	staged := base.newStaged(opts.Stage, Operation{Kind: OpOverwrite, Fragments: frags, Schema: s, ConfigUpsert: opts.Config})
+	staged := base.newStaged(opts.Stage, Operation{Kind: OpOverwrite, Fragments: frags, Schema: s, ConfigUpsert: opts.Config}, w)
 	return base.Commit(ctx, staged)
 }
 
-func (d *Dataset) newStaged(o StageOptions, op Operation) *Staged {
+func (d *Dataset) newStaged(o StageOptions, op Operation, w *fileWrites) *Staged {
 	id := o.UUID
 	if id == "" {
 		id = NewUUID()
 	}
-	return &Staged{base: d, Txn: &Transaction{ReadVersion: d.readVersion(), UUID: id, Properties: o.Properties, Op: op}}
+	st := &Staged{base: d, Txn: &Transaction{ReadVersion: d.readVersion(), UUID: id, Properties: o.Properties, Op: op}}
+	if w != nil {
+		st.files = w.files
+	}
+	return st
 }
 
 // readVersion is 0 for a dataset being created (no manifest on storage yet).
 func (d *Dataset) readVersion() uint64 { return d.manifest.Version }
 
-// StageAppend writes recs as new fragments and returns an Append transaction.
+// StageAppend encodes recs as new fragments and returns an Append transaction.
 func (d *Dataset) StageAppend(ctx context.Context, recs []arrow.Record, o StageOptions) (*Staged, error) {
-	frags, err := d.writeFragments(ctx, d.Schema(), recs, o.FileOptions)
+	w := &fileWrites{}
+	frags, err := d.writeFragments(d.Schema(), recs, o.FileOptions, w)
 	if err != nil {
 		return nil, err
 	}
-	return d.newStaged(o, Operation{Kind: OpAppend, Fragments: frags}), nil
+	return d.newStaged(o, Operation{Kind: OpAppend, Fragments: frags}, w), nil
 }
 
-// StageInsertOnlyUpdate writes recs as new fragments and returns the insert-only filtered
+// StageInsertOnlyUpdate encodes recs as new fragments and returns the insert-only filtered
 // Update (RewriteRows, no removed or updated fragments, every field preserved) that OmniGraph
 // commits for a strict insert.
 func (d *Dataset) StageInsertOnlyUpdate(ctx context.Context, recs []arrow.Record, o StageOptions) (*Staged, error) {
-	frags, err := d.writeFragments(ctx, d.Schema(), recs, o.FileOptions)
+	w := &fileWrites{}
+	frags, err := d.writeFragments(d.Schema(), recs, o.FileOptions, w)
 	if err != nil {
 		return nil, err
 	}
-	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: frags, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()}), nil
+	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: frags, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()}, w), nil
 }
 
 // StageOverwrite replaces the whole table with recs (none: a zero-fragment overwrite). A nil
@@ -144,11 +182,12 @@ func (d *Dataset) StageOverwrite(ctx context.Context, s *schema.Schema, recs []a
 	if s == nil {
 		s = d.Schema()
 	}
-	frags, err := d.writeFragments(ctx, s, recs, o.FileOptions)
+	w := &fileWrites{}
+	frags, err := d.writeFragments(s, recs, o.FileOptions, w)
 	if err != nil {
 		return nil, err
 	}
-	return d.newStaged(o, Operation{Kind: OpOverwrite, Fragments: frags, Schema: s}), nil
+	return d.newStaged(o, Operation{Kind: OpOverwrite, Fragments: frags, Schema: s}, w), nil
 }
 
 // StageRestore returns a Restore transaction that makes version v current again.
@@ -159,17 +198,18 @@ func (d *Dataset) StageRestore(ctx context.Context, v uint64, o StageOptions) (*
 	if _, _, _, _, err := readManifest(ctx, d.dir, d.scheme, v); err != nil {
 		return nil, err
 	}
-	return d.newStaged(o, Operation{Kind: OpRestore, RestoreVersion: v}), nil
+	return d.newStaged(o, Operation{Kind: OpRestore, RestoreVersion: v}, nil), nil
 }
 
-// StageDelete writes new cumulative deletion files for every fragment with rows matching f and
+// StageDelete encodes new cumulative deletion files for every fragment with rows matching f and
 // returns a Delete transaction. Fragments left with no live row are removed instead.
 func (d *Dataset) StageDelete(ctx context.Context, f Filter, o StageOptions) (*Staged, error) {
-	updated, removed, err := d.deleteMatching(ctx, f)
+	w := &fileWrites{}
+	updated, removed, err := d.deleteMatching(ctx, f, w)
 	if err != nil {
 		return nil, err
 	}
-	return d.newStaged(o, Operation{Kind: OpDelete, UpdatedFragments: updated, RemovedFragmentIDs: removed, Predicate: f.SQL}), nil
+	return d.newStaged(o, Operation{Kind: OpDelete, UpdatedFragments: updated, RemovedFragmentIDs: removed, Predicate: f.SQL}, w), nil
 }
 
 // StageUpsert replaces the rows whose key column matches a key in recs and inserts the rest, as
@@ -179,17 +219,18 @@ func (d *Dataset) StageUpsert(ctx context.Context, key string, recs []arrow.Reco
 	if err != nil {
 		return nil, err
 	}
-	updated, removed, err := d.deleteMatching(ctx, In(key, keys...))
+	w := &fileWrites{}
+	updated, removed, err := d.deleteMatching(ctx, In(key, keys...), w)
 	if err != nil {
 		return nil, err
 	}
-	frags, err := d.writeFragments(ctx, d.Schema(), recs, o.FileOptions)
+	frags, err := d.writeFragments(d.Schema(), recs, o.FileOptions, w)
 	if err != nil {
 		return nil, err
 	}
 	modified := d.fieldIDs()
 	return d.newStaged(o, Operation{Kind: OpUpdate, UpdatedFragments: updated, RemovedFragmentIDs: removed, Fragments: frags,
-		UpdateMode: UpdateRewriteRows, FieldsModified: modified}), nil
+		UpdateMode: UpdateRewriteRows, FieldsModified: modified}, w), nil
 }
 
 // StageRewriteRows replaces the rows at the given addresses (and inserts the rest) with recs,
@@ -197,20 +238,12 @@ func (d *Dataset) StageUpsert(ctx context.Context, key string, recs []arrow.Reco
 // become new fragments. Unlike StageUpsert it reads no data column, only the deletion files of
 // the touched fragments, so a caller that keeps a key -> address index pays for what it changes.
 func (d *Dataset) StageRewriteRows(ctx context.Context, remove []RowAddress, recs []arrow.Record, o StageOptions) (*Staged, error) {
-	// The deletion files and the new data files are independent writes: side by side.
-	var updated []Fragment
-	var removed []uint64
-	var delErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		updated, removed, delErr = d.deleteAddresses(ctx, remove)
-	}()
-	frags, err := d.writeFragments(ctx, d.Schema(), recs, o.FileOptions)
-	<-done
-	if delErr != nil {
-		return nil, delErr
+	w := &fileWrites{}
+	updated, removed, err := d.deleteAddresses(ctx, remove, w)
+	if err != nil {
+		return nil, err
 	}
+	frags, err := d.writeFragments(d.Schema(), recs, o.FileOptions, w)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +252,7 @@ func (d *Dataset) StageRewriteRows(ctx context.Context, remove []RowAddress, rec
 		modified = d.fieldIDs()
 	}
 	return d.newStaged(o, Operation{Kind: OpUpdate, UpdatedFragments: updated, RemovedFragmentIDs: removed, Fragments: frags,
-		UpdateMode: UpdateRewriteRows, FieldsModified: modified}), nil
+		UpdateMode: UpdateRewriteRows, FieldsModified: modified}, w), nil
 }
 
 // CompactTail merges a run of small fragments at the end of the fragment list into one, so a
@@ -262,11 +295,12 @@ func (d *Dataset) CompactTail(ctx context.Context, fanout int, o StageOptions) (
 			r.Release()
 		}
 	}()
-	merged, err := d.writeFragments(ctx, d.Schema(), recs, o.FileOptions)
+	w := &fileWrites{}
+	merged, err := d.writeFragments(d.Schema(), recs, o.FileOptions, w)
 	if err != nil {
 		return nil, nil, err
 	}
-	return d.newStaged(o, Operation{Kind: OpUpdate, RemovedFragmentIDs: ids, Fragments: merged, UpdateMode: UpdateRewriteRows}), ids, nil
+	return d.newStaged(o, Operation{Kind: OpUpdate, RemovedFragmentIDs: ids, Fragments: merged, UpdateMode: UpdateRewriteRows}, w), ids, nil
 }
 
 // AddedFragments returns the fragments of this version that the given older manifest lacks,
@@ -295,8 +329,9 @@ func (d *Dataset) fieldIDs() []uint32 {
 	return out
 }
 
-// writeFragments encodes recs into data files of at most maxRowsPerFile rows each.
-func (d *Dataset) writeFragments(ctx context.Context, s *schema.Schema, recs []arrow.Record, fo file.Options) ([]Fragment, error) {
+// writeFragments encodes recs into data files of at most maxRowsPerFile rows each, to be
+// written with the transaction (w).
+func (d *Dataset) writeFragments(s *schema.Schema, recs []arrow.Record, fo file.Options, out *fileWrites) ([]Fragment, error) {
 	var frags []Fragment
 	var w *file.Writer
 	flush := func() error {
@@ -309,12 +344,7 @@ func (d *Dataset) writeFragments(ctx context.Context, s *schema.Schema, recs []a
 			return err
 		}
 		name := newDataFileName()
-		if err := inject("lance.write_data_file"); err != nil {
-			return err
-		}
-		if err := d.dir.Put(ctx, "data/"+name, b); err != nil {
-			return fmt.Errorf("lance: write data file: %w", err)
-		}
+		out.add("data/"+name, b, "lance.write_data_file", "data file")
 		ids := s.FieldIDs()
 		cols := make([]int32, len(ids))
 		for i := range cols {
