@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
@@ -141,28 +140,17 @@ func (p *Publisher) scan(ctx context.Context, ds *lance.Dataset) (*State, error)
 	}
 	cols := []string{"object_id", "object_type", "location", "metadata", "table_key", "stable_table_id",
 		"table_incarnation_id", "table_version", "table_branch", "row_count"}
-	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: cols, WithRowAddress: true})
-	if err != nil {
-		return nil, err
-	}
 	st := newState(p.branch)
 	st.ManifestVersion = ds.Version()
-	for {
-		rec, err := sc.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := ds.Each(ctx, lance.ScanOptions{Columns: cols, WithRowAddress: true}, func(rec arrow.Record) error {
 		rows, addrs, err := recordRows(rec)
-		rec.Release()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := st.apply(rows, addrs); err != nil {
-			return nil, err
-		}
+		return st.apply(rows, addrs)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return st, nil
 }
@@ -414,25 +402,14 @@ func (p *Publisher) readdress(ctx context.Context, ds *lance.Dataset, ids []uint
 	if len(ids) == 0 {
 		return nil
 	}
-	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: []string{"object_id"}, WithRowAddress: true, Fragments: ids})
-	if err != nil {
-		return err
-	}
-	for {
-		rec, err := sc.Next(ctx)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return ds.Each(ctx, lance.ScanOptions{Columns: []string{"object_id"}, WithRowAddress: true, Fragments: ids}, func(rec arrow.Record) error {
 		oid := rec.Column(0).(*array.String)
 		addr := rec.Column(1).(*array.Uint64)
 		for i := 0; i < oid.Len(); i++ {
 			p.state.addr[oid.Value(i)] = lance.RowAddress(addr.Value(i))
 		}
-		rec.Release()
-	}
+		return nil
+	})
 }
 
 // pendingRows builds the rows of one attempt: registrations, table versions, lineage, receipt.

@@ -164,10 +164,11 @@ func exportLines(t *testing.T, root storage.Store) []string {
 	return lines
 }
 
-func runCase(t *testing.T, c crashCase) (lost, doubled, half bool) {
-	ctx := context.Background()
+// newGraph initialises a graph from the bundled example schema in a fresh directory.
+func newGraph(t *testing.T) (string, storage.Store, *engine.Graph) {
+	t.Helper()
 	dir := t.TempDir()
-	root, err := storage.Open(ctx, dir)
+	root, err := storage.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,10 +176,16 @@ func runCase(t *testing.T, c crashCase) (lost, doubled, half bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := engine.Init(ctx, root, string(src))
+	g, err := engine.Init(context.Background(), root, string(src))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, root, g
+}
+
+func runCase(t *testing.T, c crashCase) (lost, doubled, half bool) {
+	ctx := context.Background()
+	dir, root, g := newGraph(t)
 	recs, _ := framing.ParseBytes([]byte(strings.Join(seed, "\n")), framing.DefaultLimits())
 	if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: recs}); err != nil {
 		t.Fatal(err)

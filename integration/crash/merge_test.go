@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -77,19 +76,7 @@ func branchLines(t *testing.T, root storage.Store, branch string) string {
 
 func runMergeCase(t *testing.T, c mergeCase) (lost, doubled, half bool) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	root, err := storage.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile("../../graph/pg/testdata/example.pg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := engine.Init(ctx, root, string(src))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, root, g := newGraph(t)
 	load := func(branch, from string, mode engine.Mode, lines ...string) {
 		recs, _ := framing.ParseBytes([]byte(strings.Join(lines, "\n")), framing.DefaultLimits())
 		if _, err := g.Load(ctx, engine.LoadRequest{Branch: branch, From: from, Mode: mode, Records: recs}); err != nil {
