@@ -10,53 +10,23 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
-
-const benchSchema = `
-node Person {
-    handle: String @key
-    name: String
-    age: I64
-    score: F64
-}
-edge Knows: Person -> Person {
-    since: I64?
-}
-node Event {
-    code: String @key
-}
-`
-
-// graphBatch is k's batch: n new people and n edges among them (a ring), as strict inserts.
-func graphBatch(k, n int) []framing.Record {
-	var b strings.Builder
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, `{"type":"Person","data":{"handle":"p%d-%d","name":"name-%d-%d","age":%d,"score":%g}}`+"\n", k, i, k, i, i%90, float64(i)*0.5)
-	}
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, `{"edge":"Knows","from":"p%d-%d","to":"p%d-%d","data":{"id":"k%d-%d","since":%d}}`+"\n", k, i, k, (i+1)%n, k, i, i)
-	}
-	recs, err := framing.ParseBytes([]byte(b.String()), framing.DefaultLimits())
-	if err != nil {
-		panic(err)
-	}
-	return recs
-}
 
 func newBenchGraph(ctx context.Context, dir string) (*engine.Graph, error) {
 	root, err := storage.Open(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
-	return engine.Init(ctx, root, benchSchema)
+	return engine.Init(ctx, root, benchdata.Schema)
 }
 
 // timeLoads times iters strict-insert loads of n nodes + n edges, batches keyed from base.
 func timeLoads(ctx context.Context, g *engine.Graph, base, iters, n int) ([]float64, error) {
 	var out []float64
 	for k := 0; k < iters; k++ {
-		recs := graphBatch(base+k, n)
+		recs := benchdata.GraphBatch(base+k, n)
 		t0 := time.Now()
 		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: recs}); err != nil {
 			return nil, err
@@ -72,7 +42,7 @@ func age(ctx context.Context, g *engine.Graph, rows, commits int) error {
 	done := 0
 	for k := 0; done*2 < rows; k++ {
 		n := min(4096, rows/2-done) // n nodes + n edges per load: 8,192 rows
-		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: graphBatch(1_000_000+k, n)}); err != nil {
+		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: benchdata.GraphBatch(1_000_000+k, n)}); err != nil {
 			return err
 		}
 		done += n

@@ -7,26 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/engine"
-	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
-
-// personRecords builds n new Person records keyed from offset.
-func personRecords(offset, n int) []framing.Record {
-	var b strings.Builder
-	for i := offset; i < offset+n; i++ {
-		fmt.Fprintf(&b, `{"type":"Person","data":{"handle":"m%d","name":"name-%d","age":%d,"score":%g}}`+"\n", i, i, i%90, float64(i)*0.5)
-	}
-	recs, err := framing.ParseBytes([]byte(b.String()), framing.DefaultLimits())
-	if err != nil {
-		panic(err)
-	}
-	return recs
-}
 
 // mergeSample is what one merge child process reports.
 type mergeSample struct {
@@ -46,12 +32,12 @@ func runMergeChild(ctx context.Context, step, dir string, rows int, noProof bool
 		if err != nil {
 			return err
 		}
-		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: personRecords(-1, 1)}); err != nil {
+		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: benchdata.People(-1, 1)}); err != nil {
 			return err
 		}
 		for off := 0; off < rows; off += engine.MergeChunkRows {
 			n := min(engine.MergeChunkRows, rows-off)
-			if _, err := g.Load(ctx, engine.LoadRequest{Branch: "s", From: "main", Mode: engine.ModeAppend, Records: personRecords(off, n)}); err != nil {
+			if _, err := g.Load(ctx, engine.LoadRequest{Branch: "s", From: "main", Mode: engine.ModeAppend, Records: benchdata.People(off, n)}); err != nil {
 				return err
 			}
 		}
