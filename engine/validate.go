@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 )
 
@@ -33,37 +34,50 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 			}
 		}
 	}
-	// nodeExists answers over the merged universe: an overwritten table is exactly its batch.
-	batchIDs := map[string]map[string]int{} // table key -> batch id -> row
-	for _, t := range planned {
-		batchIDs[t.key] = t.batch.Rows()
+	// Endpoints resolve over the merged universe: an overwritten table is exactly its batch.
+	// Each endpoint type is resolved once (its batch rows and committed index), not per edge.
+	type endpointType struct {
+		batch     map[string]int
+		committed map[string]lance.RowAddress // nil: the table is overwritten
 	}
-	nodeIndex := map[string]*tableState{}
-	nodeExists := func(typeName, id string) (bool, error) {
+	resolved := map[string]*endpointType{}
+	resolve := func(typeName string) (*endpointType, error) {
+		if r := resolved[typeName]; r != nil {
+			return r, nil
+		}
 		key := "node:" + typeName
-		if _, inBatch := batchIDs[key][id]; inBatch {
+		r := &endpointType{}
+		t, planned := byKey[key]
+		if planned {
+			r.batch = t.batch.Rows()
+		}
+		switch {
+		case planned && req.Mode == ModeOverwrite:
+		case planned:
+			r.committed = t.ts.ids
+		default:
+			e, found := st.Table(key)
+			if !found {
+				return nil, fmt.Errorf("load: node table %s is not in the manifest", key)
+			}
+			ts, err := g.openTable(ctx, e, false)
+			if err != nil {
+				return nil, err
+			}
+			r.committed = ts.ids
+		}
+		resolved[typeName] = r
+		return r, nil
+	}
+	nodeExists := func(typeName, id string) (bool, error) {
+		r, err := resolve(typeName)
+		if err != nil {
+			return false, err
+		}
+		if _, ok := r.batch[id]; ok {
 			return true, nil
 		}
-		if _, rewritten := byKey[key]; rewritten && req.Mode == ModeOverwrite {
-			return false, nil
-		}
-		ts, ok := nodeIndex[key]
-		if !ok {
-			if t, planned := byKey[key]; planned {
-				ts = t.ts
-			} else {
-				e, found := st.Table(key)
-				if !found {
-					return false, fmt.Errorf("load: node table %s is not in the manifest", key)
-				}
-				var err error
-				if ts, err = g.openTable(ctx, e, false); err != nil {
-					return false, err
-				}
-			}
-			nodeIndex[key] = ts
-		}
-		_, ok = ts.ids[id]
+		_, ok := r.committed[id]
 		return ok, nil
 	}
 	for _, t := range planned {
@@ -88,6 +102,10 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 		}
 	}
 	if req.Mode == ModeOverwrite {
+		batchIDs := map[string]map[string]int{} // table key -> batch id -> row
+		for _, t := range planned {
+			batchIDs[t.key] = t.batch.Rows()
+		}
 		if err := g.checkRetainedEdges(ctx, st, byKey, batchIDs); err != nil {
 			return err
 		}

@@ -11,25 +11,8 @@ import (
 // build converts every record of the declaration (row by row, columns in schema order),
 // then derives the ids, into g.rec (all input rows, in input order) and g.ids.
 func (g *group) build(opts Options) error {
-	props := g.tbl.Properties
-	var key map[string]bool
-	if g.node != nil && len(g.node.Key) > 0 {
-		key = make(map[string]bool, len(g.node.Key))
-		for _, k := range g.node.Key {
-			key[k] = true
-		}
-	}
-	n := len(g.recs)
-	cols := make([]*column, len(props))
-	for i, p := range props {
-		cols[i] = newColumn(opts.Mem, p, key[p.Name])
-		cols[i].b.Reserve(n)
-	}
-	defer func() {
-		for _, c := range cols {
-			c.b.Release()
-		}
-	}()
+	cols := g.newColumns(opts)
+	defer releaseColumns(cols)
 	for _, r := range g.recs {
 		for _, c := range cols {
 			raw, present := r.Data[c.prop.Name]
@@ -41,7 +24,93 @@ func (g *group) build(opts Options) error {
 			}
 		}
 	}
+	return g.assemble(cols, opts)
+}
 
+// buildFused is checkFields, preflight, build and the keyed ceilings in one pass over the
+// records: each record's members are walked once, and each value is estimated, projected and
+// converted from the same slice. It reports false, holding nothing, as soon as any of them
+// would refuse the declaration; the exact checks then find which refusal comes first.
+func (g *group) buildFused(opts Options, keyed bool) bool {
+	props := g.tbl.Properties
+	cols := g.newColumns(opts)
+	defer releaseColumns(cols)
+	cells := make([][]byte, len(props))
+	var parsed, projected int64
+	for _, r := range g.recs {
+		clear(cells)
+		for name, raw := range r.Data {
+			i, ok := g.props[name]
+			if !ok {
+				return false
+			}
+			cells[i] = raw
+			if keyed {
+				parsed += estimateJSON(raw)
+			}
+		}
+		projected += arrayOverhead
+		if r.ID != nil {
+			parsed += int64(len(*r.ID))
+			projected += int64(len(*r.ID))
+		}
+		if g.edge != nil {
+			parsed += int64(len(r.From) + len(r.To))
+			projected += 2*arrayOverhead + int64(len(r.From)+len(r.To))
+		}
+		for i, c := range cols {
+			raw := trimWS(cells[i])
+			present := cells[i] != nil
+			projected += projectedCell(c.prop.Type, raw)
+			if c.key && (!present || kindOf(raw) == jNull) {
+				return false
+			}
+			if c.appendCell(raw, present) != nil {
+				return false
+			}
+		}
+	}
+	// Both sums only grow, so a total within its ceiling was within it at every line.
+	if keyed && parsed > opts.MaxKeyedBytes || projected > opts.MaxArrowBytes {
+		return false
+	}
+	if g.assemble(cols, opts) != nil {
+		return false
+	}
+	if keyed && recordBytes(g.rec) > opts.MaxKeyedBytes {
+		g.release()
+		return false
+	}
+	return true
+}
+
+func (g *group) newColumns(opts Options) []*column {
+	props := g.tbl.Properties
+	var key map[string]bool
+	if g.node != nil && len(g.node.Key) > 0 {
+		key = make(map[string]bool, len(g.node.Key))
+		for _, k := range g.node.Key {
+			key[k] = true
+		}
+	}
+	cols := make([]*column, len(props))
+	for i, p := range props {
+		cols[i] = newColumn(opts.Mem, p, key[p.Name])
+		cols[i].b.Reserve(len(g.recs))
+	}
+	return cols
+}
+
+func releaseColumns(cols []*column) {
+	for _, c := range cols {
+		c.b.Release()
+	}
+}
+
+// assemble derives the ids and puts the system columns and the converted properties together
+// as g.rec.
+func (g *group) assemble(cols []*column, opts Options) error {
+	n := len(g.recs)
 	system := 1
 	if g.edge != nil {
 		system = 3

@@ -11,6 +11,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/pg"
 )
 
 // fuzzSeeds are batches against graph/pg/testdata/example.pg; they are added in code and
@@ -66,6 +67,9 @@ func FuzzBuild(f *testing.F) {
 		}
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		opts.Mem = mem
+		checkFusedMatchesExact(t, cat, recs, mode, opts)
+		mem.AssertSize(t, 0)
+		opts.NewID = counterIDs()
 		out, err := Build(cat, recs, mode, opts)
 		if err != nil {
 			checkTyped(t, err, recs)
@@ -139,5 +143,37 @@ func checkTyped(t *testing.T, err error, recs []framing.Record) {
 	}
 	if !slices.ContainsFunc(recs, func(r framing.Record) bool { return r.Line == line }) {
 		t.Fatalf("error on line %d, which holds no record: %v", line, err)
+	}
+}
+
+// checkFusedMatchesExact: the fused phases 1-2 succeed exactly when the exact ones do, and then
+// build the same records and ids.
+func checkFusedMatchesExact(t *testing.T, cat *pg.Catalog, recs []framing.Record, mode Mode, opts Options) {
+	t.Helper()
+	keyed := mode == Append || mode == Merge
+	opts = opts.normalized()
+	opts.NewID = counterIDs()
+	fused, ok := fusedPhases(cat, recs, keyed, opts)
+	opts.NewID = counterIDs()
+	exact, err := exactPhases(cat, recs, keyed, opts)
+	defer func() {
+		for _, g := range append(fused, exact...) {
+			g.release()
+		}
+	}()
+	if ok != (err == nil) {
+		t.Fatalf("fused pass ok=%v, exact phases error %v", ok, err)
+	}
+	if !ok {
+		return
+	}
+	if len(fused) != len(exact) {
+		t.Fatalf("fused pass built %d declarations, exact %d", len(fused), len(exact))
+	}
+	for i := range fused {
+		f, e := fused[i], exact[i]
+		if f.key != e.key || !array.RecordEqual(f.rec, e.rec) || !slices.Equal(f.ids, e.ids) {
+			t.Fatalf("%s: fused pass built another record than the exact phases", e.key)
+		}
 	}
 }

@@ -76,6 +76,9 @@ const (
 )
 
 func parseNumber(raw []byte) (jnum, bool) {
+	if n, ok := parseShortInteger(raw); ok {
+		return n, true
+	}
 	s := string(raw)
 	integer := bytes.IndexAny(raw, ".eE") < 0
 	if integer {
@@ -92,6 +95,33 @@ func parseNumber(raw []byte) (jnum, bool) {
 		return jnum{}, false
 	}
 	return jnum{kind: numF64, f: f}, true
+}
+
+// parseShortInteger is parseNumber's common case without strconv: an optional minus and at
+// most 19 digits, which cannot overflow a uint64. "-0" is left to the general path (F64).
+func parseShortInteger(raw []byte) (jnum, bool) {
+	digits := raw
+	neg := len(raw) > 0 && raw[0] == '-'
+	if neg {
+		digits = raw[1:]
+	}
+	if len(digits) == 0 || len(digits) > 19 {
+		return jnum{}, false
+	}
+	var v uint64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return jnum{}, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	switch {
+	case !neg:
+		return jnum{kind: numU64, u: v}, true
+	case v != 0 && v <= 1<<63:
+		return jnum{kind: numI64, i: int64(-v)}, true
+	}
+	return jnum{}, false
 }
 
 // asI64 mirrors serde_json's Number::as_i64.

@@ -28,6 +28,7 @@
 package rows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -162,51 +163,51 @@ func Build(cat *pg.Catalog, recs []framing.Record, mode Mode, opts Options) (map
 	opts = opts.normalized()
 	keyed := mode == Append || mode == Merge
 
-	// Phase 1: per line.
-	groups := map[string]*group{}          // by table key
-	byName := [2]map[string]*group{{}, {}} // node / edge groups by the name as written
-	for i := range recs {
-		r := &recs[i]
-		g, err := groupFor(cat, r, groups, byName)
-		if err != nil {
+	// Phases 1 and 2 first run fused: one pass per record that estimates, checks and converts
+	// together. It gives up at the first problem of any kind, and the exact phases then run
+	// from the start, so which violation is reported never depends on the fused pass.
+	order, ok := fusedPhases(cat, recs, keyed, opts)
+	if !ok {
+		var err error
+		if order, err = exactPhases(cat, recs, keyed, opts); err != nil {
 			return nil, err
 		}
-		g.recs = append(g.recs, r)
-		if !keyed {
-			continue
-		}
-		if n := len(g.recs); n > opts.MaxKeyedRows {
-			return nil, &errs.LineError{Line: r.Line, Err: &errs.ResourceLimitExceeded{
-				Resource: resourceKeyedEntities(g.key), Limit: uint64(opts.MaxKeyedRows), Actual: uint64(n)}}
-		}
-		g.keyBytes += parsedEstimate(r)
-		if g.keyBytes > opts.MaxKeyedBytes {
-			return nil, &errs.LineError{Line: r.Line, Err: &errs.ResourceLimitExceeded{
-				Resource: resourceKeyedParsedBytes(g.key), Limit: uint64(opts.MaxKeyedBytes), Actual: uint64(g.keyBytes)}}
-		}
 	}
-	order := make([]*group, 0, len(groups))
-	for _, n := range cat.Nodes {
-		if g := groups["node:"+n.Name]; g != nil {
-			order = append(order, g)
-		}
-	}
-	for _, e := range cat.Edges {
-		if g := groups["edge:"+e.Name]; g != nil {
-			order = append(order, g)
-		}
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			for _, g := range order {
-				g.release()
-			}
-		}
-	}()
+	return evaluate(order, mode, opts)
+}
 
-	// Phase 2: per declaration.
-	err := parallel.Each(order, opts.Parallel, func(g *group) error {
+// fusedPhases is phases 1 and 2 for a batch that passes them: ok is false (and nothing is
+// held) when any line or declaration would be refused.
+func fusedPhases(cat *pg.Catalog, recs []framing.Record, keyed bool, opts Options) ([]*group, bool) {
+	order, err := groupRecords(cat, recs, keyed, opts, false)
+	if err != nil {
+		return nil, false
+	}
+	err = parallel.Each(order, opts.Parallel, func(g *group) error {
+		if !g.buildFused(opts, keyed) {
+			return errFallback
+		}
+		return nil
+	})
+	if err != nil {
+		for _, g := range order {
+			g.release()
+		}
+		return nil, false
+	}
+	return order, true
+}
+
+// errFallback stops the fused pass; it never leaves Build.
+var errFallback = errors.New("rows: fused pass gave up")
+
+// exactPhases is phases 1 and 2 as the package doc orders them, check by check.
+func exactPhases(cat *pg.Catalog, recs []framing.Record, keyed bool, opts Options) ([]*group, error) {
+	order, err := groupRecords(cat, recs, keyed, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	err = parallel.Each(order, opts.Parallel, func(g *group) error {
 		if err := g.checkFields(); err != nil {
 			return err
 		}
@@ -225,8 +226,66 @@ func Build(cat *pg.Catalog, recs []framing.Record, mode Mode, opts Options) (map
 		return nil
 	})
 	if err != nil {
+		for _, g := range order {
+			g.release()
+		}
 		return nil, err
 	}
+	return order, nil
+}
+
+// groupRecords is phase 1: records grouped by declaration, returned in declaration order.
+// estimate also applies the parse-time keyed byte ceiling (the fused pass does it itself).
+func groupRecords(cat *pg.Catalog, recs []framing.Record, keyed bool, opts Options, estimate bool) ([]*group, error) {
+	groups := map[string]*group{}          // by table key
+	byName := [2]map[string]*group{{}, {}} // node / edge groups by the name as written
+	for i := range recs {
+		r := &recs[i]
+		g, err := groupFor(cat, r, groups, byName)
+		if err != nil {
+			return nil, err
+		}
+		g.recs = append(g.recs, r)
+		if !keyed {
+			continue
+		}
+		if n := len(g.recs); n > opts.MaxKeyedRows {
+			return nil, &errs.LineError{Line: r.Line, Err: &errs.ResourceLimitExceeded{
+				Resource: resourceKeyedEntities(g.key), Limit: uint64(opts.MaxKeyedRows), Actual: uint64(n)}}
+		}
+		if !estimate {
+			continue
+		}
+		g.keyBytes += parsedEstimate(r)
+		if g.keyBytes > opts.MaxKeyedBytes {
+			return nil, &errs.LineError{Line: r.Line, Err: &errs.ResourceLimitExceeded{
+				Resource: resourceKeyedParsedBytes(g.key), Limit: uint64(opts.MaxKeyedBytes), Actual: uint64(g.keyBytes)}}
+		}
+	}
+	order := make([]*group, 0, len(groups))
+	for _, n := range cat.Nodes {
+		if g := groups["node:"+n.Name]; g != nil {
+			order = append(order, g)
+		}
+	}
+	for _, e := range cat.Edges {
+		if g := groups["edge:"+e.Name]; g != nil {
+			order = append(order, g)
+		}
+	}
+	return order, nil
+}
+
+// evaluate is phases 3 and 4 over built declarations; it owns (and on error releases) them.
+func evaluate(order []*group, mode Mode, opts Options) (map[string]*TableBatch, error) {
+	ok := false
+	defer func() {
+		if !ok {
+			for _, g := range order {
+				g.release()
+			}
+		}
+	}()
 
 	// Phase 3: the evaluator over every input row.
 	if err := parallel.Each(order, opts.Parallel, (*group).checkValues); err != nil {
@@ -238,7 +297,7 @@ func Build(cat *pg.Catalog, recs []framing.Record, mode Mode, opts Options) (map
 
 	// Phase 4: dedupe by id.
 	batches := make([]*TableBatch, len(order))
-	err = parallel.Each(order, opts.Parallel, func(g *group) error {
+	err := parallel.Each(order, opts.Parallel, func(g *group) error {
 		for i := range order {
 			if order[i] == g {
 				b, err := g.finish(mode, opts.Mem)

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"time"
 
@@ -134,6 +135,7 @@ func main() {
 	mergeDir := flag.String("merge-dir", "", "internal: the merge bench graph")
 	mergeRows := flag.Int("merge-rows", 0, "internal: rows on the merge bench branch")
 	mergeNoProof := flag.Bool("merge-no-proof", false, "internal: merge by the ordinary diff")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Go side) to this file")
 	fsync := flag.String("fsync", "both", "durability of the Go side's local writes: on (the default config), off (no fsync, as the official engine's local store), or both")
 	flag.Parse()
 	ctx := context.Background()
@@ -150,6 +152,17 @@ func main() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(tmp)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cpuprofile:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *only == "" || *only == "lance" {
 		lanceBench(ctx, *script, tmp, *iters)
 	}
