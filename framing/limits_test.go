@@ -236,7 +236,7 @@ func TestReferenceCRLFAndBlankLines(t *testing.T) {
 	recs := mustParse(t, in)
 	if len(recs) != 3 || recs[0].Line != 2 || recs[1].Line != 3 || recs[2].Line != 5 ||
 		recs[2].Kind != EdgeRecord || recs[2].From != "Alice" || recs[2].To != "Bob" ||
-		string(recs[0].Data["age"]) != "30" {
+		func() string { v, _ := recs[0].Data.Get("age"); return string(v) }() != "30" {
 		t.Fatalf("%#v", recs)
 	}
 }

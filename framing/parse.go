@@ -31,7 +31,6 @@ package framing
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -94,7 +93,12 @@ func readBounded(r io.Reader, max int64) ([]byte, error) {
 func parseBody(body []byte, lim Limits) ([]Record, error) {
 	// Compact copies never outgrow their lines, so the arena never reallocates.
 	s := newScanner(lim.MaxDepth, len(body))
-	var records []Record
+	// One record per line at most: sized once, the slice never grows (records are large).
+	lines := bytes.Count(body, []byte{'\n'}) + 1
+	if lim.MaxLines > 0 {
+		lines = min(lines, lim.MaxLines)
+	}
+	records := make([]Record, 0, lines)
 	line := 0
 	for off := 0; off < len(body); {
 		raw := body[off:]
@@ -127,6 +131,9 @@ func parseBody(body []byte, lim Limits) ([]Record, error) {
 			return nil, err
 		}
 		records = append(records, rec)
+	}
+	if len(records) == 0 {
+		return nil, nil
 	}
 	return records, nil
 }
@@ -311,14 +318,26 @@ func (s *scanner) fillData(line int, rec *Record) error {
 	if id != nil {
 		n--
 	}
-	rec.Data = make(map[string]json.RawMessage, n)
+	if n == 0 {
+		return nil
+	}
+	// Every record's members are carved out of one slab, so a batch costs a few allocations
+	// rather than one per record.
+	if cap(s.members)-len(s.members) < n {
+		s.members = make([]Member, 0, max(n, memberSlab))
+	}
+	start := len(s.members)
 	for _, m := range s.data {
 		if m.name != "id" {
-			rec.Data[m.name] = s.arena[m.start:m.end:m.end]
+			s.members = append(s.members, Member{Name: m.name, Value: s.arena[m.start:m.end:m.end]})
 		}
 	}
+	rec.Data = s.members[start:len(s.members):len(s.members)]
 	return nil
 }
+
+// memberSlab is how many members one slab allocation holds.
+const memberSlab = 4096
 
 func (s *scanner) hasData(name string) bool {
 	for _, m := range s.data {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,12 +13,19 @@ import (
 
 func strp(s string) *string { return &s }
 
-func raw(m map[string]string) map[string]json.RawMessage {
-	out := make(map[string]json.RawMessage, len(m))
+// raw builds expected members, sorted by name (compare with byName).
+func raw(m map[string]string) Members {
+	var out Members
 	for k, v := range m {
-		out[k] = json.RawMessage(v)
+		out = append(out, Member{Name: k, Value: json.RawMessage(v)})
 	}
-	return out
+	return byName(out)
+}
+
+// byName sorts members by name, so that records compare regardless of member order.
+func byName(ms Members) Members {
+	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	return ms
 }
 
 func mustParse(t *testing.T, in string) []Record {
@@ -75,13 +83,11 @@ func TestParseAccepts(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := mustParse(t, c.in)
+			for i := range got {
+				got[i].Data = byName(slices.Clone(got[i].Data))
+			}
 			if !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("got  %#v\nwant %#v", got, c.want)
-			}
-			for _, r := range got {
-				if r.Data == nil {
-					t.Fatal("Data must never be nil")
-				}
 			}
 		})
 	}
@@ -285,8 +291,27 @@ func TestRoundTrip(t *testing.T) {
 	back := mustParse(t, string(again))
 	for i := range back {
 		back[i].Line = recs[i].Line
+		recs[i].Data = byName(recs[i].Data) // the encoding sorts members by name
 	}
 	if !reflect.DeepEqual(recs, back) {
 		t.Fatalf("round trip:\n%#v\n%#v", recs, back)
+	}
+}
+
+// Data keeps the members in input order, and Get finds them by decoded name.
+func TestDataKeepsInputOrder(t *testing.T) {
+	recs := mustParse(t, `{"type":"P","data":{"b":1,"id":"x","a\u0041":[2],"c":null}}`)
+	var names []string
+	for _, m := range recs[0].Data {
+		names = append(names, m.Name)
+	}
+	if !slices.Equal(names, []string{"b", "aA", "c"}) {
+		t.Fatalf("member order %q", names)
+	}
+	if v, ok := recs[0].Data.Get("aA"); !ok || string(v) != "[2]" {
+		t.Fatalf(`Get("aA") = %s, %v`, v, ok)
+	}
+	if _, ok := recs[0].Data.Get("id"); ok {
+		t.Fatal("id is Record.ID, not a member")
 	}
 }

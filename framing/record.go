@@ -3,6 +3,7 @@ package framing
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -37,11 +38,32 @@ type Record struct {
 	// the engine must check it equals the canonical key id exactly; otherwise it is the
 	// physical id used verbatim (surface §2.2).
 	ID *string
-	// Data holds the members of "data" other than "id", keyed by their decoded names. Each
-	// value is the member's JSON text with insignificant whitespace removed (string escapes
-	// and number spellings kept as written, so I64/U64 stay exact). Never nil; empty when
-	// "data" was omitted or {}.
-	Data map[string]json.RawMessage
+	// Data holds the members of "data" other than "id", in input order under their decoded
+	// names (which are distinct). Each value is the member's JSON text with insignificant
+	// whitespace removed (string escapes and number spellings kept as written, so I64/U64
+	// stay exact). Empty when "data" was omitted or {}.
+	Data Members
+}
+
+// Member is one member of a record's "data" object.
+type Member struct {
+	Name  string
+	Value json.RawMessage
+}
+
+// Members are a record's data members. A slice rather than a map: a batch has thousands of
+// records of a few members each, which the engine walks in order; one lookup by name is a
+// short scan.
+type Members []Member
+
+// Get returns the value of the member called name.
+func (ms Members) Get(name string) (json.RawMessage, bool) {
+	for i := range ms {
+		if ms[i].Name == name {
+			return ms[i].Value, true
+		}
+	}
+	return nil, false
 }
 
 // TableKey is the reference's type key: "node:<Type>" or "edge:<Edge>".
@@ -68,26 +90,27 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 		dst = AppendJSONString(dst, r.Type)
 	}
 	dst = append(dst, `,"data":{`...)
-	names := make([]string, 0, len(r.Data)+1)
-	for name := range r.Data {
-		if name != "id" {
-			names = append(names, name)
+	// Members sorted by name, "id" (the supplied id) among them.
+	sorted := make([]Member, 0, len(r.Data)+1)
+	for _, m := range r.Data {
+		if m.Name != "id" {
+			sorted = append(sorted, m)
 		}
 	}
 	if r.ID != nil {
-		names = append(names, "id")
+		sorted = append(sorted, Member{Name: "id"})
 	}
-	slices.Sort(names)
-	for i, name := range names {
+	slices.SortFunc(sorted, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	for i, m := range sorted {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendJSONString(dst, name)
+		dst = AppendJSONString(dst, m.Name)
 		dst = append(dst, ':')
-		if name == "id" && r.ID != nil {
+		if m.Name == "id" && m.Value == nil {
 			dst = AppendJSONString(dst, *r.ID)
 		} else {
-			dst = append(dst, r.Data[name]...)
+			dst = append(dst, m.Value...)
 		}
 	}
 	return append(dst, "}}"...)

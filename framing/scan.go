@@ -44,13 +44,15 @@ type scanner struct {
 	src      []byte // the line being scanned
 	pos      int
 	line     int
-	arena    []byte // compact copies of every accepted line; records point into it
+	arena    []byte   // compact copies of every accepted line; records point into it
+	members  []Member // the current slab that records' Data slices are carved from
 	path     []pathSeg
 	sets     []*keySet // by nesting depth; reused across objects and lines
 	top      []member  // envelope members, in input order
 	data     []member  // "data" members, in input order
 	isObject bool      // the line's value is an object
 	intern   map[string]string
+	recent   [64]string // recently interned names, by nameSlot
 }
 
 const internMax = 4096
@@ -85,16 +87,31 @@ func (s *scanner) scanLine(src []byte, line int) error {
 	return nil
 }
 
-// name returns b as a string, shared between lines for repeated names.
+// name returns b as a string, shared between lines for repeated names. A batch repeats the
+// same few names on every line, so a small direct-mapped cache answers most lookups without
+// hashing.
 func (s *scanner) name(b []byte) string {
-	if n, ok := s.intern[string(b)]; ok {
-		return n
+	slot := &s.recent[nameSlot(b)]
+	if *slot == string(b) {
+		return *slot
 	}
-	n := string(b)
-	if len(s.intern) < internMax {
-		s.intern[n] = n
+	n, ok := s.intern[string(b)]
+	if !ok {
+		n = string(b)
+		if len(s.intern) < internMax {
+			s.intern[n] = n
+		}
 	}
+	*slot = n
 	return n
+}
+
+// nameSlot picks a name's slot in scanner.recent from its length and its end bytes.
+func nameSlot(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	return (len(b)*31 + int(b[0])*7 + int(b[len(b)-1])) % len(scanner{}.recent)
 }
 
 func (s *scanner) skipWS() {

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -153,10 +154,7 @@ func (s *Sidecar) Confirm(updates []publisher.DatasetUpdate, committed map[ids.T
 		}
 	}
 
-	c, err := s.clone()
-	if err != nil {
-		return nil, refuse(file, KindConfirm, "cannot copy the sidecar: %v", err)
-	}
+	c := s.confirmCopy()
 	cp := c.ProtocolV3
 	for i := range cp.Effects {
 		txn := committed[cp.Effects[i].Identity]
@@ -182,17 +180,26 @@ func (s *Sidecar) Confirm(updates []publisher.DatasetUpdate, committed map[ids.T
 	return c, nil
 }
 
-// clone deep-copies s through its own JSON form, which round-trips exactly.
-func (s *Sidecar) clone() (*Sidecar, error) {
-	data, err := encode(s, false)
-	if err != nil {
-		return nil, err
+// confirmCopy copies s for a confirmation: everything a confirmation writes (the pins, the
+// protocol block, its effects and its intended table updates) gets storage of its own, and the
+// rest is shared with s. Neither sidecar is changed in place afterwards, so s stays exactly the
+// Armed sidecar on disk.
+func (s *Sidecar) confirmCopy() *Sidecar {
+	c := *s
+	c.Tables = slices.Clone(s.Tables)
+	if s.ProtocolV3 != nil {
+		p := *s.ProtocolV3
+		p.Effects = slices.Clone(p.Effects)
+		p.IntendedDelta.TableUpdates = slices.Clone(p.IntendedDelta.TableUpdates)
+		c.ProtocolV3 = &p
 	}
-	var c Sidecar
-	if err := c.UnmarshalJSON(data); err != nil {
-		return nil, err
+	if s.ProtocolV4 != nil {
+		p := *s.ProtocolV4
+		p.Effects = slices.Clone(p.Effects)
+		p.IntendedDelta.TableUpdates = slices.Clone(p.IntendedDelta.TableUpdates)
+		c.ProtocolV4 = &p
 	}
-	return &c, nil
+	return &c
 }
 
 func copyOpt[T any](p *T) *T {

@@ -138,10 +138,7 @@ func (s *Sidecar) ConfirmMerge(updates []publisher.DatasetUpdate, refs map[ids.T
 	if len(byID) != len(p.IntendedDelta.TableUpdates) {
 		return nil, refuse(file, KindConfirm, "confirmation covers %d tables, the intended delta %d", len(byID), len(p.IntendedDelta.TableUpdates))
 	}
-	c, err := s.clone()
-	if err != nil {
-		return nil, refuse(file, KindConfirm, "cannot copy the sidecar: %v", err)
-	}
+	c := s.confirmCopy()
 	cp := c.ProtocolV4
 	for i := range c.Tables {
 		pin := &c.Tables[i]

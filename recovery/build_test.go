@@ -331,3 +331,41 @@ func TestUninterpretedWritersPassThrough(t *testing.T) {
 	_, err = Parse(Key(goldenOp), mustJSON(t, m), goldenRoot)
 	wantRefusal(t, err, KindShape, "must not be empty")
 }
+
+func TestConfirmMergeLeavesReceiverArmed(t *testing.T) {
+	a := armedSpec()
+	a.Lineage.MergedParentCommitID = sp("01JW0000000000000000000000")
+	stage := "stage"
+	s, err := NewMergeSidecar(MergeSpec{Root: goldenRoot, ActorID: a.ActorID, Authority: a.Authority, Lineage: a.Lineage,
+		Tables: []MergeTable{
+			{Identity: idPerson, TableKey: "node:Person", ExpectedVersion: 3, Kind: MultiCommitHead,
+				Chain: []Transaction{{ReadVersion: 3, UUID: uuidPerson}, {ReadVersion: 4, UUID: uuidKnows}}},
+			{Identity: idKnows, TableKey: "edge:Knows", ExpectedVersion: 2, TableBranch: &stage, Kind: RefOnlyFork, SourceVersion: 6},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := Marshal(s)
+	c, err := s.ConfirmMerge([]publisher.DatasetUpdate{
+		{Identity: idPerson, TableKey: "node:Person", Version: 5, RowCount: 9, Meta: publisher.TableVersionMetadata{ManifestPath: "p"}},
+		{Identity: idKnows, TableKey: "edge:Knows", Version: 6, Branch: &stage, RowCount: 2, Meta: publisher.TableVersionMetadata{ManifestPath: "k"}},
+	}, map[ids.TableIdentity]lance.BranchIdentifier{idKnows: {{ParentVersion: 6, UUID: "0123456789abcdef0123456789abcdef"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := Marshal(s); string(after) != string(before) {
+		t.Fatal("ConfirmMerge modified its receiver")
+	}
+	p := c.ProtocolV4
+	if p.EffectPhase != EffectsConfirmed || *c.Tables[0].ConfirmedVersion != 5 || *c.Tables[1].ConfirmedVersion != 6 ||
+		p.Effects[0].Kind.ConfirmedVersion == nil || p.Effects[1].Kind.ConfirmedBranchIdentifier == nil ||
+		p.IntendedDelta.TableUpdates[1].Confirmed.RowCount != 2 {
+		t.Fatalf("not confirmed: %+v", p)
+	}
+	if s.ProtocolV4.EffectPhase != Armed || s.Tables[0].ConfirmedVersion != nil {
+		t.Fatal("receiver is no longer Armed")
+	}
+	if err := c.Validate(goldenRoot); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/memblob"
+
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
 // Local roots read and list through fileblob but write and delete here. fileblob's writer does
@@ -64,19 +66,22 @@ func openLocal(path string) (Store, error) {
 	return &store{b: b, scheme: "file", dir: dir, root: true, owner: true, closed: new(atomic.Bool)}, nil
 }
 
-// localPut publishes a fully written, fsynced temp file with rename, which replaces the target
+// localPut publishes a fully written, fsynced file with rename, which replaces the target
 // atomically on POSIX file systems.
-func localPut(ctx context.Context, path string, data []byte) error {
-	tmp, err := writeTemp(path, data)
+func localPut(ctx context.Context, sp *spares, path string, data []byte) error {
+	staged, err := stage(sp, path, data)
 	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		_ = os.Remove(tmp)
+		_ = os.Remove(staged)
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
+	if err := os.Rename(staged, path); err != nil {
+		_ = os.Remove(staged)
+		if errors.Is(err, syscall.EXDEV) && filepath.Dir(staged) != filepath.Dir(path) {
+			return localPut(ctx, nil, path, data) // the target is on another file system
+		}
 		return err
 	}
 	syncDir(filepath.Dir(path))
@@ -87,21 +92,24 @@ func localPut(ctx context.Context, path string, data []byte) error {
 // check is the kernel's (the file system's), so it is atomic across processes, unlike a stat
 // followed by a rename. The name only ever points at complete, fsynced bytes, so no reader
 // sees a partial manifest.
-func localPutIfAbsent(ctx context.Context, path string, data []byte) error {
-	tmp, err := writeTemp(path, data)
+func localPutIfAbsent(ctx context.Context, sp *spares, path string, data []byte) error {
+	staged, err := stage(sp, path, data)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp) // after a successful link the data lives on under path
+	defer os.Remove(staged) // after a successful link the data lives on under path
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := os.Link(tmp, path); err != nil {
+	if err := os.Link(staged, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			if fi, serr := os.Lstat(path); serr == nil && fi.IsDir() {
 				return fmt.Errorf("a directory occupies the key's path: %w", err)
 			}
 			return fmt.Errorf("%w: %w", ErrAlreadyExists, err)
+		}
+		if errors.Is(err, syscall.EXDEV) && filepath.Dir(staged) != filepath.Dir(path) {
+			return localPutIfAbsent(ctx, nil, path, data)
 		}
 		return err
 	}
@@ -109,12 +117,26 @@ func localPutIfAbsent(ctx context.Context, path string, data []byte) error {
 	return nil
 }
 
-// writeTemp writes data to "<path>#<random digits>" in path's directory (creating it), fsyncs
-// and closes it. The caller publishes and removes it.
-func writeTemp(path string, data []byte) (string, error) {
+// stage writes data, fsynced, where it can be renamed or linked to path: into a spare file
+// when one is ready, else into a new temporary file beside path. path's directory exists
+// afterwards.
+func stage(sp *spares, path string, data []byte) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
 		return "", err
 	}
+	if name := sp.take(); name != "" && fillSpare(name, data) == nil {
+		if err := failpoint.Inject(FailpointSpareFilled); err != nil {
+			_ = os.Remove(name)
+			return "", err
+		}
+		return name, nil
+	}
+	return writeTemp(path, data)
+}
+
+// writeTemp writes data to "<path>#<random digits>" in path's directory, fsyncs and closes it.
+// The caller publishes and removes it.
+func writeTemp(path string, data []byte) (string, error) {
 	for range 100 {
 		tmp := path + "#" + strconv.FormatUint(rand.Uint64(), 10)
 		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
@@ -262,6 +284,9 @@ func (s *store) listLocal(ctx context.Context, full, delim string, withTemp bool
 			return nil, nil, err
 		}
 		for _, e := range entries {
+			if full == "" && e.Name() == SpareDirName {
+				continue
+			}
 			if err := add(full+e.Name(), e); err != nil {
 				return nil, nil, err
 			}
@@ -273,6 +298,7 @@ func (s *store) listLocal(ctx context.Context, full, delim string, withTemp bool
 			}
 			return nil, nil, err
 		}
+		spareDir := filepath.Join(s.dir, SpareDirName)
 		err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
@@ -281,6 +307,9 @@ func (s *store) listLocal(ctx context.Context, full, delim string, withTemp bool
 				return err
 			}
 			if d.IsDir() {
+				if p == spareDir {
+					return filepath.SkipDir
+				}
 				return nil
 			}
 			rel, err := filepath.Rel(s.dir, p)

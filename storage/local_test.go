@@ -126,6 +126,9 @@ func putIfAbsentChild(t *testing.T, spec string) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if id%2 == 0 {
+		storage.KeepSpares(s) // half the writers publish through spare files
+	}
 	if err := os.WriteFile(filepath.Join(filepath.Dir(start), "ready-"+strconv.Itoa(id)), nil, 0o666); err != nil {
 		t.Fatal(err)
 	}

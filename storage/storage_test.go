@@ -37,6 +37,19 @@ func TestFileSuite(t *testing.T) {
 	})
 }
 
+// With spare files (KeepSpares) every write goes through a file created ahead of it.
+func TestFileSuiteWithSpares(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Store {
+		dir := filepath.Join(t.TempDir(), "root")
+		s := openT(t, "file://"+filepath.ToSlash(dir))
+		if !storage.KeepSpares(s) {
+			t.Fatal("KeepSpares refused a local root")
+		}
+		t.Cleanup(func() { storagetest.AssertNoTempFiles(t, dir) })
+		return s
+	})
+}
+
 // Without fsync (OMNIGRAPH_LOCAL_FSYNC=0) the local store keeps every other guarantee: the same
 // suite passes.
 func TestFileSuiteWithoutFsync(t *testing.T) {

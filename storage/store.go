@@ -38,6 +38,7 @@ type store struct {
 	// "bucket closed" error (code FailedPrecondition) from ever reaching PutIfAbsent, where
 	// it would read as "already exists".
 	closed *atomic.Bool
+	spares *spares // local roots: files created ahead of writes (shared with Subs)
 }
 
 var errClosed = errors.New("store is closed")
@@ -140,7 +141,11 @@ func (s *store) Sub(prefix string) Store {
 }
 
 func (s *store) Close() error {
-	if !s.root || s.closed.Swap(true) || !s.owner {
+	if !s.root || s.closed.Swap(true) {
+		return nil
+	}
+	s.spares.close()
+	if !s.owner {
 		return nil
 	}
 	return s.b.Close()
@@ -163,6 +168,9 @@ func (s *store) begin(ctx context.Context, point, key string) (string, error) {
 	if s.local() && strings.HasSuffix(key, ".attrs") {
 		return "", fmt.Errorf("%w: %q: fileblob cannot read keys ending in .attrs", ErrInvalidKey, key)
 	}
+	if s.local() && inSpareDir(s.prefix+key) {
+		return "", fmt.Errorf("%w: %q: %s/ holds the store's spare files", ErrInvalidKey, key, SpareDirName)
+	}
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -183,6 +191,9 @@ func (s *store) beginDir(ctx context.Context, point, prefix string) (string, err
 	p, err := dirPrefix(prefix)
 	if err != nil {
 		return "", err
+	}
+	if s.local() && inSpareDir(s.prefix+p) {
+		return "", fmt.Errorf("%w: %q: %s/ holds the store's spare files", ErrInvalidKey, prefix, SpareDirName)
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -287,7 +298,7 @@ func (s *store) Put(ctx context.Context, key string, data []byte) error {
 	full, err := s.begin(ctx, "storage.put", key)
 	if err == nil {
 		if s.local() {
-			err = localPut(ctx, s.path(full), data)
+			err = localPut(ctx, s.spares, s.path(full), data)
 		} else {
 			err = s.b.WriteAll(ctx, full, data, writeOpts)
 		}
@@ -299,7 +310,7 @@ func (s *store) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 	full, err := s.begin(ctx, "storage.put_if_absent", key)
 	if err == nil {
 		if s.local() {
-			err = localPutIfAbsent(ctx, s.path(full), data)
+			err = localPutIfAbsent(ctx, s.spares, s.path(full), data)
 		} else {
 			// s3blob, gcsblob and azureblob send this as a conditional PUT (If-None-Match: *,
 			// ifGenerationMatch=0, If-None-Match: * respectively), so the service decides;
@@ -394,6 +405,9 @@ func (s *store) DeletePrefix(ctx context.Context, prefix string) error {
 	full, err := s.beginDir(ctx, "storage.delete_prefix", prefix)
 	if err != nil {
 		return wrap(ctx, opDeletePrefix, prefix, err)
+	}
+	if full == "" {
+		s.spares.drain() // emptying the whole root empties it of spares too
 	}
 	files, _, err := s.list(ctx, full, "", true)
 	if err != nil {

@@ -236,6 +236,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
+	storage.KeepSpares(st) // a long-lived writer: its files are created ahead of its commits
 	// Read-only until this process holds the lease: full recovery restores tables, which is
 	// only safe with no other writer alive, so it runs after the lease is ours.
 	g, err := engine.OpenReadOnly(ctx, st)

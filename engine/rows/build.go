@@ -13,9 +13,11 @@ import (
 func (g *group) build(opts Options) error {
 	cols := g.newColumns(opts)
 	defer releaseColumns(cols)
+	cells := make([][]byte, len(cols))
 	for _, r := range g.recs {
-		for _, c := range cols {
-			raw, present := r.Data[c.prop.Name]
+		g.cells(r, cells)
+		for i, c := range cols {
+			raw, present := cells[i], cells[i] != nil
 			if c.key && (!present || kindOf(trimWS(raw)) == jNull) {
 				return invalid(r.Line, c.field, "node %s is missing a non-null @key value", g.typeName())
 			}
@@ -39,14 +41,14 @@ func (g *group) buildFused(opts Options, keyed bool) bool {
 	var parsed, projected int64
 	for _, r := range g.recs {
 		clear(cells)
-		for name, raw := range r.Data {
-			i, ok := g.props[name]
+		for _, m := range r.Data {
+			i, ok := g.props[m.Name]
 			if !ok {
 				return false
 			}
-			cells[i] = raw
+			cells[i] = m.Value
 			if keyed {
-				parsed += estimateJSON(raw)
+				parsed += estimateJSON(m.Value)
 			}
 		}
 		projected += arrayOverhead

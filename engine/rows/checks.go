@@ -18,8 +18,8 @@ import (
 // id, and an edge's from/to.
 func parsedEstimate(r *framing.Record) int64 {
 	var n int64
-	for _, raw := range r.Data {
-		n += estimateJSON(raw)
+	for _, m := range r.Data {
+		n += estimateJSON(m.Value)
 	}
 	if r.ID != nil {
 		n += int64(len(*r.ID))
@@ -89,7 +89,9 @@ func (g *group) preflight(limit int64) error {
 		}
 		return nil
 	}
+	cells := make([][]byte, len(g.tbl.Properties))
 	for _, r := range g.recs {
+		g.cells(r, cells)
 		total += arrayOverhead
 		if r.ID != nil {
 			total += int64(len(*r.ID))
@@ -105,8 +107,8 @@ func (g *group) preflight(limit int64) error {
 				}
 			}
 		}
-		for _, p := range g.tbl.Properties {
-			total += projectedCell(p.Type, trimWS(r.Data[p.Name]))
+		for i, p := range g.tbl.Properties {
+			total += projectedCell(p.Type, trimWS(cells[i]))
 			if err := over(r); err != nil {
 				return err
 			}

@@ -2,7 +2,6 @@ package rows
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -66,7 +65,7 @@ func Export(cat *pg.Catalog, tableKey string, rec arrow.Record, w io.Writer) err
 		}
 		return a.Value(row), nil
 	}
-	r := framing.Record{Kind: kind, Type: tbl.Name, Data: make(map[string]json.RawMessage, len(tbl.Properties))}
+	r := framing.Record{Kind: kind, Type: tbl.Name, Data: make(framing.Members, len(tbl.Properties))}
 	var out, scratch []byte
 	ends := make([]int, len(tbl.Properties))
 	for row := 0; row < int(rec.NumRows()); row++ {
@@ -92,7 +91,7 @@ func Export(cat *pg.Catalog, tableKey string, rec arrow.Record, w io.Writer) err
 		}
 		start := 0
 		for j, p := range tbl.Properties {
-			r.Data[p.Name] = scratch[start:ends[j]:ends[j]]
+			r.Data[j] = framing.Member{Name: p.Name, Value: scratch[start:ends[j]:ends[j]]}
 			start = ends[j]
 		}
 		out = append(r.AppendJSON(out), '\n')

@@ -14,9 +14,9 @@ const thingSchema = "node Thing {\n key: String @key\n payload: String\n}\nnode 
 func thingRecs(n int, payload string) []framing.Record {
 	recs := make([]framing.Record, n)
 	for i := range recs {
-		recs[i] = framing.Record{Line: i + 1, Kind: framing.NodeRecord, Type: "Thing", Data: map[string]json.RawMessage{
-			"key":     json.RawMessage(fmt.Sprintf(`"k%05d"`, i)),
-			"payload": json.RawMessage(`"` + payload + `"`),
+		recs[i] = framing.Record{Line: i + 1, Kind: framing.NodeRecord, Type: "Thing", Data: framing.Members{
+			{Name: "key", Value: json.RawMessage(fmt.Sprintf(`"k%05d"`, i))},
+			{Name: "payload", Value: json.RawMessage(`"` + payload + `"`)},
 		}}
 	}
 	return recs
@@ -97,8 +97,8 @@ func TestWideRowDefaults(t *testing.T) {
 	}
 	cat := catalog(t, thingSchema)
 	wide := strings.Repeat("x", 32<<20+1024)
-	recs := []framing.Record{{Line: 1, Kind: framing.NodeRecord, Type: "Thing", Data: map[string]json.RawMessage{
-		"key": json.RawMessage(`"wide"`), "payload": json.RawMessage(`"` + wide + `"`)}}}
+	recs := []framing.Record{{Line: 1, Kind: framing.NodeRecord, Type: "Thing", Data: framing.Members{
+		{Name: "key", Value: json.RawMessage(`"wide"`)}, {Name: "payload", Value: json.RawMessage(`"` + wide + `"`)}}}}
 	_, err := runRecs(t, cat, Append, Options{}, recs)
 	wantLimit(t, err, 1, "keyed parsed entity bytes for node:Thing", 32<<20, 32<<20+1024+4)
 	_, err = runRecs(t, cat, Overwrite, Options{}, recs)

@@ -364,9 +364,9 @@ func groupFor(cat *pg.Catalog, r *framing.Record, groups map[string]*group, byNa
 func (g *group) checkFields() error {
 	for _, r := range g.recs {
 		var bad []string
-		for name := range r.Data {
-			if _, ok := g.props[name]; !ok {
-				bad = append(bad, name)
+		for _, m := range r.Data {
+			if _, ok := g.props[m.Name]; !ok {
+				bad = append(bad, m.Name)
 			}
 		}
 		if len(bad) == 0 {
@@ -382,6 +382,17 @@ func (g *group) checkFields() error {
 		return invalid(r.Line, "data."+name, "unknown input field '%s' for '%s'", name, g.key)
 	}
 	return nil
+}
+
+// cells puts a record's values in property order (nil where a property is absent); members
+// that are not properties are left out.
+func (g *group) cells(r *framing.Record, cells [][]byte) {
+	clear(cells)
+	for _, m := range r.Data {
+		if i, ok := g.props[m.Name]; ok {
+			cells[i] = m.Value
+		}
+	}
 }
 
 func reservedPhysical(name string) bool {

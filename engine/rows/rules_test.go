@@ -35,9 +35,9 @@ func TestUnknownTypesAndFields(t *testing.T) {
 func TestReservedDataFields(t *testing.T) {
 	cat := catalog(t, allTypes)
 	rec := func(kind framing.RecordKind, typ string, data map[string]string) []framing.Record {
-		r := framing.Record{Line: 4, Kind: kind, Type: typ, From: "a", To: "b", Data: map[string]json.RawMessage{}}
+		r := framing.Record{Line: 4, Kind: kind, Type: typ, From: "a", To: "b"}
 		for k, v := range data {
-			r.Data[k] = json.RawMessage(v)
+			r.Data = append(r.Data, framing.Member{Name: k, Value: json.RawMessage(v)})
 		}
 		return []framing.Record{r}
 	}

@@ -14,11 +14,14 @@ import (
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
+// newBenchGraph makes a graph the way the worker's run command holds one: a local root that
+// keeps spare files.
 func newBenchGraph(ctx context.Context, dir string) (*engine.Graph, error) {
 	root, err := storage.Open(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
+	storage.KeepSpares(root)
 	return engine.Init(ctx, root, benchdata.Schema)
 }
 
