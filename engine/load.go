@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -363,7 +364,7 @@ func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*Loa
 		return nil, err
 	}
 	if len(p.tables) == 0 {
-		return g.publish(ctx, req, p, commitID, createdAt) // an empty batch: a lineage-only commit
+		return g.publish(ctx, req, p, commitID, createdAt, nil) // an empty batch: a lineage-only commit
 	}
 	sc, err := g.arm(ctx, req, p, commitID, createdAt)
 	if err != nil {
@@ -385,21 +386,37 @@ func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*Loa
 	if err != nil {
 		return nil, required(err)
 	}
-	if err := sc.confirm(ctx, p); err != nil {
-		return nil, required(err)
-	}
-	if err := failpoint.Inject("load.after_confirm"); err != nil {
-		return nil, required(err)
-	}
-	if err := req.fence(ctx); err != nil {
-		return nil, required(err)
+	// The confirmation is written while the publish stages its files; the publish commits
+	// only once it is durable (and the lease still fences this writer). Staged files are
+	// invisible until that commit, so the order of visible effects is unchanged.
+	confirmed := make(chan error, 1)
+	go func() { confirmed <- sc.confirm(ctx, p) }()
+	var gateErr error
+	var gateOnce sync.Once
+	gate := func() error {
+		gateOnce.Do(func() {
+			gateErr = <-confirmed
+			if gateErr == nil {
+				gateErr = failpoint.Inject("load.after_confirm")
+			}
+			if gateErr == nil {
+				gateErr = req.fence(ctx)
+			}
+			if gateErr == nil {
+				gateErr = failpoint.Inject("load.before_publish")
+			}
+		})
+		return gateErr
 	}
 	// The id indexes fold the committed rows while the publish runs (the write gate is held,
 	// so nothing else reads them); they are kept only if the publish lands.
 	folded := make(chan []foldedTable, 1)
 	go func() { folded <- foldCommitted(req, p) }()
-	res, err := g.publish(ctx, req, p, commitID, createdAt)
+	res, err := g.publish(ctx, req, p, commitID, createdAt, gate)
 	fts := <-folded
+	if gerr := gate(); err == nil || gerr != nil {
+		err = gerr // the confirmation's failure first, then the publish's; waits for it either way
+	}
 	if err != nil {
 		g.dropFolded(fts)
 		return nil, required(err)
@@ -445,19 +462,22 @@ func (g *Graph) commitTable(ctx context.Context, req *LoadRequest, t *plannedTab
 
 // publish is Phase C: one __manifest commit with ExactGraphHead, the expected table versions,
 // the lineage and the receipt.
-func (g *Graph) publish(ctx context.Context, req *LoadRequest, p *prepared, commitID string, createdAt int64) (*LoadResult, error) {
+func (g *Graph) publish(ctx context.Context, req *LoadRequest, p *prepared, commitID string, createdAt int64, beforeCommit func() error) (*LoadResult, error) {
 	preq := publisher.Request{
 		Expected:     map[ids.TableIdentity]publisher.Expectation{},
 		Lineage:      &publisher.Lineage{CommitID: commitID, ActorID: req.Actor, CreatedAt: createdAt},
 		Precondition: &publisher.ExactHead{Identifier: p.identifier, Head: p.head},
 		Receipt:      req.Receipt,
+		BeforeCommit: beforeCommit,
 	}
 	for _, t := range p.tables {
 		preq.Updates = append(preq.Updates, tableUpdate(t))
 		preq.Expected[t.identity()] = publisher.Expectation{TableKey: t.key, Version: t.entry.Version}
 	}
-	if err := failpoint.Inject("load.before_publish"); err != nil {
-		return nil, err
+	if beforeCommit == nil { // a gated publish fires it in its gate, once confirmed
+		if err := failpoint.Inject("load.before_publish"); err != nil {
+			return nil, err
+		}
 	}
 	out, err := g.publisher(req.Branch).Publish(ctx, preq)
 	if err != nil {

@@ -296,3 +296,44 @@ func foreignAppend(t *testing.T, g *Graph, key string) {
 		t.Fatal(err)
 	}
 }
+
+// The confirmation is written while the publish stages its files: when it fails, the publish
+// must not commit. Nothing is visible, the Armed sidecar stays, and recovery rolls the moved
+// tables back; the same load then lands once.
+func TestFailedConfirmationStopsTheStagedPublish(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	before := export(t, g, "")
+	_ = failpoint.Enable(recovery.FailpointConfirm, "1*error")
+	var rr *errs.RecoveryRequired
+	if _, err := load(t, g, "append", people...); !errors.As(err, &rr) || !strings.Contains(rr.Reason, recovery.FailpointConfirm) {
+		t.Fatalf("want RecoveryRequired from the injected confirmation failure, got %v", err)
+	}
+	if got := export(t, g, ""); got != before {
+		t.Fatalf("a load whose confirmation failed became visible:\n%s", got)
+	}
+	l, err := recovery.List(ctx, g.root)
+	if err != nil || len(l) != 1 {
+		t.Fatalf("sidecars %v, %v; want the armed one", l, err)
+	}
+	sc, _, err := recovery.Read(ctx, g.root, l[0].Name)
+	if err != nil || sc.ProtocolV3.EffectPhase != recovery.Armed {
+		t.Fatalf("sidecar %+v, %v; want it still Armed", sc, err)
+	}
+	out, err := g.Recover(ctx)
+	if err != nil || len(out) != 1 || out[0].Action != recovery.RolledBack {
+		t.Fatalf("recover: %+v %v", out, err)
+	}
+	for key, v := range tableVersions(t, g) {
+		if v[0] != v[1] {
+			t.Fatalf("%s: published %d, HEAD %d after recovery", key, v[0], v[1])
+		}
+	}
+	if _, err := load(t, g, "append", people...); err != nil {
+		t.Fatal(err)
+	}
+	if got := export(t, g, ""); strings.Count(got, "\n") != len(people) {
+		t.Fatalf("after the retry:\n%s", got)
+	}
+}

@@ -201,6 +201,11 @@ type Request struct {
 	Lineage       *Lineage
 	Precondition  *ExactHead // nil: any head
 	Receipt       *Receipt   // written in the same commit (its GraphCommitID is filled in)
+	// BeforeCommit, when set, runs in every attempt after the attempt's files are staged and
+	// before its manifest commit; an error ends the publish with nothing visible. A writer uses
+	// it to finish a step that must precede the commit (its recovery confirmation) while the
+	// publish stages, so it must be idempotent.
+	BeforeCommit func() error
 }
 
 // Result is what a publish made visible.
@@ -320,6 +325,11 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 	staged, err := p.ds.StageRewriteRows(ctx, remove, []arrow.Record{rec}, lance.StageOptions{})
 	if err != nil {
 		return nil, err
+	}
+	if req.BeforeCommit != nil {
+		if err := req.BeforeCommit(); err != nil {
+			return nil, err
+		}
 	}
 	if err := failpoint.Inject("publisher.before_commit"); err != nil {
 		return nil, err

@@ -297,3 +297,47 @@ func TestCompactionKeepsManifestSmallAndCorrect(t *testing.T) {
 	}
 	assertLinear(t, cold)
 }
+
+// BeforeCommit runs once the attempt is staged and before anything is visible: its error ends
+// the publish with the manifest as it was, and the next publish goes through.
+func TestBeforeCommitGatesTheCommit(t *testing.T) {
+	ctx := context.Background()
+	root, g := genesis(t)
+	p := Open(root, "")
+	gateErr := errors.New("confirmation failed")
+	calls := 0
+	req := Request{
+		Updates:  []DatasetUpdate{update(person, "node:Person", 2, 10)},
+		Expected: map[ids.TableIdentity]Expectation{person: {"node:Person", 1}},
+		Lineage:  &Lineage{CommitID: ids.NewULID(), CreatedAt: 5},
+		BeforeCommit: func() error {
+			calls++
+			// Nothing is visible yet, to this publisher or to a cold reader.
+			for _, pub := range []*Publisher{p, Open(root, "")} {
+				st, err := pub.Snapshot(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.ManifestVersion != 1 {
+					t.Fatalf("manifest version %d inside BeforeCommit, want 1", st.ManifestVersion)
+				}
+			}
+			return gateErr
+		},
+	}
+	if _, err := p.Publish(ctx, req); !errors.Is(err, gateErr) || calls != 1 {
+		t.Fatalf("Publish = %v after %d calls, want the gate's error after 1", err, calls)
+	}
+	st, err := Open(root, "").Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := st.Head("main"); st.ManifestVersion != 1 || h != g {
+		t.Fatalf("a refused gate left manifest version %d, head %s", st.ManifestVersion, h)
+	}
+	req.BeforeCommit = func() error { calls++; return nil }
+	res, err := p.Publish(ctx, req)
+	if err != nil || res.ManifestVersion != 2 || calls != 2 {
+		t.Fatalf("Publish after the gate opened = %+v, %v (%d calls)", res, err, calls)
+	}
+}
