@@ -151,6 +151,14 @@ func TestAppendThenConflict(t *testing.T) {
 	if want["node:Person"] != [2]uint64{2, 2} || want["edge:WorksAt"] != [2]uint64{2, 2} || want["node:Doc"] != [2]uint64{1, 1} {
 		t.Fatalf("versions %v", want)
 	}
+	files := func() string {
+		objs, err := g.root.List(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(objs)
+	}
+	filesBefore := files()
 	_, err = load(t, g, "append", `{"type":"Person","data":{"handle":"carol","name":"C","active":true}}`, people[1])
 	var kc *errs.KeyConflict
 	if !errors.As(err, &kc) || kc.TypeKey != "node:Person" || kc.EntityID == nil || *kc.EntityID != "bob" {
@@ -158,6 +166,9 @@ func TestAppendThenConflict(t *testing.T) {
 	}
 	if got := tableVersions(t, g); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("a refused load moved tables: %v -> %v", want, got)
+	}
+	if filesBefore != files() {
+		t.Fatal("a refused load left files in storage")
 	}
 	noSidecars(t, g)
 	// The strict insert commits the certified insert-only Update.

@@ -207,21 +207,22 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 		p.tables = append(p.tables, &plannedTable{key: k, entry: entry, ts: ts, batch: batches[k], uuid: lance.NewUUID(),
 			firstTouch: req.Branch != "" && (entry.Branch == nil || *entry.Branch != req.Branch)})
 	}
-	if err := g.validateAgainstSnapshot(ctx, req, st, p.tables); err != nil {
-		return nil, err
-	}
+	// The checks against the snapshot run while the tables' files are encoded: encoding only
+	// fills memory, so a refused batch still leaves no trace in storage. The files are
+	// written in effect, beside the recovery sidecar.
+	validated := make(chan error, 1)
+	go func() { validated <- g.validateAgainstSnapshot(ctx, req, st, p.tables) }()
 	err = eachTable(p.tables, func(t *plannedTable) error {
 		if t.firstTouch {
 			return nil // Lance branch-local files can only be staged once the table's ref exists
 		}
 		var err error
-		if t.staged, err = stage(ctx, t.ts.ds, req.Mode, t); err != nil {
-			return err
-		}
-		// The transaction file too, here beside the other tables' staging: the commit then
-		// only writes the manifest.
-		return t.staged.WriteTransaction(ctx)
+		t.staged, err = stage(ctx, t.ts.ds, req.Mode, t)
+		return err
 	})
+	if verr := <-validated; verr != nil {
+		return nil, verr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -366,13 +367,33 @@ func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*Loa
 	if len(p.tables) == 0 {
 		return g.publish(ctx, req, p, commitID, createdAt, nil) // an empty batch: a lineage-only commit
 	}
+	// The sidecar is written while the staged tables' files are: until a table commits,
+	// neither is referenced by anything a reader follows.
+	written := make(chan error, 1)
+	go func() {
+		written <- eachTable(p.tables, func(t *plannedTable) error {
+			if t.staged == nil {
+				return nil // a first touch stages on its fork, in commitTable
+			}
+			return t.staged.WriteTransaction(ctx)
+		})
+	}()
 	sc, err := g.arm(ctx, req, p, commitID, createdAt)
+	werr := <-written
 	if err != nil {
 		return nil, err // nothing moved: the sidecar is not durable
 	}
 	opID := sc.operationID()
 	required := func(err error) error {
 		return &errs.RecoveryRequired{OperationID: opID, Reason: err.Error()}
+	}
+	if werr != nil {
+		// Nothing moved either: take the intent back. Should that fail, recovery discards
+		// it (an Armed intent without effects).
+		if err := sc.retire(ctx); err != nil {
+			return nil, required(werr)
+		}
+		return nil, werr
 	}
 	if err := failpoint.Inject("load.after_sidecar"); err != nil {
 		return nil, required(err)

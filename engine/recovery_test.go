@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -335,5 +336,51 @@ func TestFailedConfirmationStopsTheStagedPublish(t *testing.T) {
 	}
 	if got := export(t, g, ""); strings.Count(got, "\n") != len(people) {
 		t.Fatalf("after the retry:\n%s", got)
+	}
+}
+
+// The tables' files are written beside the sidecar: when one fails, nothing has moved, the
+// load fails with the write's error (not RecoveryRequired), the intent is taken back, and
+// the next load is not blocked.
+func TestFailedTableFileWriteTakesTheIntentBack(t *testing.T) {
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	before := tableVersions(t, g)
+	_ = failpoint.Enable("lance.commit.before_txn_file", "1*error")
+	_, err := load(t, g, "append", people...)
+	var rr *errs.RecoveryRequired
+	if !failpoint.IsInjected(err) || errors.As(err, &rr) {
+		t.Fatalf("want the injected write failure, not RecoveryRequired: %v", err)
+	}
+	noSidecars(t, g)
+	if after := tableVersions(t, g); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("tables moved: %v -> %v", before, after)
+	}
+	if _, err := load(t, g, "append", people...); err != nil {
+		t.Fatal(err)
+	}
+	if got := export(t, g, ""); strings.Count(got, "\n") != len(people) {
+		t.Fatalf("after the retry:\n%s", got)
+	}
+}
+
+// If the intent cannot be taken back either, the load reports RecoveryRequired and recovery
+// discards the effectless intent.
+func TestFailedTableFileWriteAndRetire(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable("lance.commit.before_txn_file", "1*error")
+	_ = failpoint.Enable(recovery.FailpointDelete, "1*error")
+	var rr *errs.RecoveryRequired
+	if _, err := load(t, g, "append", people...); !errors.As(err, &rr) {
+		t.Fatalf("want RecoveryRequired, got %v", err)
+	}
+	out, err := g.Recover(ctx)
+	if err != nil || len(out) != 1 || out[0].Action != recovery.Discarded {
+		t.Fatalf("recover: %+v %v", out, err)
+	}
+	if _, err := load(t, g, "append", people...); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -120,7 +120,7 @@ func nodeRun(ctx context.Context, script, dir string, rows, iters int) (nodeResu
 }
 
 // benchRounds is how many alternating Go / official rounds a ratio is measured over.
-const benchRounds = 3
+const benchRounds = 5
 
 // durability labels the Go side's bench lines: fsync (the default) or none.
 var durability = "fsync"
