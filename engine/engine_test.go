@@ -177,6 +177,14 @@ func TestAppendThenConflict(t *testing.T) {
 	if err != nil || txn.Op.Kind != lance.OpUpdate || txn.Properties[lance.InsertAbsenceProperty] != "v1" {
 		t.Fatalf("certificate: %+v %v", txn, err)
 	}
+	// Graph commits record their transactions inline only: no _transactions/ file (version 1,
+	// from init, has one).
+	for _, dir := range []string{mustTable(t, g, "node:Person").Path, "__manifest"} {
+		txns, err := g.root.List(context.Background(), dir+"/_transactions")
+		if err != nil || len(txns) != 1 {
+			t.Fatalf("%s/_transactions: %v, %v; want only version 1's", dir, txns, err)
+		}
+	}
 }
 
 func mustTable(t *testing.T, g *Graph, key string) publisher.TableEntry {

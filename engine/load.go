@@ -243,7 +243,7 @@ func eachTable(tables []*plannedTable, fn func(*plannedTable) error) error {
 // the table (no rows: a zero-fragment overwrite).
 func stage(ctx context.Context, ds *lance.Dataset, mode rows.Mode, t *plannedTable) (*lance.Staged, error) {
 	recs := []arrow.Record{t.batch.Record}
-	opts := lance.StageOptions{UUID: t.uuid}
+	opts := lance.StageOptions{UUID: t.uuid, InlineTransactionOnly: true}
 	certified := map[string]string{lance.InsertAbsenceProperty: "v1"}
 	switch mode {
 	case ModeAppend:
@@ -474,8 +474,8 @@ func (g *Graph) commitTable(ctx context.Context, req *LoadRequest, t *plannedTab
 	// The commit is exact (the version name is created only if absent), so the version it
 	// made carries exactly the staged transaction; check the identity it records anyway.
 	txn := t.staged.Txn
-	if committed.Manifest().TransactionFile != txn.FileName() || txn.UUID != t.uuid || txn.ReadVersion != t.entry.Version || committed.Version() != t.entry.Version+1 {
-		return fmt.Errorf("commit %s: version %d records transaction %s, planned (%d, %s)", t.key, committed.Version(), committed.Manifest().TransactionFile, t.entry.Version, t.uuid)
+	if committed.Manifest().TransactionFile != t.staged.TransactionFileName() || txn.UUID != t.uuid || txn.ReadVersion != t.entry.Version || committed.Version() != t.entry.Version+1 {
+		return fmt.Errorf("commit %s: version %d records transaction file %q, planned (%d, %s)", t.key, committed.Version(), committed.Manifest().TransactionFile, t.entry.Version, t.uuid)
 	}
 	t.committed = committed
 	return nil

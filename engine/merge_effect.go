@@ -194,7 +194,7 @@ func (m *mergeRun) apply(ctx context.Context, t *mergeTable) error {
 		ds = forked
 	}
 	for i, c := range t.chunks {
-		opts := lance.StageOptions{UUID: t.uuids[i]}
+		opts := lance.StageOptions{UUID: t.uuids[i], InlineTransactionOnly: true}
 		var staged *lance.Staged
 		var err error
 		switch {
@@ -214,7 +214,7 @@ func (m *mergeRun) apply(ctx context.Context, t *mergeTable) error {
 		if err != nil {
 			return fmt.Errorf("commit %s chunk %d: %w", t.key, i, err)
 		}
-		if next.Version() != want+1 || staged.Txn.ReadVersion != want || next.Manifest().TransactionFile != staged.Txn.FileName() {
+		if next.Version() != want+1 || staged.Txn.ReadVersion != want || next.Manifest().TransactionFile != staged.TransactionFileName() {
 			return fmt.Errorf("commit %s chunk %d: landed at version %d, planned (%d, %s)", t.key, i, next.Version(), want, t.uuids[i])
 		}
 		ds = next
@@ -326,7 +326,7 @@ func copyAdopted(ctx context.Context, t *mergeTable) error {
 		if err != nil {
 			return err
 		}
-		st := t.tds.StageInsertFragments(copied, lance.StageOptions{UUID: t.uuids[j.i],
+		st := t.tds.StageInsertFragments(copied, lance.StageOptions{UUID: t.uuids[j.i], InlineTransactionOnly: true,
 			Properties: map[string]string{lance.InsertAbsenceProperty: "v1"}})
 		st.Txn.ReadVersion = t.target.Version + uint64(j.i)
 		if err := st.WriteTransaction(ctx); err != nil {

@@ -346,7 +346,7 @@ func TestFailedTableFileWriteTakesTheIntentBack(t *testing.T) {
 	g := testGraph(t)
 	t.Cleanup(failpoint.Reset)
 	before := tableVersions(t, g)
-	_ = failpoint.Enable("lance.commit.before_txn_file", "1*error")
+	_ = failpoint.Enable("lance.write_data_file", "1*error")
 	_, err := load(t, g, "append", people...)
 	var rr *errs.RecoveryRequired
 	if !failpoint.IsInjected(err) || errors.As(err, &rr) {
@@ -370,7 +370,7 @@ func TestFailedTableFileWriteAndRetire(t *testing.T) {
 	ctx := context.Background()
 	g := testGraph(t)
 	t.Cleanup(failpoint.Reset)
-	_ = failpoint.Enable("lance.commit.before_txn_file", "1*error")
+	_ = failpoint.Enable("lance.write_data_file", "1*error")
 	_ = failpoint.Enable(recovery.FailpointDelete, "1*error")
 	var rr *errs.RecoveryRequired
 	if _, err := load(t, g, "append", people...); !errors.As(err, &rr) {

@@ -224,6 +224,45 @@ func TestTransactionsReadable(t *testing.T) {
 	}
 }
 
+// An inline-only transaction writes no _transactions/ file, records no transaction_file, sets
+// writer flag 32 for that version only, and reads back from the manifest.
+func TestInlineTransactionOnly(t *testing.T) {
+	ctx := context.Background()
+	st := memStore(t)
+	d, err := Create(ctx, st, testSchema(t), nil, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inline := StageOptions{UUID: "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee", InlineTransactionOnly: true}
+	s, err := d.StageAppend(ctx, rows(1, 2), inline)
+	if err == nil && s.TransactionFileName() != "" {
+		t.Fatalf("TransactionFileName() = %q for an inline-only transaction", s.TransactionFileName())
+	}
+	d = commit(t, d, s, err)
+	m := d.Manifest()
+	if m.TransactionFile != "" || m.TransactionSection == nil || m.WriterFlags&FlagDisableTransactionFile == 0 || m.ReaderFlags&FlagDisableTransactionFile != 0 {
+		t.Fatalf("manifest: transaction_file %q, section %v, flags reader %d writer %d", m.TransactionFile, m.TransactionSection, m.ReaderFlags, m.WriterFlags)
+	}
+	files, err := st.List(ctx, "_transactions")
+	if err != nil || len(files) != 1 { // only version 1's, from Create
+		t.Fatalf("transaction files %v, %v; want only version 1's", files, err)
+	}
+	tx, err := d.ReadTransaction(ctx, 2)
+	if err != nil || tx.UUID != inline.UUID || tx.Op.Kind != OpAppend {
+		t.Fatalf("inline transaction %+v, %v", tx, err)
+	}
+	reopened, err := Open(ctx, st)
+	if err != nil || reopened.Version() != 2 || reopened.CountRows() != 2 {
+		t.Fatalf("reopen: %v", err)
+	}
+	// The next commit, with a file, recomputes the flags.
+	s, err = d.StageDelete(ctx, In("id", 1), StageOptions{})
+	d = commit(t, d, s, err)
+	if d.Manifest().WriterFlags&FlagDisableTransactionFile != 0 || d.Manifest().TransactionFile == "" {
+		t.Fatalf("flag 32 or an empty transaction_file carried over: %+v", d.Manifest())
+	}
+}
+
 func TestCommitIsExact(t *testing.T) {
 	ctx := context.Background()
 	st := memStore(t)

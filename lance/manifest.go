@@ -16,7 +16,9 @@ const (
 	flagUseV2Deprecate = 4
 	FlagTableConfig    = 8
 	FlagBasePaths      = 16
-	flagUnknownFrom    = 64
+	// FlagDisableTransactionFile (writer only): the transaction is recorded inline only.
+	FlagDisableTransactionFile = 32
+	flagUnknownFrom            = 64
 )
 
 // BasePath is an extra root that data files may live under (branches point at their parent).

@@ -38,6 +38,11 @@ type StageOptions struct {
 	Properties map[string]string
 	// FileOptions tune data-file pages (tests use small pages).
 	FileOptions file.Options
+	// InlineTransactionOnly records the transaction only inline in the manifest (its
+	// transaction section), with no _transactions/ file: Lance's FLAG_DISABLE_TRANSACTION_FILE
+	// mode (writer flag 32). Readers, ours and the official engine's, read the inline section
+	// first; it saves the commit a file.
+	InlineTransactionOnly bool
 }
 
 // Staged is a transaction whose data and deletion files are encoded but which no version
@@ -51,6 +56,17 @@ type Staged struct {
 	files []pendingFile
 	// txnWritten: every file, the _transactions one included, is written.
 	txnWritten bool
+	// inlineOnly: no _transactions/ file (StageOptions.InlineTransactionOnly).
+	inlineOnly bool
+}
+
+// TransactionFileName is the transaction_file its commit records: "" when the transaction is
+// recorded inline only.
+func (s *Staged) TransactionFileName() string {
+	if s.inlineOnly {
+		return ""
+	}
+	return s.Txn.FileName()
 }
 
 // pendingFile is an encoded file a staged transaction writes before its manifest.
@@ -79,8 +95,11 @@ func (s *Staged) WriteTransaction(ctx context.Context) error {
 	if s.txnWritten {
 		return nil
 	}
-	files := append(s.files, pendingFile{key: "_transactions/" + s.Txn.FileName(), data: encodeTransaction(s.Txn),
-		failpoint: "lance.commit.before_txn_file", what: "transaction file"})
+	files := s.files
+	if !s.inlineOnly {
+		files = append(files, pendingFile{key: "_transactions/" + s.Txn.FileName(), data: encodeTransaction(s.Txn),
+			failpoint: "lance.commit.before_txn_file", what: "transaction file"})
+	}
 	err := parallel.Each(files, fileWriteConcurrency, func(f pendingFile) error {
 		if err := inject(f.failpoint); err != nil {
 			return err
@@ -144,7 +163,7 @@ func (d *Dataset) newStaged(o StageOptions, op Operation, w *fileWrites) *Staged
 	if id == "" {
 		id = NewUUID()
 	}
-	st := &Staged{base: d, Txn: &Transaction{ReadVersion: d.readVersion(), UUID: id, Properties: o.Properties, Op: op}}
+	st := &Staged{base: d, Txn: &Transaction{ReadVersion: d.readVersion(), UUID: id, Properties: o.Properties, Op: op}, inlineOnly: o.InlineTransactionOnly}
 	if w != nil {
 		st.files = w.files
 	}
@@ -402,7 +421,10 @@ func (d *Dataset) Commit(ctx context.Context, s *Staged) (*Dataset, error) {
 		return nil, err
 	}
 	txnBytes := encodeTransaction(s.Txn)
-	m.TransactionFile = s.Txn.FileName()
+	m.TransactionFile = s.TransactionFileName()
+	if s.inlineOnly {
+		m.WriterFlags |= FlagDisableTransactionFile
+	}
 	if err := s.WriteTransaction(ctx); err != nil {
 		return nil, err
 	}

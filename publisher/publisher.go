@@ -322,7 +322,7 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 	}
 	rec := rowsRecord(rows)
 	defer rec.Release()
-	staged, err := p.ds.StageRewriteRows(ctx, remove, []arrow.Record{rec}, lance.StageOptions{})
+	staged, err := p.ds.StageRewriteRows(ctx, remove, []arrow.Record{rec}, stageOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -367,6 +367,10 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 	return res, nil
 }
 
+// stageOptions: __manifest commits record their transactions inline only (no _transactions/
+// file per publish).
+var stageOptions = lance.StageOptions{InlineTransactionOnly: true}
+
 // CompactionFanout is the size-tier fanout of __manifest tail compaction: every publish adds
 // one small fragment, and once the newest tier holds this many they are merged into one. The
 // fragment count (and with it the Lance manifest each commit writes) then grows with the
@@ -378,7 +382,7 @@ const CompactionFanout = 16
 // another writer, leaves the fragments as they are and the next snapshot rescans.
 func (p *Publisher) compact(ctx context.Context) {
 	for {
-		staged, _, err := p.ds.CompactTail(ctx, CompactionFanout, lance.StageOptions{})
+		staged, _, err := p.ds.CompactTail(ctx, CompactionFanout, stageOptions)
 		if err != nil || staged == nil {
 			if err != nil {
 				p.ds, p.state = nil, nil

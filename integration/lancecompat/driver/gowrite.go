@@ -113,6 +113,9 @@ func writeGoTables(ctx context.Context, s *suite, dir string) (*goModel, error) 
 		if err := writeCompacted(ctx, m, dir); err != nil {
 			return fmt.Errorf("compacted: %w", err)
 		}
+		if err := writeInlineOnly(ctx, m, dir); err != nil {
+			return fmt.Errorf("inline: %w", err)
+		}
 		return writeJSON(filepath.Join(dir, "cases.json"), map[string]any{"cases": m.cases})
 	}()
 	s.add("go-writes", err)
@@ -232,6 +235,48 @@ func writePlainV1(ctx context.Context, m *goModel, dir string) error {
 	}
 	rows = without(rows, idInts...)
 	m.record(t, "", d.Version(), rows, plainFilters, []string{"id", "score"})
+	return nil
+}
+
+// writeInlineOnly commits an append and a delete whose transactions are recorded inline only
+// (no _transactions/ files, writer flag 32), as the graph engine commits its tables.
+func writeInlineOnly(ctx context.Context, m *goModel, dir string) error {
+	const t = "ginline"
+	as := plainSchema()
+	m.sch[t] = as
+	ls, _ := schema.FromArrow(as)
+	st, err := openTable(ctx, dir, t)
+	if err != nil {
+		return err
+	}
+	fo := lance.StageOptions{InlineTransactionOnly: true}
+	rows := rowsRange(plainRow, 0, 300)
+	d, err := lance.Create(ctx, st, ls, rec(as, rows), lance.CreateOptions{Stage: fo})
+	if err != nil {
+		return err
+	}
+	m.record(t, "", d.Version(), rows, plainFilters, []string{"id", "score"})
+	more := rowsRange(plainRow, 300, 500)
+	staged, err := d.StageAppend(ctx, rec(as, more), fo)
+	if err != nil {
+		return err
+	}
+	if d, err = d.Commit(ctx, staged); err != nil {
+		return err
+	}
+	rows = concat(rows, more)
+	m.record(t, "", d.Version(), rows, plainFilters, []string{"id", "score"})
+	if staged, err = d.StageDelete(ctx, lance.In("id", 3, 301), fo); err != nil {
+		return err
+	}
+	if d, err = d.Commit(ctx, staged); err != nil {
+		return err
+	}
+	rows = without(rows, 3, 301)
+	m.record(t, "", d.Version(), rows, plainFilters, []string{"id", "score"})
+	if files, err := st.List(ctx, "_transactions"); err != nil || len(files) != 0 {
+		return fmt.Errorf("inline-only commits wrote transaction files %v (%v)", files, err)
+	}
 	return nil
 }
 

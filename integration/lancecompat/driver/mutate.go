@@ -33,6 +33,10 @@ func mutateAndCheck(ctx context.Context, s *suite, dir string, m *goModel) {
 		{Name: "gplain-append", Table: "gplain", Op: "append", Rows: rowsRange(plainRow, 5000, 5004)},
 		{Name: "gbranched-feat-append", Table: "gbranched", Branch: &feat, Op: "append", Rows: rowsRange(plainRow, 80, 82)},
 		{Name: "gbranched-main-delete", Table: "gbranched", Op: "delete", Where: "id = 0"},
+		// Versions with inline-only transactions (no _transactions/ files): the official
+		// writer must take them as its read version.
+		{Name: "ginline-delete", Table: "ginline", Op: "delete", Where: "id = 4"},
+		{Name: "ginline-append", Table: "ginline", Op: "append", Rows: rowsRange(plainRow, 6000, 6003)},
 	}
 	if err := writeJSON(filepath.Join(dir, "mutate.json"), map[string]any{"steps": steps}); err != nil {
 		s.add("go-mutate-plan", err)
@@ -51,6 +55,7 @@ func mutateAndCheck(ctx context.Context, s *suite, dir string, m *goModel) {
 		{"gplain", "", concat(without(m.rows[key("gplain", "")], 8), rowsRange(plainRow, 5000, 5004))},
 		{"gbranched", "feat", concat(m.rows[key("gbranched", "feat")], rowsRange(plainRow, 80, 82))},
 		{"gbranched", "", without(m.rows[key("gbranched", "")], 0)},
+		{"ginline", "", concat(without(m.rows[key("ginline", "")], 4), rowsRange(plainRow, 6000, 6003))},
 	}
 	for _, e := range expect {
 		name := "go-reads-node-mutated/" + e.table + branchSuffix(e.branch)
