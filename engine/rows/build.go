@@ -38,13 +38,27 @@ func (g *group) buildFused(opts Options, keyed bool) bool {
 	cols := g.newColumns(opts)
 	defer releaseColumns(cols)
 	cells := make([][]byte, len(props))
+	// Records of one type mostly list their members in the same order, so the property of
+	// the j-th member is looked up by name only when it differs from the previous record's.
+	var lastName []string
+	var lastProp []int
 	var parsed, projected int64
 	for _, r := range g.recs {
 		clear(cells)
-		for _, m := range r.Data {
-			i, ok := g.props[m.Name]
-			if !ok {
-				return false
+		for j, m := range r.Data {
+			var i int
+			if j < len(lastName) && lastName[j] == m.Name {
+				i = lastProp[j]
+			} else {
+				var ok bool
+				if i, ok = g.props[m.Name]; !ok {
+					return false
+				}
+				if j < len(lastName) {
+					lastName[j], lastProp[j] = m.Name, i
+				} else {
+					lastName, lastProp = append(lastName, m.Name), append(lastProp, i)
+				}
 			}
 			cells[i] = m.Value
 			if keyed {
