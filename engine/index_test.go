@@ -19,8 +19,8 @@ func assertIndexesMatchStorage(t *testing.T, g *Graph) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !maps.Equal(cold.ids, ts.ids) {
-			t.Fatalf("%s@%s v%d: cached ids differ from storage (%d vs %d)", ref.path, ref.branch, ts.ds.Version(), len(ts.ids), len(cold.ids))
+		if !maps.Equal(cold.ids.toMap(), ts.ids.toMap()) {
+			t.Fatalf("%s@%s v%d: cached ids differ from storage (%d vs %d)", ref.path, ref.branch, ts.ds.Version(), ts.ids.Len(), cold.ids.Len())
 		}
 		if ts.ends == nil {
 			continue

@@ -252,7 +252,7 @@ func stage(ctx context.Context, ds *lance.Dataset, mode rows.Mode, t *plannedTab
 	case ModeMerge:
 		var remove []lance.RowAddress
 		for _, id := range t.batch.IDs {
-			if a, ok := t.ts.ids[id]; ok {
+			if a, ok := t.ts.ids.Get(id); ok {
 				remove = append(remove, a)
 			}
 		}

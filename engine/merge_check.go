@@ -83,7 +83,7 @@ func (g *Graph) checkMergedEdges(ctx context.Context, plan *mergePlan, tst *publ
 		if err != nil {
 			return false, err
 		}
-		_, ok := ts.ids[id]
+		_, ok := ts.ids.Get(id)
 		return ok, nil
 	}
 	var out []errs.MergeConflict

@@ -358,7 +358,7 @@ func (mt *mergeTable) reconcile(sd, td *sideDelta) ([]errs.MergeConflict, error)
 			conflict(id, "delete_vs_update")
 			continue
 		}
-		addr, exists := mt.ts.ids[id]
+		addr, exists := mt.ts.ids.Get(id)
 		switch {
 		case inBase && exists:
 			writes = append(writes, writeItem{rowRef: r, id: id, addr: addr, update: true})
@@ -377,7 +377,7 @@ func (mt *mergeTable) reconcile(sd, td *sideDelta) ([]errs.MergeConflict, error)
 			conflict(id, "delete_vs_update")
 		case td.deleted[id]:
 		default:
-			if addr, ok := mt.ts.ids[id]; ok {
+			if addr, ok := mt.ts.ids.Get(id); ok {
 				deletes = append(deletes, deleteItem{id: id, addr: addr})
 				mt.stats.Deleted++
 			}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -17,7 +16,7 @@ import (
 // the strict-insert preflight, reference checks and upserts never rescan the table.
 type tableState struct {
 	ds     *lance.Dataset
-	ids    map[string]lance.RowAddress
+	ids    *idIndex
 	ends   *endpoints // edges: built on first use (cardinality, overwrite and merge checks)
 	isEdge bool
 	unique map[string]*uniqueIndex // @unique groups checked against stored rows, built lazily
@@ -110,12 +109,12 @@ func (g *Graph) openTable(ctx context.Context, e publisher.TableEntry, isEdge bo
 
 // indexTable scans the id column once.
 func indexTable(ctx context.Context, ds *lance.Dataset, isEdge bool) (*tableState, error) {
-	ts := &tableState{ds: ds, ids: map[string]lance.RowAddress{}, isEdge: isEdge}
+	ts := &tableState{ds: ds, ids: newIDIndex(int(ds.CountRows())), isEdge: isEdge}
 	err := ds.Each(ctx, lance.ScanOptions{Columns: []string{"id"}, WithRowAddress: true}, func(rec arrow.Record) error {
 		idc := rec.Column(0).(*array.String)
 		addr := rec.Column(1).(*array.Uint64)
 		for i := 0; i < idc.Len(); i++ {
-			ts.ids[idc.Value(i)] = lance.RowAddress(addr.Value(i))
+			ts.ids.Set(idc.Value(i), lance.RowAddress(addr.Value(i)))
 		}
 		return nil
 	})
@@ -129,7 +128,7 @@ func indexTable(ctx context.Context, ds *lance.Dataset, isEdge bool) (*tableStat
 // fragments the commit added, in order.
 func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, overwrite bool, rowIDs, src, dst []string) error {
 	if overwrite {
-		ts.ids = map[string]lance.RowAddress{}
+		ts.ids = newIDIndex(len(rowIDs))
 		ts.ends = nil // rebuilt from the new version on next use
 	}
 	var addrs []lance.RowAddress
@@ -141,18 +140,16 @@ func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, over
 	if len(addrs) != len(rowIDs) {
 		return fmt.Errorf("commit added %d rows, the batch has %d", len(addrs), len(rowIDs))
 	}
-	if len(rowIDs) > len(ts.ids) {
-		// A commit larger than the index (a big merge into a small table): one presized map
+	if len(rowIDs) > ts.ids.Len() {
+		// A commit larger than the index (a big merge into a small table): room once
 		// instead of growing through every doubling.
-		grown := make(map[string]lance.RowAddress, len(ts.ids)+len(rowIDs))
-		maps.Copy(grown, ts.ids)
-		ts.ids = grown
+		ts.ids.Grow(len(rowIDs))
 	}
 	for i, id := range rowIDs {
 		if ts.isEdge && ts.ends != nil {
 			ts.ends.set(id, src[i], dst[i])
 		}
-		ts.ids[id] = addrs[i]
+		ts.ids.Set(id, addrs[i])
 	}
 	ts.ds = ds
 	return nil
@@ -161,11 +158,7 @@ func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, over
 // forBranch copies the index for a table's first write on a new branch: the fork starts as
 // exactly the parent's rows.
 func (ts *tableState) forBranch() *tableState {
-	c := &tableState{ds: ts.ds, isEdge: ts.isEdge, ids: make(map[string]lance.RowAddress, len(ts.ids)), ends: ts.ends.clone()}
-	for k, v := range ts.ids {
-		c.ids[k] = v
-	}
-	return c
+	return &tableState{ds: ts.ds, isEdge: ts.isEdge, ids: ts.ids.Clone(), ends: ts.ends.clone()}
 }
 
 // applyChain folds a merge's committed chain into the index: deleted ids leave, written rows
@@ -185,7 +178,7 @@ func (ts *tableState) applyChain(t *mergeTable) error {
 
 // forget drops an id from the index.
 func (ts *tableState) forget(id string) {
-	delete(ts.ids, id)
+	ts.ids.Delete(id)
 	if ts.ends != nil {
 		ts.ends.remove(id)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
-	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 )
 
@@ -20,7 +19,7 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 	if req.Mode == ModeAppend {
 		for _, t := range planned {
 			for _, id := range t.batch.IDs {
-				if _, ok := t.ts.ids[id]; ok {
+				if _, ok := t.ts.ids.Get(id); ok {
 					id := id
 					return &errs.KeyConflict{TypeKey: t.key, EntityID: &id}
 				}
@@ -38,7 +37,7 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 	// Each endpoint type is resolved once (its batch rows and committed index), not per edge.
 	type endpointType struct {
 		batch     map[string]int
-		committed map[string]lance.RowAddress // nil: the table is overwritten
+		committed *idIndex // nil: the table is overwritten
 	}
 	resolved := map[string]*endpointType{}
 	resolve := func(typeName string) (*endpointType, error) {
@@ -77,7 +76,7 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 		if _, ok := r.batch[id]; ok {
 			return true, nil
 		}
-		_, ok := r.committed[id]
+		_, ok := r.committed.Get(id)
 		return ok, nil
 	}
 	for _, t := range planned {

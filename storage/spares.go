@@ -123,7 +123,16 @@ func (p *spares) refill(gen uint64) {
 		}
 		p.mu.Lock()
 		if err != nil || p.gen != gen || p.closed {
-			// Drained or closed meanwhile (or the directory went away): nothing is kept.
+			// Drained or closed meanwhile, or the directory went away (another process took
+			// it for abandoned in the instant before we locked it): nothing is kept, and a
+			// vanished directory is made afresh by the next refill.
+			if errors.Is(err, fs.ErrNotExist) && p.gen == gen {
+				p.gen++
+				if p.lock != nil {
+					_ = p.lock.Close()
+				}
+				p.dir, p.lock, p.ready = "", nil, nil
+			}
 			p.running = false
 			p.mu.Unlock()
 			if err == nil {
@@ -217,7 +226,7 @@ func (p *spares) close() {
 	p.drain()
 }
 
-// fill writes data into the spare file name (fsynced when local writes are); on failure the
+// fillSpare writes data into the spare file name (fsynced when local writes are); on failure the
 // spare is removed.
 func fillSpare(name string, data []byte) error {
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)

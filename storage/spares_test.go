@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -370,4 +371,25 @@ func TestLocalSpareFailpointError(t *testing.T) {
 			t.Fatalf("filled spare %s left behind", f)
 		}
 	}
+}
+
+// A process's spare directory that vanished (another process judged it abandoned in the
+// instant before it was locked) is made afresh: writes go on, through spares again.
+func TestLocalSpareDirVanishes(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := openLocal(t, dir)
+	if err := s.Put(ctx, "warm", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitSpares(t, dir, storage.SpareTarget)
+	if err := os.RemoveAll(filepath.Join(dir, storage.SpareDirName)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 * storage.SpareTarget {
+		if err := s.Put(ctx, fmt.Sprintf("k%d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSpares(t, dir, 1)
 }

@@ -91,21 +91,23 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 		}
 		return lat, time.Since(start), nil
 	}
-	// Rounds alternate with the official side, as in the graph bench.
-	var lat, nodeP50, ratios []float64
-	var took time.Duration
-	for r := 0; r < benchRounds; r++ {
-		l, t, err := run("1k+1k", 1000, iters, r*iters)
-		if err != nil {
-			return err
-		}
-		lat, took = append(lat, l...), took+t
-		node, err := nodeRun(ctx, script, filepath.Join(tmp, fmt.Sprintf("node-e2e-2k-%d", r)), 2000, iters)
-		if err != nil {
-			return err
-		}
-		nodeP50 = append(nodeP50, node.AppendP50)
-		ratios = append(ratios, median(l)/node.AppendP50)
+	// Paired with the official side, as in the graph bench.
+	o, err := startOfficial(ctx, script, filepath.Join(tmp, "node-e2e-2k"), 2000)
+	if err != nil {
+		return err
+	}
+	defer o.close()
+	var took time.Duration // over every batch, the warm-up round's included
+	base := 0
+	lat, offMS, ratios, err := paired(o, func(k int) ([]float64, error) {
+		l, t, err := run("1k+1k", 1000, k, base)
+		base += k
+		took += t
+		return l, err
+	})
+	batches := float64(base)
+	if err != nil {
+		return err
 	}
 	sorted := append([]float64(nil), lat...)
 	sort.Float64s(sorted)
@@ -113,8 +115,8 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 	if len(sorted) < 100 {
 		p99 = sorted[len(sorted)-1]
 	}
-	fmt.Printf("bench: e2e-1k+1k durability=%s p50_ms=%.3f p99_ms=%.3f batches_per_s=%.1f rows_per_s=%.0f lance_append_2k_p50_ms=%.3f ratio=%.2f round_ratios=%s peak_rss_mib=%.0f\n",
-		durability, median(lat), p99, float64(len(lat))/took.Seconds(), float64(2000*len(lat))/took.Seconds(), median(nodeP50), median(ratios), list(ratios), peakRSSMiB())
+	fmt.Printf("bench: e2e-1k+1k durability=%s p50_ms=%.3f p99_ms=%.3f batches_per_s=%.1f rows_per_s=%.0f lance_append_2k_p50_ms=%.3f ratio=%.2f rounds=%dx%d round_ratios=%s peak_rss_mib=%.0f\n",
+		durability, median(lat), p99, batches/took.Seconds(), 2000*batches/took.Seconds(), median(offMS), median(ratios), pairedRounds, pairedBlock, list(ratios), peakRSSMiB())
 	took8, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, iters, 1_000_000)
 	if err != nil {
 		return err

@@ -80,31 +80,26 @@ func peakRSSMiB() float64 {
 
 func graphBench(ctx context.Context, script, tmp string, iters int) error {
 	const n = 1000
-	// Rounds alternate the two sides so drift on this shared machine (frequency, neighbours)
-	// lands on both, and each round's ratio pairs measurements taken seconds apart: the ratio
-	// is the median of the rounds' ratios. The p50s are over every load and every round. Like
-	// the official side's table, each round's graph is fresh (aging is measured apart).
-	var fresh, nodeP50, ratios []float64
-	for r := 0; r < benchRounds; r++ {
-		g, err := newBenchGraph(ctx, filepath.Join(tmp, fmt.Sprintf("graph-fresh-%d", r)))
-		if err != nil {
-			return err
-		}
-		loads, err := timeLoads(ctx, g, r*iters, iters, n)
-		g.Root().Close() // ends its spare-file refill
-		if err != nil {
-			return err
-		}
-		fresh = append(fresh, loads...)
-		node, err := nodeRun(ctx, script, filepath.Join(tmp, fmt.Sprintf("node-2k-%d", r)), 2*n, iters)
-		if err != nil {
-			return err
-		}
-		nodeP50 = append(nodeP50, node.AppendP50)
-		ratios = append(ratios, median(loads)/node.AppendP50)
+	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-fresh"))
+	if err != nil {
+		return err
 	}
-	fmt.Printf("bench: engine-load-1k+1k durability=%s go_p50_ms=%.3f lance_append_2k_p50_ms=%.3f ratio=%.2f round_ratios=%s\n",
-		durability, median(fresh), median(nodeP50), median(ratios), list(ratios))
+	defer g.Root().Close() // ends its spare-file refill
+	o, err := startOfficial(ctx, script, filepath.Join(tmp, "node-2k"), 2*n)
+	if err != nil {
+		return err
+	}
+	defer o.close()
+	base := 0
+	goMS, offMS, ratios, err := paired(o, func(k int) ([]float64, error) {
+		base += k
+		return timeLoads(ctx, g, base-k, k, n)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("bench: engine-load-1k+1k durability=%s go_p50_ms=%.3f lance_append_2k_p50_ms=%.3f ratio=%.2f rounds=%dx%d round_ratios=%s\n",
+		durability, median(goMS), median(offMS), median(ratios), pairedRounds, pairedBlock, list(ratios))
 	return nil
 }
 

@@ -6,6 +6,7 @@
 //   node compat.mjs mutate <dir>                      apply <dir>/mutate.json steps in order
 //   node compat.mjs write  <dir>                      create reference tables + <dir>/cases.json
 //   node compat.mjs bench  <dir> --rows N --iters K   append/scan timings, one JSON line
+//   node compat.mjs bench-serve <dir> --rows N        stdin "K" -> K timed appends, one JSON line each
 //
 // stdout: one JSON object per line ({"case":..,"ok":..,"error"?:..}; bench prints one summary).
 // stderr: diagnostics. Exit 0 when the command ran (even with failed cases), 1 when it could not
@@ -230,22 +231,66 @@ async function cmdBench(dir, N, K) {
   });
 }
 
+// cmdBenchServe keeps one table open and answers each stdin line "K" with K timed appends of N
+// fresh rows, as one JSON line {"append_ms": [...]}: the caller interleaves its own timings with
+// these at a fine grain, so drift on a shared machine lands on both sides alike.
+async function cmdBenchServe(dir, N) {
+  ensureFreshDir(dir);
+  const schema = new arrow.Schema([
+    new arrow.Field("id", new arrow.Utf8(), true),
+    new arrow.Field("name", new arrow.Utf8(), true),
+    new arrow.Field("age", new arrow.Int64(), true),
+    new arrow.Field("score", new arrow.Float64(), true),
+  ]);
+  let seq = 0;
+  const batch = () => {
+    const k = seq++;
+    return fromCanonical(Array.from({ length: N }, (_, i) => ({
+      id: `p${k}-${i}`, name: `name-${k}-${i}`, age: String(i % 90), score: i * 0.5,
+    })), schema);
+  };
+  const db = await connect(path.resolve(dir));
+  const tbl = await db.createTable("people", batch(), { mode: "create", storageOptions: V20_STABLE });
+  emit({ ready: true });
+  let buf = "";
+  for await (const chunk of process.stdin) {
+    buf += chunk;
+    let nl;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl).trim();
+      buf = buf.slice(nl + 1);
+      if (!line) continue;
+      const k = Number(line);
+      if (!Number.isInteger(k) || k < 1) throw new Error(`bench-serve: bad request ${JSON.stringify(line)}`);
+      const batches = Array.from({ length: k }, batch);
+      const out = [];
+      for (const b of batches) {
+        const t0 = performance.now();
+        await tbl.add(b);
+        out.push(performance.now() - t0);
+      }
+      emit({ append_ms: out.map(ms), peak_rss_mib: Math.round(process.resourceUsage().maxRSS / 1024) });
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 const USAGE = `usage:
   node compat.mjs verify <dir>
   node compat.mjs mutate <dir>
   node compat.mjs write  <dir>
-  node compat.mjs bench  <dir> --rows N --iters K`;
+  node compat.mjs bench  <dir> --rows N --iters K
+  node compat.mjs bench-serve <dir> --rows N`;
 
-function parseBenchArgs(args) {
+function parseBenchArgs(args, serve) {
   const o = { rows: null, iters: null };
   for (let i = 0; i < args.length; i++) {
     const m = /^--(rows|iters)(?:=(.*))?$/.exec(args[i]);
     if (!m) throw new Error(`unknown bench argument ${args[i]}`);
     o[m[1]] = Number(m[2] ?? args[++i]);
   }
-  for (const k of ["rows", "iters"]) {
+  for (const k of serve ? ["rows"] : ["rows", "iters"]) {
     if (!Number.isInteger(o[k]) || o[k] < 1) throw new Error(`--${k} must be a positive integer`);
   }
   return o;
@@ -253,13 +298,13 @@ function parseBenchArgs(args) {
 
 async function main(argv) {
   const [cmd, dir, ...rest] = argv;
-  if (!cmd || !dir || (cmd !== "bench" && rest.length)) {
+  if (!cmd || !dir || (cmd !== "bench" && cmd !== "bench-serve" && rest.length)) {
     console.error(USAGE);
     return 2;
   }
   let bench;
-  if (cmd === "bench") {
-    try { bench = parseBenchArgs(rest); } catch (e) { console.error(errText(e) + "\n" + USAGE); return 2; }
+  if (cmd === "bench" || cmd === "bench-serve") {
+    try { bench = parseBenchArgs(rest, cmd === "bench-serve"); } catch (e) { console.error(errText(e) + "\n" + USAGE); return 2; }
   }
   try {
     switch (cmd) {
@@ -267,6 +312,7 @@ async function main(argv) {
       case "mutate": await cmdMutate(dir); break;
       case "write": await runWrite(dir, emit, log); break;
       case "bench": await cmdBench(dir, bench.rows, bench.iters); break;
+      case "bench-serve": await cmdBenchServe(dir, bench.rows); break;
       default: console.error(`unknown command ${cmd}\n${USAGE}`); return 2;
     }
   } catch (e) {
