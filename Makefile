@@ -62,6 +62,7 @@ fuzz:
 	$(FUZZ) ./graph/pg -fuzz '^FuzzParse$$'
 	$(FUZZ) ./recovery -fuzz '^FuzzParse$$'
 	$(FUZZ) ./engine/rows -fuzz '^FuzzBuild$$'
+	$(FUZZ) ./engine/rows -fuzz '^FuzzParseNumber$$'
 
 clean:
 	rm -rf bin .data
