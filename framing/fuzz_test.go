@@ -49,6 +49,17 @@ func FuzzParse(f *testing.F) {
 		if fmt.Sprint(err) != fmt.Sprint(err2) || !reflect.DeepEqual(recs, recs2) {
 			t.Fatalf("Parse and ParseBytes disagree: %v / %v", err, err2)
 		}
+		// Parsing in parts (as large batches are) is exactly parsing line by line, refusals
+		// included, whatever the number of parts.
+		for _, lim := range []Limits{DefaultLimits(), tinyLimits.normalized()} {
+			seq, serr := parseParts(data, lim, 1)
+			for _, parts := range []int{2, 3, 7} {
+				par, perr := parseParts(data, lim, parts)
+				if fmt.Sprint(serr) != fmt.Sprint(perr) || !reflect.DeepEqual(seq, par) {
+					t.Fatalf("%d parts disagree with one: %v / %v", parts, perr, serr)
+				}
+			}
+		}
 		if err == nil {
 			// Every accepted line is JSON by encoding/json's (looser) standard too.
 			for line := range bytes.SplitSeq(data, []byte("\n")) {

@@ -34,8 +34,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 )
 
 // Parse reads one batch from r (never more than lim.MaxBytes+1 bytes) and parses it with
@@ -90,7 +92,73 @@ func readBounded(r io.Reader, max int64) ([]byte, error) {
 	return buf, nil
 }
 
+// parallelMinBytes is the size from which a batch is parsed in line-aligned parts at once; a
+// smaller one costs more to split than it gains.
+const parallelMinBytes = 64 << 10
+
+// maxParts bounds how many parts one batch is parsed in.
+const maxParts = 8
+
+// parseBody parses the batch, in up to GOMAXPROCS line-aligned parts at once when it is large.
+// Lines carry no state from one to the next, so each part is parsed alone, numbering its lines
+// from where it starts, and the first refusal of the first part that has one is the first
+// refusal of the batch: the result is exactly the sequential one.
 func parseBody(body []byte, lim Limits) ([]Record, error) {
+	parts := min(runtime.GOMAXPROCS(0), maxParts, len(body)/(parallelMinBytes/2))
+	if len(body) < parallelMinBytes {
+		parts = 1
+	}
+	return parseParts(body, lim, parts)
+}
+
+// parseParts parses body in up to parts line-aligned parts at once.
+func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
+	if parts < 2 {
+		return parseLines(body, 1, lim)
+	}
+	type part struct {
+		body  []byte
+		first int // line number of its first line
+		recs  []Record
+	}
+	ps := make([]*part, 0, parts)
+	line := 1
+	for start := 0; start < len(body); {
+		end := len(body)
+		if len(ps) < parts-1 {
+			cut := start + (len(body)-start)/(parts-len(ps))
+			if i := bytes.IndexByte(body[cut:], '\n'); i >= 0 {
+				end = cut + i + 1
+			}
+		}
+		ps = append(ps, &part{body: body[start:end], first: line})
+		line += bytes.Count(body[start:end], []byte{'\n'})
+		start = end
+	}
+	err := parallel.Each(ps, len(ps), func(p *part) error {
+		var err error
+		p.recs, err = parseLines(p.body, p.first, lim)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, p := range ps {
+		n += len(p.recs)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	records := make([]Record, 0, n)
+	for _, p := range ps {
+		records = append(records, p.recs...)
+	}
+	return records, nil
+}
+
+// parseLines parses consecutive lines of a batch, the first of which is line number first.
+func parseLines(body []byte, first int, lim Limits) ([]Record, error) {
 	// Compact copies never outgrow their lines, so the arena never reallocates.
 	s := newScanner(lim.MaxDepth, len(body))
 	// One record per line at most: sized once, the slice never grows (records are large).
@@ -99,7 +167,7 @@ func parseBody(body []byte, lim Limits) ([]Record, error) {
 		lines = min(lines, lim.MaxLines)
 	}
 	records := make([]Record, 0, lines)
-	line := 0
+	line := first - 1
 	for off := 0; off < len(body); {
 		raw := body[off:]
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {

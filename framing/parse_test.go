@@ -1,6 +1,7 @@
 package framing
 
 import (
+	"fmt"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -313,5 +314,42 @@ func TestDataKeepsInputOrder(t *testing.T) {
 	}
 	if _, ok := recs[0].Data.Get("id"); ok {
 		t.Fatal("id is Record.ID, not a member")
+	}
+}
+
+// A large batch is parsed in parts at once; line numbers, records and the first refusal are
+// those of a line-by-line parse.
+func TestLargeBatchParsesInParts(t *testing.T) {
+	var b strings.Builder
+	for i := range 3000 {
+		if i%7 == 0 {
+			b.WriteString("\r\n") // blank lines count
+			continue
+		}
+		fmt.Fprintf(&b, `{"type":"P","data":{"id":"p%d","n":%d,"s":"%s"}}`+"\n", i, i, strings.Repeat("x", i%50))
+	}
+	body := []byte(b.String())
+	if len(body) < 2*parallelMinBytes {
+		t.Fatalf("batch of %d bytes is too small to be parsed in parts", len(body))
+	}
+	one, err := parseParts(body, DefaultLimits(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseBytes(body, DefaultLimits())
+	if err != nil || !reflect.DeepEqual(got, one) {
+		t.Fatalf("in parts: %d records, %v; line by line: %d", len(got), err, len(one))
+	}
+	if last := got[len(got)-1]; last.Line != 3000 || *last.ID != "p2999" {
+		t.Fatalf("last record %+v", last)
+	}
+	// Two bad lines: the earlier one is reported, wherever the parts fall.
+	lines := strings.SplitAfter(b.String(), "\n")
+	lines[2400] = "{\"type\":\"P\",\"data\":{\"n\":1,\"n\":2}}\n"
+	lines[2900] = "not json\n"
+	_, err = ParseBytes([]byte(strings.Join(lines, "")), DefaultLimits())
+	var in *errs.InvalidInput
+	if !errors.As(err, &in) || in.Line != 2401 {
+		t.Fatalf("want the refusal of line 2401, got %v", err)
 	}
 }
