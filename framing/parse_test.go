@@ -1,9 +1,9 @@
 package framing
 
 import (
-	"fmt"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
