@@ -146,20 +146,25 @@ func writeTemp(path string, data []byte) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		_, err = f.Write(data)
-		if err == nil && localSync.Load() {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := writeClose(f, data); err != nil {
 			_ = os.Remove(tmp)
 			return "", err
 		}
 		return tmp, nil
 	}
 	return "", fmt.Errorf("no free temporary name next to %s", path)
+}
+
+// writeClose writes data to f, fsyncs it when local writes are fsynced, and closes it.
+func writeClose(f *os.File, data []byte) error {
+	_, err := f.Write(data)
+	if err == nil && localSync.Load() {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // syncDir makes a just-published name durable. It is best effort: the object is already

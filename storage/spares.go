@@ -230,15 +230,8 @@ func (p *spares) close() {
 // spare is removed.
 func fillSpare(name string, data []byte) error {
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil && localSync.Load() {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = writeClose(f, data)
 	}
 	if err != nil {
 		_ = os.Remove(name)

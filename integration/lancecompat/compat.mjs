@@ -193,14 +193,19 @@ function p50(xs) {
 }
 const ms = (x) => Math.round(x * 1000) / 1000;
 
-async function cmdBench(dir, N, K) {
-  ensureFreshDir(dir);
-  const schema = new arrow.Schema([
+// benchSchema is the people table both bench commands append to.
+function benchSchema() {
+  return new arrow.Schema([
     new arrow.Field("id", new arrow.Utf8(), true),
     new arrow.Field("name", new arrow.Utf8(), true),
     new arrow.Field("age", new arrow.Int64(), true),
     new arrow.Field("score", new arrow.Float64(), true),
   ]);
+}
+
+async function cmdBench(dir, N, K) {
+  ensureFreshDir(dir);
+  const schema = benchSchema();
   const batch = (k) => fromCanonical(Array.from({ length: N }, (_, i) => ({
     id: `p${k}-${i}`, name: `name-${k}-${i}`, age: String(i % 90), score: i * 0.5,
   })), schema);
@@ -236,12 +241,7 @@ async function cmdBench(dir, N, K) {
 // these at a fine grain, so drift on a shared machine lands on both sides alike.
 async function cmdBenchServe(dir, N) {
   ensureFreshDir(dir);
-  const schema = new arrow.Schema([
-    new arrow.Field("id", new arrow.Utf8(), true),
-    new arrow.Field("name", new arrow.Utf8(), true),
-    new arrow.Field("age", new arrow.Int64(), true),
-    new arrow.Field("score", new arrow.Float64(), true),
-  ]);
+  const schema = benchSchema();
   let seq = 0;
   const batch = () => {
     const k = seq++;
