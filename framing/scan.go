@@ -52,7 +52,6 @@ type scanner struct {
 	data     []member  // "data" members, in input order
 	isObject bool      // the line's value is an object
 	intern   map[string]string
-	recent   [64]string // recently interned names, by nameSlot
 }
 
 const internMax = 4096
@@ -87,31 +86,16 @@ func (s *scanner) scanLine(src []byte, line int) error {
 	return nil
 }
 
-// name returns b as a string, shared between lines for repeated names. A batch repeats the
-// same few names on every line, so a small direct-mapped cache answers most lookups without
-// hashing.
+// name returns b as a string, shared between lines for repeated names.
 func (s *scanner) name(b []byte) string {
-	slot := &s.recent[nameSlot(b)]
-	if *slot == string(b) {
-		return *slot
+	if n, ok := s.intern[string(b)]; ok {
+		return n
 	}
-	n, ok := s.intern[string(b)]
-	if !ok {
-		n = string(b)
-		if len(s.intern) < internMax {
-			s.intern[n] = n
-		}
+	n := string(b)
+	if len(s.intern) < internMax {
+		s.intern[n] = n
 	}
-	*slot = n
 	return n
-}
-
-// nameSlot picks a name's slot in scanner.recent from its length and its end bytes.
-func nameSlot(b []byte) int {
-	if len(b) == 0 {
-		return 0
-	}
-	return (len(b)*31 + int(b[0])*7 + int(b[len(b)-1])) % len(scanner{}.recent)
 }
 
 func (s *scanner) skipWS() {
