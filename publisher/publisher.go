@@ -327,6 +327,11 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 		return nil, err
 	}
 	if req.BeforeCommit != nil {
+		// The data and deletion files are written now, unreferenced until the commit, so that
+		// they land while the caller finishes its own step.
+		if err := staged.WriteTransaction(ctx); err != nil {
+			return nil, err
+		}
 		if err := req.BeforeCommit(); err != nil {
 			return nil, err
 		}

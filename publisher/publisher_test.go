@@ -306,13 +306,25 @@ func TestBeforeCommitGatesTheCommit(t *testing.T) {
 	p := Open(root, "")
 	gateErr := errors.New("confirmation failed")
 	calls := 0
+	dataFiles := func() int {
+		objs, err := root.List(ctx, "__manifest/data")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(objs)
+	}
+	before := dataFiles()
 	req := Request{
 		Updates:  []DatasetUpdate{update(person, "node:Person", 2, 10)},
 		Expected: map[ids.TableIdentity]Expectation{person: {"node:Person", 1}},
 		Lineage:  &Lineage{CommitID: ids.NewULID(), CreatedAt: 5},
 		BeforeCommit: func() error {
 			calls++
-			// Nothing is visible yet, to this publisher or to a cold reader.
+			// The attempt's files are already written (they land while the caller works)...
+			if dataFiles() != before+1 {
+				t.Fatalf("%d __manifest data files inside BeforeCommit, want %d", dataFiles(), before+1)
+			}
+			// ...but nothing is visible yet, to this publisher or to a cold reader.
 			for _, pub := range []*Publisher{p, Open(root, "")} {
 				st, err := pub.Snapshot(ctx)
 				if err != nil {
