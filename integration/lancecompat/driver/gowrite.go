@@ -204,13 +204,19 @@ func writeAllTypes(ctx context.Context, m *goModel, dir string) error {
 	return nil
 }
 
-// writePlainV1 uses the legacy V1 manifest names, no stable row ids and many small pages.
-func writePlainV1(ctx context.Context, m *goModel, dir string) error {
-	const t = "gplain"
+// plainTable opens the Go-written table t, with the plain schema recorded in the model.
+func plainTable(ctx context.Context, m *goModel, dir, t string) (storage.Store, *arrow.Schema, *schema.Schema, error) {
 	as := plainSchema()
 	m.sch[t] = as
 	ls, _ := schema.FromArrow(as)
 	st, err := openTable(ctx, dir, t)
+	return st, as, ls, err
+}
+
+// writePlainV1 uses the legacy V1 manifest names, no stable row ids and many small pages.
+func writePlainV1(ctx context.Context, m *goModel, dir string) error {
+	const t = "gplain"
+	st, as, ls, err := plainTable(ctx, m, dir, t)
 	if err != nil {
 		return err
 	}
@@ -242,10 +248,7 @@ func writePlainV1(ctx context.Context, m *goModel, dir string) error {
 // (no _transactions/ files, writer flag 32), as the graph engine commits its tables.
 func writeInlineOnly(ctx context.Context, m *goModel, dir string) error {
 	const t = "ginline"
-	as := plainSchema()
-	m.sch[t] = as
-	ls, _ := schema.FromArrow(as)
-	st, err := openTable(ctx, dir, t)
+	st, as, ls, err := plainTable(ctx, m, dir, t)
 	if err != nil {
 		return err
 	}
@@ -283,10 +286,7 @@ func writeInlineOnly(ctx context.Context, m *goModel, dir string) error {
 // writeBranched forks a branch and a nested branch and writes on all three.
 func writeBranched(ctx context.Context, m *goModel, dir string) error {
 	const t = "gbranched"
-	as := plainSchema()
-	m.sch[t] = as
-	ls, _ := schema.FromArrow(as)
-	st, err := openTable(ctx, dir, t)
+	st, as, ls, err := plainTable(ctx, m, dir, t)
 	if err != nil {
 		return err
 	}
@@ -342,10 +342,7 @@ func writeBranched(ctx context.Context, m *goModel, dir string) error {
 // does for __manifest (an Update that removes fragments and adds their live rows as one).
 func writeCompacted(ctx context.Context, m *goModel, dir string) error {
 	const t = "gcompact"
-	as := plainSchema()
-	m.sch[t] = as
-	ls, _ := schema.FromArrow(as)
-	st, err := openTable(ctx, dir, t)
+	st, as, ls, err := plainTable(ctx, m, dir, t)
 	if err != nil {
 		return err
 	}
