@@ -183,19 +183,32 @@ func fusedPhases(cat *pg.Catalog, recs []framing.Record, keyed bool, opts Option
 	if err != nil {
 		return nil, false
 	}
-	err = parallel.Each(order, opts.Parallel, func(g *group) error {
+	err = buildEach(order, opts.Parallel, func(g *group) error {
 		if !g.buildFused(opts, keyed) {
 			return errFallback
 		}
 		return nil
 	})
 	if err != nil {
-		for _, g := range order {
-			g.release()
-		}
 		return nil, false
 	}
 	return order, true
+}
+
+// buildEach runs build for every declaration, parallel at a time, and on the first error
+// (in declaration order) releases what every declaration built.
+func buildEach(order []*group, parallelism int, build func(*group) error) error {
+	err := parallel.Each(order, parallelism, build)
+	if err != nil {
+		releaseAll(order)
+	}
+	return err
+}
+
+func releaseAll(order []*group) {
+	for _, g := range order {
+		g.release()
+	}
 }
 
 // errFallback stops the fused pass; it never leaves Build.
@@ -207,7 +220,7 @@ func exactPhases(cat *pg.Catalog, recs []framing.Record, keyed bool, opts Option
 	if err != nil {
 		return nil, err
 	}
-	err = parallel.Each(order, opts.Parallel, func(g *group) error {
+	err = buildEach(order, opts.Parallel, func(g *group) error {
 		if err := g.checkFields(); err != nil {
 			return err
 		}
@@ -226,9 +239,6 @@ func exactPhases(cat *pg.Catalog, recs []framing.Record, keyed bool, opts Option
 		return nil
 	})
 	if err != nil {
-		for _, g := range order {
-			g.release()
-		}
 		return nil, err
 	}
 	return order, nil
@@ -281,9 +291,7 @@ func evaluate(order []*group, mode Mode, opts Options) (map[string]*TableBatch, 
 	ok := false
 	defer func() {
 		if !ok {
-			for _, g := range order {
-				g.release()
-			}
+			releaseAll(order)
 		}
 	}()
 
