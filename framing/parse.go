@@ -114,11 +114,12 @@ func parseBody(body []byte, lim Limits) ([]Record, error) {
 // parseParts parses body in up to parts line-aligned parts at once.
 func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 	if parts < 2 {
-		return parseLines(body, 1, lim)
+		return parseLines(body, 1, bytes.Count(body, newline)+1, lim)
 	}
 	type part struct {
 		body  []byte
 		first int // line number of its first line
+		lines int // at most this many lines
 		recs  []Record
 	}
 	ps := make([]*part, 0, parts)
@@ -131,13 +132,14 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 				end = cut + i + 1
 			}
 		}
-		ps = append(ps, &part{body: body[start:end], first: line})
-		line += bytes.Count(body[start:end], []byte{'\n'})
+		n := bytes.Count(body[start:end], newline)
+		ps = append(ps, &part{body: body[start:end], first: line, lines: n + 1})
+		line += n
 		start = end
 	}
 	err := parallel.Each(ps, len(ps), func(p *part) error {
 		var err error
-		p.recs, err = parseLines(p.body, p.first, lim)
+		p.recs, err = parseLines(p.body, p.first, p.lines, lim)
 		return err
 	})
 	if err != nil {
@@ -157,12 +159,14 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 	return records, nil
 }
 
-// parseLines parses consecutive lines of a batch, the first of which is line number first.
-func parseLines(body []byte, first int, lim Limits) ([]Record, error) {
+var newline = []byte{'\n'}
+
+// parseLines parses consecutive lines of a batch, the first of which is line number first;
+// there are at most lines of them.
+func parseLines(body []byte, first, lines int, lim Limits) ([]Record, error) {
 	// Compact copies never outgrow their lines, so the arena never reallocates.
 	s := newScanner(lim.MaxDepth, len(body))
 	// One record per line at most: sized once, the slice never grows (records are large).
-	lines := bytes.Count(body, []byte{'\n'}) + 1
 	if lim.MaxLines > 0 {
 		lines = min(lines, lim.MaxLines)
 	}
