@@ -94,15 +94,7 @@ func TestFirstTouchCrashRecovers(t *testing.T) {
 	t.Cleanup(failpoint.Reset)
 	_ = failpoint.Enable("load.after_fork", "1*error")
 	_, err := g.Load(ctx, LoadRequest{Branch: "b", Mode: ModeAppend, Records: records(t, `{"type":"Person","data":{"handle":"x","name":"X","active":true}}`)})
-	var rr *errs.RecoveryRequired
-	if !errors.As(err, &rr) {
-		t.Fatalf("want RecoveryRequired, got %v", err)
-	}
-	failpoint.Reset()
-	if _, err := g.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	noSidecars(t, g)
+	recoverFrom(t, g, err)
 	if out := export(t, g, "b"); strings.Contains(out, `"handle":"x"`) {
 		t.Fatalf("half a branch commit visible:\n%s", out)
 	}

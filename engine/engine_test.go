@@ -94,6 +94,21 @@ func tableVersions(t *testing.T, g *Graph) map[string][2]uint64 {
 	return out
 }
 
+// recoverFrom requires err to be RecoveryRequired, disarms the failpoints and recovers the
+// graph, leaving no sidecar.
+func recoverFrom(t *testing.T, g *Graph, err error) {
+	t.Helper()
+	var rr *errs.RecoveryRequired
+	if !errors.As(err, &rr) {
+		t.Fatalf("want RecoveryRequired, got %v", err)
+	}
+	failpoint.Reset()
+	if _, err := g.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	noSidecars(t, g)
+}
+
 func noSidecars(t *testing.T, g *Graph) {
 	t.Helper()
 	l, err := recovery.List(context.Background(), g.root)

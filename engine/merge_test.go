@@ -336,15 +336,7 @@ func TestMergeFailuresRecover(t *testing.T) {
 			t.Cleanup(failpoint.Reset)
 			_ = failpoint.Enable(fp, "1*error")
 			_, err := g.Merge(ctx, MergeRequest{Source: "s", Target: target, DeleteSource: target != "", NoCertifiedRoute: true})
-			var rr *errs.RecoveryRequired
-			if !errors.As(err, &rr) {
-				t.Fatalf("want RecoveryRequired, got %v", err)
-			}
-			failpoint.Reset()
-			if _, err := g.Recover(ctx); err != nil {
-				t.Fatal(err)
-			}
-			noSidecars(t, g)
+			recoverFrom(t, g, err)
 			after := sortedExport(t, g, target)
 			if after != before && after != src {
 				t.Fatalf("half a merge visible:\n%s", after)
