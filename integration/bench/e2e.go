@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -27,15 +28,19 @@ func e2eBody(k, n int) []byte {
 	return []byte(b.String())
 }
 
-// e2eBench times publish -> commit -> ack -> event through a NATS server (the nats-server code,
-// run in-process) and the worker, one batch at a time as a producer waiting on each would.
+// e2eBench times publish -> commit -> ack -> event through a real nats-server process and the
+// worker, one batch at a time as a producer waiting on each would.
 func e2eBench(ctx context.Context, script, tmp string, iters int) error {
-	ns, err := ingest.StartEmbedded(filepath.Join(tmp, "nats"), -1)
+	dir := filepath.Join(tmp, "nats")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ns, err := startNATSProcess(ctx, dir)
 	if err != nil {
 		return err
 	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect(ns.ClientURL())
+	defer ns.stop()
+	nc, err := nats.Connect(ns.url)
 	if err != nil {
 		return err
 	}
