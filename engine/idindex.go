@@ -2,54 +2,96 @@ package engine
 
 import (
 	"hash/maphash"
-	"maps"
 	"math"
+	"math/bits"
+	"slices"
 
 	"github.com/omnigraph/omnigraph-worker/lance"
 )
 
 // idIndex maps the live row ids of a table to their row addresses. A writer keeps one per
 // table for the life of the process, millions of ids for a large graph, so it holds no pointer
-// per entry: the ids live in one byte arena, entries are plain structs, and the hash table maps
-// a 64-bit hash to an entry number. The collector then skips it entirely, where a
-// map[string]RowAddress would have it trace every key on every cycle (measured: loads on a
-// graph of a million rows slowed by a third).
+// per entry (the ids live in one byte arena, entries are plain structs) and the collector skips
+// it entirely, where a map[string]RowAddress would have it trace every key on every cycle
+// (measured: loads on a graph of a million rows slowed by a third).
+//
+// The hash table is open addressing with linear probing over one flat slice. Each slot packs
+// the low 32 bits of the id's hash with 1 + its entry number, so a probe that meets another
+// id's slot is settled by the slot alone, and a lookup at a million ids costs about one cache
+// miss for the slot plus the entry it finds (a Go map from hash to entry cost two or three).
 type idIndex struct {
 	seed  maphash.Seed
-	slots map[uint64]uint32 // hash of an id -> 1 + the first entry with that hash
+	slots []uint64 // hash32<<32 | (1 + entry); 0 is empty; len is a power of two or 0
 	ents  []idEntry
 	arena []byte
-	live  int
+	live  int // entries not gone, each in one slot
 }
 
-// idEntry is one id: arena[off:off+n]. Entries with equal hashes chain through next.
+// idEntry is one id: arena[off:off+n].
 type idEntry struct {
 	off  uint64
-	n    uint32
-	next uint32 // 1 + the next entry with the same hash; 0 ends the chain
 	addr lance.RowAddress
+	n    uint32
 }
 
 // gone marks an entry whose id was deleted; its arena bytes wait for the next compaction.
 const gone = math.MaxUint64
 
+// maxLoad is the occupancy, in eighths, past which the table doubles: short probe runs.
+const maxLoad = 6
+
 func newIDIndex(capacity int) *idIndex {
-	return &idIndex{seed: maphash.MakeSeed(), slots: make(map[uint64]uint32, capacity), ents: make([]idEntry, 0, capacity)}
+	x := &idIndex{seed: maphash.MakeSeed(), ents: make([]idEntry, 0, capacity)}
+	x.resize(capacity)
+	return x
 }
 
 func (x *idIndex) hash(id string) uint64 { return maphash.String(x.seed, id) }
 
 func (x *idIndex) key(e *idEntry) string { return string(x.arena[e.off : e.off+uint64(e.n)]) }
 
-// find returns the entry number of id, or -1.
-func (x *idIndex) find(h uint64, id string) int {
-	for i := x.slots[h]; i != 0; i = x.ents[i-1].next {
-		e := &x.ents[i-1]
+// resize makes a table for at least n ids within maxLoad and moves the slots over.
+func (x *idIndex) resize(n int) {
+	size := 0
+	if n > 0 {
+		size = 1 << bits.Len(uint(n*8/maxLoad))
+	}
+	old := x.slots
+	x.slots = make([]uint64, size)
+	mask := uint64(size - 1)
+	for _, s := range old {
+		if s == 0 {
+			continue
+		}
+		i := (s >> 32) & mask
+		for x.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		x.slots[i] = s
+	}
+}
+
+// find returns the slot holding id and its entry number, or the empty slot where id would go
+// and -1.
+func (x *idIndex) find(h uint64, id string) (slot uint64, ent int) {
+	if len(x.slots) == 0 {
+		return 0, -1
+	}
+	mask := uint64(len(x.slots) - 1)
+	tag := h & math.MaxUint32
+	for i := tag & mask; ; i = (i + 1) & mask {
+		s := x.slots[i]
+		if s == 0 {
+			return i, -1
+		}
+		if s>>32 != tag {
+			continue
+		}
+		e := &x.ents[s&math.MaxUint32-1]
 		if int(e.n) == len(id) && string(x.arena[e.off:e.off+uint64(e.n)]) == id {
-			return int(i - 1)
+			return i, int(s&math.MaxUint32 - 1)
 		}
 	}
-	return -1
 }
 
 // Get returns the row address of id. A nil index holds nothing.
@@ -57,26 +99,32 @@ func (x *idIndex) Get(id string) (lance.RowAddress, bool) {
 	if x == nil {
 		return 0, false
 	}
-	if i := x.find(x.hash(id), id); i >= 0 {
+	if _, i := x.find(x.hash(id), id); i >= 0 {
 		return x.ents[i].addr, true
 	}
 	return 0, false
 }
 
 // Set records id at addr, replacing its previous address.
-func (x *idIndex) Set(id string, addr lance.RowAddress) {
-	h := x.hash(id)
-	if i := x.find(h, id); i >= 0 {
+func (x *idIndex) Set(id string, addr lance.RowAddress) { x.setHashed(x.hash(id), id, addr) }
+
+func (x *idIndex) setHashed(h uint64, id string, addr lance.RowAddress) {
+	slot, i := x.find(h, id)
+	if i >= 0 {
 		x.ents[i].addr = addr
 		return
 	}
 	if uint64(len(x.ents)) >= math.MaxUint32-1 {
 		panic("engine: id index holds 2^32 entries") // a table of four billion rows
 	}
+	if (x.live+1)*8 > len(x.slots)*maxLoad {
+		x.resize(x.live + 1)
+		slot, _ = x.find(h, id)
+	}
 	off := uint64(len(x.arena))
 	x.arena = append(x.arena, id...)
-	x.ents = append(x.ents, idEntry{off: off, n: uint32(len(id)), next: x.slots[h], addr: addr})
-	x.slots[h] = uint32(len(x.ents))
+	x.ents = append(x.ents, idEntry{off: off, n: uint32(len(id)), addr: addr})
+	x.slots[slot] = (h&math.MaxUint32)<<32 | uint64(len(x.ents))
 	x.live++
 }
 
@@ -84,27 +132,30 @@ func (x *idIndex) Set(id string, addr lance.RowAddress) {
 func (x *idIndex) Delete(id string) { x.deleteHashed(x.hash(id), id) }
 
 func (x *idIndex) deleteHashed(h uint64, id string) {
-	prev := uint32(0)
-	for i := x.slots[h]; i != 0; prev, i = i, x.ents[i-1].next {
-		e := &x.ents[i-1]
-		if int(e.n) != len(id) || string(x.arena[e.off:e.off+uint64(e.n)]) != id {
-			continue
-		}
-		if prev == 0 {
-			if e.next == 0 {
-				delete(x.slots, h)
-			} else {
-				x.slots[h] = e.next
-			}
-		} else {
-			x.ents[prev-1].next = e.next
-		}
-		e.off, e.next = gone, 0
-		x.live--
-		if dead := len(x.ents) - x.live; dead > 1024 && dead > x.live {
-			x.compact()
-		}
+	slot, i := x.find(h, id)
+	if i < 0 {
 		return
+	}
+	x.vacate(slot)
+	x.ents[i].off = gone
+	x.live--
+	if dead := len(x.ents) - x.live; dead > 1024 && dead > x.live {
+		x.compact()
+	}
+}
+
+// vacate empties a slot and moves later slots of its probe run back over the hole, so every
+// id stays reachable from its home slot without tombstones.
+func (x *idIndex) vacate(hole uint64) {
+	mask := uint64(len(x.slots) - 1)
+	x.slots[hole] = 0
+	for j := (hole + 1) & mask; x.slots[j] != 0; j = (j + 1) & mask {
+		home := (x.slots[j] >> 32) & mask
+		// The slot at j may fill the hole if its home is not in (hole, j], cyclically.
+		if (j-home)&mask >= (j-hole)&mask {
+			x.slots[hole], x.slots[j] = x.slots[j], 0
+			hole = j
+		}
 	}
 }
 
@@ -118,31 +169,37 @@ func (x *idIndex) Len() int {
 
 // Grow makes room for n more ids without rehashing on the way.
 func (x *idIndex) Grow(n int) {
-	if free := cap(x.ents) - len(x.ents); free < n {
-		ents := make([]idEntry, len(x.ents), len(x.ents)+n)
-		copy(ents, x.ents)
-		x.ents = ents
-		slots := make(map[uint64]uint32, len(x.slots)+n)
-		maps.Copy(slots, x.slots)
-		x.slots = slots
+	x.ents = slices.Grow(x.ents, n)
+	if (x.live+n)*8 > len(x.slots)*maxLoad {
+		x.resize(x.live + n)
 	}
 }
 
 // Clone copies the index (a fork starts as exactly its parent's rows).
 func (x *idIndex) Clone() *idIndex {
-	return &idIndex{seed: x.seed, slots: maps.Clone(x.slots), ents: append([]idEntry(nil), x.ents...),
-		arena: append([]byte(nil), x.arena...), live: x.live}
+	return &idIndex{seed: x.seed, slots: slices.Clone(x.slots), ents: slices.Clone(x.ents),
+		arena: slices.Clone(x.arena), live: x.live}
 }
 
-// compact rebuilds the index from its live entries, reclaiming deleted ids' bytes.
+// compact drops deleted entries and their arena bytes. Slots keep their hashes, so no id is
+// hashed again; the table shrinks to fit the live ids.
 func (x *idIndex) compact() {
-	c := newIDIndex(x.live)
-	c.seed = x.seed
-	c.arena = make([]byte, 0, len(x.arena))
-	for i := range x.ents {
-		if e := &x.ents[i]; e.off != gone {
-			c.Set(x.key(e), e.addr)
+	size := 0
+	for _, s := range x.slots {
+		if s != 0 {
+			size += int(x.ents[s&math.MaxUint32-1].n)
 		}
 	}
-	*x = *c
+	ents, arena := make([]idEntry, 0, x.live), make([]byte, 0, size)
+	for i, s := range x.slots {
+		if s == 0 {
+			continue
+		}
+		e := &x.ents[s&math.MaxUint32-1]
+		ents = append(ents, idEntry{off: uint64(len(arena)), n: e.n, addr: e.addr})
+		arena = append(arena, x.arena[e.off:e.off+uint64(e.n)]...)
+		x.slots[i] = s&^math.MaxUint32 | uint64(len(ents))
+	}
+	x.ents, x.arena = ents, arena
+	x.resize(x.live)
 }

@@ -61,8 +61,8 @@ func TestIDIndexIsAMap(t *testing.T) {
 	for id := range want {
 		x.Delete(id)
 	}
-	if x.Len() != 0 || len(x.slots) != 0 {
-		t.Fatalf("emptied index: %d live, %d slots", x.Len(), len(x.slots))
+	if x.Len() != 0 || occupied(x) != 0 {
+		t.Fatalf("emptied index: %d live, %d slots occupied", x.Len(), occupied(x))
 	}
 	var nilIndex *idIndex
 	if _, ok := nilIndex.Get("a"); ok || nilIndex.Len() != 0 {
@@ -70,40 +70,58 @@ func TestIDIndexIsAMap(t *testing.T) {
 	}
 }
 
-// Ids whose hashes collide share a chain: forcing every id onto one hash exercises it.
-func TestIDIndexCollisions(t *testing.T) {
+// Ids whose hashes collide, or whose home slots do, share probe runs, some wrapping past the
+// end of the table: forcing every id onto four hashes exercises lookups that pass other ids'
+// slots, and deletions that move the rest of a run back over the hole.
+func TestIDIndexProbeRuns(t *testing.T) {
+	hashes := []uint64{0xFFFFFFFF, 0xFFFFFFFE, 0, 1} // homes at both ends of any table
+	hashOf := func(k int) uint64 { return hashes[k%len(hashes)] }
+	rng := rand.New(rand.NewPCG(3, 4))
 	x := newIDIndex(0)
-	h := x.hash("shared")
-	// Chain five ids under one slot by hand, as colliding hashes would.
-	for i, id := range []string{"a", "b", "c", "d", "e"} {
-		off := uint64(len(x.arena))
-		x.arena = append(x.arena, id...)
-		x.ents = append(x.ents, idEntry{off: off, n: uint32(len(id)), next: x.slots[h], addr: lance.RowAddress(i)})
-		x.slots[h] = uint32(len(x.ents))
-		x.live++
-	}
-	for i, id := range []string{"a", "b", "c", "d", "e"} {
-		if j := x.find(h, id); j < 0 || x.ents[j].addr != lance.RowAddress(i) {
-			t.Fatalf("find(%q) = %d", id, j)
+	want := map[int]lance.RowAddress{}
+	compactions := 0
+	for step := range 20_000 {
+		before := len(x.ents)
+		k := rng.IntN(300)
+		id := fmt.Sprintf("id-%d", k)
+		if rng.IntN(3) == 0 {
+			x.deleteHashed(hashOf(k), id)
+			delete(want, k)
+			if len(x.ents) < before {
+				compactions++
+			}
+		} else {
+			addr := lance.RowAddress(rng.Uint64())
+			x.setHashed(hashOf(k), id, addr)
+			want[k] = addr
+		}
+		if step%97 == 0 {
+			for k := range 300 {
+				_, i := x.find(hashOf(k), fmt.Sprintf("id-%d", k))
+				w, ok := want[k]
+				if (i >= 0) != ok || ok && x.ents[i].addr != w {
+					t.Fatalf("step %d: id-%d found at entry %d, want %v %d", step, k, i, ok, w)
+				}
+			}
+			if occupied(x) != x.Len() || x.Len() != len(want) {
+				t.Fatalf("step %d: %d slots occupied, %d live, want %d", step, occupied(x), x.Len(), len(want))
+			}
 		}
 	}
-	// Unlink from the middle, the head and the tail of the chain.
-	for _, id := range []string{"c", "e", "a"} {
-		x.deleteHashed(h, id)
+	if compactions == 0 {
+		t.Fatal("no compaction: the runs were not rebuilt from their slots")
 	}
-	for _, id := range []string{"b", "d"} {
-		if x.find(h, id) < 0 {
-			t.Fatalf("%q lost from the chain", id)
+}
+
+// occupied counts the index's filled slots.
+func occupied(x *idIndex) int {
+	n := 0
+	for _, s := range x.slots {
+		if s != 0 {
+			n++
 		}
 	}
-	for _, id := range []string{"a", "c", "e"} {
-		if x.find(h, id) >= 0 {
-			t.Fatalf("%q still chained", id)
-		}
-	}
-	if x.Len() != 2 {
-		t.Fatalf("%d live, want 2", x.Len())
-	}
+	return n
 }
 
 // Deleting most ids compacts the arena and entries down to the live ones.
@@ -123,5 +141,43 @@ func TestIDIndexCompacts(t *testing.T) {
 		if ok != (i >= 4000) || ok && addr != lance.RowAddress(i) {
 			t.Fatalf("row %d: %d %v after compaction", i, addr, ok)
 		}
+	}
+}
+
+// BenchmarkIDIndexSet inserts 8,192 new ids per op into an index that grows to ~1M ids, as a
+// stream of sustained loads does; BenchmarkIDIndexGet looks them up.
+func BenchmarkIDIndexSet(b *testing.B) {
+	x := newIDIndex(0)
+	ids := make([]string, 8192)
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		if x.Len() > 1_000_000 {
+			x = newIDIndex(0)
+		}
+		for i := range ids {
+			ids[i] = fmt.Sprintf("p%d", n)
+			n++
+		}
+		b.StartTimer()
+		for i, id := range ids {
+			x.Set(id, lance.RowAddress(i))
+		}
+	}
+}
+
+func BenchmarkIDIndexGet(b *testing.B) {
+	x := newIDIndex(0)
+	ids := make([]string, 1_000_000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("p%d", i)
+		x.Set(ids[i], lance.RowAddress(i))
+	}
+	i := 0
+	for b.Loop() {
+		if _, ok := x.Get(ids[i]); !ok {
+			b.Fatal("lost")
+		}
+		i = (i + 7919) % len(ids)
 	}
 }
