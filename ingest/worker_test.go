@@ -3,6 +3,8 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -155,6 +157,16 @@ func TestCommitThenAckThenEvent(t *testing.T) {
 	info, err := h.w.cons.Info(context.Background())
 	if err != nil || info.NumAckPending != 0 || info.AckFloor.Stream != 1 {
 		t.Fatalf("consumer %+v %v", info, err)
+	}
+	// The commit records which message it applied, down to the payload's digest.
+	st, err := h.g.Snapshot(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(batch))
+	rc, ok := st.Receipt("b-1")
+	if !ok || rc.Stream != h.w.cfg.Stream || rc.Sequence != 1 || rc.MsgID != "b-1" || rc.PayloadSHA256 != hex.EncodeToString(sum[:]) || rc.GraphCommitID != ev.GraphCommitID {
+		t.Fatalf("receipt %+v %v", rc, ok)
 	}
 }
 
