@@ -31,21 +31,24 @@ type Lease struct {
 	epoch uint64 // revision of the create: the writer epoch
 	lost  chan struct{}
 	once  sync.Once
+	kept  chan struct{} // closed when the renewals have ended
 }
 
-// AcquireLease waits (as a standby) until it holds graph's lease, then keeps renewing it in the
-// background until ctx ends, the lease is released, or a renewal fails.
+// AcquireLease waits (as a standby) until it holds graph's lease or ctx ends. Once held, the
+// lease is renewed in the background until it is released or a renewal fails, not until ctx
+// ends: a worker told to stop still holds its lease while it finishes the commit in flight
+// (a lease that lapsed then would fence that commit half-way). Call Release when done.
 func AcquireLease(ctx context.Context, js jetstream.JetStream, graph, holder string, ttl time.Duration) (*Lease, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1})
 	if err != nil {
 		return nil, fmt.Errorf("ingest: lease bucket: %w", err)
 	}
-	l := &Lease{kv: kv, key: graph, holder: holder, ttl: ttl, lost: make(chan struct{})}
+	l := &Lease{kv: kv, key: graph, holder: holder, ttl: ttl, lost: make(chan struct{}), kept: make(chan struct{})}
 	for {
 		rev, err := kv.Create(ctx, graph, []byte(holder))
 		if err == nil {
 			l.rev, l.epoch = rev, rev
-			go l.keep(ctx)
+			go l.keep()
 			return l, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -67,24 +70,27 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
 func (l *Lease) markLost() { l.once.Do(func() { close(l.lost) }) }
 
-func (l *Lease) keep(ctx context.Context) {
+// keep renews the lease every third of its TTL until it is lost or released. A renewal that
+// cannot finish within the TTL could not have kept the lease anyway.
+func (l *Lease) keep() {
+	defer close(l.kept)
 	t := time.NewTicker(l.ttl / 3)
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
-			return
 		case <-l.lost:
 			return
 		case <-t.C:
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.ttl)
 		l.mu.Lock()
 		rev, err := l.kv.Update(ctx, l.key, []byte(l.holder), l.rev)
 		if err == nil {
 			l.rev = rev
 		}
 		l.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
+		cancel()
+		if err != nil {
 			l.markLost()
 			return
 		}
@@ -98,14 +104,16 @@ func (l *Lease) Check(ctx context.Context) error {
 		return ErrLeaseLost
 	default:
 	}
+	// Under the renewals' lock: a Get answered just before a renewal landed, compared with the
+	// revision recorded just after, would take our own renewal for another writer's.
+	l.mu.Lock()
 	e, err := l.kv.Get(ctx, l.key)
+	rev := l.rev
+	l.mu.Unlock()
 	if err != nil {
 		l.markLost()
 		return fmt.Errorf("%w: %v", ErrLeaseLost, err)
 	}
-	l.mu.Lock()
-	rev := l.rev
-	l.mu.Unlock()
 	if e.Revision() != rev || string(e.Value()) != l.holder {
 		l.markLost()
 		return ErrLeaseLost
@@ -113,9 +121,10 @@ func (l *Lease) Check(ctx context.Context) error {
 	return nil
 }
 
-// Release gives the lease up so a standby can take over at once.
+// Release ends the renewals and gives the lease up so a standby can take over at once.
 func (l *Lease) Release(ctx context.Context) error {
 	l.markLost()
+	<-l.kept
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.rev))

@@ -434,3 +434,40 @@ func TestMaxDeliverAdvisoryDeadLetters(t *testing.T) {
 		t.Fatalf("dead letter %v %s", m.Header, m.Data)
 	}
 }
+
+// A held lease is renewed until Release, not until the context that acquired it ends: a worker
+// told to stop keeps its lease while it finishes the commit in flight. Fence checks racing
+// the renewals never see the lease as lost.
+func TestLeaseOutlivesItsAcquireContext(t *testing.T) {
+	h := start(t)
+	ttl := 300 * time.Millisecond
+	acquire, cancel := context.WithCancel(context.Background())
+	l, err := AcquireLease(acquire, h.js, "other", "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	// Fence checks run back to back across a dozen renewals: none may take a renewal of our
+	// own for another writer's, and the lease must not lapse.
+	for end := time.Now().Add(4 * ttl); time.Now().Before(end); {
+		if err := l.Check(context.Background()); err != nil {
+			t.Fatalf("the lease was lost after its acquire context ended: %v", err)
+		}
+	}
+	wait, stopWaiting := context.WithTimeout(context.Background(), 2*ttl)
+	defer stopWaiting()
+	if _, err := AcquireLease(wait, h.js, "other", "b", ttl); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second holder acquired a renewed lease: %v", err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Check(context.Background()); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("released lease still checks: %v", err)
+	}
+	next, stop := context.WithTimeout(context.Background(), ttl)
+	defer stop()
+	if _, err := AcquireLease(next, h.js, "other", "b", ttl); err != nil {
+		t.Fatalf("a released lease is not free at once: %v", err)
+	}
+}
