@@ -1,0 +1,257 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// publishBody publishes one message to the demo graph's ingest subject.
+func publishBody(t *testing.T, url, body string, hdr map[string]string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	m := nats.NewMsg("omnigraph.demo.ingest")
+	m.Data = []byte(body)
+	for k, v := range hdr {
+		m.Header.Set(k, v)
+	}
+	if _, err := js.PublishMsg(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// workerCmd runs a one-shot worker subcommand (dlq list, dlq replay, …) and returns its stdout.
+func workerCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin.worker, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("worker %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
+}
+
+// deadLetter is what `worker dlq list --json` prints of one dead letter.
+type deadLetter struct {
+	Seq     uint64              `json:"seq"`
+	Reason  string              `json:"reason"`
+	Kind    string              `json:"error_kind"`
+	Error   string              `json:"error"`
+	Detail  string              `json:"error_detail"`
+	OrigSeq uint64              `json:"original_sequence"`
+	Headers map[string][]string `json:"headers"`
+}
+
+func listDeadLetters(t *testing.T, url string, args ...string) []deadLetter {
+	t.Helper()
+	out := workerCmd(t, append([]string{"dlq", "list", "--graph", "demo", "--nats-url", url, "--json"}, args...)...)
+	var dls []deadLetter
+	if err := json.Unmarshal([]byte(out), &dls); err != nil {
+		t.Fatalf("dlq list --json: %v\n%s", err, out)
+	}
+	return dls
+}
+
+// TestHappyPathEvents: batches published by a producer are committed in stream order, each
+// announced by one commit event naming its message, and exported exactly once.
+func TestHappyPathEvents(t *testing.T) {
+	ns := startNATS(t)
+	root := initGraph(t)
+	nc, err := nats.Connect(ns.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	events, err := nc.SubscribeSync("omnigraph.demo.events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWorker(t, root, ns.url, "")
+	const n = 5
+	publish(t, ns.url, n)
+	var last uint64
+	for i := 0; i < n; i++ {
+		m, err := events.NextMsg(30 * time.Second)
+		if err != nil {
+			t.Fatalf("event %d: %v\n%s", i, err, w.out)
+		}
+		var ev struct {
+			Kind           string `json:"kind"`
+			GraphCommitID  string `json:"graph_commit_id"`
+			Version        uint64 `json:"graph_manifest_version"`
+			SourceSequence uint64 `json:"source_sequence"`
+			SourceMsgID    string `json:"source_msg_id"`
+		}
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind != "load" || ev.GraphCommitID == "" || ev.SourceSequence != uint64(i+1) || ev.SourceMsgID != fmt.Sprintf("batch-%d", i) || ev.Version <= last {
+			t.Fatalf("event %d: %s", i, m.Data)
+		}
+		last = ev.Version
+	}
+	waitAcked(t, ns.url, n, w)
+	w.terminate(t)
+	checkExactlyOnce(t, root, n)
+}
+
+// TestEveryDeadLetterReasonThenReplay: one stream carries good batches and one message for
+// every reason a batch can never succeed, malformed bodies among them. Each bad one lands on
+// omnigraph.demo.dlq.<reason> with its error, the good ones commit around them, and the graph
+// holds exactly the good ones. The operators' tool then lists them and replays three of them
+// the ways the README describes: as merge, split under the limits, and into a branch forked
+// from main.
+func TestEveryDeadLetterReasonThenReplay(t *testing.T) {
+	ns := startNATS(t)
+	root := initGraph(t)
+	w := startWorker(t, root, ns.url, "")
+	publish(t, ns.url, 1) // seq 1: batch 0
+	companies := make([]string, 8193)
+	for i := range companies {
+		companies[i] = fmt.Sprintf(`{"type":"Company","data":{"domain":"bulk%d.io","name":"B","size":"smb"}}`, i)
+	}
+	bad := []struct {
+		body   string
+		hdr    map[string]string
+		reason string
+		detail string // in Omnigraph-Error-Detail
+	}{
+		{`{"type":"Person","data":{"handle":"p0","name":"Again","active":true}}`, map[string]string{"Omnigraph-Mode": "append"}, "key_conflict", `"entity_id":"p0"`},
+		{`{"type":"Person","data":{`, nil, "invalid", `"line":1`},
+		{"\x00\xff\xfe not json at all", nil, "invalid", `"line":1`},
+		{`{"type":"Nope","data":{}}`, nil, "invalid", `"line":1`},
+		{strings.Join(companies, "\n"), nil, "resource_limit", `"limit":8192`},
+		{batchBody(7), map[string]string{"Omnigraph-Branch": "quarantine"}, "branch_missing", `"branch":"quarantine"`},
+	}
+	for _, b := range bad { // seqs 2..7
+		publishBody(t, ns.url, b.body, b.hdr)
+	}
+	publishBody(t, ns.url, batchBody(1), nil) // seq 8: batch 1, after every bad one
+	waitAcked(t, ns.url, 8, w)
+
+	dls := listDeadLetters(t, ns.url)
+	if len(dls) != len(bad) {
+		t.Fatalf("%d dead letters, want %d: %+v", len(dls), len(bad), dls)
+	}
+	for i, b := range bad {
+		d := dls[i]
+		seq := uint64(i + 2)
+		if d.OrigSeq != seq || d.Reason != b.reason || d.Kind == "" || d.Error == "" || !strings.Contains(d.Detail, b.detail) ||
+			first(d.Headers["Omnigraph-Original-Subject"]) != "omnigraph.demo.ingest" || first(d.Headers["Nats-Msg-Id"]) != fmt.Sprintf("dlq:OMNIGRAPH_DEMO:%d", seq) {
+			t.Fatalf("dead letter %d: %+v, want reason %s with %s", i, d, b.reason, b.detail)
+		}
+	}
+	checkBatches(t, root, []int{0, 1})
+
+	// Replay: the conflicting person as a merge (an upsert), the oversized batch split into
+	// batches under the limit, and the batch for a missing branch into that branch forked
+	// from main. The malformed ones stay where they are.
+	dlq := []string{"dlq", "replay", "--graph", "demo", "--nats-url", ns.url}
+	workerCmd(t, append(dlq, "--reason", "key_conflict", "--mode", "merge")...)
+	workerCmd(t, append(dlq, "--reason", "resource_limit", "--split")...)
+	workerCmd(t, append(dlq, "--reason", "branch_missing", "--branch", "quarantine", "--from", "main")...)
+	waitAcked(t, ns.url, 8+1+2+1, w)
+	left := listDeadLetters(t, ns.url)
+	if len(left) != 3 {
+		t.Fatalf("after replay %d dead letters left, want the 3 invalid ones: %+v", len(left), left)
+	}
+	for _, d := range left {
+		if d.Reason != "invalid" {
+			t.Fatalf("left %+v", d)
+		}
+	}
+	w.terminate(t)
+	lines := exportLines(t, root)
+	bulk, again := 0, 0
+	for _, l := range lines {
+		if strings.Contains(l, `"domain":"bulk`) {
+			bulk++
+		}
+		if strings.Contains(l, `"handle":"p0"`) && strings.Contains(l, `"name":"Again"`) {
+			again++
+		}
+	}
+	if len(lines) != 6+8193 || bulk != 8193 || again != 1 {
+		t.Fatalf("main holds %d rows (%d bulk, p0 renamed %d times), want 6 + 8193, 8193, 1", len(lines), bulk, again)
+	}
+	q := exportLines(t, root, "--branch", "quarantine")
+	if len(q) != len(lines)+3 || !strings.Contains(strings.Join(q, "\n"), `"handle":"p7"`) {
+		t.Fatalf("quarantine holds %d rows, want main's %d and batch 7's 3", len(q), len(lines))
+	}
+}
+
+// TestPoisonMessageIsDeadLetteredAfterMaxDeliver: a batch that kills the worker every time it
+// is applied is not retried forever: its last delivery goes to the max_deliver dead letters,
+// and the batches behind it commit.
+func TestPoisonMessageIsDeadLetteredAfterMaxDeliver(t *testing.T) {
+	ns := startNATS(t)
+	root := initGraph(t)
+	publish(t, ns.url, 1)
+	for i := 0; i < 2; i++ { // deliveries 1 and 2 die in the middle of the commit
+		startWorker(t, root, ns.url, "load.after_sidecar=kill", "--max-deliver", "3", "--ack-wait", "1s").waitDeath(t)
+	}
+	w := startWorker(t, root, ns.url, "", "--max-deliver", "3", "--ack-wait", "1s")
+	publishBody(t, ns.url, batchBody(1), nil)
+	waitAcked(t, ns.url, 2, w)
+	dls := listDeadLetters(t, ns.url, "--reason", "max_deliver")
+	if len(dls) != 1 || dls[0].OrigSeq != 1 || !strings.Contains(dls[0].Error, "delivered 3 times") {
+		t.Fatalf("max_deliver dead letters: %+v", dls)
+	}
+	w.terminate(t)
+	checkBatches(t, root, []int{1})
+}
+
+// TestDrainFinishesTheCommitInFlight: SIGTERM arrives while a commit is in the middle of its
+// protocol. The worker finishes it, acknowledges it, takes nothing more from the stream and
+// exits 0; a new worker takes the rest, and every batch is in the graph once.
+func TestDrainFinishesTheCommitInFlight(t *testing.T) {
+	ns := startNATS(t)
+	root := initGraph(t)
+	w := startWorker(t, root, ns.url, "load.after_table_commit=1*sleep(3000)")
+	publish(t, ns.url, 3)
+	// The commit is in flight while its recovery sidecar exists.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m, _ := filepath.Glob(filepath.Join(root, "__recovery", "*.json")); len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no commit in flight:\n%s", w.out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	w.terminate(t)
+	if m, _ := filepath.Glob(filepath.Join(root, "__recovery", "*.json")); len(m) != 0 {
+		t.Fatalf("drained with a sidecar left: %v\n%s", m, w.out)
+	}
+	checkBatches(t, root, []int{0})
+	if out := w.out.String(); !strings.Contains(out, `"outcome":"committed"`) || strings.Count(out, `"outcome":`) != 1 {
+		t.Fatalf("the drained worker should have committed exactly the batch in flight:\n%s", out)
+	}
+	w2 := startWorker(t, root, ns.url, "")
+	waitAcked(t, ns.url, 3, w2)
+	w2.terminate(t)
+	checkExactlyOnce(t, root, 3)
+}
+
+func first(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
