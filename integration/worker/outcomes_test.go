@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -119,7 +121,8 @@ func TestHappyPathEvents(t *testing.T) {
 func TestEveryDeadLetterReasonThenReplay(t *testing.T) {
 	ns := startNATS(t)
 	root := initGraph(t)
-	w := startWorker(t, root, ns.url, "")
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	w := startWorker(t, root, ns.url, "", "--http", httpAddr)
 	publish(t, ns.url, 1) // seq 1: batch 0
 	companies := make([]string, 8193)
 	for i := range companies {
@@ -157,6 +160,18 @@ func TestEveryDeadLetterReasonThenReplay(t *testing.T) {
 		}
 	}
 	checkBatches(t, root, []int{0, 1})
+	// The operators' view of the same: outcomes, reasons, the lease, readiness.
+	metrics := httpGet(t, "http://"+httpAddr+"/metrics", 200)
+	for _, want := range []string{`omnigraph_messages_total{outcome="committed"} 2`, `omnigraph_messages_total{outcome="dead_lettered"} 6`,
+		`omnigraph_dead_letters_total{reason="invalid"} 3`, `omnigraph_dead_letters_total{reason="key_conflict"} 1`,
+		`omnigraph_dead_letters_total{reason="resource_limit"} 1`, `omnigraph_dead_letters_total{reason="branch_missing"} 1`,
+		"omnigraph_rows_total 6", "omnigraph_lease_held 1", "omnigraph_commit_seconds_count 2"} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Fatalf("/metrics lacks %q:\n%s", want, metrics)
+		}
+	}
+	httpGet(t, "http://"+httpAddr+"/healthz", 200)
+	httpGet(t, "http://"+httpAddr+"/readyz", 200)
 
 	// Replay: the conflicting person as a merge (an upsert), the oversized batch split into
 	// batches under the limit, and the batch for a missing branch into that branch forked
@@ -247,6 +262,21 @@ func TestDrainFinishesTheCommitInFlight(t *testing.T) {
 	waitAcked(t, ns.url, 3, w2)
 	w2.terminate(t)
 	checkExactlyOnce(t, root, 3)
+}
+
+// httpGet fetches url and requires the status code.
+func httpGet(t *testing.T, url string, code int) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != code {
+		t.Fatalf("GET %s: %d %v, want %d\n%s", url, resp.StatusCode, err, code, body)
+	}
+	return string(body)
 }
 
 func first(vs []string) string {
