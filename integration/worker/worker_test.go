@@ -287,8 +287,8 @@ func TestKillAtEveryStepThenRestart(t *testing.T) {
 			root := initGraph(t)
 			const n = 4
 			publish(t, ns.url, n)
-			startWorker(t, root, ns.url, fp).waitDeath(t)
-			w := startWorker(t, root, ns.url, "")
+			startWorker(t, root, ns.url, fp, "--ack-wait", "1s").waitDeath(t)
+			w := startWorker(t, root, ns.url, "", "--ack-wait", "1s")
 			waitAcked(t, ns.url, n)
 			w.terminate(t)
 			checkExactlyOnce(t, root, n)
