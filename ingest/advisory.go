@@ -60,9 +60,9 @@ func (w *Worker) deadLetterStored(ctx context.Context, a maxDeliverAdvisory) err
 	}
 	reason := fmt.Sprintf("delivered %d times without being acknowledged (max_deliver)", a.Deliveries)
 	detail, _ := json.Marshal(map[string]any{"deliveries": a.Deliveries, "stream_seq": a.StreamSeq})
-	out := w.deadLetterMsg(letter{reason: "max_deliver", kind: "max_deliver", text: reason, detail: detail, data: m.Data, header: m.Header,
+	err = w.publishDeadLetter(ctx, letter{reason: "max_deliver", kind: "max_deliver", text: reason, detail: detail, data: m.Data, header: m.Header,
 		stream: a.Stream, subject: m.Subject, seq: a.StreamSeq, deliveries: a.Deliveries})
-	if _, err := w.js.PublishMsg(ctx, out); err != nil {
+	if err != nil {
 		return err
 	}
 	w.metrics.message(outcomeDeadLetter, 0, len(m.Data), 0, "max_deliver")

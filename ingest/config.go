@@ -25,6 +25,9 @@ const (
 	HeaderOrigSeq     = "Omnigraph-Original-Sequence"
 	HeaderDeliveries  = "Omnigraph-Delivery-Count"
 	HeaderDeadAt      = "Omnigraph-Dead-Lettered-At"
+	// HeaderBodyOmitted marks a dead letter sent by reference: its value is the body's size,
+	// and the body is the original message (Omnigraph-Original-Stream and -Sequence).
+	HeaderBodyOmitted = "Omnigraph-Body-Omitted"
 )
 
 // MaxBatchBytes is the largest graph batch body (the engine's request limit).

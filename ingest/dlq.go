@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/omnigraph/omnigraph-worker/framing"
 )
 
 // HeaderReplays counts how often a batch went through dead-letter replay (the loop guard).
@@ -28,6 +30,9 @@ type DeadLetter struct {
 	Time    time.Time   `json:"time"`
 	Header  nats.Header `json:"headers"`
 	Data    []byte      `json:"-"`
+	// BodyOmitted is the size of a body sent by reference (too large to go with the error
+	// headers): the body is the original message, which replay fetches. 0 otherwise.
+	BodyOmitted int `json:"body_omitted_bytes,omitempty"`
 }
 
 func deadLetterOf(m *jetstream.RawStreamMsg, graph string) DeadLetter {
@@ -35,6 +40,7 @@ func deadLetterOf(m *jetstream.RawStreamMsg, graph string) DeadLetter {
 		Reason: strings.TrimPrefix(m.Subject, "omnigraph."+graph+".dlq."),
 		Kind:   m.Header.Get(HeaderErrorKind), Error: m.Header.Get(HeaderError), Detail: m.Header.Get(HeaderErrorDetail)}
 	d.OrigSeq, _ = strconv.ParseUint(m.Header.Get(HeaderOrigSeq), 10, 64)
+	d.BodyOmitted, _ = strconv.Atoi(m.Header.Get(HeaderBodyOmitted))
 	return d
 }
 
@@ -115,9 +121,16 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 			progress(fmt.Sprintf("[%d/%d] dlq seq %d: replayed %d times already; left in place (loop guard)", i+1, len(dls), d.Seq, n))
 			continue
 		}
-		bodies := [][]byte{d.Data}
+		body := d.Data
+		if d.BodyOmitted > 0 {
+			if body, err = originalBody(ctx, js, d); err != nil {
+				return res, fmt.Errorf("replay dlq seq %d: %w (the dead letter is kept)", d.Seq, err)
+			}
+		}
+		bodies := [][]byte{body}
 		if o.Split {
-			bodies = splitBatch(d.Data, 4096, MaxBatchBytes)
+			// Room for the replay's headers beside each part.
+			bodies = splitBatch(body, 4096, MaxBatchBytes-64<<10)
 		}
 		if o.DryRun {
 			res.Replayed++
@@ -128,7 +141,8 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 			m := nats.NewMsg(cfg.IngestSubject())
 			m.Data = body
 			for k, vs := range d.Header {
-				if strings.HasPrefix(k, "Omnigraph-Error") || strings.HasPrefix(k, "Omnigraph-Original") || k == HeaderDeliveries || k == HeaderDeadAt || k == HeaderMsgID {
+				if strings.HasPrefix(k, "Omnigraph-Error") || strings.HasPrefix(k, "Omnigraph-Original") || k == HeaderDeliveries || k == HeaderDeadAt ||
+					k == HeaderMsgID || k == HeaderBodyOmitted {
 					continue
 				}
 				for _, v := range vs {
@@ -143,6 +157,9 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 			m.Header.Set(HeaderReplays, strconv.Itoa(n+1))
 			m.Header.Set(HeaderMsgID, fmt.Sprintf("replay:%s:%d:%d:%d", cfg.DLQStream, d.Seq, n+1, j))
 			if _, err := js.PublishMsg(ctx, m); err != nil {
+				if tooLarge(err) {
+					return res, fmt.Errorf("replay dlq seq %d: %d bytes and the replay headers are more than JetStream stores in one message; replay it with --split (the dead letter is kept)", d.Seq, len(body))
+				}
 				return res, fmt.Errorf("replay dlq seq %d: %w (the dead letter is kept)", d.Seq, err)
 			}
 			res.Published++
@@ -156,8 +173,27 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 	return res, nil
 }
 
+// originalBody fetches the body of a dead letter sent by reference from the ingest stream.
+func originalBody(ctx context.Context, js jetstream.JetStream, d DeadLetter) ([]byte, error) {
+	stream := d.Header.Get(HeaderOrigStream)
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("its %d-byte body was sent by reference to stream %s, which is not there: %w", d.BodyOmitted, stream, err)
+	}
+	m, err := s.GetMsg(ctx, d.OrigSeq)
+	if err != nil {
+		return nil, fmt.Errorf("its %d-byte body was sent by reference to %s sequence %d, which is not there: %w", d.BodyOmitted, stream, d.OrigSeq, err)
+	}
+	if len(m.Data) != d.BodyOmitted {
+		return nil, fmt.Errorf("its body was sent by reference to %s sequence %d, which holds %d bytes, not %d", stream, d.OrigSeq, len(m.Data), d.BodyOmitted)
+	}
+	return m.Data, nil
+}
+
 // splitBatch splits NDJSON lines into batches of at most maxLines lines and maxBytes bytes,
-// node lines first, so edges find the nodes of earlier batches.
+// node lines first, so edges find the nodes of earlier batches. A line is an edge when the
+// envelope says so (a node whose data mentions "edge" is still a node); a line that does not
+// frame stays with the nodes, to be refused again with its reason.
 func splitBatch(body []byte, maxLines, maxBytes int) [][]byte {
 	var nodes, edges [][]byte
 	for _, l := range bytes.Split(body, []byte("\n")) {
@@ -165,7 +201,7 @@ func splitBatch(body []byte, maxLines, maxBytes int) [][]byte {
 		if len(t) == 0 {
 			continue
 		}
-		if bytes.Contains(t, []byte(`"edge"`)) {
+		if recs, err := framing.ParseBytes(t, framing.DefaultLimits()); err == nil && len(recs) == 1 && recs[0].Kind == framing.EdgeRecord {
 			edges = append(edges, t)
 		} else {
 			nodes = append(nodes, t)

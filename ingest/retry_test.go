@@ -3,9 +3,13 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/recovery"
@@ -83,5 +87,62 @@ func TestRecoveryRequiredRecoversThenRetries(t *testing.T) {
 	}
 	if out := h.export(); strings.Count(out, `"handle":"alice"`) != 1 || strings.Count(out, `"id":"w1"`) != 1 {
 		t.Fatalf("export:\n%s", out)
+	}
+}
+
+// A batch near the store's 32 MiB record limit that can never succeed does not fit in a dead
+// letter beside the error headers. It is dead-lettered by reference (no body, its size in
+// Omnigraph-Body-Omitted) instead of blocking the stream, and replay fetches the body from the
+// ingest stream: whole it is too large to re-publish with the replay headers (a clear error,
+// the dead letter kept), split it commits.
+func TestNearLimitBatchIsDeadLetteredByReference(t *testing.T) {
+	h := start(t)
+	h.publish(`{"type":"Person","data":{"handle":"p0","name":"first","active":true}}`, map[string]string{HeaderMode: "append"})
+	h.event()
+	hdr := nats.Header{}
+	hdr.Set(HeaderMode, "append")
+	limit := MaxBodyBytes(h.w.cfg.IngestSubject(), hdr)
+	var b strings.Builder
+	b.WriteString(`{"type":"Person","data":{"handle":"p0","name":"second","active":true}}` + "\n")
+	line := func(i, size int) {
+		head := fmt.Sprintf(`{"type":"Person","data":{"handle":"big-%05d","active":true,"name":"`, i)
+		b.WriteString(head + strings.Repeat("n", size-len(head)-4) + "\"}}\n")
+	}
+	for i := range 8190 {
+		line(i, 4096)
+	}
+	line(8190, limit-b.Len())
+	body := b.String()
+	if len(body) != limit {
+		t.Fatalf("body %d bytes, limit %d", len(body), limit)
+	}
+	h.publish(body, map[string]string{HeaderMode: "append"})
+	// Refused for its Arrow size (strict_input_arrow_bytes), the natural failure of a batch
+	// this size.
+	m := h.deadLetter("resource_limit")
+	if m.Header.Get(HeaderBodyOmitted) != strconv.Itoa(len(body)) || len(m.Data) != 0 || m.Header.Get(HeaderOrigSeq) != "2" {
+		t.Fatalf("dead letter %v with %d bytes", m.Header, len(m.Data))
+	}
+	h.publish(`{"type":"Person","data":{"handle":"bob","name":"Bob","active":true}}`, nil)
+	if ev := h.event(); ev.SourceSequence != 3 {
+		t.Fatalf("the stream did not go on past the dead letter: %+v", ev)
+	}
+	ctx := context.Background()
+	_, err := Replay(ctx, h.js, h.w.cfg, ReplayOptions{Reason: "resource_limit", Mode: "merge"}, func(string) {})
+	if err == nil || !strings.Contains(err.Error(), "--split") {
+		t.Fatalf("whole replay of a near-limit batch: %v", err)
+	}
+	res, err := Replay(ctx, h.js, h.w.cfg, ReplayOptions{Reason: "resource_limit", Mode: "merge", Split: true}, func(string) {})
+	if err != nil || res.Replayed != 1 || res.Published != 2 {
+		t.Fatalf("split replay %+v %v", res, err)
+	}
+	h.event()
+	h.event()
+	if dls, _ := DeadLetters(ctx, h.js, h.w.cfg, ""); len(dls) != 0 {
+		t.Fatalf("dead letters left: %+v", dls)
+	}
+	out := h.export()
+	if n := strings.Count(out, `"type":"Person"`); n != 8192+1 || !strings.Contains(out, `"name":"second"`) {
+		t.Fatalf("%d people after the replay, or p0 not renamed", n)
 	}
 }

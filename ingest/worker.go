@@ -312,9 +312,9 @@ func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstr
 		reason = kind
 	}
 	detail, _ := json.Marshal(errs.Detail(cause))
-	out := w.deadLetterMsg(letter{reason: reason, kind: kind, text: cause.Error(), detail: detail, data: msg.Data(), header: msg.Headers(),
+	err := w.publishDeadLetter(ctx, letter{reason: reason, kind: kind, text: cause.Error(), detail: detail, data: msg.Data(), header: msg.Headers(),
 		stream: meta.Stream, subject: msg.Subject(), seq: meta.Sequence.Stream, deliveries: meta.NumDelivered})
-	if _, err := w.js.PublishMsg(ctx, out); err != nil {
+	if err != nil {
 		_ = msg.NakWithDelay(time.Second)
 		return outcomeRequeued, nil, fmt.Errorf("dead-letter publish: %w (cause: %v)", err, cause)
 	}
@@ -332,6 +332,22 @@ type letter struct {
 	header             nats.Header
 	stream, subject    string
 	seq, deliveries    uint64
+}
+
+// publishDeadLetter publishes l and waits for the dead-letter stream to accept it. A letter too
+// large for the stream (a batch near the store's 32 MiB record, plus the error headers) goes
+// by reference: without the body, which stays in the ingest stream at its original sequence,
+// where the replay tool fetches it.
+func (w *Worker) publishDeadLetter(ctx context.Context, l letter) error {
+	_, err := w.js.PublishMsg(ctx, w.deadLetterMsg(l))
+	if !tooLarge(err) {
+		return err
+	}
+	out := w.deadLetterMsg(l)
+	out.Data = nil
+	out.Header.Set(HeaderBodyOmitted, strconv.Itoa(len(l.data)))
+	_, err = w.js.PublishMsg(ctx, out)
+	return err
 }
 
 // deadLetterMsg builds the message for omnigraph.<graph>.dlq.<reason>: the original body and

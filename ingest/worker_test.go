@@ -351,11 +351,23 @@ func TestDeadLetterListAndReplay(t *testing.T) {
 	}
 }
 
+// Split puts node lines first, by the envelope: a node whose data says "edge" is a node, and
+// a line that does not frame stays with the nodes. Parts respect the line and byte bounds.
 func TestSplitBatchNodesFirst(t *testing.T) {
-	body := []byte("{\"edge\":\"E\",\"from\":\"a\",\"to\":\"b\"}\n{\"type\":\"N\",\"data\":{}}\n{\"type\":\"N\",\"data\":{}}\n")
-	parts := splitBatch(body, 2, 1<<20)
-	if len(parts) != 2 || !strings.HasPrefix(string(parts[0]), `{"type"`) || !strings.Contains(string(parts[1]), `"edge"`) {
-		t.Fatalf("%q", parts)
+	edge := `{"edge":"E","from":"a","to":"b"}`
+	nodeA := `{"type":"N","data":{"id":"a"}}`
+	nodeB := `{"type":"N","data":{"id":"b","note":"edge","kind":{"edge":"E"}}}`
+	broken := `{"edge":`
+	body := []byte(edge + "\n" + nodeA + "\n\n" + broken + "\n" + nodeB + "\n")
+	got := splitBatch(body, 2, 1<<20)
+	want := []string{nodeA + "\n" + broken + "\n", nodeB + "\n" + edge + "\n"}
+	if len(got) != len(want) || string(got[0]) != want[0] || string(got[1]) != want[1] {
+		t.Fatalf("parts %q, want %q", got, want)
+	}
+	for _, p := range splitBatch(body, 100, len(nodeB)+len(edge)) {
+		if len(p) > len(nodeB)+len(edge) {
+			t.Fatalf("part of %d bytes over the bound", len(p))
+		}
 	}
 }
 

@@ -452,6 +452,9 @@ func cmdPublish(ctx context.Context, args []string) error {
 			m.Header.Set(k, v)
 		}
 	}
+	if limit := ingest.MaxBodyBytes(m.Subject, m.Header); len(body) > limit {
+		return fmt.Errorf("the batch is %d bytes; JetStream stores at most %d in one message on %s with these headers (32 MiB counting subject and headers): split it", len(body), limit, m.Subject)
+	}
 	ack, err := js.PublishMsg(ctx, m)
 	if err != nil {
 		return err

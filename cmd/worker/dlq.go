@@ -83,6 +83,11 @@ func cmdDLQ(ctx context.Context, args []string) error {
 				for _, k := range keys {
 					fmt.Printf("%s: %s\n", k, strings.Join(d.Header[k], ", "))
 				}
+				if d.BodyOmitted > 0 {
+					fmt.Printf("\n(the %d-byte body was too large to go with the error; it is message %d of stream %s, and replay fetches it from there)\n",
+						d.BodyOmitted, d.OrigSeq, d.Header.Get(ingest.HeaderOrigStream))
+					return nil
+				}
 				fmt.Printf("\n%s\n", d.Data)
 				return nil
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/omnigraph/omnigraph-worker/ingest"
 )
 
 // publishBody publishes one message to the demo graph's ingest subject.
@@ -329,5 +332,53 @@ func publishMerge(t *testing.T, url, body, msgID string) {
 	m.Header.Set("Nats-Msg-Id", msgID)
 	if _, err := js.PublishMsg(context.Background(), m); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFullSizeBatch: a batch as large as JetStream can queue (32 MiB counting the subject and
+// headers: ingest.MaxBodyBytes) goes through `worker publish` and a nats-server configured as
+// the README says, and commits whole; `worker publish` refuses one byte more with a clear
+// message instead of the server's "message too large".
+func TestFullSizeBatch(t *testing.T) {
+	ns := startNATS(t)
+	root := initGraph(t)
+	w := startWorker(t, root, ns.url, "")
+	hdr := nats.Header{}
+	hdr.Set("Omnigraph-Mode", "append")
+	limit := ingest.MaxBodyBytes("omnigraph.demo.ingest", hdr)
+	// 8,192 people (the keyed-row ceiling), each line padded with insignificant whitespace, so
+	// the batch is full-size on the queue and small in Arrow.
+	const lines = 8192
+	var b strings.Builder
+	for i := range lines {
+		l := fmt.Sprintf(`{"type":"Person","data":{"handle":"big-%05d","name":"P","active":true}`, i)
+		size := limit / lines
+		if i == lines-1 {
+			size = limit - b.Len()
+		}
+		b.WriteString(l + strings.Repeat(" ", size-len(l)-2) + "}\n")
+	}
+	body := b.String()
+	if len(body) != limit {
+		t.Fatalf("body %d bytes, limit %d", len(body), limit)
+	}
+	dir := t.TempDir()
+	full, over := filepath.Join(dir, "full.ndjson"), filepath.Join(dir, "over.ndjson")
+	if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(over, []byte(body+" "), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	publishArgs := []string{"publish", "--graph", "demo", "--nats-url", ns.url, "--mode", "append"}
+	workerCmd(t, append(publishArgs, full)...)
+	out, err := exec.Command(bin.worker, append(publishArgs, over)...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), fmt.Sprintf("the batch is %d bytes", limit+1)) || !strings.Contains(string(out), "split it") {
+		t.Fatalf("publishing one byte over the limit: %v\n%s", err, out)
+	}
+	waitAcked(t, ns.url, 1, w)
+	w.terminate(t)
+	if got := exportLines(t, root); len(got) != lines {
+		t.Fatalf("graph holds %d rows, want %d", len(got), lines)
 	}
 }

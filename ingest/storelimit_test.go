@@ -1,0 +1,54 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// MaxBodyBytes is exact against the server's own store: a body of that size is accepted,
+// one byte more is refused as too large, with and without headers.
+func TestMaxBodyBytesIsTheStoreLimit(t *testing.T) {
+	ns, err := StartEmbedded(t.TempDir(), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	cfg := Config{Graph: "limits"}
+	if err := cfg.withDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: cfg.Stream, Subjects: []string{cfg.IngestSubject()},
+		Storage: jetstream.FileStorage, MaxMsgSize: MaxMessageBytes}); err != nil {
+		t.Fatal(err)
+	}
+	withHeaders := nats.Header{}
+	withHeaders.Set(HeaderMode, "append")
+	withHeaders.Set(HeaderMsgID, "batch-000001")
+	for _, hdr := range []nats.Header{nil, withHeaders} {
+		limit := MaxBodyBytes(cfg.IngestSubject(), hdr)
+		if limit >= MaxBatchBytes || limit < MaxBatchBytes-200 {
+			t.Fatalf("limit %d", limit)
+		}
+		for _, n := range []int{limit, limit + 1} {
+			m := &nats.Msg{Subject: cfg.IngestSubject(), Header: hdr, Data: bytes.Repeat([]byte("x"), n)}
+			_, err := js.PublishMsg(ctx, m)
+			if n == limit && err != nil {
+				t.Fatalf("%d-byte body (the limit, headers %v) refused: %v", n, hdr, err)
+			}
+			if n > limit && !tooLarge(err) {
+				t.Fatalf("%d-byte body (over the limit, headers %v): %v, want too large", n, hdr, err)
+			}
+		}
+	}
+}
