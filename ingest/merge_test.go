@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -96,5 +97,45 @@ func TestParseMergeRequest(t *testing.T) {
 		if err != nil && errs.Kind(err) != errs.KindInvalid {
 			t.Errorf("%s: kind %s", c.body, errs.Kind(err))
 		}
+	}
+}
+
+// A merge with thousands of conflicts still dead-letters: the header carrying the error's
+// fields stays within NATS's 64 KiB header block, keeping the first conflicts and the count,
+// and the stream goes on.
+func TestManyMergeConflictsDeadLetterWithinHeaderLimits(t *testing.T) {
+	h := start(t)
+	const n = 2000
+	people := func(name string) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, `{"type":"Person","data":{"handle":"p%04d","name":"%s","active":true}}`+"\n", i, name)
+		}
+		return b.String()
+	}
+	h.publish(people("base"), map[string]string{HeaderMode: "merge"})
+	h.event()
+	h.publish(people("on the branch"), map[string]string{HeaderMode: "merge", HeaderBranch: "stage", HeaderFrom: "main"})
+	h.event()
+	h.publish(people("on main"), map[string]string{HeaderMode: "merge"})
+	h.event()
+	h.publishMerge(`{"source":"stage"}`, "")
+	dl := h.deadLetter(errs.KindMergeConflict)
+	raw := dl.Header.Get(HeaderErrorDetail)
+	var detail struct {
+		Conflicts []errs.MergeConflict `json:"merge_conflicts"`
+		Total     int                  `json:"merge_conflicts_total"`
+		Truncated bool                 `json:"truncated"`
+	}
+	if err := json.Unmarshal([]byte(raw), &detail); err != nil || detail.Total != n || !detail.Truncated ||
+		len(detail.Conflicts) == 0 || len(detail.Conflicts) >= n || len(raw) > maxHeaderValueBytes {
+		t.Fatalf("detail of %d bytes: %d conflicts kept, total %d, truncated %v (%v)", len(raw), len(detail.Conflicts), detail.Total, detail.Truncated, err)
+	}
+	if text := dl.Header.Get(HeaderError); !strings.Contains(text, fmt.Sprintf("has %d conflict(s)", n)) || len(text) > maxHeaderValueBytes {
+		t.Fatalf("error header of %d bytes: %.200s", len(text), text)
+	}
+	h.publish(`{"type":"Person","data":{"handle":"after","name":"A","active":true}}`, nil)
+	if ev := h.event(); ev.SourceSequence != 5 {
+		t.Fatalf("event %+v: the stream did not go on", ev)
 	}
 }

@@ -1,8 +1,11 @@
 package ingest
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -51,4 +54,48 @@ func tooLarge(err error) bool {
 	}
 	return apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum ||
 		apiErr.ErrorCode == 10077 && strings.Contains(apiErr.Description, "too large")
+}
+
+// maxHeaderValueBytes bounds each error header of a dead letter. NATS refuses a header block
+// over 64 KiB, and a refused dead letter would hold up the stream, so the error's text and
+// fields are cut to fit with room to spare for the rest.
+const maxHeaderValueBytes = 16 << 10
+
+// boundedText is s on one line and at most maxHeaderValueBytes long.
+func boundedText(s string) string {
+	s = strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	if len(s) <= maxHeaderValueBytes {
+		return s
+	}
+	const more = "…"
+	cut := maxHeaderValueBytes - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
+}
+
+// boundedDetail is the JSON of an error's fields within maxHeaderValueBytes: lists too long
+// to fit (a merge's conflicts) keep their first entries, with "<field>_total" giving the full
+// count and "truncated": true.
+func boundedDetail(detail map[string]any) []byte {
+	b, _ := json.Marshal(detail)
+	if len(b) <= maxHeaderValueBytes {
+		return b
+	}
+	for keep := 1024; keep > 0; keep /= 2 {
+		cut := make(map[string]any, len(detail)+2)
+		for k, v := range detail {
+			if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.Len() > keep {
+				cut[k], cut[k+"_total"], cut["truncated"] = rv.Slice(0, keep).Interface(), rv.Len(), true
+			} else {
+				cut[k] = v
+			}
+		}
+		if b, _ := json.Marshal(cut); len(b) <= maxHeaderValueBytes {
+			return b
+		}
+	}
+	b, _ = json.Marshal(map[string]any{"truncated": true, "bytes": len(b)})
+	return b
 }

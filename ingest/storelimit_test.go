@@ -3,7 +3,10 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,5 +53,20 @@ func TestMaxBodyBytesIsTheStoreLimit(t *testing.T) {
 				t.Fatalf("%d-byte body (over the limit, headers %v): %v, want too large", n, hdr, err)
 			}
 		}
+	}
+}
+
+// Error text goes into a header on one line, cut at a rune boundary when too long.
+func TestBoundedText(t *testing.T) {
+	if got := boundedText("line 1\r\nline 2"); got != "line 1  line 2" {
+		t.Fatalf("%q", got)
+	}
+	long := strings.Repeat("é", maxHeaderValueBytes) // two bytes a rune
+	got := boundedText(long)
+	if len(got) > maxHeaderValueBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Fatalf("%d bytes, valid %v", len(got), utf8.ValidString(got))
+	}
+	if d := boundedDetail(map[string]any{"blob": strings.Repeat("x", 2*maxHeaderValueBytes)}); string(d) != fmt.Sprintf(`{"bytes":%d,"truncated":true}`, 2*maxHeaderValueBytes+11) {
+		t.Fatalf("unshrinkable detail: %s", d)
 	}
 }

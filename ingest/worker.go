@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -311,8 +310,7 @@ func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstr
 	if reason == "" {
 		reason = kind
 	}
-	detail, _ := json.Marshal(errs.Detail(cause))
-	err := w.publishDeadLetter(ctx, letter{reason: reason, kind: kind, text: cause.Error(), detail: detail, data: msg.Data(), header: msg.Headers(),
+	err := w.publishDeadLetter(ctx, letter{reason: reason, kind: kind, text: cause.Error(), detail: boundedDetail(errs.Detail(cause)), data: msg.Data(), header: msg.Headers(),
 		stream: meta.Stream, subject: msg.Subject(), seq: meta.Sequence.Stream, deliveries: meta.NumDelivered})
 	if err != nil {
 		_ = msg.NakWithDelay(time.Second)
@@ -362,7 +360,7 @@ func (w *Worker) deadLetterMsg(l letter) *nats.Msg {
 		}
 	}
 	out.Header.Set(HeaderErrorKind, l.kind)
-	out.Header.Set(HeaderError, l.text)
+	out.Header.Set(HeaderError, boundedText(l.text))
 	out.Header.Set(HeaderErrorDetail, string(l.detail))
 	out.Header.Set(HeaderOrigStream, l.stream)
 	out.Header.Set(HeaderOrigSubject, l.subject)
