@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -231,6 +232,12 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	defer log.Sync()
+	if gogc := os.Getenv("GOGC"); gogc == "" {
+		debug.SetGCPercent(c.GCPercent)
+		log.Info("collector", zap.Int("gc_percent", c.GCPercent))
+	} else {
+		log.Info("collector", zap.String("GOGC", gogc))
+	}
 	st, err := openRoot(ctx, *root)
 	if err != nil {
 		return err

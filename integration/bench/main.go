@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -136,9 +138,13 @@ func main() {
 	mergeRows := flag.Int("merge-rows", 0, "internal: rows on the merge bench branch")
 	mergeNoProof := flag.Bool("merge-no-proof", false, "internal: merge by the ordinary diff")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Go side) to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run (Go side) to this file at the end")
 	fsync := flag.String("fsync", "both", "durability of the Go side's local writes: on (the default config), off (no fsync, as the official engine's local store), or both")
 	flag.Parse()
 	ctx := context.Background()
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(config.Defaults().GCPercent) // the worker in this process runs as `worker run` would
+	}
 	if *mergeChild != "" {
 		if err := runMergeChild(ctx, *mergeChild, *mergeDir, *mergeRows, *mergeNoProof); err != nil {
 			fmt.Fprintln(os.Stderr, "merge child:", err)
@@ -162,6 +168,18 @@ func main() {
 			os.Exit(1)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		defer func() {
+			f, err := os.Create(*memProfile)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "memprofile:", err)
+			}
+		}()
 	}
 	if *only == "" || *only == "lance" {
 		lanceBench(ctx, *script, tmp, *iters)

@@ -86,7 +86,7 @@ func TestHappyPathEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := startWorker(t, root, ns.url, "")
+	w := startWorker(t, root, ns.url, "", "--gc-percent", "250")
 	const n = 5
 	publish(t, ns.url, n)
 	var last uint64
@@ -113,6 +113,9 @@ func TestHappyPathEvents(t *testing.T) {
 	waitAcked(t, ns.url, n, w)
 	w.terminate(t)
 	checkExactlyOnce(t, root, n)
+	if !strings.Contains(w.out.String(), `"gc_percent":250`) {
+		t.Fatalf("--gc-percent not applied:\n%s", w.out)
+	}
 }
 
 // TestEveryDeadLetterReasonThenReplay: one stream carries good batches and one message for
