@@ -359,6 +359,7 @@ func (w *Worker) deadLetterMsg(l letter) *nats.Msg {
 			out.Header.Add(k, v)
 		}
 	}
+	out.Header.Del(HeaderBodyOmitted) // only publishDeadLetter says a body went by reference
 	out.Header.Set(HeaderErrorKind, l.kind)
 	out.Header.Set(HeaderError, boundedText(l.text))
 	out.Header.Set(HeaderErrorDetail, string(l.detail))
