@@ -112,6 +112,12 @@ var refusals = []refusal{
 	{"duplicate in array element", `{"type":"A","data":{"l":[{"k":1},{"k":1,"k":2}]}}`, 1, "data.l[1].k", "duplicate JSON member 'k'"},
 	{"duplicate in a wide object", `{"type":"A","data":{"a0":0,"a1":1,"a2":2,"a3":3,"a4":4,"a5":5,"a6":6,"a7":7,"a8":8,"a9":9,"b0":0,"b1":1,"b2":2,"b3":3,"b4":4,"b5":5,"b6":6,"b7":7,"a3":0}}`, 1, "data.a3", "duplicate JSON member 'a3'"},
 	{"duplicate in a non-object line", `[{"a":1,"a":1}]`, 1, "[0].a", "duplicate JSON member 'a'"},
+	// After lines that set a shape of names, a repeat within the shape's prefix, a repeat of
+	// a name the shape had earlier, and a repeat after a name left the shape are all caught.
+	{"duplicate while following the data shape", "{\"type\":\"A\",\"data\":{\"x\":1,\"y\":2}}\n{\"type\":\"A\",\"data\":{\"x\":1,\"x\":2}}", 2, "data.x", "duplicate JSON member 'x'"},
+	{"duplicate of an earlier shape name", "{\"type\":\"A\",\"data\":{\"x\":1,\"y\":2}}\n{\"type\":\"A\",\"data\":{\"x\":1,\"y\":2,\"x\":3}}", 2, "data.x", "duplicate JSON member 'x'"},
+	{"duplicate after leaving the shape", "{\"type\":\"A\",\"data\":{\"x\":1,\"y\":2}}\n{\"type\":\"A\",\"data\":{\"x\":1,\"z\":2,\"x\":3}}", 2, "data.x", "duplicate JSON member 'x'"},
+	{"duplicate while following the envelope shape", "{\"type\":\"A\",\"data\":{}}\n{\"type\":\"A\",\"type\":\"B\"}", 2, "type", "duplicate JSON member 'type'"},
 	{"two values on a line", `{"type":"A"} {"type":"B"}`, 1, "", "invalid strict JSON: trailing characters"},
 	{"trailing garbage", `{"type":"A"}x`, 1, "", "trailing characters after the JSON value: 'x'"},
 	{"trailing comma in object", `{"type":"A",}`, 1, "", "expected a member name string"},
@@ -351,5 +357,33 @@ func TestLargeBatchParsesInParts(t *testing.T) {
 	var in *errs.InvalidInput
 	if !errors.As(err, &in) || in.Line != 2401 {
 		t.Fatalf("want the refusal of line 2401, got %v", err)
+	}
+}
+
+// Lines whose data names repeat, reorder, shorten and grow keep their own names in their own
+// order, whatever shape the lines before them set.
+func TestNamesAcrossShapes(t *testing.T) {
+	lines := []string{
+		`{"type":"A","data":{"a":1,"b":2}}`,
+		`{"type":"A","data":{"a":3,"b":4}}`,
+		`{"data":{"b":5,"a":6},"type":"A"}`,
+		`{"type":"A","data":{"a":7}}`,
+		`{"type":"A","data":{"a":8,"b":9,"c":10}}`,
+		`{"type":"A","data":{"\u0061":11,"b":12}}`,
+		`{"edge":"E","from":"x","to":"y","data":{"a":13}}`,
+	}
+	want := [][]string{{"a", "b"}, {"a", "b"}, {"b", "a"}, {"a"}, {"a", "b", "c"}, {"a", "b"}, {"a"}}
+	recs, err := ParseBytes([]byte(strings.Join(lines, "\n")), DefaultLimits())
+	if err != nil || len(recs) != len(want) {
+		t.Fatalf("%d records, %v", len(recs), err)
+	}
+	for i, r := range recs {
+		var got []string
+		for _, m := range r.Data {
+			got = append(got, m.Name)
+		}
+		if strings.Join(got, ",") != strings.Join(want[i], ",") || r.Type != map[bool]string{true: "E", false: "A"}[i == 6] {
+			t.Fatalf("line %d: names %v type %q, want %v", i+1, got, r.Type, want[i])
+		}
 	}
 }

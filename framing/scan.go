@@ -48,6 +48,7 @@ type scanner struct {
 	members  []Member // the current slab that records' Data slices are carved from
 	path     []pathSeg
 	sets     []*keySet // by nesting depth; reused across objects and lines
+	shapes   [2]shape  // of the envelope and "data" objects, by collect mode - 1
 	top      []member  // envelope members, in input order
 	data     []member  // "data" members, in input order
 	isObject bool      // the line's value is an object
@@ -133,6 +134,16 @@ func (s *scanner) value(depth int, mode collect) error {
 	return s.fail("expected a value, found " + s.found())
 }
 
+// shape is the member names of the last envelope (or "data") object whose names did not
+// simply repeat the one before. Batches are written by programs, so line after line the same
+// names come in the same order: while an object follows its shape, each name is recognised by
+// one comparison, with no hashing to detect a repeat (a prefix of distinct names has none)
+// and no interning. The first name that differs switches the object to the general path.
+type shape struct {
+	names []string // distinct
+	keys  [][]byte // the current object's decoded names so far
+}
+
 func (s *scanner) keySet(depth int) *keySet {
 	for len(s.sets) <= depth {
 		s.sets = append(s.sets, newKeySet())
@@ -151,14 +162,23 @@ func (s *scanner) object(depth int, mode collect) error {
 	}
 	s.pos++
 	s.arena = append(s.arena, '{')
-	keys := s.keySet(depth)
+	// Collected objects follow their shape until a name differs; others, and those from then
+	// on, check each name against a key set.
+	var sh *shape
+	var keys *keySet
+	if mode == collectNone {
+		keys = s.keySet(depth)
+	} else {
+		sh = &s.shapes[mode-1]
+		sh.keys = sh.keys[:0]
+	}
 	s.skipWS()
 	if s.pos < len(s.src) && s.src[s.pos] == '}' {
 		s.pos++
 		s.arena = append(s.arena, '}')
 		return nil
 	}
-	for {
+	for i := 0; ; i++ {
 		if s.pos >= len(s.src) || s.src[s.pos] != '"' {
 			return s.fail("expected a member name string, found " + s.found())
 		}
@@ -172,9 +192,26 @@ func (s *scanner) object(depth int, mode collect) error {
 			key = unescape(key)
 		}
 		s.path = append(s.path, pathSeg{key: key})
-		if !keys.add(key) {
-			s.pos = keyPos
-			return s.fail("duplicate JSON member '" + show(string(key)) + "'")
+		name := ""
+		if keys == nil && i < len(sh.names) && sh.names[i] == string(key) {
+			name = sh.names[i]
+		} else {
+			if keys == nil {
+				keys = s.keySet(depth)
+				for _, k := range sh.keys {
+					keys.add(k) // distinct: they followed the shape
+				}
+			}
+			if !keys.add(key) {
+				s.pos = keyPos
+				return s.fail("duplicate JSON member '" + show(string(key)) + "'")
+			}
+		}
+		if sh != nil {
+			sh.keys = append(sh.keys, key)
+			if name == "" {
+				name = s.name(key)
+			}
 		}
 		s.skipWS()
 		if s.pos >= len(s.src) || s.src[s.pos] != ':' {
@@ -193,9 +230,9 @@ func (s *scanner) object(depth int, mode collect) error {
 		}
 		switch mode {
 		case collectEnvelope:
-			s.top = append(s.top, member{name: s.name(key), start: start, end: len(s.arena)})
+			s.top = append(s.top, member{name: name, start: start, end: len(s.arena)})
 		case collectData:
-			s.data = append(s.data, member{name: s.name(key), start: start, end: len(s.arena)})
+			s.data = append(s.data, member{name: name, start: start, end: len(s.arena)})
 		}
 		s.path = s.path[:len(s.path)-1]
 		s.skipWS()
@@ -210,11 +247,26 @@ func (s *scanner) object(depth int, mode collect) error {
 		case '}':
 			s.pos++
 			s.arena = append(s.arena, '}')
+			if sh != nil && keys != nil {
+				// The names differed: they are the shape the next line is likely to follow.
+				sh.names = sh.names[:0]
+				for _, m := range s.collected(mode) {
+					sh.names = append(sh.names, m.name)
+				}
+			}
 			return nil
 		default:
 			return s.fail("expected ',' or '}' in an object, found " + s.found())
 		}
 	}
+}
+
+// collected are the members gathered of the object mode collects.
+func (s *scanner) collected(mode collect) []member {
+	if mode == collectEnvelope {
+		return s.top
+	}
+	return s.data
 }
 
 func (s *scanner) array(depth int) error {
