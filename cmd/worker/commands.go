@@ -25,6 +25,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/internal/memlimit"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -237,6 +238,14 @@ func cmdRun(ctx context.Context, args []string) error {
 		log.Info("collector", zap.Int("gc_percent", c.GCPercent))
 	} else {
 		log.Info("collector", zap.String("GOGC", gogc))
+	}
+	// Under a container's memory limit, the collector runs earlier as the heap nears it
+	// (gc_percent lets the heap grow to several times the live data otherwise).
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if hard, ok := memlimit.FromCgroup("/sys/fs/cgroup"); ok {
+			debug.SetMemoryLimit(memlimit.Soft(hard))
+			log.Info("memory limit", zap.Int64("cgroup_bytes", hard), zap.Int64("soft_limit_bytes", memlimit.Soft(hard)))
+		}
 	}
 	st, err := openRoot(ctx, *root)
 	if err != nil {
