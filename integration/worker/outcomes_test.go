@@ -22,13 +22,19 @@ import (
 // publishBody publishes one message to the demo graph's ingest subject.
 func publishBody(t *testing.T, url, body string, hdr map[string]string) {
 	t.Helper()
+	publishOn(t, url, "omnigraph.demo.ingest", body, hdr)
+}
+
+// publishOn publishes one message to subject and waits for JetStream to accept it.
+func publishOn(t *testing.T, url, subject, body string, hdr map[string]string) {
+	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	m := nats.NewMsg("omnigraph.demo.ingest")
+	m := nats.NewMsg(subject)
 	m.Data = []byte(body)
 	for k, v := range hdr {
 		m.Header.Set(k, v)
@@ -324,18 +330,7 @@ func TestPipelineMergeSurvivesKills(t *testing.T) {
 // publishMerge publishes a merge request to the demo graph's merge subject.
 func publishMerge(t *testing.T, url, body, msgID string) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	m := nats.NewMsg("omnigraph.demo.merge")
-	m.Data = []byte(body)
-	m.Header.Set("Nats-Msg-Id", msgID)
-	if _, err := js.PublishMsg(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
+	publishOn(t, url, "omnigraph.demo.merge", body, map[string]string{"Nats-Msg-Id": msgID})
 }
 
 // TestFullSizeBatch: a batch as large as JetStream can queue (32 MiB counting the subject and
