@@ -30,8 +30,9 @@ type Dataset struct {
 	branch   string        // "" for main
 	scheme   namingScheme
 	manifest *Manifest
-	key      string // manifest object key, relative to dir
-	size     int64  // manifest file size in bytes
+	key      string        // manifest object key, relative to dir
+	size     int64         // manifest file size in bytes
+	codes    fragmentCodes // the manifest's encoded fragments, when a commit of ours wrote it
 }
 
 // Version is the version this handle reads.

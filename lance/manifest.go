@@ -1,6 +1,7 @@
 package lance
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -105,10 +106,43 @@ func (m *Manifest) recomputeFlags(stable bool) {
 }
 
 func encodeManifest(m *Manifest) []byte {
-	var e pb.Encoder
+	b, _ := encodeManifestReusing(m, nil)
+	return b
+}
+
+// fragmentCodes are the encoded bodies of a manifest's fragments (its field 2 messages), in
+// fragment order. A Dataset that a commit produced keeps them, so that its next commit
+// re-encodes only the fragments that commit adds or changes: a table of thousands of
+// fragments otherwise spent most of every commit encoding the same bytes again (measured:
+// 55% of a load's time at 3,000 fragments).
+type fragmentCodes [][]byte
+
+// encodeManifestReusing encodes m taking reuse[i], where present, as the encoded body of
+// m.Fragments[i], and returns the encoded bodies of all its fragments.
+func encodeManifestReusing(m *Manifest, reuse fragmentCodes) ([]byte, fragmentCodes) {
+	size := 4 << 10
+	for _, c := range reuse {
+		size += len(c) + 8
+	}
+	e := pb.Encoder{B: make([]byte, 0, size)}
 	schema.AppendFields(&e, 1, m.Schema)
+	codes := make(fragmentCodes, len(m.Fragments))
 	for i := range m.Fragments {
-		e.Message(2, func(s *pb.Encoder) { encodeFragment(s, &m.Fragments[i]) })
+		if i < len(reuse) && reuse[i] != nil {
+			codes[i] = reuse[i]
+			if checkFragmentCodes {
+				var fresh pb.Encoder
+				encodeFragment(&fresh, &m.Fragments[i])
+				if !bytes.Equal(fresh.B, codes[i]) {
+					panic(fmt.Sprintf("lance: reused encoding of fragment %d differs from the fragment", m.Fragments[i].ID))
+				}
+			}
+		} else {
+			var sub pb.Encoder
+			encodeFragment(&sub, &m.Fragments[i])
+			codes[i] = sub.B
+		}
+		e.BytesAlways(2, codes[i])
 	}
 	e.Uint(3, m.Version)
 	e.BytesMap(5, m.Schema.Metadata)
@@ -149,7 +183,7 @@ func encodeManifest(m *Manifest) []byte {
 	if m.TransactionSection != nil {
 		e.UintAlways(21, *m.TransactionSection)
 	}
-	return e.B
+	return e.B, codes
 }
 
 func decodeManifest(b []byte) (*Manifest, error) {
@@ -291,6 +325,16 @@ var lanceMagic = []byte("LANC")
 // marshalManifestFile lays out a manifest file: the inline transaction section first (as lance 8
 // does), then the length-prefixed manifest, then the footer.
 func marshalManifestFile(m *Manifest, txn []byte) []byte {
+	out, _ := marshalManifestFileReusing(m, txn, nil)
+	return out
+}
+
+// checkFragmentCodes makes every reused fragment encoding be checked against a fresh one (the
+// package's tests turn it on).
+var checkFragmentCodes = false
+
+// marshalManifestFileReusing is marshalManifestFile with encodeManifestReusing.
+func marshalManifestFileReusing(m *Manifest, txn []byte, reuse fragmentCodes) ([]byte, fragmentCodes) {
 	var out []byte
 	if txn != nil {
 		zero := uint64(0)
@@ -300,14 +344,14 @@ func marshalManifestFile(m *Manifest, txn []byte) []byte {
 	} else {
 		m.TransactionSection = nil
 	}
-	body := encodeManifest(m)
+	body, codes := encodeManifestReusing(m, reuse)
 	pos := len(out)
 	out = binary.LittleEndian.AppendUint32(out, uint32(len(body)))
 	out = append(out, body...)
 	out = binary.LittleEndian.AppendUint64(out, uint64(pos))
 	out = binary.LittleEndian.AppendUint16(out, 0)
 	out = binary.LittleEndian.AppendUint16(out, 2)
-	return append(out, lanceMagic...)
+	return append(out, lanceMagic...), codes
 }
 
 // parseManifestFile decodes a whole manifest file and, when present, its inline transaction.

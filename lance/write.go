@@ -416,7 +416,7 @@ func (d *Dataset) Commit(ctx context.Context, s *Staged) (*Dataset, error) {
 	if base == nil || base.dir.URI() != d.dir.URI() {
 		return nil, errors.New("lance: staged transaction belongs to another dataset or branch")
 	}
-	m, err := base.buildManifest(ctx, s.Txn)
+	m, carried, err := base.buildManifest(ctx, s.Txn)
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +428,16 @@ func (d *Dataset) Commit(ctx context.Context, s *Staged) (*Dataset, error) {
 	if err := s.WriteTransaction(ctx); err != nil {
 		return nil, err
 	}
-	body := marshalManifestFile(m, txnBytes)
+	var reuse fragmentCodes
+	if base.codes != nil {
+		reuse = make(fragmentCodes, len(m.Fragments))
+		for i, from := range carried {
+			if from >= 0 {
+				reuse[i] = base.codes[from]
+			}
+		}
+	}
+	body, codes := marshalManifestFileReusing(m, txnBytes, reuse)
 	key := manifestKey(base.scheme, m.Version)
 	if err := inject("lance.commit.before_manifest"); err != nil {
 		return nil, err
@@ -445,11 +454,54 @@ func (d *Dataset) Commit(ctx context.Context, s *Staged) (*Dataset, error) {
 	// No _versions/latest_version_hint.json is written: readers only consult it on stores with
 	// unordered listings, a missing or stale hint never changes what they find, and it would
 	// cost every commit one more object write.
-	return &Dataset{root: base.root, dir: base.dir, branch: base.branch, scheme: base.scheme, manifest: m, key: key, size: int64(len(body))}, nil
+	return &Dataset{root: base.root, dir: base.dir, branch: base.branch, scheme: base.scheme, manifest: m, key: key, size: int64(len(body)), codes: codes}, nil
 }
 
-// buildManifest applies txn to this version, producing the manifest of version+1.
-func (d *Dataset) buildManifest(ctx context.Context, txn *Transaction) (*Manifest, error) {
+// buildManifest applies txn to this version, producing the manifest of version+1. carried[i]
+// is the index in this version of the fragment m.Fragments[i] when that fragment is carried
+// over unchanged, else -1.
+func (d *Dataset) buildManifest(ctx context.Context, txn *Transaction) (m *Manifest, carried []int, err error) {
+	m, err = d.applyTxn(ctx, txn)
+	if err != nil {
+		return nil, nil, err
+	}
+	carried = make([]int, len(m.Fragments))
+	for i := range carried {
+		carried[i] = -1
+	}
+	old := d.manifest.Fragments
+	switch op := &txn.Op; op.Kind {
+	case OpAppend:
+		for i := range old {
+			carried[i] = i
+		}
+	case OpDelete, OpUpdate:
+		// replaceFragments keeps the old order, dropping removed fragments and replacing
+		// updated ones: the rest are carried.
+		changed := map[uint64]bool{}
+		for i := range op.UpdatedFragments {
+			changed[op.UpdatedFragments[i].ID] = true
+		}
+		j := 0
+		for i := range m.Fragments {
+			id := m.Fragments[i].ID
+			for j < len(old) && old[j].ID != id {
+				j++
+			}
+			if j == len(old) {
+				break // the added fragments, after the carried ones
+			}
+			if !changed[id] {
+				carried[i] = j
+			}
+			j++
+		}
+	}
+	return m, carried, nil
+}
+
+// applyTxn applies txn to this version's manifest.
+func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, error) {
 	old := d.manifest
 	stable := old.StableRowIDs()
 	m := *old
