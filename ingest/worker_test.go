@@ -453,7 +453,7 @@ func TestMaxDeliverAdvisoryDeadLetters(t *testing.T) {
 // the renewals never see the lease as lost.
 func TestLeaseOutlivesItsAcquireContext(t *testing.T) {
 	h := start(t)
-	ttl := 300 * time.Millisecond
+	ttl := 600 * time.Millisecond
 	acquire, cancel := context.WithCancel(context.Background())
 	l, err := AcquireLease(acquire, h.js, "other", "a", ttl)
 	if err != nil {
