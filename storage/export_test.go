@@ -2,3 +2,15 @@ package storage
 
 // SpareTarget is how many spare files a local root keeps ready.
 const SpareTarget = spareTarget
+
+// ReadySpares is how many spare files st has ready to take (a file is on disk a moment before
+// it is ready).
+func ReadySpares(st Store) int {
+	s := st.(*store)
+	if s.spares == nil {
+		return 0
+	}
+	s.spares.mu.Lock()
+	defer s.spares.mu.Unlock()
+	return len(s.spares.ready)
+}

@@ -40,17 +40,17 @@ func spareFiles(t *testing.T, root string) []string {
 	return out
 }
 
-// waitSpares waits until root holds at least n spare files.
-func waitSpares(t *testing.T, root string, n int) []string {
+// waitSpares waits until s has at least n spare files ready to take, and returns the spare
+// files under root.
+func waitSpares(t *testing.T, s storage.Store, root string, n int) []string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		files := spareFiles(t, root)
-		if len(files) >= n {
-			return files
+		if storage.ReadySpares(s) >= n {
+			return spareFiles(t, root)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d spare files after 20s, want %d", len(files), n)
+			t.Fatalf("%d spares ready after 20s, want %d", storage.ReadySpares(s), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -78,7 +78,7 @@ func TestLocalWritesUseSpareFiles(t *testing.T) {
 	if err := s.Put(ctx, "warm", []byte("x")); err != nil { // the first write starts the refill
 		t.Fatal(err)
 	}
-	spares := waitSpares(t, dir, storage.SpareTarget)
+	spares := waitSpares(t, s, dir, storage.SpareTarget)
 	var inodes []os.FileInfo
 	for _, f := range spares {
 		fi, err := os.Stat(f)
@@ -130,7 +130,7 @@ func TestLocalSpareDirIsHidden(t *testing.T) {
 	if err := s.Put(ctx, "a/b", []byte("1")); err != nil {
 		t.Fatal(err)
 	}
-	waitSpares(t, dir, 1)
+	waitSpares(t, s, dir, 1)
 	objs, err := s.List(ctx, "")
 	if err != nil || len(objs) != 1 || objs[0].Key != "a/b" {
 		t.Fatalf("List(\"\") = %v, %v; want only a/b", objs, err)
@@ -160,7 +160,7 @@ func TestLocalSpareDirIsHidden(t *testing.T) {
 	if err := s.Put(ctx, "c", []byte("3")); err != nil { // and writes go on afterwards
 		t.Fatal(err)
 	}
-	waitSpares(t, dir, 1)
+	waitSpares(t, s, dir, 1)
 }
 
 // TestLocalSpareFailuresFallBack: a spare that vanished under the writer (another process
@@ -172,7 +172,7 @@ func TestLocalSpareFailuresFallBack(t *testing.T) {
 	if err := s.Put(ctx, "warm", nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range waitSpares(t, dir, storage.SpareTarget) {
+	for _, f := range waitSpares(t, s, dir, storage.SpareTarget) {
 		if err := os.Remove(f); err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +317,7 @@ func TestLocalSpareCrash(t *testing.T) {
 		if err := s.Put(t.Context(), "warm", []byte("w")); err != nil {
 			t.Fatal(err)
 		}
-		waitSpares(t, dir, 1)
+		waitSpares(t, s, dir, 1)
 		_ = s.Put(t.Context(), "victim", []byte("never published")) // killed in here
 		t.Fatal("the failpoint did not kill the writer")
 	}
@@ -345,7 +345,7 @@ func TestLocalSpareCrash(t *testing.T) {
 	if err := s.Put(t.Context(), "after", []byte("a")); err != nil {
 		t.Fatal(err)
 	}
-	waitSpares(t, dir, 1)
+	waitSpares(t, s, dir, 1)
 	for _, f := range spareFiles(t, dir) {
 		if fi, err := os.Stat(f); err == nil && fi.Size() > 0 {
 			t.Fatalf("the dead writer's filled spare %s survived", f)
@@ -364,7 +364,7 @@ func TestLocalSpareFailpointError(t *testing.T) {
 	if err := s.Put(ctx, "warm", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitSpares(t, dir, 1)
+	waitSpares(t, s, dir, 1)
 	if err := failpoint.Enable(storage.FailpointSpareFilled, "error"); err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +392,7 @@ func TestLocalSpareDirVanishes(t *testing.T) {
 	if err := s.Put(ctx, "warm", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitSpares(t, dir, storage.SpareTarget)
+	waitSpares(t, s, dir, storage.SpareTarget)
 	if err := os.RemoveAll(filepath.Join(dir, storage.SpareDirName)); err != nil {
 		t.Fatal(err)
 	}
@@ -401,5 +401,5 @@ func TestLocalSpareDirVanishes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitSpares(t, dir, 1)
+	waitSpares(t, s, dir, 1)
 }
