@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -300,8 +301,11 @@ func cmdRun(ctx context.Context, args []string) error {
 	if c.NATSCert != "" {
 		opts = append(opts, nats.ClientCert(c.NATSCert, c.NATSKey))
 	}
-	nc, err := nats.Connect(url, append(opts, nats.Name("omnigraph-worker"), nats.MaxReconnects(-1))...)
+	nc, err := connectNATS(ctx, url, append(opts, nats.Name("omnigraph-worker"), nats.MaxReconnects(-1)), log)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting for NATS: nothing was taken from the stream
+		}
 		return err
 	}
 	defer nc.Drain()
@@ -361,6 +365,30 @@ func cmdRun(ctx context.Context, args []string) error {
 		_ = lease.Release(relCtx)
 		cancel()
 		return err
+	}
+}
+
+// connectNATS connects to url, waiting with backoff while no server answers (a worker started
+// beside its NATS server, as in docker-compose, must not die for being first) until ctx ends.
+// Any other failure (credentials, TLS) is returned at once.
+func connectNATS(ctx context.Context, url string, opts []nats.Option, log *zap.Logger) (*nats.Conn, error) {
+	retry := backoff.NewExponentialBackOff()
+	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 200*time.Millisecond, 5*time.Second, 0
+	for {
+		nc, err := nats.Connect(url, opts...)
+		if err == nil {
+			return nc, nil
+		}
+		if !errors.Is(err, nats.ErrNoServers) {
+			return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		}
+		wait := retry.NextBackOff()
+		log.Warn("NATS not reachable; retrying", zap.String("url", url), zap.Duration("in", wait), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
 	}
 }
 

@@ -380,3 +380,38 @@ func TestFullSizeBatch(t *testing.T) {
 		t.Fatalf("graph holds %d rows, want %d", len(got), lines)
 	}
 }
+
+// TestWorkerWaitsForNATS: a worker started before its NATS server (as docker-compose may
+// start them) waits for it instead of exiting, then consumes as usual; one stopped while it
+// waits exits 0.
+func TestWorkerWaitsForNATS(t *testing.T) {
+	ns := prepareNATS(t)
+	root := initGraph(t)
+	w := startWorker(t, root, ns.url, "")
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(w.out.String(), "NATS not reachable; retrying") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker did not wait for NATS:\n%s", w.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case err := <-w.done:
+		t.Fatalf("the worker exited without NATS: %v\n%s", err, w.out)
+	case <-time.After(300 * time.Millisecond):
+	}
+	ns.start()
+	publish(t, ns.url, 2)
+	waitAcked(t, ns.url, 2, w)
+	w.terminate(t)
+	checkExactlyOnce(t, root, 2)
+
+	idle := prepareNATS(t) // never started
+	w2 := startWorker(t, root, idle.url, "")
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(w2.out.String(), "NATS not reachable; retrying"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second worker did not wait for NATS:\n%s", w2.out)
+		}
+	}
+	w2.terminate(t) // exit 0 while waiting
+}

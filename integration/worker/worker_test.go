@@ -64,6 +64,13 @@ type natsServer struct {
 }
 
 func startNATS(t *testing.T) *natsServer {
+	s := prepareNATS(t)
+	s.start()
+	return s
+}
+
+// prepareNATS configures a nats-server on a free port without starting it.
+func prepareNATS(t *testing.T) *natsServer {
 	dir := t.TempDir()
 	port := freePort(t)
 	conf := filepath.Join(dir, "nats.conf")
@@ -72,7 +79,6 @@ func startNATS(t *testing.T) *natsServer {
 		t.Fatal(err)
 	}
 	s := &natsServer{t: t, conf: conf, url: fmt.Sprintf("nats://127.0.0.1:%d", port)}
-	s.start()
 	t.Cleanup(s.stop)
 	return s
 }
