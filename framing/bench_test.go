@@ -46,35 +46,9 @@ func wideBatch8192(tb testing.TB) []byte {
 	return []byte(b.String())
 }
 
-func benchParse(b *testing.B, body []byte, want int) {
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		recs, err := ParseBytes(body, DefaultLimits())
-		if err != nil || len(recs) != want {
-			b.Fatalf("%d records, %v", len(recs), err)
-		}
-	}
-}
-
-func BenchmarkParse8192(b *testing.B) { benchParse(b, batch8192(b), 8192) }
-
-func BenchmarkParse8192Wide(b *testing.B) { benchParse(b, wideBatch8192(b), 8192) }
-
-// smallGraphBatch is n short node lines and n short edge lines (about 85 bytes each), the
-// shape of the end-to-end benchmark's batches: per-record costs dominate, not bytes.
-func smallGraphBatch(n int) []byte {
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, `{"type":"Person","data":{"handle":"p-%d","name":"name-%d","age":%d,"score":%g}}`+"\n", i, i, i%90, float64(i)*0.5)
-	}
-	for i := range n {
-		fmt.Fprintf(&b, `{"edge":"Knows","from":"p-%d","to":"p-%d","data":{"id":"k-%d","since":%d}}`+"\n", i, (i+1)%n, i, i)
-	}
-	return []byte(b.String())
-}
-
-func BenchmarkParseSmall1k1k(b *testing.B) { benchParse(b, smallGraphBatch(1000), 2000) }
-
-func BenchmarkParseSmall4k4k(b *testing.B) { benchParse(b, smallGraphBatch(4096), 8192) }
+// The generators for the benchmarks, which live in package framing_test beside batches built
+// by internal/benchdata (which imports this package).
+var (
+	Batch8192     = batch8192
+	WideBatch8192 = wideBatch8192
+)

@@ -7,26 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
 )
-
-// e2eBody is batch k: n new people and n edges, as NDJSON.
-func e2eBody(k, n int) []byte {
-	var b strings.Builder
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, `{"type":"Person","data":{"handle":"e%d-%d","name":"name-%d","age":%d,"score":%g}}`+"\n", k, i, i, i%90, float64(i)*0.5)
-	}
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, `{"edge":"Knows","from":"e%d-%d","to":"e%d-%d","data":{"id":"ek%d-%d","since":%d}}`+"\n", k, i, k, (i+1)%n, k, i, i)
-	}
-	return []byte(b.String())
-}
 
 // e2eBench times publish -> commit -> ack -> event through a real nats-server process and the
 // worker, one batch at a time as a producer waiting on each would.
@@ -75,7 +63,7 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 	run := func(label string, n, count, base int) ([]float64, time.Duration, error) {
 		bodies := make([][]byte, count)
 		for k := range bodies {
-			bodies[k] = e2eBody(base+k, n)
+			bodies[k] = benchdata.GraphBody(base+k, n)
 		}
 		var lat []float64
 		start := time.Now()
@@ -142,7 +130,7 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 func sustained(ctx context.Context, js jetstream.JetStream, subject string, events <-chan struct{}, n, count, base int) (time.Duration, error) {
 	bodies := make([][]byte, count)
 	for k := range bodies {
-		bodies[k] = e2eBody(base+k, n)
+		bodies[k] = benchdata.GraphBody(base+k, n)
 	}
 	start := time.Now()
 	for k := range bodies {

@@ -26,7 +26,10 @@ node Event {
 `
 
 // GraphBatch is batch k: n new people and n edges among them (a ring), for strict inserts.
-func GraphBatch(k, n int) []framing.Record {
+func GraphBatch(k, n int) []framing.Record { return parse(string(GraphBody(k, n))) }
+
+// GraphBody is GraphBatch's NDJSON body, as a producer publishes it.
+func GraphBody(k, n int) []byte {
 	var b strings.Builder
 	for i := 0; i < n; i++ {
 		fmt.Fprintf(&b, `{"type":"Person","data":{"handle":"p%d-%d","name":"name-%d-%d","age":%d,"score":%g}}`+"\n", k, i, k, i, i%90, float64(i)*0.5)
@@ -34,7 +37,7 @@ func GraphBatch(k, n int) []framing.Record {
 	for i := 0; i < n; i++ {
 		fmt.Fprintf(&b, `{"edge":"Knows","from":"p%d-%d","to":"p%d-%d","data":{"id":"k%d-%d","since":%d}}`+"\n", k, i, k, (i+1)%n, k, i, i)
 	}
-	return parse(b.String())
+	return []byte(b.String())
 }
 
 // People is n new Person records keyed m<offset>, m<offset+1>, ….

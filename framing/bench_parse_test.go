@@ -1,0 +1,30 @@
+package framing_test
+
+import (
+	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
+)
+
+func BenchmarkParse8192(b *testing.B) { benchParse(b, framing.Batch8192(b), 8192) }
+
+func BenchmarkParse8192Wide(b *testing.B) { benchParse(b, framing.WideBatch8192(b), 8192) }
+
+// Batches of n short node lines and n short edge lines (about 85 bytes each), the shape the
+// engine and end-to-end benchmarks load: per-record costs dominate, not bytes.
+func BenchmarkParseSmall1k1k(b *testing.B) { benchParse(b, benchdata.GraphBody(0, 1000), 2000) }
+
+func BenchmarkParseSmall4k4k(b *testing.B) { benchParse(b, benchdata.GraphBody(0, 4096), 8192) }
+
+func benchParse(b *testing.B, body []byte, want int) {
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		recs, err := framing.ParseBytes(body, framing.DefaultLimits())
+		if err != nil || len(recs) != want {
+			b.Fatalf("%d records, %v", len(recs), err)
+		}
+	}
+}
