@@ -34,6 +34,17 @@ func waitMetrics(t *testing.T, m *Metrics, want ...string) {
 	t.Fatalf("metrics lack some of %q:\n%s", want, out)
 }
 
+// startFailing arms failpoint name with action for the test and starts a worker with metrics.
+func startFailing(t *testing.T, name, action string) (*harness, *Metrics) {
+	t.Helper()
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable(name, action); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics()
+	return start(t, func(w *Worker) { w.UseMetrics(m) }), m
+}
+
 // checkNoRedelivery requires that every message was delivered once: retries happened in
 // place, not through the server.
 func (h *harness) checkNoRedelivery() {
@@ -47,12 +58,7 @@ func (h *harness) checkNoRedelivery() {
 // A transient failure (here the load failing before it arms anything) is retried in place
 // with backoff: the message is not redelivered, and the one behind it waits its turn.
 func TestTransientFailureRetriesInPlace(t *testing.T) {
-	t.Cleanup(failpoint.Reset)
-	if err := failpoint.Enable("load.after_prepare", "2*error"); err != nil {
-		t.Fatal(err)
-	}
-	m := NewMetrics()
-	h := start(t, func(w *Worker) { w.UseMetrics(m) })
+	h, m := startFailing(t, "load.after_prepare", "2*error")
 	h.publish(batch, map[string]string{HeaderMode: "append"})
 	h.publish(`{"type":"Person","data":{"handle":"bob","name":"Bob","active":true}}`, map[string]string{HeaderMode: "append"})
 	for want := uint64(1); want <= 2; want++ {
@@ -70,12 +76,7 @@ func TestTransientFailureRetriesInPlace(t *testing.T) {
 // RecoveryRequired (here a load failing after its first table committed) makes the worker
 // resolve the intent and retry the same delivery: one commit, no sidecar left, no redelivery.
 func TestRecoveryRequiredRecoversThenRetries(t *testing.T) {
-	t.Cleanup(failpoint.Reset)
-	if err := failpoint.Enable("load.after_table_commit", "1*error"); err != nil {
-		t.Fatal(err)
-	}
-	m := NewMetrics()
-	h := start(t, func(w *Worker) { w.UseMetrics(m) })
+	h, m := startFailing(t, "load.after_table_commit", "1*error")
 	h.publish(batch, map[string]string{HeaderMode: "append", HeaderMsgID: "once"})
 	if ev := h.event(); ev.SourceSequence != 1 || ev.AlreadyApplied {
 		t.Fatalf("event %+v", ev)

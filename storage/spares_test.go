@@ -40,6 +40,18 @@ func spareFiles(t *testing.T, root string) []string {
 	return out
 }
 
+// filledSpares are the spare files under root that hold data: a write's, not yet published.
+func filledSpares(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	for _, f := range spareFiles(t, root) {
+		if fi, err := os.Stat(f); err == nil && fi.Size() > 0 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // waitSpares waits until s has at least n spare files ready to take, and returns the spare
 // files under root.
 func waitSpares(t *testing.T, s storage.Store, root string, n int) []string {
@@ -329,14 +341,8 @@ func TestLocalSpareCrash(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("child was not killed at %s: %v\n%s", storage.FailpointSpareFilled, err, out)
 	}
-	filled := 0
-	for _, f := range spareFiles(t, dir) {
-		if fi, err := os.Stat(f); err == nil && fi.Size() > 0 {
-			filled++
-		}
-	}
-	if filled != 1 {
-		t.Fatalf("%d filled spares left by the killed writer, want 1", filled)
+	if filled := filledSpares(t, dir); len(filled) != 1 {
+		t.Fatalf("%d filled spares left by the killed writer, want 1", len(filled))
 	}
 	s := openLocal(t, dir)
 	if objs, err := s.List(t.Context(), ""); err != nil || len(objs) != 1 || objs[0].Key != "warm" {
@@ -346,10 +352,8 @@ func TestLocalSpareCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSpares(t, s, dir, 1)
-	for _, f := range spareFiles(t, dir) {
-		if fi, err := os.Stat(f); err == nil && fi.Size() > 0 {
-			t.Fatalf("the dead writer's filled spare %s survived", f)
-		}
+	if filled := filledSpares(t, dir); len(filled) > 0 {
+		t.Fatalf("the dead writer's filled spare %s survived", filled[0])
 	}
 	if n := len(mustReadDir(t, filepath.Join(dir, storage.SpareDirName))); n != 1 {
 		t.Fatalf("%d spare directories, want only the live store's", n)
@@ -376,10 +380,8 @@ func TestLocalSpareFailpointError(t *testing.T) {
 	if ok, _ := s.Exists(ctx, "k"); ok {
 		t.Fatal("a failed Put published its object")
 	}
-	for _, f := range spareFiles(t, dir) {
-		if fi, err := os.Stat(f); err == nil && fi.Size() > 0 {
-			t.Fatalf("filled spare %s left behind", f)
-		}
+	if filled := filledSpares(t, dir); len(filled) > 0 {
+		t.Fatalf("filled spare %s left behind", filled[0])
 	}
 }
 
