@@ -33,6 +33,15 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 			}
 		}
 	}
+	batchRows := map[string]map[string]int{} // table key -> batch id -> row, built once a table
+	rowsOf := func(t *plannedTable) map[string]int {
+		m, ok := batchRows[t.key]
+		if !ok {
+			m = t.batch.Rows()
+			batchRows[t.key] = m
+		}
+		return m
+	}
 	// Endpoints resolve over the merged universe: an overwritten table is exactly its batch.
 	// Each endpoint type is resolved once (its batch rows and committed index), not per edge.
 	type endpointType struct {
@@ -48,7 +57,7 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 		r := &endpointType{}
 		t, planned := byKey[key]
 		if planned {
-			r.batch = t.batch.Rows()
+			r.batch = rowsOf(t)
 		}
 		switch {
 		case planned && req.Mode == ModeOverwrite:
@@ -101,11 +110,10 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 		}
 	}
 	if req.Mode == ModeOverwrite {
-		batchIDs := map[string]map[string]int{} // table key -> batch id -> row
 		for _, t := range planned {
-			batchIDs[t.key] = t.batch.Rows()
+			rowsOf(t)
 		}
-		if err := g.checkRetainedEdges(ctx, st, byKey, batchIDs); err != nil {
+		if err := g.checkRetainedEdges(ctx, st, byKey, batchRows); err != nil {
 			return err
 		}
 	}
