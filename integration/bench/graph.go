@@ -39,8 +39,6 @@ func timeLoads(ctx context.Context, g *engine.Graph, base, iters, n int) ([]floa
 	return out, nil
 }
 
-// age gives a graph rows existing Person rows (in 8,192-row loads) and then enough one-row
-// commits to reach commits prior commits.
 // age loads rows (as 8,192-row loads) and then one-row loads up to commits in all. The one-row
 // loads go to the Event table, or with sameTable to Person, the table the aged loads then
 // measure: every load adds a fragment, and nothing compacts a graph table yet, so that
@@ -129,6 +127,7 @@ func agedBench(ctx context.Context, tmp string, iters, agedRows, agedCommits int
 	if err != nil {
 		return err
 	}
+	defer g.Root().Close()
 	fresh, err := timeLoads(ctx, g, 0, iters, n)
 	if err != nil {
 		return err
@@ -137,6 +136,7 @@ func agedBench(ctx context.Context, tmp string, iters, agedRows, agedCommits int
 	if err != nil {
 		return err
 	}
+	defer ga.Root().Close()
 	t0 := time.Now()
 	if err := age(ctx, ga, agedRows, agedCommits, sameTable); err != nil {
 		return err
