@@ -15,10 +15,10 @@ func TestMain(m *testing.M) {
 }
 
 // A chain of commits of every kind the engine makes (appends, insert-only updates, row
-// rewrites, deletes, upserts, a tail compaction), each staged on the Dataset the previous
-// commit returned, so that each reuses the fragment encodings of the one before. Each reuse
-// is checked against a fresh encoding (checkFragmentCodes), and each written manifest must be
-// exactly what encoding its decoded self gives.
+// rewrites, deletes, upserts, tail compactions, Rewrite compactions), each staged on the
+// Dataset the previous commit returned, so that each reuses the fragment encodings of the one
+// before. Each reuse is checked against a fresh encoding (checkFragmentCodes), and each
+// written manifest must be exactly what encoding its decoded self gives.
 func TestCommitChainReusesFragmentEncodings(t *testing.T) {
 	ctx := context.Background()
 	st := memStore(t)
@@ -31,7 +31,7 @@ func TestCommitChainReusesFragmentEncodings(t *testing.T) {
 	reused := 0
 	for step := range 60 {
 		var s *Staged
-		switch op := rng.IntN(6); {
+		switch op := rng.IntN(7); {
 		case op == 0 || step < 5:
 			s, err = d.StageAppend(ctx, rows(next, next+1), StageOptions{})
 			next += 2
@@ -46,8 +46,13 @@ func TestCommitChainReusesFragmentEncodings(t *testing.T) {
 		case op == 4:
 			s, err = d.StageRewriteRows(ctx, nil, rows(next), StageOptions{InlineTransactionOnly: true})
 			next++
-		default:
+		case op == 5:
 			s, _, err = d.CompactTail(ctx, 4, StageOptions{})
+			if s == nil && err == nil {
+				continue
+			}
+		default:
+			s, _, err = d.StageCompaction(ctx, CompactionOptions{TargetRowsPerFragment: 6}, StageOptions{})
 			if s == nil && err == nil {
 				continue
 			}

@@ -532,6 +532,10 @@ func FuzzTransaction(f *testing.F) {
 	f.Add(encodeTransaction(&Transaction{ReadVersion: 3, UUID: "u", Properties: map[string]string{"a": "b"},
 		Op: Operation{Kind: OpDelete, RemovedFragmentIDs: []uint64{1}, Predicate: "id = 1"}}))
 	f.Add(encodeTransaction(&Transaction{UUID: "u", Op: Operation{Kind: OpRestore, RestoreVersion: 2}}))
+	f.Add(encodeTransaction(&Transaction{UUID: "u", Op: Operation{Kind: OpRewrite, Groups: []RewriteGroup{{
+		OldFragments: []Fragment{{ID: 3, PhysicalRows: 2, RowIDs: encodeRangeSequence(0, 2)}},
+		NewFragments: []Fragment{{PhysicalRows: 2, RowIDs: encodeRowIDSequence([]uint64{0, 1}), CreatedAt: encodeVersionRuns([]uint64{1, 2})}},
+	}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tx, err := DecodeTransaction(b)
 		if err != nil {

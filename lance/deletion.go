@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
-	"sort"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -59,7 +59,8 @@ func decodeDeletionFile(name string, fileType int32, data []byte, physicalRows u
 	if err != nil {
 		return nil, &FormatError{File: name, Offset: -1, Reason: err.Error()}
 	}
-	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	slices.Sort(offs)
+	offs = slices.Compact(offs) // an .arrow file may name a row twice
 	for _, o := range offs {
 		if uint64(o) >= physicalRows {
 			return nil, &FormatError{File: name, Offset: -1, Reason: fmt.Sprintf("deleted row %d is past the fragment's %d rows", o, physicalRows)}

@@ -20,15 +20,44 @@ type ScanOptions struct {
 	Columns   []string // nil: every column
 	Filter    *Filter  // nil: every live row
 	BatchRows int      // rows read per step from a fragment; default 65,536
-	// WithRowAddress adds a last column "_rowaddr" (UInt64): fragment id << 32 | row offset,
-	// the address StageRewriteRows takes.
+	// WithRowAddress adds a column "_rowaddr" (UInt64) after the requested ones: fragment id
+	// << 32 | row offset, the address StageRewriteRows takes.
 	WithRowAddress bool
+	// WithRowID adds a column "_rowid" (UInt64) after those: the row's stable row id (its
+	// address on a dataset without stable row ids), as lance's with_row_id.
+	WithRowID bool
+	// WithRowVersions adds "_row_created_at_version" and "_row_last_updated_at_version"
+	// (UInt64) after those: the versions that created and last wrote each row, read as lance
+	// reads them (version 1 where a fragment records none).
+	WithRowVersions bool
 	// Fragments, when set, limits the scan to these fragment ids (in manifest order).
 	Fragments []uint64
 }
 
-// RowAddressColumn is the name of the row-address column a scan adds on request.
-const RowAddressColumn = "_rowaddr"
+// Names of the columns a scan adds on request (ScanOptions), in the order it adds them.
+const (
+	RowAddressColumn       = "_rowaddr"
+	RowIDColumn            = "_rowid"
+	RowCreatedAtColumn     = "_row_created_at_version"
+	RowLastUpdatedAtColumn = "_row_last_updated_at_version"
+)
+
+// extraFields are the columns a scan appends after the requested ones.
+func (o *ScanOptions) extraFields() []arrow.Field {
+	var fs []arrow.Field
+	add := func(name string) { fs = append(fs, arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Uint64}) }
+	if o.WithRowAddress {
+		add(RowAddressColumn)
+	}
+	if o.WithRowID {
+		add(RowIDColumn)
+	}
+	if o.WithRowVersions {
+		add(RowCreatedAtColumn)
+		add(RowLastUpdatedAtColumn)
+	}
+	return fs
+}
 
 // RowAddress is a row's physical address: fragment id << 32 | offset within the fragment.
 type RowAddress uint64
@@ -84,8 +113,8 @@ func (d *Dataset) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) 
 	if err != nil {
 		return nil, err
 	}
-	if opts.WithRowAddress {
-		fs := append(as.Fields(), arrow.Field{Name: RowAddressColumn, Type: arrow.PrimitiveTypes.Uint64})
+	if extra := opts.extraFields(); len(extra) > 0 {
+		fs := append(as.Fields(), extra...)
 		md := as.Metadata()
 		as = arrow.NewSchema(fs, &md)
 	}
@@ -125,7 +154,9 @@ func (s *Scanner) Next(ctx context.Context) (arrow.Record, error) {
 			if err != nil {
 				return nil, err
 			}
-			fr.withAddr = s.opts.WithRowAddress
+			if err := fr.withExtra(&s.opts, s.d.manifest.StableRowIDs()); err != nil {
+				return nil, err
+			}
 			s.cur, s.frag = fr, s.frag+1
 		}
 		rec, err := s.cur.next(ctx, s.opts.BatchRows, s.mem)
@@ -170,8 +201,8 @@ func (s *Scanner) apply(ctx context.Context, rec arrow.Record) (arrow.Record, er
 		for _, j := range s.outIdx {
 			cols = append(cols, rec.Column(j))
 		}
-		if s.opts.WithRowAddress {
-			cols = append(cols, rec.Column(int(rec.NumCols())-1))
+		for j := len(s.read.Fields); j < int(rec.NumCols()); j++ {
+			cols = append(cols, rec.Column(j))
 		}
 		trimmed := array.NewRecord(s.arrowSc, cols, rec.NumRows())
 		rec.Release()
@@ -292,7 +323,11 @@ type fragmentReader struct {
 	deleted  []uint32 // sorted offsets
 	pos      int64
 	sc       *arrow.Schema
-	withAddr bool // append a _rowaddr column
+	extra    []arrow.Field // columns appended after the fields (ScanOptions.extraFields)
+	withAddr bool          // append a _rowaddr column
+	rowIDs   []uint64      // per physical row, when _rowid is asked for
+	created  []uint64      // per physical row, when the version columns are asked for
+	updated  []uint64
 }
 
 func (d *Dataset) openFragment(ctx context.Context, fr *Fragment, read *schema.Schema) (*fragmentReader, error) {
@@ -400,22 +435,71 @@ func (r *fragmentReader) next(ctx context.Context, batch int, mem memory.Allocat
 		rec.Release()
 	}
 	sc := r.sc
-	if r.withAddr {
-		b := array.NewUint64Builder(mem)
-		b.Reserve(int(n))
-		base := r.frag.ID << 32
-		for i := int64(0); i < n; i++ {
-			b.UnsafeAppend(base | uint64(r.pos+i))
+	if len(r.extra) > 0 {
+		u64s := func(at func(i int64) uint64) {
+			b := array.NewUint64Builder(mem)
+			b.Reserve(int(n))
+			for i := int64(0); i < n; i++ {
+				b.UnsafeAppend(at(r.pos + i))
+			}
+			cols = append(cols, b.NewArray())
+			b.Release()
 		}
-		cols = append(cols, b.NewArray())
-		b.Release()
-		fs := append(sc.Fields(), arrow.Field{Name: RowAddressColumn, Type: arrow.PrimitiveTypes.Uint64})
-		sc = arrow.NewSchema(fs, nil)
+		if r.withAddr {
+			base := r.frag.ID << 32
+			u64s(func(i int64) uint64 { return base | uint64(i) })
+		}
+		if r.rowIDs != nil {
+			u64s(func(i int64) uint64 { return r.rowIDs[i] })
+		}
+		if r.created != nil {
+			u64s(func(i int64) uint64 { return r.created[i] })
+			u64s(func(i int64) uint64 { return r.updated[i] })
+		}
+		sc = arrow.NewSchema(append(sc.Fields(), r.extra...), nil)
 	}
 	rec := array.NewRecord(sc, cols, n)
 	release()
 	r.pos += n
 	return rec, nil
+}
+
+// withExtra prepares the extra columns opts asks for.
+func (r *fragmentReader) withExtra(opts *ScanOptions, stable bool) error {
+	r.extra, r.withAddr = opts.extraFields(), opts.WithRowAddress
+	f := r.frag
+	if opts.WithRowID {
+		if stable {
+			ids, err := f.stableRowIDs()
+			if err != nil {
+				return err
+			}
+			r.rowIDs = ids
+		} else {
+			r.rowIDs = make([]uint64, f.PhysicalRows)
+			for i := range r.rowIDs {
+				r.rowIDs[i] = f.ID<<32 | uint64(i)
+			}
+		}
+	}
+	if opts.WithRowVersions {
+		cr, err := f.createdRuns()
+		if err != nil {
+			return err
+		}
+		up, ok, err := f.versionRuns(f.LastUpdatedAt, 8, "last-updated-at")
+		if err != nil {
+			return err
+		}
+		if !ok && f.PhysicalRows > 0 {
+			up = []versionRun{{n: f.PhysicalRows, version: 1}}
+		}
+		r.created, r.updated = expandRuns(cr), expandRuns(up)
+		if r.created == nil {
+			r.created, r.updated = []uint64{}, []uint64{}
+		}
+	}
+	return nil
 }
 
 // liveMask marks the rows of the batch just read that are not deleted; nil when all are live.

@@ -71,8 +71,18 @@ type Operation struct {
 	RestoreVersion uint64
 	// Clone.
 	Clone *CloneOp
+	// Rewrite: each group's new fragments replace its old ones (compaction).
+	Groups []RewriteGroup
 
 	raw []byte // body of an operation this package only carries (never builds)
+}
+
+// RewriteGroup is one group of a Rewrite: OldFragments (as the read version had them, in
+// manifest order) are replaced by NewFragments, which hold the same live rows (ids 0 until the
+// commit assigns them; row ids and row versions carried over on stable-row-id datasets).
+type RewriteGroup struct {
+	OldFragments []Fragment
+	NewFragments []Fragment
 }
 
 // CloneOp records a branch creation (a shallow clone of a source version).
@@ -131,6 +141,14 @@ func encodeTransaction(t *Transaction) []byte {
 			s.PackedUints(4, widen(op.FieldsModified))
 			s.PackedUints(6, widen(op.FieldsForPreservingFragBitmap))
 			s.Uint(7, uint64(op.UpdateMode))
+		case OpRewrite:
+			for i := range op.Groups {
+				g := &op.Groups[i]
+				s.Message(3, func(gs *pb.Encoder) {
+					encodeFragments(gs, 1, g.OldFragments)
+					encodeFragments(gs, 2, g.NewFragments)
+				})
+			}
 		case OpClone:
 			c := op.Clone
 			s.Bool(1, c.IsShallow)
@@ -297,6 +315,38 @@ func decodeOperation(kind OpKind, b []byte) (Operation, error) {
 			}
 			return err
 		})
+	case OpRewrite:
+		// groups=3; the deprecated top-level old_fragments=1 / new_fragments=2 are one group.
+		var legacy RewriteGroup
+		err = pb.Walk(b, func(f pb.Field) error {
+			switch f.Num {
+			case 1:
+				return frag(&legacy.OldFragments, f)
+			case 2:
+				return frag(&legacy.NewFragments, f)
+			case 3:
+				if err := f.Want(2); err != nil {
+					return err
+				}
+				var g RewriteGroup
+				if err := pb.Walk(f.Bytes, func(gf pb.Field) error {
+					switch gf.Num {
+					case 1:
+						return frag(&g.OldFragments, gf)
+					case 2:
+						return frag(&g.NewFragments, gf)
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+				op.Groups = append(op.Groups, g)
+			}
+			return nil
+		})
+		if len(op.Groups) == 0 && (len(legacy.OldFragments) > 0 || len(legacy.NewFragments) > 0) {
+			op.Groups = []RewriteGroup{legacy}
+		}
 	case OpClone:
 		c := &CloneOp{}
 		err = pb.Walk(b, func(f pb.Field) error {

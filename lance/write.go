@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -351,62 +353,83 @@ func (d *Dataset) fieldIDs() []uint32 {
 // writeFragments encodes recs into data files of at most maxRowsPerFile rows each, to be
 // written with the transaction (w).
 func (d *Dataset) writeFragments(s *schema.Schema, recs []arrow.Record, fo file.Options, out *fileWrites) ([]Fragment, error) {
-	var frags []Fragment
-	var w *file.Writer
-	flush := func() error {
-		if w == nil || w.NumRows() == 0 {
-			return nil
+	k := &fragmentSink{s: s, fo: fo, out: out, maxRows: maxRowsPerFile}
+	for _, rec := range recs {
+		if err := k.write(rec); err != nil {
+			return nil, err
 		}
-		rows := w.NumRows()
-		b, err := w.Finish()
+	}
+	if err := k.flush(); err != nil {
+		return nil, err
+	}
+	return k.frags, nil
+}
+
+// fragmentSink encodes a stream of rows into new fragments (one data file each) of at most
+// maxRows rows, to be written with a transaction (out).
+type fragmentSink struct {
+	s       *schema.Schema
+	fo      file.Options
+	out     *fileWrites
+	maxRows int64
+	w       *file.Writer
+	frags   []Fragment
+}
+
+// write appends rec's rows, starting a new fragment whenever the current one is full.
+func (k *fragmentSink) write(rec arrow.Record) error {
+	for off := int64(0); off < rec.NumRows(); {
+		if k.w == nil {
+			var err error
+			if k.w, err = file.NewWriter(k.s, k.fo); err != nil {
+				return err
+			}
+		}
+		n := min(rec.NumRows()-off, k.maxRows-k.w.NumRows())
+		part := rec
+		if off != 0 || n != rec.NumRows() {
+			part = rec.NewSlice(off, off+n)
+		}
+		err := k.w.Write(part)
+		if part != rec {
+			part.Release()
+		}
 		if err != nil {
 			return err
 		}
-		name := newDataFileName()
-		out.add("data/"+name, b, "lance.write_data_file", "data file")
-		ids := s.FieldIDs()
-		cols := make([]int32, len(ids))
-		for i := range cols {
-			cols[i] = int32(i)
+		off += n
+		if k.w.NumRows() >= k.maxRows {
+			if err := k.flush(); err != nil {
+				return err
+			}
 		}
-		frags = append(frags, Fragment{PhysicalRows: uint64(rows), Files: []DataFile{{
-			Path: name, Fields: ids, ColumnIndices: cols, FileMajor: fileMajor, FileMinor: fileMinor, FileSizeBytes: uint64(len(b)),
-		}}})
-		w = nil
+	}
+	return nil
+}
+
+// flush finishes the current fragment, if it has rows.
+func (k *fragmentSink) flush() error {
+	w := k.w
+	if w == nil || w.NumRows() == 0 {
 		return nil
 	}
-	for _, rec := range recs {
-		for off := int64(0); off < rec.NumRows(); {
-			if w == nil {
-				var err error
-				if w, err = file.NewWriter(s, fo); err != nil {
-					return nil, err
-				}
-			}
-			n := min(rec.NumRows()-off, maxRowsPerFile-w.NumRows())
-			part := rec
-			if off != 0 || n != rec.NumRows() {
-				part = rec.NewSlice(off, off+n)
-			}
-			err := w.Write(part)
-			if part != rec {
-				part.Release()
-			}
-			if err != nil {
-				return nil, err
-			}
-			off += n
-			if w.NumRows() >= maxRowsPerFile {
-				if err := flush(); err != nil {
-					return nil, err
-				}
-			}
-		}
+	k.w = nil
+	rows := w.NumRows()
+	b, err := w.Finish()
+	if err != nil {
+		return err
 	}
-	if err := flush(); err != nil {
-		return nil, err
+	name := newDataFileName()
+	k.out.add("data/"+name, b, "lance.write_data_file", "data file")
+	ids := k.s.FieldIDs()
+	cols := make([]int32, len(ids))
+	for i := range cols {
+		cols[i] = int32(i)
 	}
-	return frags, nil
+	k.frags = append(k.frags, Fragment{PhysicalRows: uint64(rows), Files: []DataFile{{
+		Path: name, Fields: ids, ColumnIndices: cols, FileMajor: fileMajor, FileMinor: fileMinor, FileSizeBytes: uint64(len(b)),
+	}}})
+	return nil
 }
 
 // Commit makes a staged transaction visible as exactly version ReadVersion+1, with no retry:
@@ -475,6 +498,22 @@ func (d *Dataset) buildManifest(ctx context.Context, txn *Transaction) (m *Manif
 		for i := range old {
 			carried[i] = i
 		}
+	case OpRewrite:
+		// Every fragment outside the groups is carried; the new ones have fresh ids.
+		at := make(map[uint64]int, len(old))
+		for i := range old {
+			at[old[i].ID] = i
+		}
+		for _, g := range txn.Op.Groups {
+			for _, f := range g.OldFragments {
+				delete(at, f.ID)
+			}
+		}
+		for i := range m.Fragments {
+			if j, ok := at[m.Fragments[i].ID]; ok {
+				carried[i] = j
+			}
+		}
 	case OpDelete, OpUpdate:
 		// replaceFragments keeps the old order, dropping removed fragments and replacing
 		// updated ones: the rest are carried.
@@ -540,6 +579,12 @@ func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, er
 		n := len(frags)
 		m.Fragments = append(frags, op.Fragments...)
 		added = m.Fragments[n:]
+	case OpRewrite:
+		frags, err := rewriteFragments(&m, old, op.Groups, stable)
+		if err != nil {
+			return nil, err
+		}
+		m.Fragments = frags
 	case OpRestore:
 		src, _, _, _, err := readManifest(ctx, d.dir, d.scheme, op.RestoreVersion)
 		if err != nil {
@@ -567,6 +612,74 @@ func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, er
 	}
 	m.recomputeFlags(stable)
 	return &m, nil
+}
+
+// rewriteFragments applies a Rewrite's groups to old's fragments, as lance does: each group's
+// new fragments take the place of its old ones when those are contiguous (else the old ones
+// are dropped and the new ones appended). New fragments without an id get the next ones, and
+// max_fragment_id (in m) follows. next_row_id is unchanged: the new fragments carry the row
+// ids of the rows they hold.
+func rewriteFragments(m *Manifest, old *Manifest, groups []RewriteGroup, stable bool) ([]Fragment, error) {
+	frags := cloneFragments(old.Fragments)
+	next := old.nextFragmentID()
+	maxID, hasMax := uint64(0), old.MaxFragmentID != nil
+	if hasMax {
+		maxID = uint64(*old.MaxFragmentID)
+	}
+	for gi := range groups {
+		g := &groups[gi]
+		if len(g.OldFragments) == 0 {
+			return nil, fmt.Errorf("lance: rewrite group %d replaces no fragment", gi)
+		}
+		start := slices.IndexFunc(frags, func(f Fragment) bool { return f.ID == g.OldFragments[0].ID })
+		if start < 0 {
+			return nil, fmt.Errorf("lance: rewrite group %d replaces fragment %d, which version %d does not have", gi, g.OldFragments[0].ID, old.Version)
+		}
+		contiguous := start+len(g.OldFragments) <= len(frags)
+		for i := 1; contiguous && i < len(g.OldFragments); i++ {
+			contiguous = frags[start+i].ID == g.OldFragments[i].ID
+		}
+		added := cloneFragments(g.NewFragments)
+		for i := range added {
+			if added[i].ID == 0 {
+				added[i].ID = next
+				next++
+			}
+			if stable && !added[i].hasRowIDs() {
+				return nil, fmt.Errorf("lance: rewrite group %d adds a fragment without row ids to a stable-row-id dataset", gi)
+			}
+			if !hasMax || added[i].ID > maxID {
+				maxID, hasMax = added[i].ID, true
+			}
+		}
+		if contiguous {
+			frags = slices.Replace(frags, start, start+len(g.OldFragments), added...)
+			continue
+		}
+		for _, of := range g.OldFragments {
+			i := slices.IndexFunc(frags, func(f Fragment) bool { return f.ID == of.ID })
+			if i < 0 {
+				return nil, fmt.Errorf("lance: rewrite group %d replaces fragment %d, which version %d does not have", gi, of.ID, old.Version)
+			}
+			frags = slices.Delete(frags, i, i+1)
+		}
+		frags = append(frags, added...)
+	}
+	seen := make(map[uint64]bool, len(frags))
+	for i := range frags {
+		if seen[frags[i].ID] {
+			return nil, fmt.Errorf("lance: the rewrite leaves two fragments with id %d", frags[i].ID)
+		}
+		seen[frags[i].ID] = true
+	}
+	if hasMax {
+		if maxID > math.MaxUint32 {
+			return nil, fmt.Errorf("lance: fragment id %d overflows max_fragment_id", maxID)
+		}
+		mx := uint32(maxID)
+		m.MaxFragmentID = &mx
+	}
+	return frags, nil
 }
 
 // stableAssign gives fragments without row ids fresh ones from next_row_id, and records the

@@ -3,7 +3,11 @@
 // datasets written by the Go lance package, and vice versa.
 //
 //   node compat.mjs verify <dir>                      read <dir>/cases.json, check every case
+//                                                      (a case's "meta" rows name each id's _rowid and
+//                                                      row versions; "ordered": a scan returns them in
+//                                                      that order)
 //   node compat.mjs mutate <dir>                      apply <dir>/mutate.json steps in order
+//                                                      (append | delete | update | optimize)
 //   node compat.mjs write  <dir>                      create reference tables + <dir>/cases.json
 //   node compat.mjs bench  <dir> --rows N --iters K   append/scan timings, one JSON line
 //   node compat.mjs bench-serve <dir> --rows N        stdin "K" -> K timed appends, one JSON line each
@@ -13,11 +17,12 @@
 // run, 2 on bad usage.
 import fs from "node:fs";
 import path from "node:path";
-import { arrow, compareIdLists, compareRows, fromCanonical } from "./canonical.mjs";
+import { arrow, compareIdLists, compareRows, fromCanonical, toCanonical } from "./canonical.mjs";
 import { appendRows, connect, ensureFreshDir, openAt, scan, typesOf, V20_STABLE } from "./engine.mjs";
 import { runWrite } from "./write.mjs";
 
 const ID = "id";
+const META = ["_row_created_at_version", "_row_last_updated_at_version"];
 
 export function emit(obj) {
   process.stdout.write(JSON.stringify(obj) + "\n");
@@ -117,6 +122,18 @@ async function verifyCase(db, c) {
     });
   }
 
+  if (c.meta) {
+    await check("row ids and versions", async () => {
+      const t = await tbl.query().withRowId().select([ID, ...META]).toArrow();
+      const rows = toCanonical(t);
+      const why = compareRows(c.meta, rows, [ID, "_rowid", ...META], types, ID);
+      if (why || !c.ordered) return why;
+      const exp = c.meta.map((r) => r[ID]), got = rows.map((r) => r[ID]);
+      const at = exp.findIndex((x, i) => x !== got[i]);
+      return at < 0 ? null : `scan order differs at position ${at}: expected id ${exp[at]}, got ${got[at]}`;
+    });
+  }
+
   for (const f of c.filters ?? []) {
     await check(`filter ${JSON.stringify(f.where)}`, async () => {
       const { rows } = await scan(tbl, { where: f.where, columns: [ID] });
@@ -163,8 +180,13 @@ async function runStep(db, s) {
       const r = await tbl.update(opts);
       return r?.version ?? (await tbl.version());
     }
+    case "optimize": {
+      // compaction (lance compact_files, default options) and the rest of lancedb's optimize
+      await tbl.optimize();
+      return tbl.version();
+    }
     default:
-      throw new Error(`unknown op ${JSON.stringify(s.op)} (want append|delete|update)`);
+      throw new Error(`unknown op ${JSON.stringify(s.op)} (want append|delete|update|optimize)`);
   }
 }
 

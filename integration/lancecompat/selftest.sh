@@ -21,7 +21,7 @@ all_ok() {
 
 echo "== write"
 node compat.mjs write "$W" | tee "$tmp/write.out"
-all_ok "$tmp/write.out" 4
+all_ok "$tmp/write.out" 5
 ncases=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).cases.length)' "$W/cases.json")
 
 echo "== verify ($ncases cases written by the official engine)"
@@ -43,6 +43,7 @@ cat >"$W/mutate.json" <<'EOF'
  {"name":"m-main-delete","table":"branched","branch":null,"op":"delete","where":"id = 0"},
  {"name":"m-feat-update","table":"branched","branch":"feat","op":"update","where":"id = 1","values":{"name":"'feat-upd'"}},
  {"name":"m-update-nomatch","table":"branched","op":"update","where":"id = 9999","values":{"name":"'q'"}},
+ {"name":"m-ocompact-optimize","table":"ocompact","op":"optimize"},
  {"name":"neg-int64-as-number","table":"branched","op":"append","rows":[{"id":5,"name":"x","val":1}]},
  {"name":"neg-unknown-column","table":"branched","op":"append","rows":[{"id":"6","zzz":1}]},
  {"name":"neg-bad-sql","table":"branched","op":"delete","where":"nosuch = 1"}
@@ -56,13 +57,14 @@ for want in \
   '{"case":"m-feat-append","ok":true,"version":3}' \
   '{"case":"m-main-delete","ok":true,"version":2}' \
   '{"case":"m-feat-update","ok":true,"version":4}' \
-  '{"case":"m-update-nomatch","ok":true,"version":3}'; do
+  '{"case":"m-update-nomatch","ok":true,"version":3}' \
+  '{"case":"m-ocompact-optimize","ok":true,"version":34}'; do
   grep -Fxq "$want" "$tmp/mutate.out" || fail "mutate: missing line $want"
 done
 for neg in neg-int64-as-number neg-unknown-column neg-bad-sql; do
   grep -q "^{\"case\":\"$neg\",\"ok\":false,\"error\":\"..*\"}$" "$tmp/mutate.out" || fail "mutate: $neg should fail with an error"
 done
-[ "$(wc -l <"$tmp/mutate.out")" -eq 10 ] || fail "mutate: expected 10 lines"
+[ "$(wc -l <"$tmp/mutate.out")" -eq 11 ] || fail "mutate: expected 11 lines"
 
 echo "== verify after mutate"
 mv "$W/cases.json" "$tmp/cases.write.json"
@@ -77,6 +79,7 @@ const full = (r) => Object.fromEntries(cols.map((k) => [k, r[k] ?? null]));
 const [r200, r201] = steps[0].rows.map(full);
 const v4 = byName("alltypes-v4").rows;
 const feat = byName("branched-feat-v2").rows;
+const oc = cases.find((c) => c.table === "ocompact");
 const main = byName("branched-main-v1").rows;
 const res = [
   { name: "post-alltypes-v5", table: "alltypes", branch: null, version: 5, count: 26, rows: [...v4, r200, r201],
@@ -88,17 +91,21 @@ const res = [
   { name: "post-branched-feat-v4", table: "branched", branch: "feat", version: 4, count: 8,
     rows: [...feat, { id: "300", name: "on-feat", val: 0.5 }].map((r) => (r.id === "1" ? { ...r, name: "feat-upd" } : r)),
     filters: [{ where: "name = 'feat-upd'", ids: ["1"] }] },
+  // compaction (optimize) keeps every row, its stable row id, its versions and the order
+  { ...oc, name: "post-ocompact-optimized", version: 34 },
 ];
 // negative controls: verify must notice these (a vacuous verifier would pass them)
 const bad1 = JSON.parse(JSON.stringify(res[1])); bad1.name = "neg-value"; bad1.rows[0].ls_i64 = ["0"];
 const bad2 = JSON.parse(JSON.stringify(res[3])); bad2.name = "neg-filter"; bad2.filters[0].ids = ["1", "2"];
 const bad3 = { ...res[2], name: "neg-count", count: 5, rows: undefined };
-fs.writeFileSync(out, JSON.stringify({ cases: [...res, bad1, bad2, bad3] }));
+const bad4 = JSON.parse(JSON.stringify(res[4])); bad4.name = "neg-rowid"; bad4.meta[2]._rowid = "999";
+const bad5 = JSON.parse(JSON.stringify(res[4])); bad5.name = "neg-order"; bad5.meta.push(bad5.meta.shift());
+fs.writeFileSync(out, JSON.stringify({ cases: [...res, bad1, bad2, bad3, bad4, bad5] }));
 EOF
 node compat.mjs verify "$W" 2>/dev/null | tee "$tmp/verify2.out"
 grep '"case":"post-' "$tmp/verify2.out" >"$tmp/verify2.pos"
-all_ok "$tmp/verify2.pos" 4
-[ "$(grep -c '"case":"neg-[a-z]*","ok":false,"error":"..*"' "$tmp/verify2.out")" -eq 3 ] || fail "verify did not flag all 3 negative controls"
+all_ok "$tmp/verify2.pos" 5
+[ "$(grep -c '"case":"neg-[a-z]*","ok":false,"error":"..*"' "$tmp/verify2.out")" -eq 5 ] || fail "verify did not flag all 5 negative controls"
 
 echo "== bench"
 node compat.mjs bench "$tmp/bench" --rows 1000 --iters 3 | tee "$tmp/bench.out"

@@ -16,9 +16,10 @@ const big = (v) => (v === null ? null : BigInt(v));
 // Recorder collects cases; filter predicates are JS mirrors of the SQL (NULL never matches).
 class Recorder {
   constructor() { this.cases = []; }
-  add(name, table, branch, version, rows, { filters = [], columns } = {}) {
+  add(name, table, branch, version, rows, { filters = [], columns, meta } = {}) {
     const c = { name, table, version, branch, count: rows.length, rows: clone(rows) };
     if (columns) c.columns = columns;
+    if (meta) Object.assign(c, { meta: clone(meta), ordered: true });
     c.filters = filters.map(({ where, pred }) => ({ where, ids: rows.filter(pred).map((r) => r.id) }));
     this.cases.push(c);
   }
@@ -219,12 +220,60 @@ async function writeBranched(db, rec) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// ocompact: a stable-row-id table grown by many small appends, with deletes and updates, for
+// the Go side to compact. The model tracks each row's stable row id and versions as lance
+// assigns them (next_row_id in write order; an update keeps the id and created-at version,
+// sets last-updated-at, and moves the row to a new fragment at the end).
+
+const ocompactSchema = branchedSchema;
+
+async function writeOCompact(db, rec) {
+  const name = "ocompact";
+  let nextRowId = 0;
+  let live = []; // {row, meta} in scan order
+  const add = (ids, v) => {
+    const out = ids.map((i) => ({
+      row: { id: String(i), name: i % 11 === 0 ? null : `oc${i}`, val: i * 0.5 },
+      meta: { id: String(i), _rowid: String(nextRowId++), _row_created_at_version: String(v), _row_last_updated_at_version: String(v) },
+    }));
+    live = live.concat(out);
+    return out.map((x) => x.row);
+  };
+  const snap = (v) => rec.add(`${name}-v${v}`, name, null, v, live.map((x) => x.row), { meta: live.map((x) => x.meta) });
+  const tbl = await createTable(db, name, ocompactSchema, add(range(0, 40), 1), V20_STABLE);
+  let v = expectVersion(await tbl.version(), 1, "create");
+  let next = 40;
+  for (let k = 0; k < 24; k++) {
+    const n = 1 + (k % 3);
+    v = expectVersion(await appendRows(tbl, add(range(next, next + n), v + 1)), v + 1, "append");
+    next += n;
+    if (k % 6 === 5) {
+      // every third row of the first fragment, and one small fragment's rows
+      const where = `(id < 40 AND id % 3 = ${k % 3}) OR id = ${next - 2}`;
+      const pred = (r) => { const i = Number(r.id); return (i < 40 && i % 3 === k % 3) || i === next - 2; };
+      v = expectVersion((await tbl.delete(where)).version, v + 1, "delete");
+      live = live.filter((x) => !pred(x.row));
+    }
+    if (k % 8 === 7) {
+      const target = live[Math.floor(live.length / 2)];
+      const res = await tbl.update({ where: `id = ${target.row.id}`, valuesSql: { val: "val + 1000" } });
+      v = expectVersion(res.version, v + 1, "update");
+      live = live.filter((x) => x !== target).concat([{
+        row: { ...target.row, val: target.row.val + 1000 },
+        meta: { ...target.meta, _row_last_updated_at_version: String(v) },
+      }]);
+    }
+  }
+  snap(v);
+}
+
+// ---------------------------------------------------------------------------------------------
 
 export async function runWrite(dir, emit, log) {
   ensureFreshDir(dir);
   const db = await connect(dir);
   const rec = new Recorder();
-  const tables = { alltypes: writeAllTypes, plain: writePlain, dict: writeDict, branched: writeBranched };
+  const tables = { alltypes: writeAllTypes, plain: writePlain, dict: writeDict, branched: writeBranched, ocompact: writeOCompact };
   for (const [name, fn] of Object.entries(tables)) {
     try {
       await fn(db, rec);

@@ -40,6 +40,9 @@ type goModel struct {
 	sch   map[string]*arrow.Schema
 	rows  map[string][]canon.Row // "table@branch" -> latest rows
 	cases []verifyCase
+	// stable-row-id tables: the latest recorded version, its row ids and versions (scan order)
+	version map[string]uint64
+	meta    map[string][]canon.Row
 }
 
 func key(table, branch string) string { return table + "@" + branch }
@@ -96,7 +99,7 @@ func concat(parts ...[]canon.Row) []canon.Row {
 
 // writeGoTables writes the Go side's tables with the Go lance package and records cases.json.
 func writeGoTables(ctx context.Context, s *suite, dir string) (*goModel, error) {
-	m := &goModel{sch: map[string]*arrow.Schema{}, rows: map[string][]canon.Row{}}
+	m := &goModel{sch: map[string]*arrow.Schema{}, rows: map[string][]canon.Row{}, version: map[string]uint64{}, meta: map[string][]canon.Row{}}
 	err := func() error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -115,6 +118,12 @@ func writeGoTables(ctx context.Context, s *suite, dir string) (*goModel, error) 
 		}
 		if err := writeInlineOnly(ctx, m, dir); err != nil {
 			return fmt.Errorf("inline: %w", err)
+		}
+		if err := writeGoStable(ctx, m, dir); err != nil {
+			return fmt.Errorf("stable: %w", err)
+		}
+		if err := writeGoForOfficial(ctx, m, dir); err != nil {
+			return fmt.Errorf("for official compaction: %w", err)
 		}
 		return writeJSON(filepath.Join(dir, "cases.json"), map[string]any{"cases": m.cases})
 	}()

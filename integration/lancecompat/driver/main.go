@@ -100,6 +100,7 @@ func main() {
 	}
 	if err := s.runNode(ctx, "node-writes/", "write", nodeDir); err == nil {
 		readNodeTables(ctx, s, nodeDir)
+		goCompactsNode(ctx, s, nodeDir)
 	}
 	graphCompat(ctx, s, dir)
 
@@ -125,6 +126,11 @@ type verifyCase struct {
 	Rows    []canon.Row  `json:"rows,omitempty"`
 	Columns []string     `json:"columns,omitempty"`
 	Filters []caseFilter `json:"filters,omitempty"`
+	// Meta names each live row's stable row id and versions ({id, _rowid,
+	// _row_created_at_version, _row_last_updated_at_version}); Ordered: a scan returns the
+	// rows in Meta's order.
+	Meta    []canon.Row `json:"meta,omitempty"`
+	Ordered bool        `json:"ordered,omitempty"`
 }
 
 type caseFilter struct {

@@ -38,6 +38,7 @@ func mutateAndCheck(ctx context.Context, s *suite, dir string, m *goModel) {
 		{Name: "ginline-delete", Table: "ginline", Op: "delete", Where: "id = 4"},
 		{Name: "ginline-append", Table: "ginline", Op: "append", Rows: rowsRange(plainRow, 6000, 6003)},
 	}
+	steps = append(steps, stableMutations(m)...)
 	if err := writeJSON(filepath.Join(dir, "mutate.json"), map[string]any{"steps": steps}); err != nil {
 		s.add("go-mutate-plan", err)
 		return
@@ -61,6 +62,9 @@ func mutateAndCheck(ctx context.Context, s *suite, dir string, m *goModel) {
 		name := "go-reads-node-mutated/" + e.table + branchSuffix(e.branch)
 		s.add(name, checkTable(ctx, dir, e.table, e.branch, 0, e.rows, nil))
 	}
+	// Stable-row-id tables: the official engine's writes and compaction on top of Go's.
+	s.add("go-reads-node-mutated/gstable", checkStableAfterNode(ctx, dir, m))
+	s.add("go-reads-node-compacted/gofficial", checkOfficialCompaction(ctx, s, dir, m))
 	// Go writes on top of what the official engine wrote, and the official engine reads it.
 	s.add("go-appends-after-node", goAppendAfterNode(ctx, s, dir, m))
 }
@@ -143,6 +147,32 @@ func checkTable(ctx context.Context, dir, table, branch string, version uint64, 
 	return nil
 }
 
+// checkMeta compares the row ids and versions Go reads (version 0: latest) with want.
+func checkMeta(ctx context.Context, dir, table, branch string, version uint64, want []canon.Row, ordered bool) error {
+	st, err := openTable(ctx, dir, table)
+	if err != nil {
+		return err
+	}
+	opts := []lance.OpenOption{lance.WithBranch(branch)}
+	if version != 0 {
+		opts = append(opts, lance.AtVersion(version))
+	}
+	d, err := lance.Open(ctx, st, opts...)
+	if err != nil {
+		return err
+	}
+	_, got, err := readWithMeta(ctx, d)
+	if err != nil {
+		return err
+	}
+	if !ordered {
+		want, got = append([]canon.Row(nil), want...), append([]canon.Row(nil), got...)
+		canon.SortByID(want)
+		canon.SortByID(got)
+	}
+	return sameMeta(want, got)
+}
+
 func project(rows []canon.Row, cols []string) []canon.Row {
 	out := make([]canon.Row, len(rows))
 	for i, r := range rows {
@@ -181,6 +211,9 @@ func readNodeTables(ctx context.Context, s *suite, dir string) {
 		err := checkTable(ctx, dir, c.Table, branch, v, c.Rows, nil)
 		if err == nil && c.Columns != nil {
 			err = checkTable(ctx, dir, c.Table, branch, v, c.Rows, c.Columns)
+		}
+		if err == nil && c.Meta != nil {
+			err = checkMeta(ctx, dir, c.Table, branch, v, c.Meta, c.Ordered)
 		}
 		s.add("go-reads-node/"+c.Name, err)
 	}

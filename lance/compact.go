@@ -1,0 +1,394 @@
+package lance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// CompactionOptions mirror lance's compaction defaults.
+type CompactionOptions struct {
+	// TargetRowsPerFragment: fragments with fewer physical rows are candidates, and rewritten
+	// fragments hold at most this many rows. 0 means 1<<20 (lance's target_rows_per_fragment).
+	TargetRowsPerFragment uint64
+	// MaterializeDeletionsThreshold: a fragment with more than this fraction of its rows
+	// deleted is a candidate on its own. 0 means 0.1 (lance's default); negative disables.
+	MaterializeDeletionsThreshold float64
+	// Fragments, when not nil, replaces the planner: exactly these fragments, which must be
+	// adjacent in the manifest and given in its order, are rewritten as one group (its output
+	// cut at the target rows), whatever their size or deletions. One fragment without
+	// deletions, or none, is nothing to do.
+	Fragments []uint64
+}
+
+const (
+	defaultCompactionTarget    = 1 << 20
+	defaultMaterializeFraction = 0.1
+)
+
+// Compaction describes a staged rewrite (StageCompaction).
+type Compaction struct {
+	readVersion uint64
+	groups      []compactGroup
+	removed     int
+	added       int
+	rows        uint64
+}
+
+// compactGroup is one rewrite group: where each live row of its old fragments went.
+type compactGroup struct {
+	old   []compactOld
+	paths []string // the data file of each new fragment, in order (file names are unique)
+	ends  []uint64 // rows of the group up to and including each new fragment
+}
+
+// compactOld is one rewritten fragment of the read version.
+type compactOld struct {
+	id       uint64
+	physical uint64
+	deleted  []uint32 // sorted deleted offsets
+	base     uint64   // live rows of the group before this fragment
+}
+
+// FragmentsRemoved is how many fragments the rewrite replaces.
+func (c *Compaction) FragmentsRemoved() int { return c.removed }
+
+// FragmentsAdded is how many fragments the rewrite writes.
+func (c *Compaction) FragmentsAdded() int { return c.added }
+
+// RowsRewritten is how many live rows the rewrite moves.
+func (c *Compaction) RowsRewritten() uint64 { return c.rows }
+
+// NumFragments is the number of fragments of this version (a cheap compaction trigger).
+func (d *Dataset) NumFragments() int { return len(d.manifest.Fragments) }
+
+// candidacy of a fragment in lance's planner.
+const (
+	notCandidate = iota
+	withNeighbors
+	itself
+)
+
+type compactCandidate struct {
+	frag      *Fragment
+	candidacy int
+	live      uint64
+}
+
+// StageCompaction plans and stages one Rewrite transaction that folds small fragments (and
+// fragments with many deletions) into fewer, as lance's compact_files does on a dataset with
+// stable row ids:
+//
+//   - a fragment is a candidate when it has more than MaterializeDeletionsThreshold of its rows
+//     deleted (it is then rewritten even alone), or fewer physical rows than the target (it is
+//     then rewritten only with neighbours);
+//   - runs of adjacent candidates form groups, split into bins of at least the target's live
+//     rows (the remainder joining the last bin); a group of one fragment that is only a
+//     candidate for its size is left alone;
+//   - each group's live rows are read in order and written as new fragments of at most the
+//     target's rows (ids unassigned), whose row id sequences carry the rows' stable row ids and
+//     whose created-at / last-updated-at sequences carry each row's versions (deleted rows
+//     dropped from all three).
+//
+// CompactionOptions.Fragments replaces the first two steps with the caller's own group.
+//
+// It returns (nil, nil, nil) when nothing needs compacting, and an error wrapping
+// ErrUnsupported on a dataset without stable row ids. The staged files are written like any
+// Staged's (WriteTransaction / Commit); Compaction.Remap then maps old row addresses.
+func (d *Dataset) StageCompaction(ctx context.Context, co CompactionOptions, o StageOptions) (*Staged, *Compaction, error) {
+	m := d.manifest
+	if !m.StableRowIDs() {
+		return nil, nil, fmt.Errorf("%w: compaction of %s: the dataset has no stable row ids", ErrUnsupported, d.dir.URI())
+	}
+	if m.DataVersion != "" && m.DataVersion != DataVersion {
+		return nil, nil, fmt.Errorf("%w: compaction of %s: data files are format %s, this package writes %s", ErrUnsupported, d.dir.URI(), m.DataVersion, DataVersion)
+	}
+	target := co.TargetRowsPerFragment
+	if target == 0 {
+		target = defaultCompactionTarget
+	}
+	threshold := co.MaterializeDeletionsThreshold
+	if threshold == 0 {
+		threshold = defaultMaterializeFraction
+	}
+	var bins [][]compactCandidate
+	var err error
+	if co.Fragments != nil {
+		bins, err = d.chosenBin(co.Fragments)
+	} else {
+		bins, err = d.planCompaction(ctx, target, threshold)
+	}
+	if err != nil || len(bins) == 0 {
+		return nil, nil, err
+	}
+
+	maxRows := int64(min(target, math.MaxUint32))
+	w := &fileWrites{}
+	c := &Compaction{readVersion: m.Version}
+	op := Operation{Kind: OpRewrite}
+	for _, bin := range bins {
+		g, cg, err := d.rewriteGroup(ctx, bin, maxRows, o, w)
+		if err != nil {
+			return nil, nil, err
+		}
+		op.Groups = append(op.Groups, g)
+		c.groups = append(c.groups, cg)
+		c.removed += len(g.OldFragments)
+		c.added += len(g.NewFragments)
+		if n := len(cg.ends); n > 0 {
+			c.rows += cg.ends[n-1]
+		}
+	}
+	return d.newStaged(o, op, w), c, nil
+}
+
+// planCompaction is lance's plan_compaction without indices: the bins of fragments to rewrite.
+func (d *Dataset) planCompaction(ctx context.Context, target uint64, threshold float64) ([][]compactCandidate, error) {
+	var bins [][]compactCandidate
+	var cur []compactCandidate
+	end := func() {
+		// A bin of one fragment that is only a candidate for its size changes nothing.
+		if len(cur) > 1 || (len(cur) == 1 && cur[0].candidacy == itself) {
+			bins = append(bins, splitForSize(cur, target)...)
+		}
+		cur = nil
+	}
+	for i := range d.manifest.Fragments {
+		f := &d.manifest.Fragments[i]
+		deleted := uint64(0)
+		if f.Deletion != nil {
+			deleted = f.Deletion.NumDeletedRows
+			if deleted == 0 { // unknown: count the file
+				offs, err := d.deletedOffsets(ctx, f)
+				if err != nil {
+					return nil, err
+				}
+				deleted = uint64(len(offs))
+			}
+		}
+		if deleted > f.PhysicalRows {
+			return nil, fmt.Errorf("lance: fragment %d has %d deleted rows of %d", f.ID, deleted, f.PhysicalRows)
+		}
+		c := compactCandidate{frag: f, live: f.PhysicalRows - deleted}
+		switch {
+		case threshold >= 0 && f.PhysicalRows > 0 && float64(deleted)/float64(f.PhysicalRows) > threshold:
+			c.candidacy = itself
+		case f.PhysicalRows < target:
+			c.candidacy = withNeighbors
+		}
+		if c.candidacy == notCandidate {
+			end()
+			continue
+		}
+		cur = append(cur, c)
+	}
+	end()
+	return bins, nil
+}
+
+// chosenBin is the one bin of the fragments a caller chose (CompactionOptions.Fragments).
+func (d *Dataset) chosenBin(ids []uint64) ([][]compactCandidate, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	frags := d.manifest.Fragments
+	start := slices.IndexFunc(frags, func(f Fragment) bool { return f.ID == ids[0] })
+	if start < 0 || start+len(ids) > len(frags) {
+		return nil, fmt.Errorf("lance: compaction of fragments %v: version %d does not hold them in a row", ids, d.Version())
+	}
+	var bin []compactCandidate
+	for i, id := range ids {
+		f := &frags[start+i]
+		if f.ID != id {
+			return nil, fmt.Errorf("lance: compaction of fragments %v: version %d does not hold them in a row", ids, d.Version())
+		}
+		bin = append(bin, compactCandidate{frag: f, candidacy: itself, live: f.NumRows()})
+	}
+	if len(bin) == 1 && bin[0].frag.Deletion == nil {
+		return nil, nil
+	}
+	return [][]compactCandidate{bin}, nil
+}
+
+// splitForSize cuts a run of candidates into bins of at least min live rows each, the
+// remainder joining the last bin (lance's CandidateBin::split_for_size).
+func splitForSize(run []compactCandidate, min uint64) [][]compactCandidate {
+	var out [][]compactCandidate
+	for {
+		n, rows := 0, uint64(0)
+		for rows < min && n < len(run) {
+			rows += run[n].live
+			n++
+		}
+		var rest uint64
+		for _, c := range run[n:] {
+			rest += c.live
+		}
+		if rest < min {
+			return append(out, run)
+		}
+		out = append(out, run[:n])
+		run = run[n:]
+	}
+}
+
+// rewriteGroup reads the live rows of one bin in order and stages them as new fragments,
+// carrying their row ids and versions.
+func (d *Dataset) rewriteGroup(ctx context.Context, bin []compactCandidate, maxRows int64, o StageOptions, w *fileWrites) (RewriteGroup, compactGroup, error) {
+	var g RewriteGroup
+	var cg compactGroup
+	sink := &fragmentSink{s: d.Schema(), fo: o.FileOptions, out: w, maxRows: maxRows}
+	var ids []uint64
+	var created, updated []uint64
+	for _, c := range bin {
+		f := c.frag
+		r, err := d.openFragment(ctx, f, d.Schema())
+		if err != nil {
+			return g, cg, err
+		}
+		fids, err := f.stableRowIDs()
+		if err != nil {
+			return g, cg, err
+		}
+		cr, err := f.createdRuns()
+		if err != nil {
+			return g, cg, err
+		}
+		up, err := f.lastUpdatedRuns()
+		if err != nil {
+			return g, cg, err
+		}
+		cg.old = append(cg.old, compactOld{id: f.ID, physical: f.PhysicalRows, deleted: r.deleted, base: uint64(len(ids))})
+		ids = appendLive(ids, fids, r.deleted)
+		created = appendLive(created, expandRuns(cr), r.deleted)
+		updated = appendLive(updated, expandRuns(up), r.deleted)
+		var read uint64
+		for {
+			rec, err := r.next(ctx, 1<<16, memory.DefaultAllocator)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return g, cg, err
+			}
+			if keep := r.liveMask(rec.NumRows()); keep != nil {
+				live, err := filterRecord(rec, keep, memory.DefaultAllocator)
+				rec.Release()
+				if err != nil {
+					return g, cg, err
+				}
+				rec = live
+			}
+			read += uint64(rec.NumRows())
+			err = sink.write(rec)
+			rec.Release()
+			if err != nil {
+				return g, cg, err
+			}
+		}
+		if read != f.PhysicalRows-uint64(len(r.deleted)) {
+			return g, cg, fmt.Errorf("lance: compaction read %d live rows of fragment %d, which has %d", read, f.ID, f.PhysicalRows-uint64(len(r.deleted)))
+		}
+		g.OldFragments = append(g.OldFragments, f.clone())
+	}
+	if err := sink.flush(); err != nil {
+		return g, cg, err
+	}
+	var at uint64
+	for i := range sink.frags {
+		nf := &sink.frags[i]
+		lo, hi := at, at+nf.PhysicalRows
+		if hi > uint64(len(ids)) {
+			return g, cg, fmt.Errorf("lance: compaction wrote more rows than it read row ids for")
+		}
+		nf.RowIDs = encodeRowIDSequence(ids[lo:hi])
+		nf.CreatedAt = encodeVersionRuns(created[lo:hi])
+		nf.LastUpdatedAt = encodeVersionRuns(updated[lo:hi])
+		cg.paths = append(cg.paths, nf.Files[0].Path)
+		cg.ends = append(cg.ends, hi)
+		at = hi
+	}
+	if at != uint64(len(ids)) {
+		return g, cg, fmt.Errorf("lance: compaction wrote %d rows for %d live row ids", at, len(ids))
+	}
+	g.NewFragments = sink.frags
+	return g, cg, nil
+}
+
+// appendLive appends the values of vals (one per physical row) at offsets not in deleted.
+func appendLive(out, vals []uint64, deleted []uint32) []uint64 {
+	prev := 0
+	for _, off := range deleted {
+		out = append(out, vals[prev:off]...)
+		prev = int(off) + 1
+	}
+	return append(out, vals[prev:]...)
+}
+
+// Remap, given the dataset version the staged rewrite committed as (the *Dataset Commit
+// returned, or a later version that still holds the rewritten fragments), returns a function
+// that maps a row address LIVE in a rewritten fragment of the read version to the address the
+// row has now, with moved=true. Addresses outside the rewritten fragments are returned
+// unchanged with moved=false; an address of a rewritten fragment that was not live there
+// (deleted, or past its rows) yields (0, false). The function is safe for concurrent use.
+func (c *Compaction) Remap(committed *Dataset) (func(old RowAddress) (addr RowAddress, moved bool), error) {
+	if committed.Version() <= c.readVersion {
+		return nil, fmt.Errorf("lance: remap: version %d is not after the compaction's read version %d", committed.Version(), c.readVersion)
+	}
+	byPath := make(map[string]uint64, len(committed.manifest.Fragments))
+	for i := range committed.manifest.Fragments {
+		f := &committed.manifest.Fragments[i]
+		if len(f.Files) > 0 {
+			byPath[f.Files[0].Path] = f.ID
+		}
+	}
+	type oldRef struct {
+		group int
+		frag  *compactOld
+	}
+	olds := map[uint64]oldRef{}
+	newIDs := make([][]uint64, len(c.groups))
+	for gi := range c.groups {
+		g := &c.groups[gi]
+		for _, p := range g.paths {
+			id, ok := byPath[p]
+			if !ok {
+				return nil, fmt.Errorf("lance: remap: version %d does not hold the compaction's fragment with data file %s", committed.Version(), p)
+			}
+			newIDs[gi] = append(newIDs[gi], id)
+		}
+		for i := range g.old {
+			olds[g.old[i].id] = oldRef{gi, &g.old[i]}
+		}
+	}
+	return func(a RowAddress) (RowAddress, bool) {
+		ref, ok := olds[a.Fragment()]
+		if !ok {
+			return a, false
+		}
+		o, off := ref.frag, a.Offset()
+		if uint64(off) >= o.physical {
+			return 0, false
+		}
+		k, dead := slices.BinarySearch(o.deleted, off)
+		if dead {
+			return 0, false
+		}
+		rank := o.base + uint64(off) - uint64(k)
+		g := &c.groups[ref.group]
+		j := sort.Search(len(g.ends), func(i int) bool { return g.ends[i] > rank })
+		if j == len(g.ends) {
+			return 0, false
+		}
+		start := uint64(0)
+		if j > 0 {
+			start = g.ends[j-1]
+		}
+		return RowAddress(newIDs[ref.group][j]<<32 | (rank - start)), true
+	}, nil
+}
