@@ -159,6 +159,19 @@ func (x *idIndex) vacate(hole uint64) {
 	}
 }
 
+// Readdress gives every live id the address move returns for its current one, when moved says
+// the row moved (a compaction rewrote its fragment). Slots hold hashes and entry numbers, not
+// addresses, so no slot changes.
+func (x *idIndex) Readdress(move func(lance.RowAddress) (lance.RowAddress, bool)) {
+	for i := range x.ents {
+		if e := &x.ents[i]; e.off != gone {
+			if a, moved := move(e.addr); moved {
+				e.addr = a
+			}
+		}
+	}
+}
+
 // Len is the number of live ids.
 func (x *idIndex) Len() int {
 	if x == nil {

@@ -97,6 +97,14 @@ func Recover(ctx context.Context, root storage.Store, mode Mode) ([]Outcome, err
 			out = append(out, o)
 			continue
 		}
+		if sc.WriterKind == Optimize {
+			o, err := resolveOptimize(ctx, root, sc)
+			if err != nil {
+				return out, fmt.Errorf("recovery: sidecar %s: %w", sc.OperationID, err)
+			}
+			out = append(out, o)
+			continue
+		}
 		if sc.WriterKind != Load && sc.WriterKind != Mutation {
 			if mode == Full {
 				return out, fmt.Errorf("recovery: sidecar %s is a %s intent, which this build cannot resolve", sc.OperationID, sc.WriterKind)

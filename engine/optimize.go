@@ -1,0 +1,304 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/internal/parallel"
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/publisher"
+	"github.com/omnigraph/omnigraph-worker/recovery"
+)
+
+// DefaultCompactionFanout is the size-tier fanout of automatic compaction: once the newest
+// fragments of a table hold this many of one size tier, they are merged into one. A table then
+// keeps about fanout × log_fanout(rows) fragments however many loads it took, and each row is
+// rewritten about log_fanout(rows) times in its life.
+const DefaultCompactionFanout = 16
+
+// OptimizeOptions choose what an Optimize compacts.
+type OptimizeOptions struct {
+	// Fanout is the size-tier fanout (0: DefaultCompactionFanout). Only the newest run of
+	// same-tier fragments is merged, and only once it holds Fanout of them.
+	Fanout int
+	// All compacts every fragment Lance's own planner would (small or with many deletions),
+	// the whole table at once: an operator's full optimize. It ignores Fanout.
+	All bool
+	// Actor is recorded on the graph commit.
+	Actor string
+	// Fence, when set, is checked right before recovery is armed and right before the publish
+	// (the single-writer lease).
+	Fence func(context.Context) error
+}
+
+// TableCompaction is what an Optimize did to one table.
+type TableCompaction struct {
+	TableKey         string `json:"table_key"`
+	FromVersion      uint64 `json:"from_version"`
+	ToVersion        uint64 `json:"to_version"`
+	FragmentsBefore  int    `json:"fragments_before"`
+	FragmentsRemoved int    `json:"fragments_removed"`
+	FragmentsAdded   int    `json:"fragments_added"`
+	RowsRewritten    uint64 `json:"rows_rewritten"`
+}
+
+// OptimizeResult is what an Optimize published: nothing (no table needed compacting) or one
+// main commit moving every compacted table's pointer.
+type OptimizeResult struct {
+	Tables []TableCompaction `json:"tables"`
+	Commit *CommitInfo       `json:"commit,omitempty"`
+}
+
+// compactionPlan is one table's staged rewrite.
+type compactionPlan struct {
+	key       string
+	entry     publisher.TableEntry
+	ts        *tableState
+	staged    *lance.Staged
+	c         *lance.Compaction
+	before    int
+	committed *lance.Dataset
+}
+
+// CompactionDue says, from what this writer already holds (no I/O), whether some main table's
+// newest fragments hold a full tier run. A writer asks after each commit; Optimize itself
+// decides again from storage.
+func (g *Graph) CompactionDue(fanout int) bool {
+	g.writeMu.Lock()
+	defer g.writeMu.Unlock()
+	fanout = fanoutOrDefault(fanout)
+	for ref, ts := range g.tables {
+		if ref.branch == "" && len(tierRun(ts.ds.Manifest().Fragments, fanout)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func fanoutOrDefault(f int) int {
+	if f < 2 {
+		return DefaultCompactionFanout
+	}
+	return f
+}
+
+// tierRun returns the ids of the newest run of fragments sharing one size tier (live rows in
+// [fanout^k, fanout^(k+1))) when it holds at least fanout of them, else nil. Fragments of more
+// than half the target size end runs: two of them cannot share a rewritten fragment, so a run
+// of them would be due forever and merge nothing.
+func tierRun(frags []lance.Fragment, fanout int) []uint64 {
+	const full = lanceTargetRows / 2
+	tier := func(f *lance.Fragment) int {
+		n := f.NumRows()
+		if n > full {
+			return -1
+		}
+		t := 0
+		for n >= uint64(fanout) {
+			n /= uint64(fanout)
+			t++
+		}
+		return t
+	}
+	end := len(frags)
+	if end == 0 {
+		return nil
+	}
+	last := tier(&frags[end-1])
+	if last < 0 {
+		return nil
+	}
+	start := end - 1
+	for start > 0 && tier(&frags[start-1]) == last {
+		start--
+	}
+	if end-start < fanout {
+		return nil
+	}
+	out := make([]uint64, 0, end-start)
+	for i := start; i < end; i++ {
+		out = append(out, frags[i].ID)
+	}
+	return out
+}
+
+// lanceTargetRows is Lance's target_rows_per_fragment, the size rewritten fragments are cut at.
+const lanceTargetRows = 1 << 20
+
+// Optimize compacts main's tables as one maintenance write: plan and stage a Lance Rewrite per
+// table that needs one, arm the v9 Optimize sidecar, commit each rewrite exactly at its pin + 1,
+// publish every new pointer in one main commit, retire the sidecar. A Rewrite moves rows
+// between fragments and changes none, so readers see the same graph before and after, and
+// recovery keeps whatever landed (it never restores). Errors before arming leave at most
+// unreferenced files; any error after is *errs.RecoveryRequired with the sidecar in place.
+func (g *Graph) Optimize(ctx context.Context, o OptimizeOptions) (*OptimizeResult, error) {
+	g.writeMu.Lock()
+	defer g.writeMu.Unlock()
+	if err := g.heal(ctx); err != nil {
+		return nil, err
+	}
+	if err := g.recoveryBarrier(ctx, ""); err != nil {
+		return nil, err
+	}
+	plans, err := g.planCompactions(ctx, o)
+	if err != nil || len(plans) == 0 {
+		return &OptimizeResult{Tables: []TableCompaction{}}, err
+	}
+	if err := failpoint.Inject("optimize.after_prepare"); err != nil {
+		return nil, err
+	}
+	if o.Fence != nil {
+		if err := o.Fence(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return g.compact(ctx, o, plans)
+}
+
+// planCompactions stages a rewrite for every main table that needs one.
+func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*compactionPlan, error) {
+	st, err := g.publisher("").Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	edges := map[string]bool{}
+	for _, e := range g.contract.Catalog.Edges {
+		edges[e.TableKey()] = true
+	}
+	var plans []*compactionPlan
+	for _, e := range st.Tables() {
+		if e.Branch != nil {
+			continue
+		}
+		ts, err := g.openTable(ctx, e, edges[e.TableKey])
+		if err != nil {
+			return nil, err
+		}
+		if err := checkNoDrift(ctx, ts.ds, e); err != nil {
+			return nil, err
+		}
+		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows}
+		if !o.All {
+			run := tierRun(ts.ds.Manifest().Fragments, fanoutOrDefault(o.Fanout))
+			if run == nil {
+				continue
+			}
+			co.Fragments = run
+			co.MaterializeDeletionsThreshold = -1 // the run is merged whole, deletions or not
+		}
+		staged, c, err := ts.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true})
+		if err != nil {
+			return nil, fmt.Errorf("plan the compaction of %s: %w", e.TableKey, err)
+		}
+		if staged == nil {
+			continue
+		}
+		plans = append(plans, &compactionPlan{key: e.TableKey, entry: e, ts: ts, staged: staged, c: c, before: ts.ds.NumFragments()})
+	}
+	sort.Slice(plans, func(i, j int) bool { return plans[i].key < plans[j].key })
+	return plans, nil
+}
+
+// compact runs the effects: arm, commit each rewrite, publish, fold, retire.
+func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compactionPlan) (*OptimizeResult, error) {
+	pins := make([]recovery.OptimizeTable, len(plans))
+	for i, p := range plans {
+		pins[i] = recovery.OptimizeTable{Identity: p.entry.Identity, TableKey: p.key, ExpectedVersion: p.entry.Version}
+	}
+	sc, err := recovery.NewOptimizeSidecar(g.rootLoc, optString(o.Actor), pins)
+	if err != nil {
+		return nil, err
+	}
+	// The rewritten files are written beside the sidecar: nothing references them until a
+	// table commits, and no table commits before the sidecar is durable.
+	written := make(chan error, 1)
+	go func() {
+		written <- parallel.Each(plans, TableConcurrency, func(p *compactionPlan) error { return p.staged.WriteTransaction(ctx) })
+	}()
+	err = recovery.Write(ctx, g.root, sc)
+	werr := <-written
+	if err != nil {
+		return nil, err
+	}
+	required := func(err error) error {
+		g.forgetTables(plans) // re-read from storage on next use
+		return &errs.RecoveryRequired{OperationID: sc.OperationID, Reason: err.Error()}
+	}
+	if werr != nil {
+		if err := recovery.Delete(ctx, g.root, sc.OperationID); err != nil {
+			return nil, required(werr)
+		}
+		return nil, werr
+	}
+	if err := failpoint.Inject("optimize.after_sidecar"); err != nil {
+		return nil, required(err)
+	}
+	for _, p := range plans {
+		if p.committed, err = p.ts.ds.Commit(ctx, p.staged); err != nil {
+			return nil, required(fmt.Errorf("commit the compaction of %s: %w", p.key, err))
+		}
+		if err := failpoint.Inject("optimize.after_table_commit"); err != nil {
+			return nil, required(err)
+		}
+	}
+	if o.Fence != nil {
+		if err := o.Fence(ctx); err != nil {
+			return nil, required(err)
+		}
+	}
+	if err := failpoint.Inject("optimize.before_publish"); err != nil {
+		return nil, required(err)
+	}
+	commitID := ids.NewULID()
+	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{},
+		Lineage: &publisher.Lineage{CommitID: commitID, ActorID: o.Actor, CreatedAt: time.Now().UnixMicro()}}
+	for _, p := range plans {
+		c := p.committed
+		req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: p.entry.Identity, TableKey: p.key, Version: c.Version(),
+			RowCount: c.CountRows(), Meta: publisher.VersionMetadata(c)})
+		req.Expected[p.entry.Identity] = publisher.Expectation{TableKey: p.key, Version: p.entry.Version}
+	}
+	out, err := g.publisher("").Publish(ctx, req)
+	if err != nil {
+		return nil, required(err)
+	}
+	res := &OptimizeResult{Tables: make([]TableCompaction, 0, len(plans))}
+	for _, p := range plans {
+		if err := p.ts.readdress(p.c, p.committed); err != nil {
+			g.forgetTables([]*compactionPlan{p})
+		}
+		res.Tables = append(res.Tables, TableCompaction{TableKey: p.key, FromVersion: p.entry.Version, ToVersion: p.committed.Version(),
+			FragmentsBefore: p.before, FragmentsRemoved: p.c.FragmentsRemoved(), FragmentsAdded: p.c.FragmentsAdded(), RowsRewritten: p.c.RowsRewritten()})
+	}
+	ci := commitInfo(out.State.Commits[commitID])
+	res.Commit = &ci
+	if err := failpoint.Inject("optimize.after_publish"); err != nil {
+		return nil, required(err)
+	}
+	_ = recovery.Delete(ctx, g.root, sc.OperationID) // a leftover is retired by the next heal
+	return res, nil
+}
+
+// forgetTables drops the cached state of the plans' tables.
+func (g *Graph) forgetTables(plans []*compactionPlan) {
+	for _, p := range plans {
+		delete(g.tables, tableRef{path: p.entry.Path})
+	}
+}
+
+// readdress moves the id index to the rewritten fragments: every row the compaction moved gets
+// its new address; the rest keep theirs.
+func (ts *tableState) readdress(c *lance.Compaction, committed *lance.Dataset) error {
+	remap, err := c.Remap(committed)
+	if err != nil {
+		return err
+	}
+	ts.ids.Readdress(remap)
+	ts.ds = committed
+	return nil
+}

@@ -1,0 +1,307 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/recovery"
+)
+
+// smallLoads appends n batches of one person, one company and the edge between them: n
+// one-row fragments in each of three tables, the shape a stream of small messages leaves.
+func smallLoads(t *testing.T, g *Graph, branch, prefix string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		loadInto(t, g, branch, "", "append",
+			person(fmt.Sprintf("%s%d", prefix, i), fmt.Sprintf("P %d", i)),
+			fmt.Sprintf(`{"type":"Company","data":{"domain":"%s%d.io","name":"C","size":"smb"}}`, prefix, i),
+			fmt.Sprintf(`{"edge":"WorksAt","from":"%s%d","to":"%s%d.io","data":{"id":"w-%s%d"}}`, prefix, i, prefix, i, prefix, i))
+	}
+}
+
+// mainFragments counts the fragments of each main table at its published version.
+func mainFragments(t *testing.T, g *Graph) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	st, err := g.Snapshot(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, e := range st.Tables() {
+		ds, err := lance.Open(ctx, g.root.Sub(e.Path), lance.AtVersion(e.Version))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := ds.NumFragments(); n > 0 {
+			out[e.TableKey] = n
+		}
+	}
+	return out
+}
+
+func optimize(t *testing.T, g *Graph, o OptimizeOptions) *OptimizeResult {
+	t.Helper()
+	res, err := g.Optimize(context.Background(), o)
+	if err != nil {
+		t.Fatalf("optimize: %v", err)
+	}
+	return res
+}
+
+// A full run of one size tier is merged into one fragment in one graph commit; the graph reads
+// the same, the writer's id indexes follow the rows to their new addresses, and upserts and
+// strict inserts against the moved rows behave as before.
+func TestOptimizeMergesFullTierRuns(t *testing.T) {
+	g := testGraph(t)
+	smallLoads(t, g, "", "p", 20)
+	before := sortedExport(t, g, "")
+	if !g.CompactionDue(16) || g.CompactionDue(32) {
+		t.Fatalf("due at 16: %v, at 32: %v (20 one-row fragments per table)", g.CompactionDue(16), g.CompactionDue(32))
+	}
+	res := optimize(t, g, OptimizeOptions{Fanout: 16, Actor: "ops"})
+	if res.Commit == nil || len(res.Tables) != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	for _, tc := range res.Tables {
+		if tc.FragmentsBefore != 20 || tc.FragmentsRemoved != 20 || tc.FragmentsAdded != 1 || tc.RowsRewritten != 20 || tc.ToVersion != tc.FromVersion+1 {
+			t.Fatalf("table %+v", tc)
+		}
+	}
+	if res.Commit.ActorID == nil || *res.Commit.ActorID != "ops" {
+		t.Fatalf("commit %+v", res.Commit)
+	}
+	for key, n := range mainFragments(t, g) {
+		if n != 1 {
+			t.Fatalf("%s: %d fragments after compaction", key, n)
+		}
+	}
+	if after := sortedExport(t, g, ""); after != before {
+		t.Fatalf("compaction changed the graph:\n%s\n---\n%s", before, after)
+	}
+	assertIndexesMatchStorage(t, g)
+	noSidecars(t, g)
+	if g.CompactionDue(16) {
+		t.Fatal("still due after compaction")
+	}
+	if res := optimize(t, g, OptimizeOptions{Fanout: 16}); res.Commit != nil || len(res.Tables) != 0 {
+		t.Fatalf("a second optimize had work: %+v", res)
+	}
+	// The moved rows are found where they now live.
+	loadInto(t, g, "", "", "merge", person("p3", "P three"))
+	if _, err := load(t, g, "append", person("p7", "again")); errs.Kind(err) != errs.KindKeyConflict {
+		t.Fatalf("strict insert of a compacted id: %v", err)
+	}
+	out := export(t, g, "")
+	if strings.Count(out, `"handle":"p3"`) != 1 || !strings.Contains(out, "P three") {
+		t.Fatalf("upsert of a compacted row:\n%s", out)
+	}
+	assertIndexesMatchStorage(t, g)
+	tablesAligned(t, g)
+}
+
+// Optimize with All rewrites every small fragment and materializes deletions.
+func TestOptimizeAllMaterializesDeletions(t *testing.T) {
+	g := testGraph(t)
+	smallLoads(t, g, "", "p", 5)
+	loadInto(t, g, "", "", "merge", person("p1", "P one"), person("p2", "P two")) // deletes in p1's and p2's fragments
+	before := sortedExport(t, g, "")
+	if res := optimize(t, g, OptimizeOptions{Fanout: 16}); res.Commit != nil {
+		t.Fatalf("five fragments are no full run of 16: %+v", res)
+	}
+	res := optimize(t, g, OptimizeOptions{All: true})
+	if res.Commit == nil || len(res.Tables) != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	if after := sortedExport(t, g, ""); after != before {
+		t.Fatalf("compaction changed the graph:\n%s\n---\n%s", before, after)
+	}
+	ctx := context.Background()
+	st, _ := g.Snapshot(ctx, "")
+	e, _ := st.Table("node:Person")
+	ds, err := lance.Open(ctx, g.root.Sub(e.Path), lance.AtVersion(e.Version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range ds.Manifest().Fragments {
+		if f.Deletion != nil {
+			t.Fatalf("fragment %d keeps a deletion file after a full compaction", f.ID)
+		}
+	}
+	if ds.NumFragments() != 1 || ds.CountRows() != 5 {
+		t.Fatalf("Person: %d fragments, %d rows", ds.NumFragments(), ds.CountRows())
+	}
+	assertIndexesMatchStorage(t, g)
+}
+
+// Every failure after the sidecar is armed is RecoveryRequired; the next write's heal keeps
+// whatever rewrite committed (publishing its pointer) and drops the rest, and the graph reads
+// the same throughout.
+func TestOptimizeFailuresRecover(t *testing.T) {
+	for _, c := range []struct {
+		fp        string
+		published bool // the compaction is visible after the heal
+		audited   bool // recovery published it and left an audit row
+	}{
+		{"optimize.after_sidecar", false, false},
+		{"optimize.after_table_commit", true, true}, // one table committed, the others not
+		{"optimize.before_publish", true, true},
+		{"optimize.after_publish", true, false},
+	} {
+		t.Run(c.fp, func(t *testing.T) {
+			g := testGraph(t)
+			t.Cleanup(failpoint.Reset)
+			smallLoads(t, g, "", "p", 3)
+			before := sortedExport(t, g, "")
+			frags := mainFragments(t, g)
+			if err := failpoint.Enable(c.fp, "1*error"); err != nil {
+				t.Fatal(err)
+			}
+			_, err := g.Optimize(context.Background(), OptimizeOptions{All: true})
+			var rr *errs.RecoveryRequired
+			if !errors.As(err, &rr) {
+				t.Fatalf("want RecoveryRequired, got %v", err)
+			}
+			failpoint.Reset()
+			loadInto(t, g, "", "", "append", person("late", "Late")) // heals first
+			noSidecars(t, g)
+			tablesAligned(t, g)
+			var kept []string
+			late := 0
+			for _, l := range strings.Split(sortedExport(t, g, ""), "\n") {
+				if strings.Contains(l, `"handle":"late"`) {
+					late++
+				} else {
+					kept = append(kept, l)
+				}
+			}
+			if strings.Join(kept, "\n") != before || late != 1 {
+				t.Fatalf("graph changed:\n%s\n---\n%s", before, strings.Join(kept, "\n"))
+			}
+			nowFrags := mainFragments(t, g)
+			nowFrags["node:Person"]-- // the late load's fragment
+			if compacted := fmt.Sprint(nowFrags) != fmt.Sprint(frags); compacted != c.published {
+				t.Fatalf("fragments %v -> %v, compaction published: want %v", frags, nowFrags, c.published)
+			}
+			audit, _, err := recovery.ReadAudit(context.Background(), g.root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, a := range audit {
+				found = found || a.OperationID == rr.OperationID && a.Kind == recovery.RolledForward && a.WriterKind == string(recovery.Optimize)
+			}
+			if found != c.audited {
+				t.Fatalf("audit row for %s: %v, want %v (%+v)", rr.OperationID, found, c.audited, audit)
+			}
+			assertIndexesMatchStorage(t, g)
+		})
+	}
+}
+
+// A lost lease before the publish stops the compaction: RecoveryRequired, and the heal still
+// keeps the committed rewrites.
+func TestOptimizeFence(t *testing.T) {
+	g := testGraph(t)
+	smallLoads(t, g, "", "p", 3)
+	lost := errors.New("lease lost")
+	if _, err := g.Optimize(context.Background(), OptimizeOptions{All: true, Fence: func(context.Context) error { return lost }}); !errors.Is(err, lost) {
+		t.Fatalf("a fence refusing before arming: %v", err)
+	}
+	noSidecars(t, g)
+	before := mainFragments(t, g)
+	calls := 0
+	_, err := g.Optimize(context.Background(), OptimizeOptions{All: true, Fence: func(context.Context) error {
+		if calls++; calls == 2 {
+			return lost
+		}
+		return nil
+	}})
+	var rr *errs.RecoveryRequired
+	if !errors.As(err, &rr) || calls != 2 {
+		t.Fatalf("want RecoveryRequired at the second fence check, got %v after %d checks", err, calls)
+	}
+	if res := optimize(t, g, OptimizeOptions{All: true}); res.Commit != nil {
+		t.Fatalf("the heal should have published the committed rewrites, leaving nothing: %+v", res)
+	}
+	noSidecars(t, g)
+	tablesAligned(t, g)
+	if after := mainFragments(t, g); fmt.Sprint(after) == fmt.Sprint(before) {
+		t.Fatalf("fragments %v unchanged", after)
+	}
+}
+
+// Recovery refuses an Optimize intent whose table moved by something other than its Rewrite.
+func TestOptimizeRecoveryRefusesForeignCommit(t *testing.T) {
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	smallLoads(t, g, "", "p", 3)
+	_ = failpoint.Enable("optimize.after_sidecar", "1*error")
+	_, err := g.Optimize(context.Background(), OptimizeOptions{All: true})
+	var rr *errs.RecoveryRequired
+	if !errors.As(err, &rr) {
+		t.Fatal(err)
+	}
+	failpoint.Reset()
+	// Another writer appends to Person behind the manifest's back.
+	ctx := context.Background()
+	st, _ := g.Snapshot(ctx, "")
+	e, _ := st.Table("node:Person")
+	ds, err := lance.Open(ctx, g.root.Sub(e.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged, err := ds.StageDelete(ctx, lance.In("id", "p0"), lance.StageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ds.Commit(ctx, staged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Recover(ctx); err == nil || !strings.Contains(err.Error(), "not this intent's Rewrite") {
+		t.Fatalf("recovery over a foreign commit: %v", err)
+	}
+	if l, _ := recovery.List(ctx, g.root); len(l) != 1 {
+		t.Fatalf("the refused intent must stay: %v", l)
+	}
+}
+
+// A branch forked before main was compacted merges into it as if nothing had happened: the
+// rewrite is no change of main's, so a row updated on the branch is no conflict and nothing
+// the compaction moved counts against the merge's budget.
+func TestMergeAfterTargetCompaction(t *testing.T) {
+	g := testGraph(t)
+	smallLoads(t, g, "", "p", 20)
+	loadInto(t, g, "s", "main", "merge", person("p4", "P four on s"), person("new", "New"), person("p9", "P nine on s"))
+	loadInto(t, g, "", "", "append", person("m", "On main")) // main moves: a three-way merge
+	loadInto(t, g, "", "", "merge", person("p9", "P nine on main"))
+	optimize(t, g, OptimizeOptions{Fanout: 16}) // the main-side changes now share a fragment with carried rows
+	// Both sides updated p9: a conflict, compaction or not.
+	_, err := g.Merge(context.Background(), MergeRequest{Source: "s", Target: "main"})
+	var mc *errs.MergeConflicts
+	if !errors.As(err, &mc) || len(mc.Conflicts) != 1 || *mc.Conflicts[0].EntityID != "p9" || mc.Conflicts[0].Kind != "divergent_update" {
+		t.Fatalf("want one divergent_update on p9, got %v", err)
+	}
+	loadInto(t, g, "s", "", "merge", person("p9", "P nine on main"))
+	res := mustMerge(t, g, MergeRequest{Source: "s", Target: "main"})
+	if res.Outcome != OutcomeMerged {
+		t.Fatalf("merge %+v", res)
+	}
+	out := export(t, g, "")
+	for _, want := range []string{"P four on s", `"handle":"new"`, `"handle":"m"`, "P nine on main"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("merged main lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, `"handle":"p4"`) != 1 || strings.Count(out, `"type":"Person"`) != 22 {
+		t.Fatalf("merged main:\n%s", out)
+	}
+	assertIndexesMatchStorage(t, g)
+	tablesAligned(t, g)
+}
