@@ -39,11 +39,15 @@ type Config struct {
 	// of a writer is small, so at Go's default of 100 the collector runs through nearly every
 	// batch; 400 measured about 10% off the end-to-end latency. GOMEMLIMIT still caps it.
 	GCPercent int `yaml:"gc_percent"`
+	// CompactionFanout is the size-tier fanout of the worker's automatic compaction between
+	// messages: the newest run of same-size fragments of a main table is merged once it holds
+	// this many. 0 turns it off.
+	CompactionFanout int `yaml:"compaction_fanout"`
 }
 
 // Defaults are the values before any source is applied.
 func Defaults() Config {
-	return Config{NATSPort: 4222, AckWait: 30 * time.Second, MaxDeliver: 10, LeaseTTL: 10 * time.Second, HTTP: "127.0.0.1:9464", GCPercent: 400}
+	return Config{NATSPort: 4222, AckWait: 30 * time.Second, MaxDeliver: 10, LeaseTTL: 10 * time.Second, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: 16}
 }
 
 // setting is one field: its YAML/env/flag names and how to set it from text.
@@ -100,6 +104,7 @@ func settings() []setting {
 		num("max_deliver", "deliveries before a message is dead-lettered as max_deliver", func(c *Config) *int { return &c.MaxDeliver }),
 		dur("lease_ttl", "single-writer lease TTL", func(c *Config) *time.Duration { return &c.LeaseTTL }),
 		s("http", "address of /metrics, /healthz and /readyz (empty: none)", func(c *Config) *string { return &c.HTTP }),
+		num("compaction_fanout", "merge the newest run of same-size fragments of a main table once it holds this many (0: no automatic compaction)", func(c *Config) *int { return &c.CompactionFanout }),
 		num("gc_percent", "the Go collector's GOGC for this process (the GOGC variable wins; -1 turns the collector off, leaving GOMEMLIMIT)", func(c *Config) *int { return &c.GCPercent }),
 	}
 }
@@ -199,6 +204,8 @@ func (c *Config) Validate() error {
 		return bad("lease_ttl", "must be at least 500ms")
 	case c.GCPercent < -1 || c.GCPercent == 0:
 		return bad("gc_percent", "must be -1 (off) or a positive percentage")
+	case c.CompactionFanout < 0 || c.CompactionFanout == 1:
+		return bad("compaction_fanout", "must be 0 (off) or at least 2")
 	case (c.NATSCert == "") != (c.NATSKey == ""):
 		return bad("nats_cert", "nats_cert and nats_key go together")
 	}

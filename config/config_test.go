@@ -20,7 +20,7 @@ func TestPrecedenceFileEnvFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Root != "/from/file" || c.Graph != "flaggraph" || c.MaxDeliver != 5 || c.AckWait != 45*time.Second || c.LeaseTTL != 10*time.Second || c.GCPercent != 400 {
+	if c.Root != "/from/file" || c.Graph != "flaggraph" || c.MaxDeliver != 5 || c.AckWait != 45*time.Second || c.LeaseTTL != 10*time.Second || c.GCPercent != 400 || c.CompactionFanout != 16 {
 		t.Fatalf("%+v", c)
 	}
 	c, err = Load(nil, env(map[string]string{"OMNIGRAPH_CONFIG": file}))
@@ -48,6 +48,7 @@ func TestClearErrors(t *testing.T) {
 		{[]string{"--config", badDur}, nil, "config ack_wait (from " + badDur + " line 4): want a duration"},
 		{[]string{"--root", "/r", "--graph", "g", "--nats-cert", "c"}, nil, "nats_cert and nats_key go together"},
 		{[]string{"--root", "/r", "--graph", "g", "--gc-percent", "0"}, nil, "config gc_percent (from merged config): must be -1 (off) or a positive percentage"},
+		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_COMPACTION_FANOUT": "1"}, "config compaction_fanout (from merged config): must be 0 (off) or at least 2"},
 	}
 	for _, c := range cases {
 		_, err := Load(c.args, env(c.env))

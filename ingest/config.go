@@ -46,6 +46,10 @@ type Config struct {
 	AckWait    time.Duration // default 30s; InProgress is sent every AckWait/3 during a load
 	MaxDeliver int           // default 10; the last delivery is dead-lettered instead of retried
 	RetryMax   time.Duration // cap of the in-place retry backoff; default 30s
+	// CompactionFanout is the size-tier fanout of the compaction run between messages
+	// (engine.OptimizeOptions.Fanout); 0 means engine.DefaultCompactionFanout, negative turns
+	// automatic compaction off.
+	CompactionFanout int
 }
 
 func (c *Config) withDefaults() error {

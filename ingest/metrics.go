@@ -19,6 +19,8 @@ type Metrics struct {
 	deadLetters map[string]uint64 // by reason
 	rows, bytes uint64
 	recoveries  uint64
+	compactions map[string]uint64 // by result
+	compactSecs float64
 	leaseHeld   bool
 	pending     uint64
 	ready       bool
@@ -31,7 +33,7 @@ type Metrics struct {
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
 	b := []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
-	return &Metrics{messages: map[string]uint64{}, deadLetters: map[string]uint64{}, buckets: b, counts: make([]uint64, len(b))}
+	return &Metrics{messages: map[string]uint64{}, deadLetters: map[string]uint64{}, compactions: map[string]uint64{}, buckets: b, counts: make([]uint64, len(b))}
 }
 
 func (m *Metrics) message(out outcome, rows int, size int, took time.Duration, reason string) {
@@ -56,6 +58,20 @@ func (m *Metrics) message(out outcome, rows int, size int, took time.Duration, r
 		m.sum += s
 		m.n++
 	}
+}
+
+func (m *Metrics) compaction(ok bool, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	result := "ok"
+	if !ok {
+		result = "failed"
+	}
+	m.compactions[result]++
+	m.compactSecs += took.Seconds()
 }
 
 func (m *Metrics) recovered() {
@@ -116,6 +132,8 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	single("omnigraph_rows_total", "counter", "Input records committed.", m.rows)
 	single("omnigraph_bytes_total", "counter", "Batch bytes committed.", m.bytes)
 	single("omnigraph_recoveries_total", "counter", "Recovery passes run for RecoveryRequired.", m.recoveries)
+	labelled("omnigraph_compactions_total", "Automatic compactions between messages, by result (ok: one graph commit each).", "result", m.compactions)
+	single("omnigraph_compaction_seconds_total", "counter", "Time spent in automatic compaction.", m.compactSecs)
 	single("omnigraph_lease_held", "gauge", "1 while this worker holds its graph's single-writer lease.", b2i(m.leaseHeld))
 	single("omnigraph_consumer_pending", "gauge", "Messages waiting in the consumer.", m.pending)
 	fmt.Fprintf(&b, "# HELP omnigraph_commit_seconds Message processing time of committed batches.\n# TYPE omnigraph_commit_seconds histogram\n")

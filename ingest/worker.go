@@ -202,6 +202,7 @@ func (w *Worker) handle(stop context.Context, msg jetstream.Msg) {
 	work, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go w.heartbeat(work, msg)
+	w.compactIfDue(work, log)
 	start := time.Now()
 	out, res, err := w.process(stop, work, msg, meta)
 	took := time.Since(start)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
@@ -482,5 +484,56 @@ func TestLeaseOutlivesItsAcquireContext(t *testing.T) {
 	defer stop()
 	if _, err := AcquireLease(next, h.js, "other", "b", ttl); err != nil {
 		t.Fatalf("a released lease is not free at once: %v", err)
+	}
+}
+
+// Between messages the worker compacts full size-tier runs of fragments on main, as its own
+// commits (no events, no effect on what the messages committed), so a long stream of small
+// batches leaves a bounded number of fragments.
+func TestWorkerCompactsBetweenMessages(t *testing.T) {
+	m := NewMetrics()
+	h := start(t, func(w *Worker) { w.UseMetrics(m); w.cfg.CompactionFanout = 4 })
+	const n = 9
+	for i := 0; i < n; i++ {
+		h.publish(fmt.Sprintf(`{"type":"Person","data":{"handle":"p%d","name":"P","active":true}}
+{"type":"Company","data":{"domain":"c%d.io","name":"C","size":"smb"}}
+{"edge":"WorksAt","from":"p%d","to":"c%d.io","data":{"id":"w%d"}}`, i, i, i, i, i), map[string]string{HeaderMode: "append"})
+		if ev := h.event(); ev.Kind != "load" {
+			t.Fatalf("event %+v", ev)
+		}
+	}
+	out := h.export()
+	if c := strings.Count(out, `"type":"Person"`); c != n {
+		t.Fatalf("%d people exported, want %d:\n%s", c, n, out)
+	}
+	ctx := context.Background()
+	st, err := h.g.Snapshot(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"node:Person", "node:Company", "edge:WorksAt"} {
+		e, _ := st.Table(key)
+		ds, err := lance.Open(ctx, h.g.Root().Sub(e.Path), lance.AtVersion(e.Version))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds.NumFragments() > 4 {
+			t.Fatalf("%s keeps %d fragments after %d one-row batches at fanout 4", key, ds.NumFragments(), n)
+		}
+	}
+	commits, err := h.g.Commits(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compactions := 0
+	for _, c := range commits {
+		if c.ActorID != nil && *c.ActorID == CompactionActor {
+			compactions++
+		}
+	}
+	var buf bytes.Buffer
+	_, _ = m.WriteTo(&buf)
+	if compactions < 2 || !strings.Contains(buf.String(), fmt.Sprintf(`omnigraph_compactions_total{result="ok"} %d`, compactions)) {
+		t.Fatalf("%d compaction commits; metrics:\n%s", compactions, buf.String())
 	}
 }

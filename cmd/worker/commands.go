@@ -157,6 +157,32 @@ func cmdLoad(ctx context.Context, args []string) error {
 	return printJSON(res)
 }
 
+// cmdOptimize compacts a graph no worker is writing: `worker run` compacts its own graph as it
+// goes (compaction_fanout), under its lease, and two writers on one root are unsupported.
+func cmdOptimize(ctx context.Context, args []string) error {
+	fs := newFlags("optimize")
+	root := fs.String("root", "", "graph root URI")
+	all := fs.Bool("all", false, "rewrite every fragment Lance's planner would (small ones and ones with many deletions), not only full size-tier runs")
+	fanout := fs.Int("fanout", engine.DefaultCompactionFanout, "size-tier fanout: merge the newest run of same-tier fragments once it holds this many")
+	actor := fs.String("actor", "", "actor id recorded on the commit")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *fanout < 2 {
+		return &usageError{msg: "--fanout must be at least 2"}
+	}
+	g, closeGraph, err := openGraph(ctx, *root, true)
+	if err != nil {
+		return err
+	}
+	defer closeGraph()
+	res, err := g.Optimize(ctx, engine.OptimizeOptions{Fanout: *fanout, All: *all, Actor: *actor})
+	if err != nil {
+		return err
+	}
+	return printJSON(res)
+}
+
 func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
@@ -309,8 +335,12 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	defer nc.Drain()
+	fanout := c.CompactionFanout
+	if fanout == 0 {
+		fanout = -1 // off
+	}
 	w, err := ingest.New(nc, g, ingest.Config{Graph: *graph, Stream: c.Stream, DLQStream: c.DLQStream, Consumer: c.Consumer,
-		AckWait: *ackWait, MaxDeliver: *maxDeliver}, log)
+		AckWait: *ackWait, MaxDeliver: *maxDeliver, CompactionFanout: fanout}, log)
 	if err != nil {
 		return err
 	}

@@ -41,14 +41,34 @@ func timeLoads(ctx context.Context, g *engine.Graph, base, iters, n int) ([]floa
 
 // age loads rows (as 8,192-row loads) and then one-row loads up to commits in all. The one-row
 // loads go to the Event table, or with sameTable to Person, the table the aged loads then
-// measure: every load adds a fragment, and nothing compacts a graph table yet, so that
-// measures what fragment growth costs a table that takes every commit.
-func age(ctx context.Context, g *engine.Graph, rows, commits int, sameTable bool) error {
+// measure: every load adds a fragment, so that measures what fragment growth costs a table
+// that takes every commit. With fanout > 0 the graph is compacted before each load as
+// `worker run` compacts between messages; 0 shows the growth unchecked.
+func age(ctx context.Context, g *engine.Graph, rows, commits int, sameTable bool, fanout int) (compactions int, compacting time.Duration, err error) {
+	// compact is what `worker run` does between messages.
+	compact := func() error {
+		for round := 0; fanout > 0 && round < 4 && g.CompactionDue(fanout); round++ {
+			t0 := time.Now()
+			res, err := g.Optimize(ctx, engine.OptimizeOptions{Fanout: fanout})
+			if err != nil {
+				return err
+			}
+			if res.Commit == nil {
+				break
+			}
+			compactions++
+			compacting += time.Since(t0)
+		}
+		return nil
+	}
 	done := 0
 	for k := 0; done*2 < rows; k++ {
 		n := min(4096, rows/2-done) // n nodes + n edges per load: 8,192 rows
+		if err := compact(); err != nil {
+			return compactions, compacting, err
+		}
 		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: benchdata.GraphBatch(1_000_000+k, n)}); err != nil {
-			return err
+			return compactions, compacting, err
 		}
 		done += n
 		commits--
@@ -60,13 +80,16 @@ func age(ctx context.Context, g *engine.Graph, rows, commits int, sameTable bool
 		}
 		recs, err := framing.ParseBytes([]byte(line), framing.DefaultLimits())
 		if err != nil {
-			return err
+			return compactions, compacting, err
+		}
+		if err := compact(); err != nil {
+			return compactions, compacting, err
 		}
 		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: recs}); err != nil {
-			return err
+			return compactions, compacting, err
 		}
 	}
-	return nil
+	return compactions, compacting, compact()
 }
 
 func peakRSSMiB() float64 {
@@ -121,7 +144,7 @@ func list(xs []float64) string {
 // agedBench compares loads on a graph aged to rows existing rows and commits prior commits
 // with loads on a fresh graph measured just before, in the default durability. It runs last:
 // minutes of aging leave the machine busy writing back, which would skew what follows it.
-func agedBench(ctx context.Context, tmp string, iters, agedRows, agedCommits int, sameTable bool) error {
+func agedBench(ctx context.Context, tmp string, iters, agedRows, agedCommits int, sameTable bool, fanout int) error {
 	const n = 1000
 	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-fresh-for-aged"))
 	if err != nil {
@@ -138,15 +161,17 @@ func agedBench(ctx context.Context, tmp string, iters, agedRows, agedCommits int
 	}
 	defer ga.Root().Close()
 	t0 := time.Now()
-	if err := age(ctx, ga, agedRows, agedCommits, sameTable); err != nil {
+	compactions, compacting, err := age(ctx, ga, agedRows, agedCommits, sameTable, fanout)
+	if err != nil {
 		return err
 	}
-	fmt.Printf("bench: engine-aging rows=%d commits=%d took_s=%.1f\n", agedRows, agedCommits, time.Since(t0).Seconds())
+	fmt.Printf("bench: engine-aging rows=%d commits=%d compaction_fanout=%d compactions=%d compaction_s=%.1f took_s=%.1f\n",
+		agedRows, agedCommits, fanout, compactions, compacting.Seconds(), time.Since(t0).Seconds())
 	aged, err := timeLoads(ctx, ga, 0, iters, n)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("bench: engine-load-aged durability=%s rows=%d commits=%d commits_on=%s go_p50_ms=%.3f fresh_p50_ms=%.3f ratio=%.2f peak_rss_mib=%.0f\n",
-		durability, agedRows, agedCommits, map[bool]string{false: "other_table", true: "measured_table"}[sameTable], median(aged), median(fresh), median(aged)/median(fresh), peakRSSMiB())
+	fmt.Printf("bench: engine-load-aged durability=%s rows=%d commits=%d commits_on=%s compaction_fanout=%d go_p50_ms=%.3f fresh_p50_ms=%.3f ratio=%.2f peak_rss_mib=%.0f\n",
+		durability, agedRows, agedCommits, map[bool]string{false: "other_table", true: "measured_table"}[sameTable], fanout, median(aged), median(fresh), median(aged)/median(fresh), peakRSSMiB())
 	return nil
 }

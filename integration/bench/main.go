@@ -132,6 +132,7 @@ func main() {
 	iters := flag.Int("iters", 30, "timed repetitions per measurement")
 	agedRows := flag.Int("aged-rows", 1_000_000, "existing rows before the aged load measurement")
 	agedCommits := flag.Int("aged-commits", 10_000, "prior commits before the aged load measurement (0 skips it)")
+	agedFanout := flag.Int("aged-compaction-fanout", 16, "compact the aged graph between its commits as `worker run` does at this compaction_fanout (0: never)")
 	agedSameTable := flag.Bool("aged-same-table", false, "the aged graph's one-row commits go to the measured table (fragment growth) instead of another")
 	only := flag.String("only", "", "run only the lance, graph, e2e or merge benchmarks")
 	mergeChild := flag.String("merge-child", "", "internal: setup|run, for the merge bench's child processes")
@@ -221,7 +222,7 @@ func main() {
 	if (*only == "" || *only == "graph") && *agedCommits > 0 {
 		storage.SetLocalSync(true)
 		durability = "fsync"
-		if err := agedBench(ctx, tmp, *iters, *agedRows, *agedCommits, *agedSameTable); err != nil {
+		if err := agedBench(ctx, tmp, *iters, *agedRows, *agedCommits, *agedSameTable, *agedFanout); err != nil {
 			fmt.Fprintln(os.Stderr, "aged bench:", err)
 			os.Exit(1)
 		}
