@@ -162,12 +162,54 @@ func (p *spares) start() error {
 			_ = lock.Close()
 		}
 	}
+	if err == nil {
+		// The holder's pid, for LiveWriters to name (best effort: the flock is what counts).
+		_, _ = lock.WriteString(strconv.Itoa(os.Getpid()))
+	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return err
 	}
 	p.dir, p.lock = dir, lock
 	return nil
+}
+
+// LiveWriters returns the process ids of the live processes keeping spare files under st, a
+// local root from Open: on a local root only a long-lived writer (`worker run`) keeps spares,
+// so a tool that is about to write the root directly can refuse to write under it. A pid is 0
+// when its holder did not record one. Other stores, whose writers cannot be seen this way,
+// report none.
+func LiveWriters(st Store) ([]int, error) {
+	s, ok := st.(*store)
+	if !ok || !s.local() || s.prefix != "" {
+		return nil, nil
+	}
+	base := filepath.Join(s.dir, SpareDirName)
+	entries, err := os.ReadDir(base)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		lock, err := os.Open(filepath.Join(base, e.Name(), ".lock"))
+		if err != nil {
+			continue // being made or removed right now
+		}
+		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			b, _ := os.ReadFile(lock.Name())
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			pids = append(pids, pid)
+		}
+		_ = lock.Close() // releases the shared lock when we took it
+	}
+	return pids, nil
 }
 
 // removeAbandoned removes the spare directories of processes that are gone (their lock is

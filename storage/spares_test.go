@@ -405,3 +405,62 @@ func TestLocalSpareDirVanishes(t *testing.T) {
 	}
 	waitSpares(t, s, dir, 1)
 }
+
+// TestLiveWriters: a store keeping spares is seen, with its pid, by any other handle on the
+// root while it is open; an abandoned spare directory, a closed store and a mem root are not.
+func TestLiveWriters(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	plain, err := storage.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	live := func() []int {
+		t.Helper()
+		pids, err := storage.LiveWriters(plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pids
+	}
+	if p := live(); p != nil {
+		t.Fatalf("live writers on a fresh root: %v", p)
+	}
+	abandoned := filepath.Join(dir, storage.SpareDirName, "pdead")
+	if err := os.MkdirAll(abandoned, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(abandoned, ".lock"), []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p := live(); p != nil {
+		t.Fatalf("an abandoned spare directory counted as a live writer: %v", p)
+	}
+	w, err := storage.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage.KeepSpares(w)
+	if err := w.Put(ctx, "x", []byte("x")); err != nil { // starts the refill, which locks its directory
+		t.Fatal(err)
+	}
+	waitSpares(t, w, dir, 1)
+	if p := live(); !slices.Equal(p, []int{os.Getpid()}) {
+		t.Fatalf("live writers %v, want [%d]", p, os.Getpid())
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p := live(); p != nil {
+		t.Fatalf("live writers after the writer closed: %v", p)
+	}
+	mem, err := storage.Open(ctx, "mem://live-writers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	if p, err := storage.LiveWriters(mem); p != nil || err != nil {
+		t.Fatalf("mem root: %v %v", p, err)
+	}
+}

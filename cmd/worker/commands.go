@@ -72,15 +72,49 @@ func openRoot(ctx context.Context, uri string) (storage.Store, error) {
 	return storage.Open(ctx, uri)
 }
 
-// openGraph opens the graph at uri: read-write (full recovery on open) or read-only. The
-// returned close releases the store.
-func openGraph(ctx context.Context, uri string, readWrite bool) (*engine.Graph, func(), error) {
+// liveWorkerError refuses a direct write to a root that a `worker run` is serving.
+type liveWorkerError struct {
+	uri  string
+	pids []int
+}
+
+func (e *liveWorkerError) Error() string {
+	return fmt.Sprintf("%s is served by a running `worker run` (pid %v): this command writes the graph directly, "+
+		"and a second writer on a served root is unsupported (recovery may restore tables under it); "+
+		"stop the worker first, or pass --force if that process is not writing", e.uri, e.pids)
+}
+
+// refuseLiveWorker fails when a live `worker run` keeps spare files under st (local roots;
+// other stores cannot tell, and are trusted to the operator).
+func refuseLiveWorker(st storage.Store, force bool) error {
+	if force {
+		return nil
+	}
+	pids, err := storage.LiveWriters(st)
+	if err != nil || len(pids) == 0 {
+		return err
+	}
+	return &liveWorkerError{uri: st.URI(), pids: pids}
+}
+
+// forceFlag is the override of refuseLiveWorker on commands that write the graph directly.
+func forceFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("force", false, "write even though a running `worker run` seems to serve this root")
+}
+
+// openGraph opens the graph at uri: read-write (full recovery on open, refused while a worker
+// serves the root unless force) or read-only. The returned close releases the store.
+func openGraph(ctx context.Context, uri string, readWrite, force bool) (*engine.Graph, func(), error) {
 	st, err := openRoot(ctx, uri)
 	if err != nil {
 		return nil, nil, err
 	}
 	open := engine.OpenReadOnly
 	if readWrite {
+		if err := refuseLiveWorker(st, force); err != nil {
+			st.Close()
+			return nil, nil, err
+		}
 		open = engine.Open
 	}
 	g, err := open(ctx, st)
@@ -126,6 +160,7 @@ func cmdLoad(ctx context.Context, args []string) error {
 	actor := fs.String("actor", "", "actor id recorded on the commit")
 	msgID := fs.String("msg-id", "", "receipt key: a batch whose receipt is already visible on the branch is not applied again")
 	from := fs.String("from", "", "fork --branch from this base first if it does not exist")
+	force := forceFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -141,7 +176,7 @@ func cmdLoad(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	g, closeGraph, err := openGraph(ctx, *root, true)
+	g, closeGraph, err := openGraph(ctx, *root, true, *force)
 	if err != nil {
 		return err
 	}
@@ -165,13 +200,14 @@ func cmdOptimize(ctx context.Context, args []string) error {
 	all := fs.Bool("all", false, "rewrite every fragment Lance's planner would (small ones and ones with many deletions), not only full size-tier runs")
 	fanout := fs.Int("fanout", engine.DefaultCompactionFanout, "size-tier fanout: merge the newest run of same-tier fragments once it holds this many")
 	actor := fs.String("actor", "", "actor id recorded on the commit")
+	force := forceFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *fanout < 2 {
 		return &usageError{msg: "--fanout must be at least 2"}
 	}
-	g, closeGraph, err := openGraph(ctx, *root, true)
+	g, closeGraph, err := openGraph(ctx, *root, true, *force)
 	if err != nil {
 		return err
 	}
@@ -197,7 +233,7 @@ func cmdExport(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	g, closeGraph, err := openGraph(ctx, *root, false)
+	g, closeGraph, err := openGraph(ctx, *root, false, false)
 	if err != nil {
 		return err
 	}
@@ -213,7 +249,7 @@ func cmdCommits(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	g, closeGraph, err := openGraph(ctx, *root, false)
+	g, closeGraph, err := openGraph(ctx, *root, false, false)
 	if err != nil {
 		return err
 	}
@@ -426,6 +462,7 @@ func cmdRecover(ctx context.Context, args []string) error {
 	fs := newFlags("recover")
 	root := fs.String("root", "", "graph root URI")
 	list := fs.Bool("list", false, "only list pending recovery sidecars; change nothing")
+	force := forceFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -463,6 +500,9 @@ func cmdRecover(ctx context.Context, args []string) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sc.OperationID, sc.WriterKind, orDash(sc.Branch), phase, strings.Join(tables, ","), started)
 		}
 		return tw.Flush()
+	}
+	if err := refuseLiveWorker(st, *force); err != nil {
+		return err
 	}
 	g, err := engine.OpenReadOnly(ctx, st)
 	if err != nil {
@@ -545,10 +585,11 @@ func cmdBranch(ctx context.Context, args []string) error {
 	root := fs.String("root", "", "graph root URI")
 	from := fs.String("from", "main", "create: the branch to fork from")
 	asJSON := fs.Bool("json", false, "list: print JSON")
+	force := forceFlag(fs)
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	g, closeGraph, err := openGraph(ctx, *root, false)
+	g, closeGraph, err := openGraph(ctx, *root, false, false)
 	if err != nil {
 		return err
 	}
@@ -570,6 +611,9 @@ func cmdBranch(ctx context.Context, args []string) error {
 	case "create", "delete":
 		if fs.NArg() != 1 {
 			return &usageError{msg: "branch " + args[0] + " takes one NAME"}
+		}
+		if err := refuseLiveWorker(g.Root(), *force); err != nil {
+			return err
 		}
 		if args[0] == "create" {
 			err = g.CreateBranch(ctx, fs.Arg(0), *from)

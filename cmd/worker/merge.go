@@ -26,6 +26,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 	actor := fs.String("actor", "", "actor id recorded on the merge commit")
 	msgID := fs.String("msg-id", "", "receipt key (direct) or Nats-Msg-Id (with --graph)")
 	noProof := fs.Bool("no-certified-route", false, "always use the ordinary diff (for comparisons)")
+	force := forceFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -35,7 +36,7 @@ func cmdMerge(ctx context.Context, args []string) error {
 	if *graph != "" {
 		return publishMerge(ctx, *natsURL, *graph, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID)
 	}
-	g, closeGraph, err := openGraph(ctx, *root, true)
+	g, closeGraph, err := openGraph(ctx, *root, true, *force)
 	if err != nil {
 		return err
 	}

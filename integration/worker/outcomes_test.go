@@ -92,7 +92,7 @@ func TestHappyPathEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := startWorker(t, root, ns.url, "", "--gc-percent", "250")
+	w := startWorker(t, root, ns.url, "", "--gc-percent", "250", "--compaction-fanout", "2")
 	const n = 5
 	publish(t, ns.url, n)
 	var last uint64
@@ -117,6 +117,21 @@ func TestHappyPathEvents(t *testing.T) {
 		last = ev.Version
 	}
 	waitAcked(t, ns.url, n, w)
+	// The worker compacted between messages (fanout 2: every second one-row fragment).
+	if commits := workerCmd(t, "commits", "--root", root); !strings.Contains(commits, "omnigraph-worker:compaction") {
+		t.Fatalf("no compaction commit:\n%s\n%s", commits, w.out)
+	}
+	// Tools that write the root directly refuse while the worker serves it.
+	batch := filepath.Join(t.TempDir(), "b.ndjson")
+	if err := os.WriteFile(batch, []byte(`{"type":"Person","data":{"handle":"x","name":"X","active":true}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"load", "--root", root, batch}, {"optimize", "--root", root}, {"recover", "--root", root}} {
+		out, err := exec.Command(bin.worker, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "served by a running `worker run`") {
+			t.Fatalf("worker %s beside a live worker: %v\n%s", args[0], err, out)
+		}
+	}
 	w.terminate(t)
 	checkExactlyOnce(t, root, n)
 	if !strings.Contains(w.out.String(), `"gc_percent":250`) {
