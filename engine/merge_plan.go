@@ -191,7 +191,10 @@ func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable
 	if err != nil {
 		return nil, err
 	}
-	if targetUnchanged && !mt.firstTouch && !req.NoCertifiedRoute {
+	// A target that only compacted since base holds base's rows: the certified route stands,
+	// and its diff would be empty.
+	targetSameRows := targetUnchanged || !mt.firstTouch && onlyRewritesSince(ctx, tds, bds)
+	if targetSameRows && !mt.firstTouch && !req.NoCertifiedRoute {
 		frags, ok := provenInserts(ctx, bds, sds, base)
 		if ok {
 			mt.route = RouteCertified
@@ -225,7 +228,7 @@ func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable
 		return nil, err
 	}
 	td := &sideDelta{written: map[string]rowRef{}, rewritten: map[string]bool{}, deleted: map[string]bool{}}
-	if !targetUnchanged {
+	if !targetSameRows {
 		if td, err = diffSide(ctx, bds, tds); err != nil {
 			return nil, err
 		}
@@ -262,6 +265,22 @@ func provenInserts(ctx context.Context, bds, sds *lance.Dataset, base publisher.
 		return nil, false
 	}
 	return diff.NewFragments, true
+}
+
+// onlyRewritesSince says whether every version of the table after base's up to tds's, on the
+// same Lance branch, is a Rewrite (a compaction: rows moved, none changed). The walk is bounded
+// like the certified-insert proof's; beyond it the answer is no and the ordinary diff decides.
+func onlyRewritesSince(ctx context.Context, tds, bds *lance.Dataset) bool {
+	if tds.Branch() != bds.Branch() || tds.Version() <= bds.Version() || tds.Version()-bds.Version() > pureInsertHistoryMaxVersions {
+		return false
+	}
+	for v := bds.Version() + 1; v <= tds.Version(); v++ {
+		t, err := tds.ReadTransaction(ctx, v)
+		if err != nil || t.Op.Kind != lance.OpRewrite || t.ReadVersion+1 != v {
+			return false
+		}
+	}
+	return true
 }
 
 // diffSide reads what a side changed since base.
