@@ -200,20 +200,7 @@ func runCase(t *testing.T, c crashCase) (lost, doubled, half bool) {
 		t.Fatalf("the load was not killed at %s:\n%s", c.loadKill, out)
 	}
 	pending, _ := recovery.List(ctx, root)
-	if c.recoverKill != "" {
-		if killed, out := run(t, c.recoverKill, "recover", "--root", dir); !killed {
-			t.Logf("recover was not killed at %s (step not reached):\n%s", c.recoverKill, out)
-		}
-	}
-	// Open read-write: full recovery.
-	g2, err := engine.Open(ctx, root)
-	if err != nil {
-		t.Fatalf("open after crash: %v", err)
-	}
-	assertAligned(t, g2)
-	if l, _ := recovery.List(ctx, root); len(l) != 0 {
-		t.Fatalf("sidecars left after recovery: %v", l)
-	}
+	g2 := recoverAfterCrash(t, dir, root, c.recoverKill)
 	after := exportLines(t, root)
 	if len(pending) > 0 {
 		audit, _, err := recovery.ReadAudit(ctx, root)
@@ -253,6 +240,26 @@ func runCase(t *testing.T, c crashCase) (lost, doubled, half bool) {
 	}
 	assertAligned(t, g2)
 	return lost, doubled, half
+}
+
+// recoverAfterCrash runs `worker recover` killed at recoverKill (when set), then opens the graph
+// read-write (full recovery) and requires every table's HEAD at its pin and no sidecar left.
+func recoverAfterCrash(t *testing.T, dir string, root storage.Store, recoverKill string) *engine.Graph {
+	t.Helper()
+	if recoverKill != "" {
+		if killed, out := run(t, recoverKill, "recover", "--root", dir); !killed {
+			t.Logf("recover was not killed at %s (step not reached):\n%s", recoverKill, out)
+		}
+	}
+	g, err := engine.Open(context.Background(), root)
+	if err != nil {
+		t.Fatalf("open after crash: %v", err)
+	}
+	assertAligned(t, g)
+	if l, _ := recovery.List(context.Background(), root); len(l) != 0 {
+		t.Fatalf("sidecars left after recovery: %v", l)
+	}
+	return g
 }
 
 // exportAfterBatch reports whether after is before plus exactly the batch's rows (non-empty).

@@ -11,7 +11,6 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/lance"
-	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
@@ -77,19 +76,7 @@ func runOptimizeCase(t *testing.T, c optimizeCase) (lost, doubled, half bool) {
 	if killed, out := run(t, c.kill, "optimize", "--root", dir, "--all"); !killed {
 		t.Fatalf("optimize was not killed at %s:\n%s", c.kill, out)
 	}
-	if c.recoverKill != "" {
-		if killed, out := run(t, c.recoverKill, "recover", "--root", dir); !killed {
-			t.Logf("recover was not killed at %s (step not reached):\n%s", c.recoverKill, out)
-		}
-	}
-	g2, err := engine.Open(ctx, root)
-	if err != nil {
-		t.Fatalf("open after crash: %v", err)
-	}
-	assertAligned(t, g2)
-	if l, _ := recovery.List(ctx, root); len(l) != 0 {
-		t.Fatalf("sidecars left after recovery: %v", l)
-	}
+	g2 := recoverAfterCrash(t, dir, root, c.recoverKill)
 	lost, doubled, half = compareLines(t, before, exportLines(t, root))
 	// Loading and compacting again work, and change nothing but the new row.
 	batch := filepath.Join(t.TempDir(), "late.ndjson")
