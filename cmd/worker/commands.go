@@ -79,9 +79,13 @@ type liveWorkerError struct {
 }
 
 func (e *liveWorkerError) Error() string {
-	return fmt.Sprintf("%s is served by a running `worker run` (pid %v): this command writes the graph directly, "+
+	pids := make([]string, len(e.pids))
+	for i, p := range e.pids {
+		pids[i] = strconv.Itoa(p)
+	}
+	return fmt.Sprintf("%s is served by a running `worker run` (pid %s): this command writes the graph directly, "+
 		"and a second writer on a served root is unsupported (recovery may restore tables under it); "+
-		"stop the worker first, or pass --force if that process is not writing", e.uri, e.pids)
+		"stop the worker first, or pass --force if that process is not writing", e.uri, strings.Join(pids, ", "))
 }
 
 // refuseLiveWorker fails when a live `worker run` keeps spare files under st (local roots;
