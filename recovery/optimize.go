@@ -61,9 +61,9 @@ func NewOptimizeSidecar(root string, actor *string, tables []OptimizeTable) (*Si
 // the intent's actor, audited as RolledForward. Anything else on a pinned table (a foreign
 // commit, a HEAD behind the manifest) fails closed and leaves the sidecar in place.
 //
-// The roll-forward's commit id is minted here, not in the sidecar (the Optimize payload has
-// no lineage): a crash between that publish and the sidecar's removal leaves every pointer
-// converged, and the next pass removes the sidecar without a second commit or an audit row.
+// The Optimize payload carries no lineage, so the roll-forward commit takes the intent's
+// operation id: a pass that dies after its publish is finished by the next one (audit row,
+// sidecar removal) without a second commit.
 func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar) (Outcome, error) {
 	o := Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(""), Tables: []TableOutcome{}}
 	if sc.Branch != nil && *sc.Branch != "main" {
@@ -73,6 +73,16 @@ func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar) (Outc
 	st, err := pub.Snapshot(ctx)
 	if err != nil {
 		return o, err
+	}
+	// The roll-forward publishes under the intent's operation id (a ULID no writer uses as a
+	// commit id), so a pass that died after that publish finds it and only finalizes.
+	if _, ok := st.Commits[sc.OperationID]; ok {
+		for _, pin := range sc.Tables {
+			if e, ok := st.Table(pin.TableKey); ok && e.Identity == pin.Identity && e.Version == pin.PostCommitPin {
+				o.Tables = append(o.Tables, TableOutcome{TableKey: pin.TableKey, FromVersion: pin.ExpectedVersion, ToVersion: pin.PostCommitPin})
+			}
+		}
+		return finalize(ctx, root, sc, RolledForward, sc.OperationID, o.Tables)
 	}
 	rootLoc := RootLocation(root)
 	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{}}
@@ -123,7 +133,7 @@ func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar) (Outc
 		o.Action, o.Reason = Discarded, "no compaction is left to publish"
 		return o, nil
 	}
-	commit := ids.NewULID()
+	commit := sc.OperationID
 	req.Lineage = &publisher.Lineage{CommitID: commit, ActorID: deref(sc.ActorID), CreatedAt: nowMicros()}
 	if err := failpoint.Inject("recovery.before_forward_publish"); err != nil {
 		return o, err

@@ -11,6 +11,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
@@ -18,22 +19,30 @@ type optimizeCase struct {
 	name        string
 	kill        string // failpoint spec for the crashing `worker optimize`
 	recoverKill string // when set, crashes a `worker recover` run after it
+	// audited: a Rewrite had committed and the writer had not published, so recovery rolled
+	// it forward and must leave an audit row.
+	audited bool
 }
 
 // optimizeCases kill `worker optimize` (three tables compacted) before arming, after arming,
 // after each table's Rewrite commit, inside a Rewrite's Lance commit, before, inside and after
 // the publish; and `worker recover` at each step of an Optimize roll-forward.
 func optimizeCases() []optimizeCase {
-	steps := []string{"optimize.after_prepare=kill", "optimize.after_sidecar=kill",
-		"optimize.after_table_commit=kill", "optimize.after_table_commit=1+1*kill", "optimize.after_table_commit=2+1*kill",
-		"lance.commit.before_manifest=1+1*kill", "lance.commit.after_manifest=kill",
-		"optimize.before_publish=kill", "publisher.before_commit=kill", "optimize.after_publish=kill", "recovery.sidecar_delete=kill"}
 	var out []optimizeCase
-	for _, s := range steps {
-		out = append(out, optimizeCase{name: s, kill: s})
+	for _, s := range []struct {
+		kill    string
+		audited bool
+	}{
+		{"optimize.after_prepare=kill", false}, {"optimize.after_sidecar=kill", false},
+		{"optimize.after_table_commit=kill", true}, {"optimize.after_table_commit=1+1*kill", true}, {"optimize.after_table_commit=2+1*kill", true},
+		{"lance.commit.before_manifest=1+1*kill", true}, {"lance.commit.after_manifest=kill", true},
+		{"optimize.before_publish=kill", true}, {"publisher.before_commit=kill", true},
+		{"optimize.after_publish=kill", false}, {"recovery.sidecar_delete=kill", false},
+	} {
+		out = append(out, optimizeCase{name: s.kill, kill: s.kill, audited: s.audited})
 	}
 	for _, rk := range []string{"recovery.before_forward_publish=kill", "recovery.after_forward_publish=kill", "recovery.audit_append=kill", "recovery.sidecar_delete=kill"} {
-		out = append(out, optimizeCase{name: "forward/" + rk, kill: "optimize.after_table_commit=1+1*kill", recoverKill: rk})
+		out = append(out, optimizeCase{name: "forward/" + rk, kill: "optimize.after_table_commit=1+1*kill", recoverKill: rk, audited: true})
 	}
 	return out
 }
@@ -76,7 +85,21 @@ func runOptimizeCase(t *testing.T, c optimizeCase) (lost, doubled, half bool) {
 	if killed, out := run(t, c.kill, "optimize", "--root", dir, "--all"); !killed {
 		t.Fatalf("optimize was not killed at %s:\n%s", c.kill, out)
 	}
+	pending, _ := recovery.List(ctx, root)
 	g2 := recoverAfterCrash(t, dir, root, c.recoverKill)
+	audit, _, err := recovery.ReadAudit(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audited := 0
+	for _, a := range audit {
+		if len(pending) == 1 && a.OperationID+".json" == pending[0].Name && a.Kind == recovery.RolledForward {
+			audited++
+		}
+	}
+	if want := map[bool]int{true: 1, false: 0}[c.audited]; len(pending) > 1 || audited != want {
+		t.Errorf("%d pending sidecars, %d audit rows for it, want %d", len(pending), audited, want)
+	}
 	lost, doubled, half = compareLines(t, before, exportLines(t, root))
 	// Loading and compacting again work, and change nothing but the new row.
 	batch := filepath.Join(t.TempDir(), "late.ndjson")
