@@ -16,15 +16,16 @@ import (
 )
 
 // DefaultCompactionFanout is the size-tier fanout of automatic compaction: once the newest
-// fragments of a table hold this many of one size tier, they are merged into one. A table then
+// fragments of a table hold this many of one size tier, they (and any smaller ones newer than
+// them) are merged into one (tierRun). A table then
 // keeps about fanout × log_fanout(rows) fragments however many loads it took, and each row is
 // rewritten about log_fanout(rows) times in its life.
 const DefaultCompactionFanout = 16
 
 // OptimizeOptions choose what an Optimize compacts.
 type OptimizeOptions struct {
-	// Fanout is the size-tier fanout (0: DefaultCompactionFanout). Only the newest run of
-	// same-tier fragments is merged, and only once it holds Fanout of them.
+	// Fanout is the size-tier fanout (0: DefaultCompactionFanout): the newest fragments are
+	// merged once one size tier among them holds Fanout fragments (tierRun).
 	Fanout int
 	// All compacts every fragment Lance's own planner would (small or with many deletions),
 	// the whole table at once: an operator's full optimize. It ignores Fanout.
@@ -87,44 +88,50 @@ func fanoutOrDefault(f int) int {
 	return f
 }
 
-// tierRun returns the ids of the newest run of fragments sharing one size tier (live rows in
-// [fanout^k, fanout^(k+1))) when it holds at least fanout of them, else nil. Fragments of more
-// than half the target size end runs: two of them cannot share a rewritten fragment, so a run
-// of them would be due forever and merge nothing.
+// tierRun returns the ids of the newest fragments to merge, or nil. A fragment's tier is k for
+// live rows in [fanout^k, fanout^(k+1)). For the smallest tier T at which the newest fragments
+// of tier T or below include fanout of tier T itself, those newest fragments are the run: a
+// tier merges once it holds fanout fragments, as in a size-tiered LSM, taking along the
+// smaller ones newer than them, so a mix of sizes (a small load after every big one) still
+// merges, while a few small fragments never drag larger ones into a rewrite before their own
+// tier is full. Fragments of more than half the target size end runs: two of them cannot share
+// a rewritten fragment.
 func tierRun(frags []lance.Fragment, fanout int) []uint64 {
 	const full = lanceTargetRows / 2
-	tier := func(f *lance.Fragment) int {
-		n := f.NumRows()
+	var tiers []int // of the newest fragments, newest first, up to the first full one
+	top := 0
+	for i := len(frags) - 1; i >= 0; i-- {
+		n := frags[i].NumRows()
 		if n > full {
-			return -1
+			break
 		}
 		t := 0
 		for n >= uint64(fanout) {
 			n /= uint64(fanout)
 			t++
 		}
-		return t
+		tiers = append(tiers, t)
+		top = max(top, t)
 	}
-	end := len(frags)
-	if end == 0 {
+	if len(tiers) < fanout {
 		return nil
 	}
-	last := tier(&frags[end-1])
-	if last < 0 {
-		return nil
+	for tier := 0; tier <= top; tier++ {
+		n, same := 0, 0
+		for ; n < len(tiers) && tiers[n] <= tier; n++ {
+			if tiers[n] == tier {
+				same++
+			}
+		}
+		if same >= fanout {
+			out := make([]uint64, 0, n)
+			for _, f := range frags[len(frags)-n:] {
+				out = append(out, f.ID)
+			}
+			return out
+		}
 	}
-	start := end - 1
-	for start > 0 && tier(&frags[start-1]) == last {
-		start--
-	}
-	if end-start < fanout {
-		return nil
-	}
-	out := make([]uint64, 0, end-start)
-	for i := start; i < end; i++ {
-		out = append(out, frags[i].ID)
-	}
-	return out
+	return nil
 }
 
 // lanceTargetRows is Lance's target_rows_per_fragment, the size rewritten fragments are cut at.

@@ -332,3 +332,45 @@ func TestCertifiedMergeAfterTargetOnlyCompacted(t *testing.T) {
 		t.Fatalf("Person merged by %q after main changed, want diff", r)
 	}
 }
+
+// tierRun merges a size tier once it holds fanout fragments (with the smaller ones newer than
+// them), lets full fragments end runs, still merges a mix of sizes that never forms a one-tier
+// run, and never rewrites large fragments for a few small ones.
+func TestTierRun(t *testing.T) {
+	frags := func(rows ...uint64) []lance.Fragment {
+		out := make([]lance.Fragment, len(rows))
+		for i, n := range rows {
+			out[i] = lance.Fragment{ID: uint64(i), PhysicalRows: n}
+		}
+		return out
+	}
+	repeat := func(n int, rows ...uint64) []uint64 {
+		var out []uint64
+		for i := 0; i < n; i++ {
+			out = append(out, rows...)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		rows []uint64
+		want int // fragments merged (the newest ones); 0: nothing due
+	}{
+		{"fifteen one-row loads", repeat(15, 1), 0},
+		{"sixteen one-row loads", repeat(16, 1), 16},
+		{"a merged tier behind fresh loads", append([]uint64{16, 16}, repeat(16, 1)...), 16},
+		{"fifteen of the next tier under a new load", append(repeat(15, 16), 1), 0},
+		{"sixteen of the next tier under a new load", append(repeat(16, 16), 1), 17},
+		{"big and small loads alternating, eight each", repeat(8, 5000, 1), 0},
+		{"big and small loads alternating, sixteen each", repeat(16, 5000, 1), 32},
+		{"fifteen big ones do not wait on small ones", append(repeat(15, 65536), repeat(15, 1)...), 0},
+		{"a full fragment ends the run", append(append(repeat(10, 1), lanceTargetRows), repeat(10, 1)...), 0},
+		{"full fragments only", repeat(20, lanceTargetRows), 0},
+	} {
+		got := tierRun(frags(c.rows...), 16)
+		n := len(c.rows)
+		if len(got) != c.want || c.want > 0 && (got[0] != uint64(n-c.want) || got[len(got)-1] != uint64(n-1)) {
+			t.Errorf("%s: merged %v, want the newest %d", c.name, got, c.want)
+		}
+	}
+}

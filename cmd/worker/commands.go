@@ -202,7 +202,7 @@ func cmdOptimize(ctx context.Context, args []string) error {
 	fs := newFlags("optimize")
 	root := fs.String("root", "", "graph root URI")
 	all := fs.Bool("all", false, "rewrite every fragment Lance's planner would (small ones and ones with many deletions), not only full size-tier runs")
-	fanout := fs.Int("fanout", engine.DefaultCompactionFanout, "size-tier fanout: merge the newest run of same-tier fragments once it holds this many")
+	fanout := fs.Int("fanout", engine.DefaultCompactionFanout, "size-tier fanout: merge the newest fragments once one size tier among them holds this many")
 	actor := fs.String("actor", "", "actor id recorded on the commit")
 	force := forceFlag(fs)
 	if err := parse(fs, args); err != nil {
