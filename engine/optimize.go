@@ -25,7 +25,8 @@ const DefaultCompactionFanout = 16
 // OptimizeOptions choose what an Optimize compacts.
 type OptimizeOptions struct {
 	// Fanout is the size-tier fanout (0: DefaultCompactionFanout): the newest fragments are
-	// merged once one size tier among them holds Fanout fragments (tierRun).
+	// merged once one size tier among them holds Fanout fragments (tierRun); otherwise the
+	// oldest fragment with more than a tenth of its rows deleted is rewritten alone.
 	Fanout int
 	// All compacts every fragment Lance's own planner would (small or with many deletions),
 	// the whole table at once: an operator's full optimize. It ignores Fanout.
@@ -66,19 +67,38 @@ type compactionPlan struct {
 	committed *lance.Dataset
 }
 
-// CompactionDue says, from what this writer already holds (no I/O), whether some main table's
-// newest fragments hold a full tier run. A writer asks after each commit; Optimize itself
+// CompactionDue says, from what this writer already holds (no I/O), whether some main table
+// has a run to compact (compactionRun). A writer asks after each commit; Optimize itself
 // decides again from storage.
 func (g *Graph) CompactionDue(fanout int) bool {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
 	fanout = fanoutOrDefault(fanout)
 	for ref, ts := range g.tables {
-		if ref.branch == "" && len(tierRun(ts.ds.Manifest().Fragments, fanout)) > 0 {
+		if ref.branch == "" && len(compactionRun(ts.ds.Manifest().Fragments, fanout)) > 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// compactionRun is what an automatic compaction of a table rewrites: a full tier run, else the
+// oldest fragment with more than a tenth of its rows deleted, alone. Upserts leave deletion
+// vectors in fragments of every age, and a tier run only ever holds the newest ones, so
+// without the second rule the rows an upsert replaced in an old fragment would be read and
+// masked by every scan for good.
+func compactionRun(frags []lance.Fragment, fanout int) []uint64 {
+	if run := tierRun(frags, fanout); run != nil {
+		return run
+	}
+	for i := range frags {
+		// NumDeletedRows 0 with a deletion file means "not recorded" (only other writers):
+		// judging it would need the file, and this check must stay free of I/O.
+		if d := frags[i].Deletion; d != nil && d.NumDeletedRows*10 > frags[i].PhysicalRows {
+			return []uint64{frags[i].ID}
+		}
+	}
+	return nil
 }
 
 func fanoutOrDefault(f int) int {
@@ -191,7 +211,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 		}
 		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows}
 		if !o.All {
-			run := tierRun(ts.ds.Manifest().Fragments, fanoutOrDefault(o.Fanout))
+			run := compactionRun(ts.ds.Manifest().Fragments, fanoutOrDefault(o.Fanout))
 			if run == nil {
 				continue
 			}

@@ -374,3 +374,58 @@ func TestTierRun(t *testing.T) {
 		}
 	}
 }
+
+// Upserts leave deletions in old fragments that no tier run reaches: once a fragment has more
+// than a tenth of its rows deleted, automatic compaction rewrites it alone.
+func TestOptimizeRewritesDeletionHeavyFragments(t *testing.T) {
+	g := testGraph(t)
+	var batch []string
+	for i := 0; i < 20; i++ {
+		batch = append(batch, person(fmt.Sprintf("p%d", i), "P"))
+	}
+	loadInto(t, g, "", "", "append", batch...)
+	loadInto(t, g, "", "", "merge", person("p1", "P one"), person("p2", "P two")) // 2 of 20 deleted: not yet
+	if g.CompactionDue(16) {
+		t.Fatal("due at 10% deleted")
+	}
+	loadInto(t, g, "", "", "merge", person("p3", "P three")) // 3 of 20
+	if !g.CompactionDue(16) {
+		t.Fatal("not due at 15% deleted")
+	}
+	before := sortedExport(t, g, "")
+	res := optimize(t, g, OptimizeOptions{Fanout: 16})
+	if res.Commit == nil || len(res.Tables) != 1 || res.Tables[0].TableKey != "node:Person" || res.Tables[0].FragmentsRemoved != 1 || res.Tables[0].RowsRewritten != 17 {
+		t.Fatalf("result %+v", res)
+	}
+	if after := sortedExport(t, g, ""); after != before {
+		t.Fatalf("compaction changed the graph:\n%s\n---\n%s", before, after)
+	}
+	for _, f := range mustDataset(t, g, "node:Person").Manifest().Fragments {
+		if f.Deletion != nil {
+			t.Fatalf("fragment %d keeps its deletions", f.ID)
+		}
+	}
+	if g.CompactionDue(16) {
+		t.Fatal("still due")
+	}
+	assertIndexesMatchStorage(t, g)
+	loadInto(t, g, "", "", "merge", person("p4", "P four"))
+	if out := export(t, g, ""); strings.Count(out, `"handle":"p4"`) != 1 || !strings.Contains(out, "P four") {
+		t.Fatalf("upsert after the rewrite:\n%s", out)
+	}
+}
+
+func mustDataset(t *testing.T, g *Graph, key string) *lance.Dataset {
+	t.Helper()
+	ctx := context.Background()
+	st, err := g.Snapshot(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := st.Table(key)
+	ds, err := lance.Open(ctx, g.root.Sub(e.Path), lance.AtVersion(e.Version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
