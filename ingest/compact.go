@@ -14,14 +14,20 @@ import (
 // message rather than holding this one.
 const compactionRounds = 4
 
-// compactIfDue compacts the graph's main tables while a full size-tier run of fragments waits,
-// before the message just received is applied (its AckWait is kept alive by the heartbeat
-// meanwhile). Every load adds a fragment per table it touches; without this a long-running
-// worker's tables would grow without bound in fragments, and with them the cost of every
-// commit and scan. A failed compaction never fails the message: a RecoveryRequired one is
-// finished by the load's own heal, anything else is retried before a later message.
+// compactionPause is how long the worker stops trying to compact after a compaction failed, so
+// that a fault which keeps failing it (storage trouble, say) does not add a failed attempt to
+// every message's latency; the messages themselves go on.
+const compactionPause = time.Minute
+
+// compactIfDue compacts the graph's main tables while one has a run to compact
+// (engine.Graph.CompactionDue), before the message just received is applied (its AckWait is
+// kept alive by the heartbeat meanwhile). Every load adds a fragment per table it touches;
+// without this a long-running worker's tables would grow without bound in fragments, and with
+// them the cost of every commit and scan. A failed compaction never fails the message: a
+// RecoveryRequired one is finished by the load's own heal, anything else is tried again after
+// compactionPause.
 func (w *Worker) compactIfDue(ctx context.Context, log *zap.Logger) {
-	if w.cfg.CompactionFanout < 0 {
+	if w.cfg.CompactionFanout < 0 || time.Now().Before(w.compactAfter) {
 		return
 	}
 	for round := 0; round < compactionRounds && w.g.CompactionDue(w.cfg.CompactionFanout); round++ {
@@ -30,7 +36,8 @@ func (w *Worker) compactIfDue(ctx context.Context, log *zap.Logger) {
 		took := time.Since(start)
 		if err != nil {
 			w.metrics.compaction(false, took)
-			log.Warn("compaction", zap.Duration("took", took), zap.Error(err))
+			w.compactAfter = time.Now().Add(compactionPause)
+			log.Warn("compaction failed; the next try waits", zap.Duration("took", took), zap.Duration("pause", compactionPause), zap.Error(err))
 			return
 		}
 		if res.Commit == nil {

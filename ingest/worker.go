@@ -30,6 +30,8 @@ type Worker struct {
 	cons    jetstream.Consumer
 	lease   *Lease
 	metrics *Metrics
+	// compactAfter: no automatic compaction before this time (after a failed one).
+	compactAfter time.Time
 }
 
 // UseMetrics records this worker's outcomes in m.

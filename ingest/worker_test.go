@@ -20,6 +20,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -535,5 +536,29 @@ func TestWorkerCompactsBetweenMessages(t *testing.T) {
 	_, _ = m.WriteTo(&buf)
 	if compactions < 2 || !strings.Contains(buf.String(), fmt.Sprintf(`omnigraph_compactions_total{result="ok"} %d`, compactions)) {
 		t.Fatalf("%d compaction commits; metrics:\n%s", compactions, buf.String())
+	}
+}
+
+// A compaction that keeps failing is tried once, then left alone for a while: the messages go
+// on, each without a failed attempt in front of it.
+func TestFailedCompactionPauses(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable("optimize.after_prepare", "error"); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics()
+	h := start(t, func(w *Worker) { w.UseMetrics(m); w.cfg.CompactionFanout = 2 })
+	const n = 6
+	for i := 0; i < n; i++ {
+		h.publish(fmt.Sprintf(`{"type":"Person","data":{"handle":"p%d","name":"P","active":true}}`, i), map[string]string{HeaderMode: "append"})
+		h.event()
+	}
+	var buf bytes.Buffer
+	_, _ = m.WriteTo(&buf)
+	if !strings.Contains(buf.String(), `omnigraph_compactions_total{result="failed"} 1`) || strings.Contains(buf.String(), `result="ok"`) {
+		t.Fatalf("want exactly one failed compaction over %d messages:\n%s", n, buf.String())
+	}
+	if c := strings.Count(h.export(), `"type":"Person"`); c != n {
+		t.Fatalf("%d people committed, want %d", c, n)
 	}
 }
