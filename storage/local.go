@@ -276,7 +276,7 @@ func (s *store) listLocal(ctx context.Context, full, delim string, withTemp bool
 		if err != nil {
 			return err
 		}
-		files = append(files, Object{Key: key, Size: info.Size()})
+		files = append(files, Object{Key: key, Size: info.Size(), ModTime: info.ModTime()})
 		return nil
 	}
 	base := filepath.Join(s.dir, filepath.FromSlash(full))

@@ -49,6 +49,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -103,8 +104,9 @@ type Store interface {
 
 // Object is one listed object; Key is relative to the Store's root.
 type Object struct {
-	Key  string
-	Size int64
+	Key     string
+	Size    int64
+	ModTime time.Time // last modified, as the store reports it (zero when it does not)
 }
 
 // Open opens the store named by uri (see the package comment for the schemes).

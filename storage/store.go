@@ -375,7 +375,7 @@ func (s *store) list(ctx context.Context, full, delim string, withTemp bool) ([]
 		if !withTemp && (isTempName(key) || (s.local() && isFileblobTemp(key))) {
 			continue
 		}
-		files = append(files, Object{Key: key, Size: o.Size})
+		files = append(files, Object{Key: key, Size: o.Size, ModTime: o.ModTime})
 	}
 	slices.SortFunc(files, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
 	slices.Sort(dirs)

@@ -223,6 +223,49 @@ func cmdOptimize(ctx context.Context, args []string) error {
 	return printJSON(res)
 }
 
+// cmdCleanup removes old versions of a graph no worker is serving; a preview by default.
+func cmdCleanup(ctx context.Context, args []string) error {
+	fs := newFlags("cleanup")
+	root := fs.String("root", "", "graph root URI")
+	keep := fs.Int("keep", 0, "newest versions to keep on each branch of every dataset (10 is a good start; below 3 loses recent history)")
+	olderThan := fs.String("older-than", "", "also keep every version younger than this (units s m h d w, e.g. 7d)")
+	confirm := fs.Bool("confirm", false, "remove; without it the command only reports what it would remove")
+	force := forceFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *keep < 1 {
+		return &usageError{msg: "cleanup needs --keep N (N >= 1)"}
+	}
+	age, err := parseAge(*olderThan)
+	if err != nil {
+		return &usageError{msg: "--older-than: " + err.Error()}
+	}
+	g, closeGraph, err := openGraph(ctx, *root, true, *force)
+	if err != nil {
+		return err
+	}
+	defer closeGraph()
+	res, err := g.Cleanup(ctx, engine.CleanupOptions{Keep: *keep, OlderThan: age, DryRun: !*confirm})
+	if err != nil {
+		return err
+	}
+	return printJSON(res)
+}
+
+// parseAge reads a duration with the cleanup units s, m, h, d and w ("" is none).
+func parseAge(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[s[len(s)-1]]
+	n, err := strconv.ParseUint(s[:len(s)-1], 10, 32)
+	if unit == 0 || err != nil || n == 0 {
+		return 0, fmt.Errorf("%q is not a positive whole number followed by s, m, h, d or w", s)
+	}
+	return time.Duration(n) * unit, nil
+}
+
 func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")

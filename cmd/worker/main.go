@@ -38,6 +38,7 @@ var commands = []command{
 	{"branch", "graph branches: create NAME [--from B], list [--json], delete NAME", cmdBranch},
 	{"merge", "merge --source S [--target T] [--delete-source] into one commit (--root), or publish the request (--graph)", cmdMerge},
 	{"optimize", "compact main's tables (fragment runs; --all for everything Lance would) in one commit", cmdOptimize},
+	{"cleanup", "remove old versions and the files only they name (--keep N [--older-than 7d]; a preview unless --confirm)", cmdCleanup},
 	{"recover", "resolve pending recovery sidecars (--list to only show them)", cmdRecover},
 	{"dlq", "dead letters: list [--reason R] [--json], show SEQ, replay [--reason R] [--seq A-B] [--mode M] [--branch B --from BASE] [--split] [--dry-run]", cmdDLQ},
 	{"publish", "publish a graph batch to a graph's ingest subject (a producer for scripts)", cmdPublish},

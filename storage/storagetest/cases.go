@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -109,6 +110,10 @@ func testList(t *testing.T, s storage.Store) {
 			if k == o.Key && o.Size != int64(i) {
 				t.Fatalf("List: %s has Size %d, want %d", k, o.Size, i)
 			}
+		}
+		// Cleanup judges unnamed files by age: a store must say when an object was written.
+		if age := time.Since(o.ModTime); o.ModTime.IsZero() || age > time.Hour || age < -time.Hour {
+			t.Fatalf("List: %s has ModTime %v", o.Key, o.ModTime)
 		}
 	}
 	// A prefix is a directory: "a" must not match "a-c" or "ab/x".
