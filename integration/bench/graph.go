@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,5 +174,33 @@ func agedBench(ctx context.Context, tmp string, iters, agedRows, agedCommits int
 	}
 	fmt.Printf("bench: engine-load-aged durability=%s rows=%d commits=%d commits_on=%s compaction_fanout=%d go_p50_ms=%.3f fresh_p50_ms=%.3f ratio=%.2f peak_rss_mib=%.0f\n",
 		durability, agedRows, agedCommits, map[bool]string{false: "other_table", true: "measured_table"}[sameTable], fanout, median(aged), median(fresh), median(aged)/median(fresh), peakRSSMiB())
+	// What `worker cleanup --keep 10 --confirm` reclaims from that history.
+	dir := filepath.Join(tmp, "graph-aged")
+	before := diskUsage(dir)
+	t1 := time.Now()
+	res, err := ga.Cleanup(ctx, engine.CleanupOptions{Keep: 10})
+	if err != nil {
+		return err
+	}
+	versions, files := 0, 0
+	for _, d := range res.Datasets {
+		versions, files = versions+d.OldVersionsRemoved, files+d.FilesRemoved
+	}
+	fmt.Printf("bench: engine-cleanup keep=10 versions_removed=%d files_removed=%d disk_mib_before=%.0f disk_mib_after=%.0f took_s=%.1f\n",
+		versions, files, before, diskUsage(dir), time.Since(t1).Seconds())
 	return nil
+}
+
+// diskUsage is the size in MiB of the files under dir.
+func diskUsage(dir string) float64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return float64(n) / (1 << 20)
 }
