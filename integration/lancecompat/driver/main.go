@@ -101,6 +101,7 @@ func main() {
 	if err := s.runNode(ctx, "node-writes/", "write", nodeDir); err == nil {
 		readNodeTables(ctx, s, nodeDir)
 		goCompactsNode(ctx, s, nodeDir)
+		goCleansNode(ctx, s, nodeDir)
 	}
 	graphCompat(ctx, s, dir)
 
