@@ -92,8 +92,14 @@ type ReplayResult struct {
 	Replayed, Published, Skipped int
 }
 
-// Replay re-publishes dead letters to the ingest subject. A dead letter is removed only after
-// every replacement message was accepted by JetStream. Replacement message ids derive from the
+// isMergeRequest says whether a dead letter was a merge request (omnigraph.<graph>.merge).
+func isMergeRequest(d DeadLetter, cfg Config) bool {
+	return d.Header.Get(HeaderOrigSubject) == cfg.MergeSubject()
+}
+
+// Replay re-publishes dead letters to the subject they came from: graph batches to the ingest
+// subject (with the batch options), merge requests to the merge subject. A dead letter is
+// removed only after every replacement message was accepted by JetStream. Replacement message ids derive from the
 // dead letter, so a replay interrupted and run again does not double a batch.
 func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOptions, progress func(string)) (ReplayResult, error) {
 	var res ReplayResult
@@ -111,8 +117,18 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 	if err != nil {
 		return res, err
 	}
+	inRange := func(d DeadLetter) bool { return (o.First == 0 || d.Seq >= o.First) && (o.Last == 0 || d.Seq <= o.Last) }
+	// A merge request goes back to the merge subject as it was: the batch options have no
+	// meaning for it. Refuse before anything is replayed rather than half way.
+	if o.Mode != "" || o.Branch != "" || o.From != "" || o.Split {
+		for _, d := range dls {
+			if inRange(d) && isMergeRequest(d, cfg) {
+				return res, fmt.Errorf("dlq seq %d is a merge request (from %s): --mode, --branch, --from and --split apply to graph batches only; replay it without them", d.Seq, cfg.MergeSubject())
+			}
+		}
+	}
 	for i, d := range dls {
-		if o.First != 0 && d.Seq < o.First || o.Last != 0 && d.Seq > o.Last {
+		if !inRange(d) {
 			continue
 		}
 		n, _ := strconv.Atoi(d.Header.Get(HeaderReplays))
@@ -137,8 +153,12 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 			progress(fmt.Sprintf("[%d/%d] dlq seq %d (%s): would publish %d message(s)", i+1, len(dls), d.Seq, d.Reason, len(bodies)))
 			continue
 		}
+		subject := cfg.IngestSubject()
+		if isMergeRequest(d, cfg) {
+			subject = cfg.MergeSubject()
+		}
 		for j, body := range bodies {
-			m := nats.NewMsg(cfg.IngestSubject())
+			m := nats.NewMsg(subject)
 			m.Data = body
 			for k, vs := range d.Header {
 				if strings.HasPrefix(k, "Omnigraph-Error") || strings.HasPrefix(k, "Omnigraph-Original") || k == HeaderDeliveries || k == HeaderDeadAt ||

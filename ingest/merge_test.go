@@ -72,6 +72,25 @@ func TestMergeRequestsOverTheQueue(t *testing.T) {
 	// A malformed request is invalid input.
 	h.publishMerge(`{"source":"x","into":"main"}`, "")
 	h.deadLetter(errs.KindInvalid)
+
+	// The operator resolves the conflict on the stage and replays the merge request: it goes
+	// back to the merge subject (not the ingest subject, where it would be a malformed batch)
+	// and merges. Batch options are refused for it before anything is replayed.
+	ctx := context.Background()
+	if _, err := Replay(ctx, h.js, h.w.cfg, ReplayOptions{Reason: errs.KindMergeConflict, Branch: "quarantine"}, func(string) {}); err == nil ||
+		!strings.Contains(err.Error(), "is a merge request") {
+		t.Fatalf("replaying a merge request with --branch: %v", err)
+	}
+	h.publish(`{"type":"Person","data":{"handle":"alice","name":"Alice M","active":true}}`,
+		map[string]string{HeaderMode: "merge", HeaderBranch: "stage-2"})
+	h.event()
+	res, err := Replay(ctx, h.js, h.w.cfg, ReplayOptions{Reason: errs.KindMergeConflict}, func(string) {})
+	if err != nil || res.Replayed != 1 {
+		t.Fatalf("replay: %+v %v", res, err)
+	}
+	if ev := h.event(); ev.Kind != "merge" || ev.Merge == nil || ev.Merge.Source != "stage-2" || ev.Merge.Outcome != "merged" {
+		t.Fatalf("replayed merge event %+v", ev)
+	}
 }
 
 func TestParseMergeRequest(t *testing.T) {
