@@ -99,8 +99,9 @@ func isMergeRequest(d DeadLetter, cfg Config) bool {
 
 // Replay re-publishes dead letters to the subject they came from: graph batches to the ingest
 // subject (with the batch options), merge requests to the merge subject. A dead letter is
-// removed only after every replacement message was accepted by JetStream. Replacement message ids derive from the
-// dead letter, so a replay interrupted and run again does not double a batch.
+// removed only after every replacement message was accepted by JetStream. Replacement message
+// ids derive from the dead letter, so a replay interrupted and run again does not double a
+// batch.
 func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOptions, progress func(string)) (ReplayResult, error) {
 	var res ReplayResult
 	if err := cfg.withDefaults(); err != nil {
