@@ -22,23 +22,27 @@ type applied struct {
 }
 
 // Event is the commit event published on omnigraph.<graph>.events after each ack. Kind is
-// "load" or "merge"; a merge event carries Merge, and an already_up_to_date merge has no
-// commit id (nothing was published).
+// "load", "merge", "optimize" or "cleanup"; a merge event carries Merge, and an
+// already_up_to_date merge has no commit id (nothing was published); an optimize event carries
+// Optimize (no commit id when nothing needed compacting), a cleanup event Cleanup (a cleanup
+// publishes no commit).
 type Event struct {
-	Kind            string             `json:"kind"`
-	Graph           string             `json:"graph"`
-	Branch          string             `json:"branch"`
-	Mode            engine.Mode        `json:"mode,omitempty"`
-	Nodes           []engine.TypeCount `json:"nodes,omitempty"`
-	Edges           []engine.TypeCount `json:"edges,omitempty"`
-	Merge           *MergeEvent        `json:"merge,omitempty"`
-	GraphCommitID   string             `json:"graph_commit_id"`
-	ManifestVersion uint64             `json:"graph_manifest_version"`
-	ActorID         *string            `json:"actor_id"`
-	SourceStream    string             `json:"source_stream"`
-	SourceSequence  uint64             `json:"source_sequence"`
-	SourceMsgID     string             `json:"source_msg_id,omitempty"`
-	AlreadyApplied  bool               `json:"already_applied,omitempty"`
+	Kind            string                 `json:"kind"`
+	Graph           string                 `json:"graph"`
+	Branch          string                 `json:"branch"`
+	Mode            engine.Mode            `json:"mode,omitempty"`
+	Nodes           []engine.TypeCount     `json:"nodes,omitempty"`
+	Edges           []engine.TypeCount     `json:"edges,omitempty"`
+	Merge           *MergeEvent            `json:"merge,omitempty"`
+	Optimize        *engine.OptimizeResult `json:"optimize,omitempty"`
+	Cleanup         *engine.CleanupResult  `json:"cleanup,omitempty"`
+	GraphCommitID   string                 `json:"graph_commit_id"`
+	ManifestVersion uint64                 `json:"graph_manifest_version"`
+	ActorID         *string                `json:"actor_id"`
+	SourceStream    string                 `json:"source_stream"`
+	SourceSequence  uint64                 `json:"source_sequence"`
+	SourceMsgID     string                 `json:"source_msg_id,omitempty"`
+	AlreadyApplied  bool                   `json:"already_applied,omitempty"`
 }
 
 // MergeEvent is the merge part of a commit event.

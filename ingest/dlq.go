@@ -92,13 +92,18 @@ type ReplayResult struct {
 	Replayed, Published, Skipped int
 }
 
-// isMergeRequest says whether a dead letter was a merge request (omnigraph.<graph>.merge).
-func isMergeRequest(d DeadLetter, cfg Config) bool {
-	return d.Header.Get(HeaderOrigSubject) == cfg.MergeSubject()
+// requestSubject is the subject a dead-lettered request (a merge or maintenance request, not a
+// graph batch) came from, or "" for a graph batch.
+func requestSubject(d DeadLetter, cfg Config) string {
+	switch s := d.Header.Get(HeaderOrigSubject); s {
+	case cfg.MergeSubject(), cfg.MaintenanceSubject():
+		return s
+	}
+	return ""
 }
 
 // Replay re-publishes dead letters to the subject they came from: graph batches to the ingest
-// subject (with the batch options), merge requests to the merge subject. A dead letter is
+// subject (with the batch options), merge and maintenance requests to theirs. A dead letter is
 // removed only after every replacement message was accepted by JetStream. Replacement message
 // ids derive from the dead letter, so a replay interrupted and run again does not double a
 // batch.
@@ -119,12 +124,12 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 		return res, err
 	}
 	inRange := func(d DeadLetter) bool { return (o.First == 0 || d.Seq >= o.First) && (o.Last == 0 || d.Seq <= o.Last) }
-	// A merge request goes back to the merge subject as it was: the batch options have no
-	// meaning for it. Refuse before anything is replayed rather than half way.
+	// A merge or maintenance request goes back to its subject as it was: the batch options
+	// have no meaning for it. Refuse before anything is replayed rather than half way.
 	if o.Mode != "" || o.Branch != "" || o.From != "" || o.Split {
 		for _, d := range dls {
-			if inRange(d) && isMergeRequest(d, cfg) {
-				return res, fmt.Errorf("dlq seq %d is a merge request (from %s): --mode, --branch, --from and --split apply to graph batches only; replay it without them", d.Seq, cfg.MergeSubject())
+			if s := requestSubject(d, cfg); inRange(d) && s != "" {
+				return res, fmt.Errorf("dlq seq %d is a request from %s, not a graph batch: --mode, --branch, --from and --split apply to graph batches only; replay it without them", d.Seq, s)
 			}
 		}
 	}
@@ -154,9 +159,9 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 			progress(fmt.Sprintf("[%d/%d] dlq seq %d (%s): would publish %d message(s)", i+1, len(dls), d.Seq, d.Reason, len(bodies)))
 			continue
 		}
-		subject := cfg.IngestSubject()
-		if isMergeRequest(d, cfg) {
-			subject = cfg.MergeSubject()
+		subject := requestSubject(d, cfg)
+		if subject == "" {
+			subject = cfg.IngestSubject()
 		}
 		for j, body := range bodies {
 			m := nats.NewMsg(subject)

@@ -78,7 +78,7 @@ func TestMergeRequestsOverTheQueue(t *testing.T) {
 	// and merges. Batch options are refused for it before anything is replayed.
 	ctx := context.Background()
 	if _, err := Replay(ctx, h.js, h.w.cfg, ReplayOptions{Reason: errs.KindMergeConflict, Branch: "quarantine"}, func(string) {}); err == nil ||
-		!strings.Contains(err.Error(), "is a merge request") {
+		!strings.Contains(err.Error(), "is a request from omnigraph.demo.merge") {
 		t.Fatalf("replaying a merge request with --branch: %v", err)
 	}
 	h.publish(`{"type":"Person","data":{"handle":"alice","name":"Alice M","active":true}}`,

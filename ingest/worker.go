@@ -78,7 +78,7 @@ func (w *Worker) Config() Config { return w.cfg }
 // One consumer with one message in flight keeps a graph's batches in stream order.
 func (w *Worker) Setup(ctx context.Context) error {
 	if _, err := w.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: w.cfg.Stream, Subjects: []string{w.cfg.IngestSubject(), w.cfg.MergeSubject()},
+		Name: w.cfg.Stream, Subjects: w.cfg.consumed(),
 		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
 	}); err != nil {
 		return fmt.Errorf("ingest: stream %s: %w", w.cfg.Stream, err)
@@ -91,7 +91,7 @@ func (w *Worker) Setup(ctx context.Context) error {
 	}
 	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.cfg.Stream, jetstream.ConsumerConfig{
 		Durable: w.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.cfg.AckWait,
-		MaxDeliver: w.cfg.MaxDeliver, MaxAckPending: 1, FilterSubjects: []string{w.cfg.IngestSubject(), w.cfg.MergeSubject()},
+		MaxDeliver: w.cfg.MaxDeliver, MaxAckPending: 1, FilterSubjects: w.cfg.consumed(),
 	})
 	if err != nil {
 		return fmt.Errorf("ingest: consumer %s: %w", w.cfg.Consumer, err)
@@ -251,9 +251,12 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 	receipt := &publisher.Receipt{Stream: meta.Stream, Sequence: meta.Sequence.Stream, MsgID: msg.Headers().Get(HeaderMsgID)}
 	var apply func(context.Context) (*applied, error)
 	var err error
-	if msg.Subject() == w.cfg.MergeSubject() {
+	switch msg.Subject() {
+	case w.cfg.MergeSubject():
 		apply, err = w.mergeRequest(msg, receipt)
-	} else {
+	case w.cfg.MaintenanceSubject():
+		apply, err = w.maintenanceRequest(msg)
+	default:
 		apply, err = w.loadRequest(msg, receipt)
 	}
 	digest := <-sum

@@ -196,11 +196,14 @@ func cmdLoad(ctx context.Context, args []string) error {
 	return printJSON(res)
 }
 
-// cmdOptimize compacts a graph no worker is writing: `worker run` compacts its own graph as it
-// goes (compaction_fanout), under its lease, and two writers on one root are unsupported.
+// cmdOptimize compacts a graph directly (--root, for a graph no worker serves: `worker run`
+// compacts its own graph as it goes) or asks the graph's worker to (--graph: a maintenance
+// request it applies in stream order under its lease).
 func cmdOptimize(ctx context.Context, args []string) error {
 	fs := newFlags("optimize")
-	root := fs.String("root", "", "graph root URI")
+	root := fs.String("root", "", "graph root URI: compact directly")
+	graph := fs.String("graph", "", "graph name: publish a maintenance request to omnigraph.<graph>.maintenance instead")
+	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL (with --graph)")
 	all := fs.Bool("all", false, "rewrite every fragment Lance's planner would (small ones and ones with many deletions), not only full size-tier runs")
 	fanout := fs.Int("fanout", engine.DefaultCompactionFanout, "size-tier fanout: merge the newest fragments once one size tier among them holds this many")
 	actor := fs.String("actor", "", "actor id recorded on the commit")
@@ -210,6 +213,12 @@ func cmdOptimize(ctx context.Context, args []string) error {
 	}
 	if *fanout < 2 {
 		return &usageError{msg: "--fanout must be at least 2"}
+	}
+	if (*root == "") == (*graph == "") || fs.NArg() != 0 {
+		return &usageError{msg: "optimize needs exactly one of --root (compact now) or --graph (ask the graph's worker)"}
+	}
+	if *graph != "" {
+		return publishMaintenance(ctx, *natsURL, *graph, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout}, *actor)
 	}
 	g, closeGraph, err := openGraph(ctx, *root, true, *force)
 	if err != nil {
@@ -223,10 +232,13 @@ func cmdOptimize(ctx context.Context, args []string) error {
 	return printJSON(res)
 }
 
-// cmdCleanup removes old versions of a graph no worker is serving; a preview by default.
+// cmdCleanup removes old versions directly (--root, a graph no worker serves) or asks the
+// graph's worker to (--graph); a preview unless --confirm.
 func cmdCleanup(ctx context.Context, args []string) error {
 	fs := newFlags("cleanup")
-	root := fs.String("root", "", "graph root URI")
+	root := fs.String("root", "", "graph root URI: clean up directly")
+	graph := fs.String("graph", "", "graph name: publish a maintenance request to omnigraph.<graph>.maintenance instead")
+	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL (with --graph)")
 	keep := fs.Int("keep", 0, "newest versions to keep on each branch of every dataset (10 is a good start; below 3 loses recent history)")
 	olderThan := fs.String("older-than", "", "also keep every version younger than this (units s m h d w, e.g. 7d)")
 	confirm := fs.Bool("confirm", false, "remove; without it the command only reports what it would remove")
@@ -237,9 +249,15 @@ func cmdCleanup(ctx context.Context, args []string) error {
 	if *keep < 1 {
 		return &usageError{msg: "cleanup needs --keep N (N >= 1)"}
 	}
-	age, err := parseAge(*olderThan)
+	age, err := ingest.ParseAge(*olderThan)
 	if err != nil {
 		return &usageError{msg: "--older-than: " + err.Error()}
+	}
+	if (*root == "") == (*graph == "") || fs.NArg() != 0 {
+		return &usageError{msg: "cleanup needs exactly one of --root (clean up now) or --graph (ask the graph's worker)"}
+	}
+	if *graph != "" {
+		return publishMaintenance(ctx, *natsURL, *graph, ingest.MaintenanceRequestBody{Op: "cleanup", Keep: *keep, OlderThan: *olderThan, DryRun: !*confirm}, "")
 	}
 	g, closeGraph, err := openGraph(ctx, *root, true, *force)
 	if err != nil {
@@ -251,19 +269,6 @@ func cmdCleanup(ctx context.Context, args []string) error {
 		return err
 	}
 	return printJSON(res)
-}
-
-// parseAge reads a duration with the cleanup units s, m, h, d and w ("" is none).
-func parseAge(s string) (time.Duration, error) {
-	if s == "" {
-		return 0, nil
-	}
-	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[s[len(s)-1]]
-	n, err := strconv.ParseUint(s[:len(s)-1], 10, 32)
-	if unit == 0 || err != nil || n == 0 {
-		return 0, fmt.Errorf("%q is not a positive whole number followed by s, m, h, d or w", s)
-	}
-	return time.Duration(n) * unit, nil
 }
 
 func printJSON(v any) error {

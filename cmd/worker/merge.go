@@ -56,6 +56,19 @@ func cmdMerge(ctx context.Context, args []string) error {
 }
 
 func publishMerge(ctx context.Context, url, graph string, body ingest.MergeRequestBody, actor, msgID string) error {
+	cfg := ingest.Config{Graph: graph}
+	return publishRequest(ctx, url, cfg.MergeSubject(), body, actor, msgID)
+}
+
+// publishMaintenance asks a graph's worker to optimize or clean up (its event reports what it
+// did).
+func publishMaintenance(ctx context.Context, url, graph string, body ingest.MaintenanceRequestBody, actor string) error {
+	cfg := ingest.Config{Graph: graph}
+	return publishRequest(ctx, url, cfg.MaintenanceSubject(), body, actor, "")
+}
+
+// publishRequest publishes a JSON request to subject and waits for JetStream to store it.
+func publishRequest(ctx context.Context, url, subject string, body any, actor, msgID string) error {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -65,8 +78,7 @@ func publishMerge(ctx context.Context, url, graph string, body ingest.MergeReque
 		return err
 	}
 	defer nc.Close()
-	cfg := ingest.Config{Graph: graph}
-	m := nats.NewMsg(cfg.MergeSubject())
+	m := nats.NewMsg(subject)
 	m.Data = data
 	if actor != "" {
 		m.Header.Set(ingest.HeaderActor, actor)

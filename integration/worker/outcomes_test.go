@@ -121,6 +121,16 @@ func TestHappyPathEvents(t *testing.T) {
 	if commits := workerCmd(t, "commits", "--root", root); !strings.Contains(commits, "omnigraph-worker:compaction") {
 		t.Fatalf("no compaction commit:\n%s\n%s", commits, w.out)
 	}
+	// An operator cleans the served graph through its worker: a maintenance request, applied
+	// in stream order under the lease and reported by an event.
+	workerCmd(t, "cleanup", "--graph", "demo", "--nats-url", ns.url, "--keep", "1", "--confirm")
+	m, err := events.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("no cleanup event: %v\n%s", err, w.out)
+	}
+	if !strings.Contains(string(m.Data), `"kind":"cleanup"`) || !strings.Contains(string(m.Data), `"old_versions_removed"`) {
+		t.Fatalf("cleanup event %s", m.Data)
+	}
 	// Tools that write the root directly refuse while the worker serves it.
 	batch := filepath.Join(t.TempDir(), "b.ndjson")
 	if err := os.WriteFile(batch, []byte(`{"type":"Person","data":{"handle":"x","name":"X","active":true}}`), 0o644); err != nil {
