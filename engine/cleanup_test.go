@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
@@ -149,5 +150,35 @@ func TestCleanupRefusesPendingRecovery(t *testing.T) {
 	}
 	if _, err := g.Cleanup(context.Background(), CleanupOptions{Keep: 0}); errs.Kind(err) != errs.KindInvalid {
 		t.Fatalf("keep 0: %v", err)
+	}
+}
+
+// With OlderThan, a version must also be older than that to go: everything just written stays.
+func TestCleanupOlderThan(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	smallLoads(t, g, "", "p", 6)
+	count := func(r *CleanupResult) int {
+		n := 0
+		for _, d := range r.Datasets {
+			n += d.OldVersionsRemoved
+		}
+		return n
+	}
+	young, err := g.Cleanup(ctx, CleanupOptions{Keep: 1, OlderThan: time.Hour, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepOnly, err := g.Cleanup(ctx, CleanupOptions{Keep: 1, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	old, err := g.Cleanup(ctx, CleanupOptions{Keep: 1, OlderThan: 10 * time.Millisecond, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count(young) != 0 || count(keepOnly) == 0 || count(old) != count(keepOnly) {
+		t.Fatalf("versions removed: younger than an hour %d, keep only %d, older than 10ms %d", count(young), count(keepOnly), count(old))
 	}
 }
