@@ -16,11 +16,7 @@ import (
 // exactly and write on top of it, and Go must read that.
 func goCleansNode(ctx context.Context, s *suite, dir string) {
 	s.add("go-cleans-node/ocompact", func() error {
-		st, err := openTable(ctx, dir, "ocompact")
-		if err != nil {
-			return err
-		}
-		d, err := lance.Open(ctx, st)
+		st, d, err := openDataset(ctx, dir, "ocompact", "", 0)
 		if err != nil {
 			return err
 		}

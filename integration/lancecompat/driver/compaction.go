@@ -283,16 +283,12 @@ func stableMutations(m *goModel) []mutateStep {
 // compaction.
 func checkStableAfterNode(ctx context.Context, dir string, m *goModel) error {
 	const t = "gstable"
-	st, err := openTable(ctx, dir, t)
-	if err != nil {
-		return err
-	}
-	d, err := lance.Open(ctx, st)
+	_, d, err := openDataset(ctx, dir, t, "", 0)
 	if err != nil {
 		return err
 	}
 	post := m.version[t]
-	older, err := lance.Open(ctx, st, lance.AtVersion(post))
+	older, err := d.Checkout(ctx, post)
 	if err != nil {
 		return err
 	}
@@ -339,16 +335,12 @@ func checkStableAfterNode(ctx context.Context, dir string, m *goModel) error {
 // and has the official engine read that back.
 func checkOfficialCompaction(ctx context.Context, s *suite, dir string, m *goModel) error {
 	const t = "gofficial"
-	st, err := openTable(ctx, dir, t)
-	if err != nil {
-		return err
-	}
-	d, err := lance.Open(ctx, st)
+	_, d, err := openDataset(ctx, dir, t, "", 0)
 	if err != nil {
 		return err
 	}
 	pre := m.version[t]
-	older, err := lance.Open(ctx, st, lance.AtVersion(pre))
+	older, err := d.Checkout(ctx, pre)
 	if err != nil {
 		return err
 	}
@@ -483,11 +475,7 @@ func goCompactsNode(ctx context.Context, s *suite, dir string) {
 		if c == nil || c.Meta == nil || c.Version == nil {
 			return fmt.Errorf("no ocompact case with row meta in cases.json")
 		}
-		st, err := openTable(ctx, dir, "ocompact")
-		if err != nil {
-			return err
-		}
-		d, err := lance.Open(ctx, st)
+		st, d, err := openDataset(ctx, dir, "ocompact", "", 0)
 		if err != nil {
 			return err
 		}

@@ -135,6 +135,21 @@ func openTable(ctx context.Context, dir, table string) (storage.Store, error) {
 	return storage.Open(ctx, filepath.Join(dir, table+".lance"))
 }
 
+// openDataset opens a table of dir on branch ("" for main) at version (0: the latest), and
+// returns its store beside it.
+func openDataset(ctx context.Context, dir, table, branch string, version uint64) (storage.Store, *lance.Dataset, error) {
+	st, err := openTable(ctx, dir, table)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := []lance.OpenOption{lance.WithBranch(branch)}
+	if version != 0 {
+		opts = append(opts, lance.AtVersion(version))
+	}
+	d, err := lance.Open(ctx, st, opts...)
+	return st, d, err
+}
+
 func rec(sch *arrow.Schema, rows []canon.Row) []arrow.Record {
 	r, err := canon.Record(sch, rows)
 	if err != nil {

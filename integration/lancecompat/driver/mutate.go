@@ -70,11 +70,7 @@ func mutateAndCheck(ctx context.Context, s *suite, dir string, m *goModel) {
 }
 
 func goAppendAfterNode(ctx context.Context, s *suite, dir string, m *goModel) error {
-	st, err := openTable(ctx, dir, "gtypes")
-	if err != nil {
-		return err
-	}
-	d, err := lance.Open(ctx, st)
+	_, d, err := openDataset(ctx, dir, "gtypes", "", 0)
 	if err != nil {
 		return err
 	}
@@ -112,15 +108,7 @@ func goAppendAfterNode(ctx context.Context, s *suite, dir string, m *goModel) er
 
 // checkTable opens a table (version 0: latest) and compares its rows with want.
 func checkTable(ctx context.Context, dir, table, branch string, version uint64, want []canon.Row, cols []string) error {
-	st, err := openTable(ctx, dir, table)
-	if err != nil {
-		return err
-	}
-	opts := []lance.OpenOption{lance.WithBranch(branch)}
-	if version != 0 {
-		opts = append(opts, lance.AtVersion(version))
-	}
-	d, err := lance.Open(ctx, st, opts...)
+	_, d, err := openDataset(ctx, dir, table, branch, version)
 	if err != nil {
 		return err
 	}
@@ -149,15 +137,7 @@ func checkTable(ctx context.Context, dir, table, branch string, version uint64, 
 
 // checkMeta compares the row ids and versions Go reads (version 0: latest) with want.
 func checkMeta(ctx context.Context, dir, table, branch string, version uint64, want []canon.Row, ordered bool) error {
-	st, err := openTable(ctx, dir, table)
-	if err != nil {
-		return err
-	}
-	opts := []lance.OpenOption{lance.WithBranch(branch)}
-	if version != 0 {
-		opts = append(opts, lance.AtVersion(version))
-	}
-	d, err := lance.Open(ctx, st, opts...)
+	_, d, err := openDataset(ctx, dir, table, branch, version)
 	if err != nil {
 		return err
 	}
