@@ -201,9 +201,7 @@ func cmdLoad(ctx context.Context, args []string) error {
 // request it applies in stream order under its lease).
 func cmdOptimize(ctx context.Context, args []string) error {
 	fs := newFlags("optimize")
-	root := fs.String("root", "", "graph root URI: compact directly")
-	graph := fs.String("graph", "", "graph name: publish a maintenance request to omnigraph.<graph>.maintenance instead")
-	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL (with --graph)")
+	to := targetFlags(fs, "compact directly", "a maintenance request to omnigraph.<graph>.maintenance")
 	all := fs.Bool("all", false, "rewrite every fragment Lance's planner would (small ones and ones with many deletions), not only full size-tier runs")
 	fanout := fs.Int("fanout", engine.DefaultCompactionFanout, "size-tier fanout: merge the newest fragments once one size tier among them holds this many")
 	actor := fs.String("actor", "", "actor id recorded on the commit")
@@ -214,13 +212,13 @@ func cmdOptimize(ctx context.Context, args []string) error {
 	if *fanout < 2 {
 		return &usageError{msg: "--fanout must be at least 2"}
 	}
-	if (*root == "") == (*graph == "") || fs.NArg() != 0 {
+	if !to.one() || fs.NArg() != 0 {
 		return &usageError{msg: "optimize needs exactly one of --root (compact now) or --graph (ask the graph's worker)"}
 	}
-	if *graph != "" {
-		return publishMaintenance(ctx, *natsURL, *graph, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout}, *actor)
+	if *to.graph != "" {
+		return publishMaintenance(ctx, *to.natsURL, *to.graph, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout}, *actor)
 	}
-	g, closeGraph, err := openGraph(ctx, *root, true, *force)
+	g, closeGraph, err := openGraph(ctx, *to.root, true, *force)
 	if err != nil {
 		return err
 	}
@@ -236,9 +234,7 @@ func cmdOptimize(ctx context.Context, args []string) error {
 // graph's worker to (--graph); a preview unless --confirm.
 func cmdCleanup(ctx context.Context, args []string) error {
 	fs := newFlags("cleanup")
-	root := fs.String("root", "", "graph root URI: clean up directly")
-	graph := fs.String("graph", "", "graph name: publish a maintenance request to omnigraph.<graph>.maintenance instead")
-	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL (with --graph)")
+	to := targetFlags(fs, "clean up directly", "a maintenance request to omnigraph.<graph>.maintenance")
 	keep := fs.Int("keep", 0, "newest versions to keep on each branch of every dataset (10 is a good start; below 3 loses recent history)")
 	olderThan := fs.String("older-than", "", "also keep every version younger than this (units s m h d w, e.g. 7d)")
 	confirm := fs.Bool("confirm", false, "remove; without it the command only reports what it would remove")
@@ -253,13 +249,13 @@ func cmdCleanup(ctx context.Context, args []string) error {
 	if err != nil {
 		return &usageError{msg: "--older-than: " + err.Error()}
 	}
-	if (*root == "") == (*graph == "") || fs.NArg() != 0 {
+	if !to.one() || fs.NArg() != 0 {
 		return &usageError{msg: "cleanup needs exactly one of --root (clean up now) or --graph (ask the graph's worker)"}
 	}
-	if *graph != "" {
-		return publishMaintenance(ctx, *natsURL, *graph, ingest.MaintenanceRequestBody{Op: "cleanup", Keep: *keep, OlderThan: *olderThan, DryRun: !*confirm}, "")
+	if *to.graph != "" {
+		return publishMaintenance(ctx, *to.natsURL, *to.graph, ingest.MaintenanceRequestBody{Op: "cleanup", Keep: *keep, OlderThan: *olderThan, DryRun: !*confirm}, "")
 	}
-	g, closeGraph, err := openGraph(ctx, *root, true, *force)
+	g, closeGraph, err := openGraph(ctx, *to.root, true, *force)
 	if err != nil {
 		return err
 	}

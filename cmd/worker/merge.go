@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 
@@ -17,9 +18,7 @@ import (
 // a graph's merge subject for the running worker to apply in stream order (--graph).
 func cmdMerge(ctx context.Context, args []string) error {
 	fs := newFlags("merge")
-	root := fs.String("root", "", "graph root URI: merge directly")
-	graph := fs.String("graph", "", "graph name: publish a merge request to omnigraph.<graph>.merge instead")
-	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL (with --graph)")
+	to := targetFlags(fs, "merge directly", "a merge request to omnigraph.<graph>.merge")
 	source := fs.String("source", "", "the branch to merge")
 	target := fs.String("target", "main", "the branch to merge into")
 	deleteSource := fs.Bool("delete-source", false, "delete the source branch after a successful merge")
@@ -30,13 +29,13 @@ func cmdMerge(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *source == "" || (*root == "") == (*graph == "") || fs.NArg() != 0 {
+	if *source == "" || !to.one() || fs.NArg() != 0 {
 		return &usageError{msg: "merge needs --source and exactly one of --root (merge now) or --graph (publish a merge request)"}
 	}
-	if *graph != "" {
-		return publishMerge(ctx, *natsURL, *graph, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID)
+	if *to.graph != "" {
+		return publishMerge(ctx, *to.natsURL, *to.graph, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID)
 	}
-	g, closeGraph, err := openGraph(ctx, *root, true, *force)
+	g, closeGraph, err := openGraph(ctx, *to.root, true, *force)
 	if err != nil {
 		return err
 	}
@@ -54,6 +53,23 @@ func cmdMerge(ctx context.Context, args []string) error {
 	}
 	return printJSON(res)
 }
+
+// requestTarget is the --root or --graph of a command that either writes a graph directly or
+// asks the graph's worker to, by a request it applies in stream order under its lease.
+type requestTarget struct{ root, graph, natsURL *string }
+
+// targetFlags declares --root (help: what it does directly), --graph (help: the request it
+// publishes) and --nats-url.
+func targetFlags(fs *flag.FlagSet, direct, request string) requestTarget {
+	return requestTarget{
+		root:    fs.String("root", "", "graph root URI: "+direct),
+		graph:   fs.String("graph", "", "graph name: publish "+request+" instead"),
+		natsURL: fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL (with --graph)"),
+	}
+}
+
+// one reports whether exactly one of --root and --graph was given.
+func (t requestTarget) one() bool { return (*t.root == "") != (*t.graph == "") }
 
 func publishMerge(ctx context.Context, url, graph string, body ingest.MergeRequestBody, actor, msgID string) error {
 	cfg := ingest.Config{Graph: graph}
