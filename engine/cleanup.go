@@ -85,13 +85,17 @@ func (g *Graph) Cleanup(ctx context.Context, o CleanupOptions) (*CleanupResult, 
 	}
 	// __manifest: a horizon per graph branch.
 	states := make([]*publisher.State, len(branches))
+	manifestVersions := make([][]uint64, len(branches))
 	manifestHorizon := map[string]uint64{}
 	for i, b := range branches {
 		pub := g.publisher(b)
 		if states[i], err = pub.Snapshot(ctx); err != nil {
 			return nil, err
 		}
-		if manifestHorizon[b], err = horizon(ctx, pub.Dataset(), o.Keep, cutoff); err != nil {
+		if manifestVersions[i], err = pub.Dataset().Versions(ctx); err != nil {
+			return nil, err
+		}
+		if manifestHorizon[b], err = horizon(ctx, pub.Dataset(), manifestVersions[i], o.Keep, cutoff); err != nil {
 			return nil, err
 		}
 	}
@@ -113,13 +117,9 @@ func (g *Graph) Cleanup(ctx context.Context, o CleanupOptions) (*CleanupResult, 
 	type tableBranch struct{ path, branch string }
 	minPin := map[tableBranch]uint64{}
 	keys := map[string]string{} // path -> table key
-	for _, b := range branches {
+	for i, b := range branches {
 		pub := g.publisher(b)
-		versions, err := pub.Dataset().Versions(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, v := range versions {
+		for _, v := range manifestVersions[i] {
 			if v < manifestHorizon[b] {
 				continue
 			}
@@ -172,7 +172,11 @@ func (g *Graph) Cleanup(ctx context.Context, o CleanupOptions) (*CleanupResult, 
 			if err != nil {
 				return nil, err
 			}
-			h, err := horizon(ctx, head, o.Keep, cutoff)
+			versions, err := head.Versions(ctx)
+			if err != nil {
+				return nil, err
+			}
+			h, err := horizon(ctx, head, versions, o.Keep, cutoff)
 			if err != nil {
 				return nil, err
 			}
@@ -188,14 +192,10 @@ func (g *Graph) Cleanup(ctx context.Context, o CleanupOptions) (*CleanupResult, 
 	return res, nil
 }
 
-// horizon is the oldest version of ds's branch a cleanup keeps by age: the keep newest, and
-// with a cutoff every version committed after it (a version without a commit time counts as
-// recent).
-func horizon(ctx context.Context, ds *lance.Dataset, keep int, cutoff time.Time) (uint64, error) {
-	versions, err := ds.Versions(ctx)
-	if err != nil {
-		return 0, err
-	}
+// horizon is the oldest of versions (ds's branch's, ascending) a cleanup keeps by age: the
+// keep newest, and with a cutoff every version committed after it (a version without a commit
+// time counts as recent).
+func horizon(ctx context.Context, ds *lance.Dataset, versions []uint64, keep int, cutoff time.Time) (uint64, error) {
 	if len(versions) <= keep {
 		return versions[0], nil
 	}
