@@ -204,9 +204,7 @@ func (f *Fragment) hasRowIDs() bool {
 // encodeRangeSequence builds RowIdSequence{segments=[U64Segment{range{start,end}}]}.
 func encodeRangeSequence(start, end uint64) []byte {
 	var e pb.Encoder
-	e.Message(1, func(seg *pb.Encoder) {
-		seg.Message(1, func(r *pb.Encoder) { r.Uint(1, start); r.Uint(2, end) })
-	})
+	e.Message(1, func(seg *pb.Encoder) { encodeRangeSegment(seg, start, end) })
 	return e.B
 }
 
@@ -214,9 +212,7 @@ func encodeRangeSequence(start, end uint64) []byte {
 func encodeVersionSequence(n, version uint64) []byte {
 	var e pb.Encoder
 	e.Message(1, func(run *pb.Encoder) {
-		run.Message(1, func(seg *pb.Encoder) {
-			seg.Message(1, func(r *pb.Encoder) { r.Uint(1, 0); r.Uint(2, n) })
-		})
+		run.Message(1, func(seg *pb.Encoder) { encodeRangeSegment(seg, 0, n) })
 		run.Uint(2, version)
 	})
 	return e.B

@@ -360,14 +360,14 @@ func encodeU64Array(e *pb.Encoder, vals []uint64) {
 	for _, v := range vals {
 		lo, hi = min(lo, v), max(hi, v)
 	}
-	switch {
-	case hi-lo <= 0xffff:
+	switch arrayWidth(hi - lo) {
+	case 2:
 		raw := make([]byte, 0, 2*len(vals))
 		for _, v := range vals {
 			raw = binary.LittleEndian.AppendUint16(raw, uint16(v-lo))
 		}
 		e.Message(1, func(a *pb.Encoder) { a.Uint(1, lo); a.Bytes(2, raw) })
-	case hi-lo <= 0xffffffff:
+	case 4:
 		raw := make([]byte, 0, 4*len(vals))
 		for _, v := range vals {
 			raw = binary.LittleEndian.AppendUint32(raw, uint32(v-lo))
