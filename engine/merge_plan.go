@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/omnigraph/omnigraph-worker/engine/rows"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
@@ -297,7 +295,7 @@ func diffSide(ctx context.Context, bds, side *lance.Dataset) (*sideDelta, error)
 	}
 	if len(diff.NewRows) > 0 {
 		// Rows written since base that a compaction put beside rows it only moved.
-		mixed, err := readRows(ctx, side, diff.NewRows)
+		mixed, err := readAll(ctx, side, lance.ScanOptions{Rows: diff.NewRows})
 		if err != nil {
 			for _, r := range d.recs {
 				r.Release()
@@ -349,77 +347,6 @@ func diffSide(ctx context.Context, bds, side *lance.Dataset) (*sideDelta, error)
 func hasRow(d *sideDelta, id string) bool {
 	_, ok := d.written[id]
 	return ok
-}
-
-// readRows reads the rows at addrs (in manifest order, every column of the table).
-func readRows(ctx context.Context, ds *lance.Dataset, addrs []lance.RowAddress) ([]arrow.Record, error) {
-	want := make(map[lance.RowAddress]bool, len(addrs))
-	var frags []uint64
-	for _, a := range addrs {
-		if !slices.Contains(frags, a.Fragment()) {
-			frags = append(frags, a.Fragment())
-		}
-		want[a] = true
-	}
-	recs, err := readAll(ctx, ds, lance.ScanOptions{Fragments: frags, WithRowAddress: true})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]arrow.Record, 0, len(recs))
-	for _, rec := range recs {
-		last := int(rec.NumCols()) - 1
-		addr := rec.Column(last).(*array.Uint64)
-		cols := make([]arrow.Array, 0, last)
-		var fields []arrow.Field
-		for c := 0; c < last; c++ {
-			var parts []arrow.Array
-			for i := 0; i < addr.Len(); {
-				if !want[lance.RowAddress(addr.Value(i))] {
-					i++
-					continue
-				}
-				j := i
-				for j < addr.Len() && want[lance.RowAddress(addr.Value(j))] {
-					j++
-				}
-				parts = append(parts, array.NewSlice(rec.Column(c), int64(i), int64(j)))
-				i = j
-			}
-			var col arrow.Array
-			if len(parts) == 0 {
-				col = array.MakeArrayOfNull(memory.DefaultAllocator, rec.Column(c).DataType(), 0)
-			} else {
-				col, err = array.Concatenate(parts, memory.DefaultAllocator)
-				for _, p := range parts {
-					p.Release()
-				}
-			}
-			if err != nil {
-				break
-			}
-			cols = append(cols, col)
-			fields = append(fields, rec.Schema().Field(c))
-		}
-		if err == nil {
-			n := int64(0)
-			if len(cols) > 0 {
-				n = int64(cols[0].Len())
-			}
-			md := rec.Schema().Metadata()
-			out = append(out, array.NewRecord(arrow.NewSchema(fields, &md), cols, n))
-		}
-		for _, col := range cols {
-			col.Release()
-		}
-		rec.Release()
-		if err != nil {
-			for _, r := range out {
-				r.Release()
-			}
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 func readAll(ctx context.Context, ds *lance.Dataset, opts lance.ScanOptions) ([]arrow.Record, error) {

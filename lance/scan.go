@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -32,6 +33,9 @@ type ScanOptions struct {
 	WithRowVersions bool
 	// Fragments, when set, limits the scan to these fragment ids (in manifest order).
 	Fragments []uint64
+	// Rows, when set, limits the scan to the live rows at these addresses (and, with no
+	// Fragments, to their fragments).
+	Rows []RowAddress
 }
 
 // Names of the columns a scan adds on request (ScanOptions), in the order it adds them.
@@ -80,6 +84,7 @@ type Scanner struct {
 	cur     *fragmentReader
 	mem     memory.Allocator
 	arrowSc *arrow.Schema
+	rows    map[RowAddress]bool // opts.Rows as a set; nil: every row
 }
 
 // Scan starts a scan of this version.
@@ -122,7 +127,21 @@ func (d *Dataset) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) 
 	for i := range cols {
 		idx[i] = i
 	}
-	return &Scanner{d: d, opts: opts, out: out, read: read, outIdx: idx, mem: memory.DefaultAllocator, arrowSc: as}, nil
+	var rows map[RowAddress]bool
+	if opts.Rows != nil {
+		rows = make(map[RowAddress]bool, len(opts.Rows))
+		frags := opts.Fragments == nil
+		for _, a := range opts.Rows {
+			rows[a] = true
+			if frags && !slices.Contains(opts.Fragments, a.Fragment()) {
+				opts.Fragments = append(opts.Fragments, a.Fragment())
+			}
+		}
+		if opts.Fragments == nil {
+			opts.Fragments = []uint64{} // no rows: no fragment
+		}
+	}
+	return &Scanner{d: d, opts: opts, out: out, read: read, outIdx: idx, mem: memory.DefaultAllocator, arrowSc: as, rows: rows}, nil
 }
 
 func (s *Scanner) wanted(id uint64) bool {
@@ -182,6 +201,19 @@ func (s *Scanner) Next(ctx context.Context) (arrow.Record, error) {
 // apply drops deleted and unselected rows and the filter-only columns.
 func (s *Scanner) apply(ctx context.Context, rec arrow.Record) (arrow.Record, error) {
 	keep := s.cur.liveMask(rec.NumRows())
+	if s.rows != nil {
+		n := rec.NumRows()
+		if keep == nil {
+			keep = make([]bool, n)
+			for i := range keep {
+				keep[i] = true
+			}
+		}
+		base, start := s.cur.frag.ID<<32, uint64(s.cur.pos-n)
+		for i := range keep {
+			keep[i] = keep[i] && s.rows[RowAddress(base|(start+uint64(i)))]
+		}
+	}
 	if s.opts.Filter != nil {
 		m, err := s.opts.Filter.Match(rec)
 		if err != nil {
