@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/lance"
@@ -99,9 +98,9 @@ func observeMerge(ctx context.Context, root storage.Store, sc *Sidecar, st *publ
 		if e, ok := st.Table(t.pin.TableKey); !ok || e.Identity != t.pin.Identity || e.Version != t.pin.ExpectedVersion {
 			return nil, fmt.Errorf("table %s: the target manifest no longer pins it at %d; refusing to guess", t.pin.TableKey, t.pin.ExpectedVersion)
 		}
-		rel, ok := strings.CutPrefix(t.pin.TablePath, rootLoc+"/")
-		if !ok {
-			return nil, fmt.Errorf("table path %s is outside the root %s", t.pin.TablePath, rootLoc)
+		rel, err := t.pin.relPath(rootLoc)
+		if err != nil {
+			return nil, err
 		}
 		t.rel = rel
 		ds, err := lance.Open(ctx, root.Sub(rel), lance.WithBranch(deref(t.pin.TableBranch)))

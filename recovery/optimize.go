@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
@@ -97,9 +96,9 @@ func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar) (Outc
 		if e.Version != pin.ExpectedVersion {
 			return o, fmt.Errorf("table %s: manifest pointer %d is behind the intent's expected version %d; refusing", pin.TableKey, e.Version, pin.ExpectedVersion)
 		}
-		rel, ok := strings.CutPrefix(pin.TablePath, rootLoc+"/")
-		if !ok {
-			return o, fmt.Errorf("table path %s is outside the root %s", pin.TablePath, rootLoc)
+		rel, err := pin.relPath(rootLoc)
+		if err != nil {
+			return o, err
 		}
 		ds, err := lance.Open(ctx, root.Sub(rel))
 		if err != nil {

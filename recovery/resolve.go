@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
@@ -249,9 +248,9 @@ func observe(ctx context.Context, root storage.Store, sc *Sidecar, st *publisher
 			t.pinned = e.Version
 			registeredOnBranch = e.Branch != nil && t.pin.TableBranch != nil && *e.Branch == *t.pin.TableBranch
 		}
-		rel, ok := strings.CutPrefix(t.pin.TablePath, rootLoc+"/")
-		if !ok {
-			return nil, fmt.Errorf("table path %s is outside the root %s", t.pin.TablePath, rootLoc)
+		rel, err := t.pin.relPath(rootLoc)
+		if err != nil {
+			return nil, err
 		}
 		ds, err := lance.Open(ctx, root.Sub(rel), lance.WithBranch(deref(t.pin.TableBranch)))
 		var be *lance.BranchError

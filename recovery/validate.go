@@ -186,6 +186,15 @@ func TablePath(root, tableKey string, id ids.TableIdentity) (string, bool) {
 	return strings.TrimRight(root, "/") + "/" + ids.TablePath(tableKey, id), true
 }
 
+// relPath is the pin's table path relative to the graph root at rootLoc.
+func (p TablePin) relPath(rootLoc string) (string, error) {
+	rel, ok := strings.CutPrefix(p.TablePath, rootLoc+"/")
+	if !ok {
+		return "", fmt.Errorf("table path %s is outside the root %s", p.TablePath, rootLoc)
+	}
+	return rel, nil
+}
+
 // checkPinRoots binds every pin to this graph root: a sidecar copied from another graph must not
 // point recovery at that graph's datasets.
 func (s *Sidecar) checkPinRoots(file, root string) error {
