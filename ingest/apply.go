@@ -66,13 +66,8 @@ type MergeRequestBody struct {
 // source branch.
 func ParseMergeRequest(data []byte) (MergeRequestBody, error) {
 	var body MergeRequestBody
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		return body, &errs.InvalidInput{Field: "merge request", Reason: fmt.Sprintf(`want {"source", "target", "delete_source"}: %v`, err)}
-	}
-	if dec.More() {
-		return body, &errs.InvalidInput{Field: "merge request", Reason: "trailing data after the JSON object"}
+	if err := decodeRequest(data, &body, "merge request", `{"source", "target", "delete_source"}`); err != nil {
+		return body, err
 	}
 	if body.Source == "" {
 		return body, &errs.InvalidInput{Field: "source", Reason: "a merge request needs a source branch"}
@@ -81,6 +76,20 @@ func ParseMergeRequest(data []byte) (MergeRequestBody, error) {
 		body.Target = "main"
 	}
 	return body, nil
+}
+
+// decodeRequest reads a request body strictly: one JSON object of known members (want names
+// them in the error), nothing after it.
+func decodeRequest(data []byte, v any, field, want string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &errs.InvalidInput{Field: field, Reason: fmt.Sprintf("want %s: %v", want, err)}
+	}
+	if dec.More() {
+		return &errs.InvalidInput{Field: field, Reason: "trailing data after the JSON object"}
+	}
+	return nil
 }
 
 func (w *Worker) fence() func(context.Context) error {

@@ -1,9 +1,7 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -34,13 +32,8 @@ type MaintenanceRequestBody struct {
 // ParseMaintenanceRequest reads a maintenance request strictly.
 func ParseMaintenanceRequest(data []byte) (MaintenanceRequestBody, error) {
 	var body MaintenanceRequestBody
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		return body, &errs.InvalidInput{Field: "maintenance request", Reason: fmt.Sprintf(`want {"op":"optimize","all","fanout"} or {"op":"cleanup","keep","older_than","dry_run"}: %v`, err)}
-	}
-	if dec.More() {
-		return body, &errs.InvalidInput{Field: "maintenance request", Reason: "trailing data after the JSON object"}
+	if err := decodeRequest(data, &body, "maintenance request", `{"op":"optimize","all","fanout"} or {"op":"cleanup","keep","older_than","dry_run"}`); err != nil {
+		return body, err
 	}
 	switch body.Op {
 	case "optimize":
