@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
@@ -125,7 +126,7 @@ func (g *Graph) Cleanup(ctx context.Context, o CleanupOptions) (*CleanupResult, 
 			}
 			st, err := pub.SnapshotAt(ctx, v)
 			if err != nil {
-				return nil, fmt.Errorf("cleanup: read snapshot %d of %s: %w", v, branchName(b), err)
+				return nil, fmt.Errorf("cleanup: read snapshot %d of %s: %w", v, ids.BranchKey(b), err)
 			}
 			for _, e := range st.Tables() {
 				tb := tableBranch{e.Path, derefOr(e.Branch)}
@@ -226,11 +227,4 @@ func horizon(ctx context.Context, ds *lance.Dataset, versions []uint64, keep int
 		}
 	}
 	return versions[lo], nil
-}
-
-func branchName(b string) string {
-	if b == "" {
-		return "main"
-	}
-	return b
 }

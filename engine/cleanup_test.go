@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
@@ -83,7 +84,7 @@ func TestCleanupKeepsWhatBranchesAndMergesRead(t *testing.T) {
 	}
 	for b, want := range exports {
 		if got := sortedExport(t, g, b); got != want {
-			t.Fatalf("%s reads differently after the cleanup:\n%s\n---\n%s", branchName(b), want, got)
+			t.Fatalf("%s reads differently after the cleanup:\n%s\n---\n%s", ids.BranchKey(b), want, got)
 		}
 	}
 	// The same merges, here and on the uncleaned twin.
