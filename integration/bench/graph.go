@@ -115,7 +115,7 @@ func graphBench(ctx context.Context, script, tmp string, iters int) error {
 		return err
 	}
 	defer g.Root().Close() // ends its spare-file refill
-	o, err := startOfficial(ctx, script, filepath.Join(tmp, "node-2k"), 2*n)
+	o, err := startOfficial(ctx, script, filepath.Join(tmp, "node-2k"), 2*n, 1)
 	if err != nil {
 		return err
 	}

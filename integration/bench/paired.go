@@ -21,8 +21,9 @@ type official struct {
 	close func()
 }
 
-func startOfficial(ctx context.Context, script, dir string, rows int) (*official, error) {
-	cmd := exec.CommandContext(ctx, "node", script, "bench-serve", dir, "--rows", fmt.Sprint(rows))
+// startOfficial starts one bench-serve process whose appends write rows each, split over tables.
+func startOfficial(ctx context.Context, script, dir string, rows, tables int) (*official, error) {
+	cmd := exec.CommandContext(ctx, "node", script, "bench-serve", dir, "--rows", fmt.Sprint(rows), "--tables", fmt.Sprint(tables))
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

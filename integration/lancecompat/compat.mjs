@@ -10,7 +10,10 @@
 //                                                      (append | delete | update | optimize)
 //   node compat.mjs write  <dir>                      create reference tables + <dir>/cases.json
 //   node compat.mjs bench  <dir> --rows N --iters K   append/scan timings, one JSON line
-//   node compat.mjs bench-serve <dir> --rows N        stdin "K" -> K timed appends, one JSON line each
+//   node compat.mjs bench-serve <dir> --rows N [--tables T]
+//                                                      stdin "K" -> K timed appends, one JSON line each
+//                                                      (T > 1: each append's rows split over T tables,
+//                                                      written concurrently)
 //
 // stdout: one JSON object per line ({"case":..,"ok":..,"error"?:..}; bench prints one summary).
 // stderr: diagnostics. Exit 0 when the command ran (even with failed cases), 1 when it could not
@@ -258,21 +261,27 @@ async function cmdBench(dir, N, K) {
   });
 }
 
-// cmdBenchServe keeps one table open and answers each stdin line "K" with K timed appends of N
+// cmdBenchServe keeps its tables open and answers each stdin line "K" with K timed appends of N
 // fresh rows, as one JSON line {"append_ms": [...]}: the caller interleaves its own timings with
-// these at a fine grain, so drift on a shared machine lands on both sides alike.
-async function cmdBenchServe(dir, N) {
+// these at a fine grain, so drift on a shared machine lands on both sides alike. With --tables
+// T > 1 each append splits its N rows evenly over T tables, written concurrently, as a graph
+// batch of nodes and edges lands in one node and one edge table.
+async function cmdBenchServe(dir, N, T) {
   ensureFreshDir(dir);
+  if (N % T !== 0) throw new Error(`bench-serve: --rows ${N} does not split over --tables ${T}`);
   const schema = benchSchema();
   let seq = 0;
-  const batch = () => {
+  const batch = (n) => {
     const k = seq++;
-    return fromCanonical(Array.from({ length: N }, (_, i) => ({
+    return fromCanonical(Array.from({ length: n }, (_, i) => ({
       id: `p${k}-${i}`, name: `name-${k}-${i}`, age: String(i % 90), score: i * 0.5,
     })), schema);
   };
   const db = await connect(path.resolve(dir));
-  const tbl = await db.createTable("people", batch(), { mode: "create", storageOptions: V20_STABLE });
+  const tables = [];
+  for (let t = 0; t < T; t++) {
+    tables.push(await db.createTable(T === 1 ? "people" : `people_${t}`, batch(N / T), { mode: "create", storageOptions: V20_STABLE }));
+  }
   emit({ ready: true });
   let buf = "";
   for await (const chunk of process.stdin) {
@@ -284,11 +293,11 @@ async function cmdBenchServe(dir, N) {
       if (!line) continue;
       const k = Number(line);
       if (!Number.isInteger(k) || k < 1) throw new Error(`bench-serve: bad request ${JSON.stringify(line)}`);
-      const batches = Array.from({ length: k }, batch);
+      const batches = Array.from({ length: k }, () => tables.map(() => batch(N / T)));
       const out = [];
-      for (const b of batches) {
+      for (const parts of batches) {
         const t0 = performance.now();
-        await tbl.add(b);
+        await Promise.all(tables.map((tbl, t) => tbl.add(parts[t])));
         out.push(performance.now() - t0);
       }
       emit({ append_ms: out.map(ms), peak_rss_mib: Math.round(process.resourceUsage().maxRSS / 1024) });
@@ -303,16 +312,16 @@ const USAGE = `usage:
   node compat.mjs mutate <dir>
   node compat.mjs write  <dir>
   node compat.mjs bench  <dir> --rows N --iters K
-  node compat.mjs bench-serve <dir> --rows N`;
+  node compat.mjs bench-serve <dir> --rows N [--tables T]`;
 
 function parseBenchArgs(args, serve) {
-  const o = { rows: null, iters: null };
+  const o = { rows: null, iters: null, tables: 1 };
   for (let i = 0; i < args.length; i++) {
-    const m = /^--(rows|iters)(?:=(.*))?$/.exec(args[i]);
+    const m = (serve ? /^--(rows|tables)(?:=(.*))?$/ : /^--(rows|iters)(?:=(.*))?$/).exec(args[i]);
     if (!m) throw new Error(`unknown bench argument ${args[i]}`);
     o[m[1]] = Number(m[2] ?? args[++i]);
   }
-  for (const k of serve ? ["rows"] : ["rows", "iters"]) {
+  for (const k of serve ? ["rows", "tables"] : ["rows", "iters"]) {
     if (!Number.isInteger(o[k]) || o[k] < 1) throw new Error(`--${k} must be a positive integer`);
   }
   return o;
@@ -334,7 +343,7 @@ async function main(argv) {
       case "mutate": await cmdMutate(dir); break;
       case "write": await runWrite(dir, emit, log); break;
       case "bench": await cmdBench(dir, bench.rows, bench.iters); break;
-      case "bench-serve": await cmdBenchServe(dir, bench.rows); break;
+      case "bench-serve": await cmdBenchServe(dir, bench.rows, bench.tables); break;
       default: console.error(`unknown command ${cmd}\n${USAGE}`); return 2;
     }
   } catch (e) {
