@@ -522,26 +522,37 @@ type foldedTable struct {
 }
 
 // foldCommitted updates the id indexes with what this load committed. It touches only the
-// load's own table states, so it can run beside the publish.
+// load's own table states, one per table, so the tables fold side by side, and beside the
+// publish.
 func foldCommitted(req *LoadRequest, p *prepared) []foldedTable {
-	out := make([]foldedTable, 0, len(p.tables))
-	for _, t := range p.tables {
-		ref := tableRef{path: t.entry.Path, branch: t.committed.Branch()}
-		ts := t.ts
-		if t.firstTouch {
-			ts = ts.forBranch()
-		}
-		older := t.ts.ds.Manifest()
-		err := ts.applyCommit(t.committed, older, req.Mode == ModeOverwrite, t.batch.IDs, t.batch.Src, t.batch.Dst)
-		if err == nil {
-			err = ts.foldUnique(t.batch, req.Mode == ModeOverwrite)
-		}
-		if err != nil {
-			ts = nil
-		}
-		out = append(out, foldedTable{ref: ref, ts: ts})
+	out := make([]foldedTable, len(p.tables))
+	at := make([]int, len(p.tables))
+	for i := range at {
+		at[i] = i
 	}
+	_ = parallel.Each(at, TableConcurrency, func(i int) error {
+		out[i] = foldTable(req, p.tables[i])
+		return nil
+	})
 	return out
+}
+
+// foldTable is one table's fold; a failure leaves a nil state, rebuilt from storage on next use.
+func foldTable(req *LoadRequest, t *plannedTable) foldedTable {
+	ref := tableRef{path: t.entry.Path, branch: t.committed.Branch()}
+	ts := t.ts
+	if t.firstTouch {
+		ts = ts.forBranch()
+	}
+	older := t.ts.ds.Manifest()
+	err := ts.applyCommit(t.committed, older, req.Mode == ModeOverwrite, t.batch.IDs, t.batch.Src, t.batch.Dst)
+	if err == nil {
+		err = ts.foldUnique(t.batch, req.Mode == ModeOverwrite)
+	}
+	if err != nil {
+		ts = nil
+	}
+	return foldedTable{ref: ref, ts: ts}
 }
 
 // installFolded caches the folded indexes of a published load.
