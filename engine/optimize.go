@@ -36,6 +36,10 @@ type OptimizeOptions struct {
 	// Fence, when set, is checked right before recovery is armed and right before the publish
 	// (the single-writer lease).
 	Fence func(context.Context) error
+	// MaxBytesPerFile cuts rewritten data files by size (0: lance.DefaultMaxBytesPerFile), which
+	// bounds a compaction's memory on tables of wide rows (embeddings); fragments holding half
+	// as much are not merged again.
+	MaxBytesPerFile uint64
 }
 
 // TableCompaction is what an Optimize did to one table.
@@ -75,7 +79,7 @@ func (g *Graph) CompactionDue(fanout int) bool {
 	defer g.writeMu.Unlock()
 	fanout = fanoutOrDefault(fanout)
 	for ref, ts := range g.tables {
-		if ref.branch == "" && len(compactionRun(ts.ds.Manifest().Fragments, fanout)) > 0 {
+		if ref.branch == "" && len(compactionRun(ts.ds.Manifest().Fragments, fanout, 0)) > 0 {
 			return true
 		}
 	}
@@ -87,8 +91,8 @@ func (g *Graph) CompactionDue(fanout int) bool {
 // vectors in fragments of every age, and a tier run only ever holds the newest ones, so
 // without the second rule the rows an upsert replaced in an old fragment would be read and
 // masked by every scan for good.
-func compactionRun(frags []lance.Fragment, fanout int) []uint64 {
-	if run := tierRun(frags, fanout); run != nil {
+func compactionRun(frags []lance.Fragment, fanout int, maxBytes uint64) []uint64 {
+	if run := tierRun(frags, fanout, maxBytes); run != nil {
 		return run
 	}
 	for i := range frags {
@@ -114,15 +118,15 @@ func fanoutOrDefault(f int) int {
 // tier merges once it holds fanout fragments, as in a size-tiered LSM, taking along the
 // smaller ones newer than them, so a mix of sizes (a small load after every big one) still
 // merges, while a few small fragments never drag larger ones into a rewrite before their own
-// tier is full. Fragments of more than half the target size end runs: two of them cannot share
-// a rewritten fragment.
-func tierRun(frags []lance.Fragment, fanout int) []uint64 {
+// tier is full. Fragments of more than half the target size, in rows or in bytes (maxBytes,
+// 0: lance's default), end runs: two of them cannot share a rewritten fragment.
+func tierRun(frags []lance.Fragment, fanout int, maxBytes uint64) []uint64 {
 	const full = lanceTargetRows / 2
 	var tiers []int // of the newest fragments, newest first, up to the first full one
 	top := 0
 	for i := len(frags) - 1; i >= 0; i-- {
 		n := frags[i].NumRows()
-		if n > full {
+		if n > full || frags[i].FullBySize(maxBytes) {
 			break
 		}
 		t := 0
@@ -209,9 +213,9 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 		if err := checkNoDrift(ctx, ts.ds, e); err != nil {
 			return nil, err
 		}
-		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows}
+		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile}
 		if !o.All {
-			run := compactionRun(ts.ds.Manifest().Fragments, fanoutOrDefault(o.Fanout))
+			run := compactionRun(ts.ds.Manifest().Fragments, fanoutOrDefault(o.Fanout), o.MaxBytesPerFile)
 			if run == nil {
 				continue
 			}

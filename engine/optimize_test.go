@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -367,11 +368,117 @@ func TestTierRun(t *testing.T) {
 		{"a full fragment ends the run", append(append(repeat(10, 1), lanceTargetRows), repeat(10, 1)...), 0},
 		{"full fragments only", repeat(20, lanceTargetRows), 0},
 	} {
-		got := tierRun(frags(c.rows...), 16)
+		got := tierRun(frags(c.rows...), 16, 0)
 		n := len(c.rows)
 		if len(got) != c.want || c.want > 0 && (got[0] != uint64(n-c.want) || got[len(got)-1] != uint64(n-1)) {
 			t.Errorf("%s: merged %v, want the newest %d", c.name, got, c.want)
 		}
+	}
+	// A fragment whose files hold half the size cap ends runs like a full one, so a table of
+	// wide rows never merges its size-cut fragments again; fragments of unrecorded size count
+	// by rows only.
+	const capBytes = 1 << 20
+	sized := func(n int, bytes uint64) []lance.Fragment {
+		fs := frags(repeat(n, 100)...)
+		for i := range fs {
+			fs[i].Files = []lance.DataFile{{FileSizeBytes: bytes}}
+		}
+		return fs
+	}
+	if got := tierRun(sized(20, capBytes/2), 16, capBytes); got != nil {
+		t.Errorf("size-full fragments merged: %v", got)
+	}
+	if got := tierRun(sized(20, capBytes/2-1), 16, capBytes); len(got) != 20 {
+		t.Errorf("fragments under half the cap: merged %v, want all 20", got)
+	}
+	if got := tierRun(sized(20, 0), 16, capBytes); len(got) != 20 {
+		t.Errorf("fragments of unrecorded size: merged %v, want all 20", got)
+	}
+	mixed := append(sized(10, 1), append(sized(1, capBytes), sized(10, 1)...)...)
+	for i := range mixed {
+		mixed[i].ID = uint64(i)
+	}
+	if got := tierRun(mixed, 16, capBytes); got != nil {
+		t.Errorf("a size-full fragment did not end the run: %v", got)
+	}
+}
+
+// On a table of wide rows (embeddings, documents) a compaction cuts its data files by size and
+// writes each as it goes, so its memory stays near one file, and the size-cut fragments stay
+// out of later merges instead of being rewritten by every one.
+func TestOptimizeCutsWideRowsBySize(t *testing.T) {
+	g := testGraph(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	name := func() string {
+		b := make([]byte, 3000)
+		for i := range b {
+			b[i] = byte('a' + rng.IntN(26))
+		}
+		return string(b)
+	}
+	load := func(round, n int) {
+		for i := 0; i < n; i++ {
+			var batch []string
+			for j := 0; j < 20; j++ {
+				batch = append(batch, person(fmt.Sprintf("w%d-%d-%d", round, i, j), name()))
+			}
+			loadInto(t, g, "", "", "append", batch...)
+		}
+	}
+	fragments := func() []lance.Fragment {
+		t.Helper()
+		ctx := context.Background()
+		st, err := g.Snapshot(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _ := st.Table("node:Person")
+		ds, err := lance.Open(ctx, g.root.Sub(e.Path), lance.AtVersion(e.Version))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds.Manifest().Fragments
+	}
+	const capBytes = 256 << 10
+	load(0, 16) // sixteen fragments of about 60 KB
+	before := sortedExport(t, g, "")
+	res := optimize(t, g, OptimizeOptions{Fanout: 16, MaxBytesPerFile: capBytes})
+	if len(res.Tables) != 1 || res.Tables[0].FragmentsRemoved != 16 || res.Tables[0].FragmentsAdded < 3 {
+		t.Fatalf("first compaction: %+v", res.Tables)
+	}
+	if after := sortedExport(t, g, ""); after != before {
+		t.Fatal("the compaction changed the graph")
+	}
+	cut := map[uint64]bool{}
+	for _, f := range fragments() {
+		n, ok := f.FileBytes()
+		if !ok || n >= 2*capBytes {
+			t.Fatalf("fragment %d holds %d bytes (recorded %v), cap %d", f.ID, n, ok, capBytes)
+		}
+		if f.FullBySize(capBytes) {
+			cut[f.ID] = true
+		}
+	}
+	if len(cut) < 2 {
+		t.Fatalf("%d size-cut fragments, want the ~1 MB cut into several", len(cut))
+	}
+	load(1, 16)
+	before = sortedExport(t, g, "")
+	res = optimize(t, g, OptimizeOptions{Fanout: 16, MaxBytesPerFile: capBytes})
+	if len(res.Tables) != 1 || res.Tables[0].FragmentsRemoved > 17 {
+		t.Fatalf("second compaction: %+v", res.Tables)
+	}
+	if after := sortedExport(t, g, ""); after != before {
+		t.Fatal("the second compaction changed the graph")
+	}
+	kept := 0
+	for _, f := range fragments() {
+		if cut[f.ID] {
+			kept++
+		}
+	}
+	if kept != len(cut) {
+		t.Fatalf("the second compaction rewrote %d of the %d size-cut fragments", len(cut)-kept, len(cut))
 	}
 }
 

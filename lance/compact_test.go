@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // rowInfo is what a test knows of one live row: its key (the id column), address, stable row
@@ -706,5 +707,85 @@ func TestStageCompactionVersionDefaults(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[0:0/1/1 1:1/1/1 2:2/7/7 3:3/7/7 4:4/1/1]" {
 		t.Fatalf("rows %v", got)
+	}
+}
+
+// wideRows are rows whose names are size bytes of random letters: a table of wide rows.
+func wideRows(rng *rand.Rand, size int, ids ...int64) []arrow.Record {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, testArrow)
+	defer b.Release()
+	name := make([]byte, size)
+	for _, id := range ids {
+		for i := range name {
+			name[i] = byte('a' + rng.IntN(26))
+		}
+		b.Field(0).(*array.Int64Builder).Append(id)
+		b.Field(1).(*array.StringBuilder).Append(string(name))
+	}
+	return []arrow.Record{b.NewRecord()}
+}
+
+// Compaction cuts its output files by size as well as by rows and writes each as soon as it is
+// finished, and a fragment cut by size is no candidate afterwards: a table of wide rows neither
+// holds its whole rewrite in memory nor rewrites the same fragments on every run.
+func TestStageCompactionCutsFilesBySize(t *testing.T) {
+	ctx := context.Background()
+	st := memStore(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	const perFragment, width = 40, 2000 // about 80 KB a fragment
+	d, err := Create(ctx, st, testSchema(t), wideRows(rng, width, seq(0, perFragment)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := int64(1); k < 30; k++ {
+		s, err := d.StageAppend(ctx, wideRows(rng, width, seq(k*perFragment, (k+1)*perFragment)...), StageOptions{})
+		d = commit(t, d, s, err)
+	}
+	s, err := d.StageDelete(ctx, In("id", int64(3), int64(500), int64(1100)), StageOptions{})
+	d = commit(t, d, s, err)
+	before := liveRows(t, d)
+	var largestInput uint64
+	for i := range d.Manifest().Fragments {
+		n, ok := d.Manifest().Fragments[i].FileBytes()
+		if !ok {
+			t.Fatalf("fragment %d: file size not recorded", d.Manifest().Fragments[i].ID)
+		}
+		largestInput = max(largestInput, n)
+	}
+	const maxBytes = 512 << 10
+	s, c, err := d.StageCompaction(ctx, CompactionOptions{MaxBytesPerFile: maxBytes}, StageOptions{})
+	if err != nil || s == nil {
+		t.Fatalf("stage: %v %v", s, err)
+	}
+	if len(s.Txn.Op.Groups) != 1 {
+		t.Fatalf("%d groups, want 1", len(s.Txn.Op.Groups))
+	}
+	nf := s.Txn.Op.Groups[0].NewFragments
+	if len(nf) < 3 || c.FragmentsAdded() != len(nf) {
+		t.Fatalf("%d new fragments (compaction says %d), want the ~2.4 MB cut into several", len(nf), c.FragmentsAdded())
+	}
+	for i, f := range nf {
+		// Written while staging, before the transaction: the sink held one file at a time.
+		size, err := st.Size(ctx, "data/"+f.Files[0].Path)
+		if err != nil {
+			t.Fatalf("new fragment %d: its file is not in storage after staging: %v", i, err)
+		}
+		if uint64(size) != f.Files[0].FileSizeBytes {
+			t.Fatalf("new fragment %d: %d bytes stored, %d recorded", i, size, f.Files[0].FileSizeBytes)
+		}
+		if i < len(nf)-1 && (size < maxBytes || uint64(size) >= maxBytes+largestInput) {
+			t.Fatalf("new fragment %d holds %d bytes: cut outside [%d, %d)", i, size, maxBytes, maxBytes+largestInput)
+		}
+	}
+	d = commit(t, d, s, nil)
+	after := liveRows(t, d)
+	sameRows(t, "cut by size", after, before)
+	checkScanMeta(t, d, after)
+	if s, c, err := d.StageCompaction(ctx, CompactionOptions{MaxBytesPerFile: maxBytes}, StageOptions{}); s != nil || c != nil || err != nil {
+		t.Fatalf("compacted wide table rewritten again: %v %v %v", s, c, err)
+	}
+	// Without the size cut the same table is one fragment, as lance's row target makes it.
+	if s, _, err := d.StageCompaction(ctx, CompactionOptions{}, StageOptions{}); err != nil || s == nil || len(s.Txn.Op.Groups[0].NewFragments) != 1 {
+		t.Fatalf("default cut: %v %v", s, err)
 	}
 }

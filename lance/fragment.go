@@ -52,6 +52,18 @@ func (f *Fragment) NumRows() uint64 {
 	return f.PhysicalRows
 }
 
+// FileBytes is the size of the fragment's data files as the manifest records it; ok is false
+// when a file's size is not recorded (writers may leave it out).
+func (f *Fragment) FileBytes() (n uint64, ok bool) {
+	for _, df := range f.Files {
+		if df.FileSizeBytes == 0 {
+			return 0, false
+		}
+		n += df.FileSizeBytes
+	}
+	return n, len(f.Files) > 0
+}
+
 func (f *Fragment) clone() Fragment {
 	c := *f
 	c.Files = append([]DataFile(nil), f.Files...)

@@ -366,14 +366,18 @@ func (d *Dataset) writeFragments(s *schema.Schema, recs []arrow.Record, fo file.
 }
 
 // fragmentSink encodes a stream of rows into new fragments (one data file each) of at most
-// maxRows rows, to be written with a transaction (out).
+// maxRows rows, to be written with a transaction (out). With maxBytes, a file is also cut once
+// it holds that many bytes; with put, each file is written as soon as it is finished instead of
+// being kept for the transaction, so the sink holds one file at a time.
 type fragmentSink struct {
-	s       *schema.Schema
-	fo      file.Options
-	out     *fileWrites
-	maxRows int64
-	w       *file.Writer
-	frags   []Fragment
+	s        *schema.Schema
+	fo       file.Options
+	out      *fileWrites
+	maxRows  int64
+	maxBytes int64
+	put      func(key string, data []byte) error
+	w        *file.Writer
+	frags    []Fragment
 }
 
 // write appends rec's rows, starting a new fragment whenever the current one is full.
@@ -398,7 +402,7 @@ func (k *fragmentSink) write(rec arrow.Record) error {
 			return err
 		}
 		off += n
-		if k.w.NumRows() >= k.maxRows {
+		if k.w.NumRows() >= k.maxRows || k.maxBytes > 0 && k.w.Size() >= k.maxBytes {
 			if err := k.flush(); err != nil {
 				return err
 			}
@@ -420,7 +424,13 @@ func (k *fragmentSink) flush() error {
 		return err
 	}
 	name := newDataFileName()
-	k.out.add("data/"+name, b, "lance.write_data_file", "data file")
+	if k.put != nil {
+		if err := k.put("data/"+name, b); err != nil {
+			return err
+		}
+	} else {
+		k.out.add("data/"+name, b, "lance.write_data_file", "data file")
+	}
 	ids := k.s.FieldIDs()
 	cols := make([]int32, len(ids))
 	for i := range cols {

@@ -120,6 +120,10 @@ func (w *Writer) newColumn(f *schema.Field, path string) (*column, error) {
 // NumRows is the number of rows written so far.
 func (w *Writer) NumRows() int64 { return w.rows }
 
+// Size estimates the file's bytes so far: its encoded pages and its pending values, metadata
+// aside. A caller that cuts files by size reads it after each Write.
+func (w *Writer) Size() int64 { return int64(len(w.out)) + w.pending }
+
 // Write appends the rows of rec. Its schema must match the writer's: same field names, types and
 // nullability; a null in a non-nullable column is refused with the column and row. A refused
 // batch leaves the writer unchanged.
