@@ -59,7 +59,7 @@ func DeadLetters(ctx context.Context, js jetstream.JetStream, cfg Config, reason
 	}
 	var out []DeadLetter
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := s.GetMsg(ctx, seq)
+		m, err := transfer(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) { return s.GetMsg(ctx, seq) })
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // removed after replay
 		}
@@ -182,7 +182,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 			}
 			m.Header.Set(HeaderReplays, strconv.Itoa(n+1))
 			m.Header.Set(HeaderMsgID, fmt.Sprintf("replay:%s:%d:%d:%d", cfg.DLQStream, d.Seq, n+1, j))
-			if _, err := js.PublishMsg(ctx, m); err != nil {
+			if _, err := transfer(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return js.PublishMsg(ctx, m) }); err != nil {
 				if tooLarge(err) {
 					return res, fmt.Errorf("replay dlq seq %d: %d bytes and the replay headers are more than JetStream stores in one message; replay it with --split (the dead letter is kept)", d.Seq, len(body))
 				}
@@ -199,6 +199,21 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 	return res, nil
 }
 
+// transferTimeout bounds one JetStream request that moves a message body (up to 32 MiB) when
+// the caller's context sets no deadline: the jetstream package's own default, 5 s, is too short
+// for that on a busy server, and a dead-letter tool should not fail where the data is only slow.
+const transferTimeout = 2 * time.Minute
+
+// transfer runs one body-moving request under ctx's deadline, or transferTimeout without one.
+func transfer[T any](ctx context.Context, req func(context.Context) (T, error)) (T, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, transferTimeout)
+		defer cancel()
+	}
+	return req(ctx)
+}
+
 // originalBody fetches the body of a dead letter sent by reference from the ingest stream.
 func originalBody(ctx context.Context, js jetstream.JetStream, d DeadLetter) ([]byte, error) {
 	stream := d.Header.Get(HeaderOrigStream)
@@ -206,7 +221,7 @@ func originalBody(ctx context.Context, js jetstream.JetStream, d DeadLetter) ([]
 	if err != nil {
 		return nil, fmt.Errorf("its %d-byte body was sent by reference to stream %s, which is not there: %w", d.BodyOmitted, stream, err)
 	}
-	m, err := s.GetMsg(ctx, d.OrigSeq)
+	m, err := transfer(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) { return s.GetMsg(ctx, d.OrigSeq) })
 	if err != nil {
 		return nil, fmt.Errorf("its %d-byte body was sent by reference to %s sequence %d, which is not there: %w", d.BodyOmitted, stream, d.OrigSeq, err)
 	}

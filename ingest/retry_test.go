@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -145,5 +146,32 @@ func TestNearLimitBatchIsDeadLetteredByReference(t *testing.T) {
 	out := h.export()
 	if n := strings.Count(out, `"type":"Person"`); n != 8192+1 || !strings.Contains(out, `"name":"second"`) {
 		t.Fatalf("%d people after the replay, or p0 not renamed", n)
+	}
+}
+
+// Fetching or re-publishing a 32 MiB body can take longer than the jetstream package's
+// default request timeout (5 s) on a busy server: the dead-letter tools give each such request
+// two minutes when the caller set no deadline, and keep the caller's deadline otherwise.
+func TestTransferTimeout(t *testing.T) {
+	got, err := transfer(context.Background(), func(ctx context.Context) (time.Duration, error) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			return 0, errors.New("no deadline")
+		}
+		return time.Until(dl), nil
+	})
+	if err != nil || got <= transferTimeout-time.Minute || got > transferTimeout {
+		t.Fatalf("without a deadline: %v left, %v", got, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	want, _ := ctx.Deadline()
+	if _, err := transfer(ctx, func(c context.Context) (struct{}, error) {
+		if dl, _ := c.Deadline(); !dl.Equal(want) {
+			return struct{}{}, fmt.Errorf("deadline %v, want the caller's %v", dl, want)
+		}
+		return struct{}{}, nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

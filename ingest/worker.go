@@ -343,15 +343,18 @@ type letter struct {
 // by reference: without the body, which stays in the ingest stream at its original sequence,
 // where the replay tool fetches it.
 func (w *Worker) publishDeadLetter(ctx context.Context, l letter) error {
-	_, err := w.js.PublishMsg(ctx, w.deadLetterMsg(l))
+	publish := func(m *nats.Msg) error {
+		_, err := transfer(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return w.js.PublishMsg(ctx, m) })
+		return err
+	}
+	err := publish(w.deadLetterMsg(l))
 	if !tooLarge(err) {
 		return err
 	}
 	out := w.deadLetterMsg(l)
 	out.Data = nil
 	out.Header.Set(HeaderBodyOmitted, strconv.Itoa(len(l.data)))
-	_, err = w.js.PublishMsg(ctx, out)
-	return err
+	return publish(out)
 }
 
 // deadLetterMsg builds the message for omnigraph.<graph>.dlq.<reason>: the original body and
