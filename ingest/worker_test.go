@@ -102,7 +102,10 @@ func (h *harness) publish(body string, hdr map[string]string) {
 	for k, v := range hdr {
 		m.Header.Set(k, v)
 	}
-	if _, err := h.js.PublishMsg(context.Background(), m); err != nil {
+	// A minute, not the jetstream default of 5 s: some bodies are 32 MiB, and CI machines busy.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := h.js.PublishMsg(ctx, m); err != nil {
 		h.t.Fatal(err)
 	}
 }
