@@ -585,11 +585,15 @@ func cmdPublish(ctx context.Context, args []string) error {
 	mode := fs.String("mode", "", "Omnigraph-Mode header: merge (default), append or overwrite")
 	actor := fs.String("actor", "", "Omnigraph-Actor header")
 	msgID := fs.String("msg-id", "", "Nats-Msg-Id header (producer dedupe and receipt key)")
+	timeout := fs.Duration("timeout", time.Minute, "how long to wait for JetStream to store the batch (a 32 MiB batch can take more than the client's default 5s)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *graph == "" || fs.NArg() != 1 {
 		return &usageError{msg: "publish needs --graph and one FILE argument (- for standard input)"}
+	}
+	if *timeout <= 0 {
+		return &usageError{msg: "publish --timeout must be positive"}
 	}
 	in, err := openInput(fs.Arg(0))
 	if err != nil {
@@ -617,7 +621,12 @@ func cmdPublish(ctx context.Context, args []string) error {
 	if limit := ingest.MaxBodyBytes(m.Subject, m.Header); len(body) > limit {
 		return fmt.Errorf("the batch is %d bytes; JetStream stores at most %d in one message on %s with these headers (32 MiB counting subject and headers): split it", len(body), limit, m.Subject)
 	}
-	ack, err := js.PublishMsg(ctx, m)
+	pctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	ack, err := js.PublishMsg(pctx, m)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("JetStream did not confirm the %d-byte batch within %v (--timeout); it may have stored it all the same, so only a publish with the same --msg-id is a safe retry: %w", len(body), *timeout, err)
+	}
 	if err != nil {
 		return err
 	}

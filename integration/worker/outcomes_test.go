@@ -399,6 +399,11 @@ func TestFullSizeBatch(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), fmt.Sprintf("the batch is %d bytes", limit+1)) || !strings.Contains(string(out), "split it") {
 		t.Fatalf("publishing one byte over the limit: %v\n%s", err, out)
 	}
+	// A publish JetStream does not confirm in time says so, and how to retry safely.
+	out, err = exec.Command(bin.worker, append(publishArgs, "--timeout", "1ns", full)...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "within 1ns (--timeout)") || !strings.Contains(string(out), "same --msg-id") {
+		t.Fatalf("publishing with a 1ns timeout: %v\n%s", err, out)
+	}
 	waitAcked(t, ns.url, 1, w)
 	w.terminate(t)
 	if got := exportLines(t, root); len(got) != lines {
