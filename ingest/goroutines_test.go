@@ -1,0 +1,71 @@
+package ingest
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ownGoroutines are the stacks of running goroutines with a frame of this module, other than
+// the test's own and the test runner's.
+func ownGoroutines() []string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "omnigraph/omnigraph-worker/") && !strings.Contains(g, "testing.tRunner") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Goroutines end on shutdown: once Run has returned and the lease is released, nothing the
+// worker started is left running: not the per-message heartbeat, the consumer's stopper, the
+// max-deliver advisory watcher, the pending-count poller, the compaction or the lease renewer.
+func TestRunLeavesNoGoroutines(t *testing.T) {
+	ctx := context.Background()
+	var lease *Lease
+	h := start(t, func(w *Worker) {
+		var err error
+		if lease, err = AcquireLease(ctx, w.js, "demo", "goroutines", 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		w.UseLease(lease)
+		w.UseMetrics(NewMetrics())
+		w.cfg.CompactionFanout = 2
+	})
+	for i := 0; i < 3; i++ {
+		h.publish(batch, nil)
+		h.event()
+	}
+	h.publish(`{"type":"Nope","data":{}}`, nil)
+	h.deadLetter("invalid")
+	h.publishMaintenance(`{"op":"optimize","all":true}`)
+	h.event()
+	if len(ownGoroutines()) == 0 {
+		t.Fatal("no goroutine of the worker seen while it runs: the check below would prove nothing")
+	}
+	h.stop()
+	err := <-h.done
+	h.done <- err // for the harness's own cleanup
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := ownGoroutines()
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines still running after shutdown:\n\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
