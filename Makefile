@@ -55,6 +55,7 @@ FUZZ = $(GO) test -run '^$$' -fuzzminimizetime 5s -fuzztime $(FUZZTIME)
 fuzz:
 	$(FUZZ) ./lance/file -fuzz '^FuzzOpen$$'
 	$(FUZZ) ./lance/file -fuzz '^FuzzReadPage$$'
+	$(FUZZ) ./lance/file -fuzz '^FuzzRoundTrip$$'
 	$(FUZZ) ./lance -fuzz '^FuzzManifest$$'
 	$(FUZZ) ./lance -fuzz '^FuzzTransaction$$'
 	$(FUZZ) ./lance -fuzz '^FuzzDeletionFile$$'
@@ -65,6 +66,7 @@ fuzz:
 	$(FUZZ) ./recovery -fuzz '^FuzzParse$$'
 	$(FUZZ) ./engine/rows -fuzz '^FuzzBuild$$'
 	$(FUZZ) ./engine/rows -fuzz '^FuzzParseNumber$$'
+	$(FUZZ) ./ingest -fuzz '^FuzzRequests$$'
 
 clean:
 	rm -rf bin .data

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -68,6 +69,10 @@ func ParseAge(s string) (time.Duration, error) {
 	n, err := strconv.ParseUint(s[:len(s)-1], 10, 32)
 	if unit == 0 || err != nil || n == 0 {
 		return 0, fmt.Errorf("%q is not a positive whole number followed by s, m, h, d or w", s)
+	}
+	// Beyond about 292 years the product wraps around, to a negative age that would keep nothing.
+	if n > uint64(math.MaxInt64/unit) {
+		return 0, fmt.Errorf("%q is longer than %d%c", s, math.MaxInt64/unit, s[len(s)-1])
 	}
 	return time.Duration(n) * unit, nil
 }
