@@ -67,6 +67,7 @@ fuzz:
 	$(FUZZ) ./engine/rows -fuzz '^FuzzBuild$$'
 	$(FUZZ) ./engine/rows -fuzz '^FuzzParseNumber$$'
 	$(FUZZ) ./ingest -fuzz '^FuzzRequests$$'
+	$(FUZZ) ./config -fuzz '^FuzzLoad$$'
 
 clean:
 	rm -rf bin .data
