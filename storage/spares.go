@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
 // Creating a file is the dearest step of a local write on some file systems: on the ext4
@@ -40,6 +42,9 @@ func inSpareDir(full string) bool {
 // linked into place.
 const FailpointSpareFilled = "storage.spare_filled"
 
+// FailpointSpareCreated fires in the refill after it created a spare, before it records it.
+const FailpointSpareCreated = "storage.spare_created"
+
 // spareTarget is how many spares a process keeps ready.
 const spareTarget = 24
 
@@ -53,9 +58,14 @@ type spares struct {
 	seq     uint64   // names the next spare
 	gen     uint64   // bumped by drain, so a refill in flight drops what it made
 	running bool     // a refill goroutine is active
-	closed  bool
-	broken  bool // the directory could not be made: every write creates its own file
-	wg      sync.WaitGroup
+	// again: a take found the supply low while the running refill belonged to an older
+	// generation (one about to end because of a drain): that refill carries on for the new one
+	// instead of ending, or nothing would refill until the next take.
+	again  bool
+	runGen uint64 // the generation the running refill works for
+	closed bool
+	broken bool // the directory could not be made: every write creates its own file
+	wg     sync.WaitGroup
 }
 
 func newSpares(root string) *spares { return &spares{base: filepath.Join(root, SpareDirName)} }
@@ -89,18 +99,37 @@ func (p *spares) take() string {
 	if n := len(p.ready); n > 0 {
 		name, p.ready = p.ready[n-1], p.ready[:n-1]
 	}
-	if !p.running && len(p.ready) < spareTarget/2 {
-		p.running = true
-		gen := p.gen
-		p.wg.Go(func() { p.refill(gen) })
+	if len(p.ready) < spareTarget/2 {
+		switch {
+		case !p.running:
+			p.running, p.runGen = true, p.gen
+			gen := p.gen
+			p.wg.Go(func() { p.refill(gen) })
+		case p.runGen != p.gen:
+			p.again = true
+		}
 	}
 	return name
+}
+
+// stale is called, p.mu held, by a refill of generation gen that is about to end because a
+// drain moved on: it returns the generation to carry on with, and whether to, so a take that
+// came meanwhile is not left without a refill.
+func (p *spares) stale(gen uint64) (uint64, bool) {
+	if p.gen == gen || !p.again || p.closed || p.broken {
+		return gen, false
+	}
+	p.again, p.runGen = false, p.gen
+	return p.gen, true
 }
 
 // refill creates spares until spareTarget are ready, then ends; a drain since gen ends it.
 func (p *spares) refill(gen uint64) {
 	for {
 		p.mu.Lock()
+		if next, ok := p.stale(gen); ok {
+			gen = next
+		}
 		if p.closed || p.broken || p.gen != gen || len(p.ready) >= spareTarget {
 			p.running = false
 			p.mu.Unlock()
@@ -121,7 +150,20 @@ func (p *spares) refill(gen uint64) {
 		if err == nil {
 			err = f.Close()
 		}
+		created := err == nil
+		if created {
+			err = failpoint.Inject(FailpointSpareCreated)
+		}
 		p.mu.Lock()
+		if p.gen != gen && p.again && !p.closed && (err == nil || errors.Is(err, fs.ErrNotExist)) {
+			// Drained meanwhile and wanted again: the file is in a removed directory, or was
+			// refused by its removal; drop it and go on for the new generation.
+			p.mu.Unlock()
+			if created {
+				_ = os.Remove(name)
+			}
+			continue
+		}
 		if err != nil || p.gen != gen || p.closed {
 			// Drained or closed meanwhile, or the directory went away (another process took
 			// it for abandoned in the instant before we locked it): nothing is kept, and a
@@ -135,7 +177,7 @@ func (p *spares) refill(gen uint64) {
 			}
 			p.running = false
 			p.mu.Unlock()
-			if err == nil {
+			if created {
 				_ = os.Remove(name)
 			}
 			return

@@ -464,3 +464,28 @@ func TestLiveWriters(t *testing.T) {
 		t.Fatalf("mem root: %v %v", p, err)
 	}
 }
+
+// A write right after a drain (DeletePrefix of the whole root), while the refill of the drained
+// generation is still finishing its file, gets spares again: that refill carries on for the
+// new generation instead of ending with no refill scheduled until some later write.
+func TestSparesRefillAfterDrainRace(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := openLocal(t, dir)
+	// The first refill stops for half a second right after creating its first spare.
+	if err := failpoint.Enable(storage.FailpointSpareCreated, "1*sleep(500)"); err != nil {
+		t.Fatal(err)
+	}
+	defer failpoint.Disable(storage.FailpointSpareCreated)
+	if err := s.Put(ctx, "a", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the refill is inside its pause now
+	if err := s.DeletePrefix(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, "b", []byte("2")); err != nil { // wants spares while that refill still runs
+		t.Fatal(err)
+	}
+	waitSpares(t, s, dir, 1)
+}
