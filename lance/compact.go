@@ -326,9 +326,10 @@ func (d *Dataset) rewriteGroup(ctx context.Context, bin []compactCandidate, sink
 		ids = appendLive(ids, fids, r.deleted)
 		created = appendLive(created, expandRuns(cr), r.deleted)
 		updated = appendLive(updated, expandRuns(up), r.deleted)
+		batch := readBatchRows(f.PhysicalRows, d.fragmentBytes(ctx, f))
 		var read uint64
 		for {
-			rec, err := r.next(ctx, readBatchRows(f), memory.DefaultAllocator)
+			rec, err := r.next(ctx, batch, memory.DefaultAllocator)
 			if err == io.EOF {
 				break
 			}
@@ -375,15 +376,35 @@ func (d *Dataset) rewriteGroup(ctx context.Context, bin []compactCandidate, sink
 // compactReadBytes is about how much of a fragment compaction decodes at once.
 const compactReadBytes = 8 << 20
 
-// readBatchRows is how many rows of f compaction reads at once: about compactReadBytes, by the
-// fragment's recorded size, between 256 rows and 64 Ki.
-func readBatchRows(f *Fragment) int {
-	n, ok := f.FileBytes()
-	if !ok || f.PhysicalRows == 0 {
+// readBatchRows is how many of a fragment's rows compaction reads at once: about
+// compactReadBytes by the fragment's size in bytes, between 256 rows and 64 Ki.
+func readBatchRows(rows, bytes uint64) int {
+	if rows == 0 || bytes == 0 {
 		return 1 << 16
 	}
-	per := max(n/f.PhysicalRows, 1)
+	per := max(bytes/rows, 1)
 	return int(min(max(compactReadBytes/per, 256), 1<<16))
+}
+
+// fragmentBytes is the size of f's data files: as the manifest records it, else as storage
+// reports it (writers may leave the size out); 0 when neither tells.
+func (d *Dataset) fragmentBytes(ctx context.Context, f *Fragment) uint64 {
+	if n, ok := f.FileBytes(); ok {
+		return n
+	}
+	var n uint64
+	for i := range f.Files {
+		st, key, err := d.dataFileKey(&f.Files[i])
+		if err != nil {
+			return 0
+		}
+		sz, err := st.Size(ctx, key)
+		if err != nil {
+			return 0
+		}
+		n += uint64(sz)
+	}
+	return n
 }
 
 // appendLive appends the values of vals (one per physical row) at offsets not in deleted.

@@ -789,3 +789,41 @@ func TestStageCompactionCutsFilesBySize(t *testing.T) {
 		t.Fatalf("default cut: %v %v", s, err)
 	}
 }
+
+// Compaction reads about compactReadBytes at a time, by the fragment's size: recorded in the
+// manifest, or asked of storage when a writer left it out (a fragment of wide rows read 64 Ki
+// rows at a time would hold hundreds of megabytes).
+func TestCompactionReadBatchBySize(t *testing.T) {
+	for _, c := range []struct {
+		rows, bytes uint64
+		want        int
+	}{
+		{1000, 0, 1 << 16},                // size unknown: lance's batch
+		{0, 100, 1 << 16},                 // no rows
+		{1 << 20, 64 << 20, 1 << 16},      // 64-byte rows: capped at 64 Ki
+		{10_000, 10_000 * 8192, 1024},     // 8 KB rows: 8 MiB a batch
+		{10_000, 10_000 * (1 << 20), 256}, // 1 MiB rows: at least 256
+		{100, 100 * (compactReadBytes / 3), 256},
+	} {
+		if got := readBatchRows(c.rows, c.bytes); got != c.want {
+			t.Errorf("readBatchRows(%d, %d) = %d, want %d", c.rows, c.bytes, got, c.want)
+		}
+	}
+	ctx := context.Background()
+	st := memStore(t)
+	rng := rand.New(rand.NewPCG(9, 10))
+	d, err := Create(ctx, st, testSchema(t), wideRows(rng, 1000, seq(0, 50)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := d.Manifest().Fragments[0]
+	recorded, ok := f.FileBytes()
+	if !ok {
+		t.Fatal("the writer did not record the file size")
+	}
+	f.Files = slices.Clone(f.Files)
+	f.Files[0].FileSizeBytes = 0 // as a writer that leaves it out
+	if got := d.fragmentBytes(ctx, &f); got != recorded {
+		t.Fatalf("fragmentBytes of an unrecorded size = %d, storage holds %d", got, recorded)
+	}
+}
