@@ -315,9 +315,18 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 		return nil, err
 	}
 	var remove []lance.RowAddress
-	for _, r := range rows {
+	for i := range rows {
+		r := &rows[i]
 		if a, ok := st.addr[r.ObjectID]; ok {
 			remove = append(remove, a)
+		} else if !replacedInPlace(r.ObjectType) && st.held(r) {
+			a, ok, err := lookupRow(ctx, p.ds, r.ObjectID)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				remove = append(remove, a)
+			}
 		}
 	}
 	rec := rowsRecord(rows)
@@ -416,7 +425,8 @@ func (p *Publisher) compact(ctx context.Context) {
 	}
 }
 
-// readdress records the new addresses of the rows a compaction moved into fragments ids.
+// readdress records the new addresses of the rows a compaction moved into fragments ids (of
+// those whose addresses the state keeps).
 func (p *Publisher) readdress(ctx context.Context, ds *lance.Dataset, ids []uint64) error {
 	if len(ids) == 0 {
 		return nil
@@ -425,10 +435,30 @@ func (p *Publisher) readdress(ctx context.Context, ds *lance.Dataset, ids []uint
 		oid := rec.Column(0).(*array.String)
 		addr := rec.Column(1).(*array.Uint64)
 		for i := 0; i < oid.Len(); i++ {
-			p.state.addr[oid.Value(i)] = lance.RowAddress(addr.Value(i))
+			if _, ok := p.state.addr[oid.Value(i)]; ok {
+				p.state.addr[oid.Value(i)] = lance.RowAddress(addr.Value(i))
+			}
 		}
 		return nil
 	})
+}
+
+// lookupRow finds the row of an object id by scanning the manifest's ids: the slow path for a
+// row written again whose address the state does not keep (never, in this writer's own use).
+func lookupRow(ctx context.Context, ds *lance.Dataset, objectID string) (lance.RowAddress, bool, error) {
+	var at lance.RowAddress
+	found := false
+	err := ds.Each(ctx, lance.ScanOptions{Columns: []string{"object_id"}, WithRowAddress: true}, func(rec arrow.Record) error {
+		oid := rec.Column(0).(*array.String)
+		addr := rec.Column(1).(*array.Uint64)
+		for i := 0; i < oid.Len(); i++ {
+			if oid.Value(i) == objectID {
+				at, found = lance.RowAddress(addr.Value(i)), true
+			}
+		}
+		return nil
+	})
+	return at, found, err
 }
 
 // pendingRows builds the rows of one attempt: registrations, table versions, lineage, receipt.

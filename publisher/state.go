@@ -51,8 +51,40 @@ type State struct {
 	versions      map[ids.TableIdentity]versionEntry
 	tombstones    map[ids.TableIdentity]uint64
 	receipts      map[string]Receipt
-	addr          map[string]lance.RowAddress // object_id -> row, for in-place upserts
-	lineageHead   *Commit
+	// addr: object_id -> row of the rows a publish replaces in place (graph heads, table
+	// registrations). Every other row is written once under a fresh id, so holding an address
+	// per row (most of them commits, receipts and table versions, one or more per message)
+	// would cost memory for nothing; should one be written again all the same, held tells so
+	// and the publish looks its old row up (lookupRow).
+	addr        map[string]lance.RowAddress
+	lineageHead *Commit
+}
+
+// replacedInPlace says whether rows of an object type are rewritten under the same id.
+func replacedInPlace(objectType string) bool {
+	return objectType == TypeGraphHead || objectType == TypeTable
+}
+
+// held says whether the state may already hold a row with r's object id, for a row of a type
+// whose addresses it does not keep: a commit or receipt it has seen, a table version not above
+// the newest one it has seen for that table (every row ever written is at or below it).
+func (s *State) held(r *Row) bool {
+	switch r.ObjectType {
+	case TypeGraphCommit:
+		_, ok := s.Commits[r.ObjectID]
+		return ok
+	case TypeIngestReceipt:
+		_, ok := s.receipts[r.ObjectID[len(TypeIngestReceipt)+1:]]
+		return ok
+	case TypeTableVersion:
+		id, err := identityOf(r)
+		if err != nil || r.TableVersion == nil {
+			return true
+		}
+		cur, ok := s.versions[id]
+		return ok && *r.TableVersion <= cur.version
+	}
+	return !replacedInPlace(r.ObjectType)
 }
 
 func newState(branch string) *State {
@@ -122,7 +154,7 @@ func (s *State) liveVersion(id ids.TableIdentity) uint64 {
 func (s *State) apply(rows []Row, addrs []uint64) error {
 	for i := range rows {
 		r := &rows[i]
-		if addrs != nil {
+		if addrs != nil && replacedInPlace(r.ObjectType) {
 			s.addr[r.ObjectID] = lance.RowAddress(addrs[i])
 		}
 		if err := s.applyRow(r); err != nil {
