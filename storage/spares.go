@@ -60,7 +60,8 @@ type spares struct {
 	running bool     // a refill goroutine is active
 	// again: a take found the supply low while the running refill belonged to an older
 	// generation (one about to end because of a drain): that refill carries on for the new one
-	// instead of ending, or nothing would refill until the next take.
+	// instead of ending, or nothing would refill until the next take. Cleared whenever a
+	// refill ends, so it never outlives the refill it was meant for.
 	again  bool
 	runGen uint64 // the generation the running refill works for
 	closed bool
@@ -131,13 +132,13 @@ func (p *spares) refill(gen uint64) {
 			gen = next
 		}
 		if p.closed || p.broken || p.gen != gen || len(p.ready) >= spareTarget {
-			p.running = false
+			p.running, p.again = false, false
 			p.mu.Unlock()
 			return
 		}
 		if p.dir == "" {
 			if err := p.start(); err != nil {
-				p.broken, p.running = true, false
+				p.broken, p.running, p.again = true, false, false
 				p.mu.Unlock()
 				return
 			}
@@ -175,7 +176,7 @@ func (p *spares) refill(gen uint64) {
 				}
 				p.dir, p.lock, p.ready = "", nil, nil
 			}
-			p.running = false
+			p.running, p.again = false, false
 			p.mu.Unlock()
 			if created {
 				_ = os.Remove(name)
