@@ -158,7 +158,11 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 		for k, node := range y {
 			s, ok := known[k]
 			if !ok {
-				return nil, &Error{Setting: k, Source: *file, Reason: "unknown setting"}
+				name := k
+				if name == "" {
+					name = `""` // an empty key, named visibly
+				}
+				return nil, &Error{Setting: name, Source: fmt.Sprintf("%s line %d", *file, node.Line), Reason: "unknown setting"}
 			}
 			if err := s.set(&c, node.Value); err != nil {
 				return nil, &Error{Setting: k, Source: fmt.Sprintf("%s line %d", *file, node.Line), Reason: err.Error()}

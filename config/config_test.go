@@ -33,6 +33,8 @@ func TestClearErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	_ = os.WriteFile(bad, []byte("root: /r\ngraph: g\nack_wiat: 5s\n"), 0o644)
+	emptyKey := filepath.Join(dir, "empty-key.yaml")
+	_ = os.WriteFile(emptyKey, []byte("root: /r\n'': 1\n"), 0o644)
 	badDur := filepath.Join(dir, "dur.yaml")
 	_ = os.WriteFile(badDur, []byte("root: /r\ngraph: g\n\nack_wait: soon\n"), 0o644)
 	cases := []struct {
@@ -44,7 +46,8 @@ func TestClearErrors(t *testing.T) {
 		{[]string{"--root", "/r", "--graph", "a.b"}, nil, `config graph (from merged config): "a.b" must be one NATS subject token`},
 		{[]string{"--root", "/r", "--graph", "g", "--ack-wait", "10"}, nil, "config ack_wait (from --ack-wait): want a duration"},
 		{[]string{"--root", "/r"}, map[string]string{"OMNIGRAPH_GRAPH": "g", "OMNIGRAPH_MAX_DELIVER": "x"}, "config max_deliver (from OMNIGRAPH_MAX_DELIVER): want a whole number"},
-		{[]string{"--config", bad}, nil, "config ack_wiat (from " + bad + "): unknown setting"},
+		{[]string{"--config", bad}, nil, "config ack_wiat (from " + bad + " line 3): unknown setting"},
+		{[]string{"--config", emptyKey}, nil, `config "" (from ` + emptyKey + " line 2): unknown setting"},
 		{[]string{"--config", badDur}, nil, "config ack_wait (from " + badDur + " line 4): want a duration"},
 		{[]string{"--root", "/r", "--graph", "g", "--nats-cert", "c"}, nil, "nats_cert and nats_key go together"},
 		{[]string{"--root", "/r", "--graph", "g", "--gc-percent", "0"}, nil, "config gc_percent (from merged config): must be -1 (off) or a positive percentage"},
