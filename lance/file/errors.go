@@ -14,14 +14,22 @@ type FormatError struct {
 	File   string
 	Offset int64 // position in the file the problem was found at, -1 when no single offset is to blame
 	Reason string
+	// Err, when set, is the routable cause (an *UnsupportedVersionError), for errors.As.
+	Err error
 }
 
 func (e *FormatError) Error() string {
-	if e.Offset >= 0 {
-		return fmt.Sprintf("lance file %s: at byte %d: %s", e.File, e.Offset, e.Reason)
+	reason := e.Reason
+	if e.Err != nil {
+		reason += ": " + e.Err.Error()
 	}
-	return fmt.Sprintf("lance file %s: %s", e.File, e.Reason)
+	if e.Offset >= 0 {
+		return fmt.Sprintf("lance file %s: at byte %d: %s", e.File, e.Offset, reason)
+	}
+	return fmt.Sprintf("lance file %s: %s", e.File, reason)
 }
+
+func (e *FormatError) Unwrap() error { return e.Err }
 
 // decodeError is what the page decoders return: they know what is wrong but not which file or
 // page they are looking at. The reader turns it into a FormatError with the page's location.

@@ -40,6 +40,7 @@ type Reader struct {
 	numRows int64
 	schema  *schema.Schema
 	cols    []columnInfo
+	version Version
 }
 
 // tailRead is how much Open reads from the end of the file first: for most files it holds the
@@ -66,10 +67,14 @@ func Open(ctx context.Context, src Source, name string) (*Reader, error) {
 	ft := parseFooter(fb)
 	switch {
 	case ft.major == footerMajor && ft.minor == footerMinor, ft.major == 2 && ft.minor == 0:
+		r.version = V2_0
 	case ft.major == 0 && ft.minor < 3:
-		return nil, r.fail(int64(end)+32, "legacy (v1) Lance file %d.%d; only 2.0 is supported", ft.major, ft.minor)
+		return nil, &FormatError{File: name, Offset: int64(end) + 32, Reason: fmt.Sprintf("legacy (v1) Lance file %d.%d", ft.major, ft.minor),
+			Err: &UnsupportedVersionError{Version: Version{uint32(ft.major), uint32(ft.minor)}, Op: "read"}}
 	default:
-		return nil, r.fail(int64(end)+32, "Lance file version %d.%d; only 2.0 (footer 0.3) is supported", ft.major, ft.minor)
+		v := Version{uint32(ft.major), uint32(ft.minor)}
+		return nil, &FormatError{File: name, Offset: int64(end) + 32, Reason: fmt.Sprintf("Lance file version %s", v),
+			Err: &UnsupportedVersionError{Version: v, Op: "read"}}
 	}
 	switch {
 	case ft.numGlobalBuffers == 0:
@@ -145,6 +150,9 @@ func (r *Reader) read(ctx context.Context, off, n int64) ([]byte, error) {
 func (r *Reader) fail(off int64, format string, args ...any) error {
 	return &FormatError{File: r.name, Offset: off, Reason: fmt.Sprintf(format, args...)}
 }
+
+// Version is the file's format version (V2_0 for a file whose footer says 0.3).
+func (r *Reader) Version() Version { return r.version }
 
 // NumRows is the row count of the file descriptor.
 func (r *Reader) NumRows() int64 { return r.numRows }

@@ -18,6 +18,9 @@ const DefaultMaxPageBytes = 8 << 20
 type Options struct {
 	MaxPageBytes int
 	MaxPageRows  int
+	// Version is the file format version to write (zero: V2_0). NewWriter refuses a version it
+	// cannot write with *UnsupportedVersionError.
+	Version Version
 }
 
 // Writer encodes record batches into one Lance 2.0 data file held in memory (data files are put
@@ -67,6 +70,12 @@ func NewWriter(s *schema.Schema, opts Options) (*Writer, error) {
 	}
 	if opts.MaxPageRows < 0 {
 		opts.MaxPageRows = 0
+	}
+	if opts.Version.IsZero() {
+		opts.Version = V2_0
+	}
+	if !Writable(opts.Version) {
+		return nil, &UnsupportedVersionError{Version: opts.Version, Op: "write"}
 	}
 	w := &Writer{schema: s, opts: opts}
 	for _, f := range s.Fields {
