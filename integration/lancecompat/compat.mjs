@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Interop tool: the official Lance engine (@lancedb/lancedb 0.31.0 = Rust lance 8.0.0) against
+// Interop tool: an official Lance engine (LANCE_ENGINE, see engine.mjs) against
 // datasets written by the Go lance package, and vice versa.
 //
 //   node compat.mjs verify <dir>                      read <dir>/cases.json, check every case
@@ -21,7 +21,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { arrow, compareIdLists, compareRows, fromCanonical, toCanonical } from "./canonical.mjs";
-import { appendRows, connect, ensureFreshDir, openAt, scan, typesOf, V20_STABLE } from "./engine.mjs";
+import { appendRows, connect, ensureFreshDir, openAt, scan, typesOf, TABLE_STABLE } from "./engine.mjs";
 import { runWrite } from "./write.mjs";
 
 const ID = "id";
@@ -238,7 +238,7 @@ async function cmdBench(dir, N, K) {
   const batches = Array.from({ length: K }, (_, k) => batch(k));
 
   const db = await connect(path.resolve(dir));
-  const tbl = await db.createTable("people", warm, { mode: "create", storageOptions: V20_STABLE });
+  const tbl = await db.createTable("people", warm, { mode: "create", storageOptions: TABLE_STABLE });
   const append = [];
   for (const b of batches) {
     const t0 = performance.now();
@@ -280,7 +280,7 @@ async function cmdBenchServe(dir, N, T) {
   const db = await connect(path.resolve(dir));
   const tables = [];
   for (let t = 0; t < T; t++) {
-    tables.push(await db.createTable(T === 1 ? "people" : `people_${t}`, batch(N / T), { mode: "create", storageOptions: V20_STABLE }));
+    tables.push(await db.createTable(T === 1 ? "people" : `people_${t}`, batch(N / T), { mode: "create", storageOptions: TABLE_STABLE }));
   }
   emit({ ready: true });
   let buf = "";
