@@ -38,7 +38,6 @@ type suite struct {
 	prefix  string
 }
 
-
 func (s *suite) add(name string, err error) {
 	r := result{Case: s.prefix + name, OK: err == nil}
 	if err != nil {
