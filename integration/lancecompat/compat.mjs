@@ -9,6 +9,9 @@
 //   node compat.mjs mutate <dir>                      apply <dir>/mutate.json steps in order
 //                                                      (append | delete | update | optimize)
 //   node compat.mjs write  <dir>                      create reference tables + <dir>/cases.json
+//   node compat.mjs refgraph <root>                  remake a freshly initialised graph's datasets
+//                                                      the way the reference OmniGraph creates them
+//   node compat.mjs openall <root>                   open every dataset of a graph at every version
 //   node compat.mjs bench  <dir> --rows N --iters K   append/scan timings, one JSON line
 //   node compat.mjs bench-serve <dir> --rows N [--tables T]
 //                                                      stdin "K" -> K timed appends, one JSON line each
@@ -22,6 +25,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { arrow, compareIdLists, compareRows, fromCanonical, toCanonical } from "./canonical.mjs";
 import { appendRows, connect, ensureFreshDir, openAt, scan, typesOf, TABLE_STABLE } from "./engine.mjs";
+import { openAll, refGraph } from "./refgraph.mjs";
 import { runWrite } from "./write.mjs";
 
 const ID = "id";
@@ -311,6 +315,8 @@ const USAGE = `usage:
   node compat.mjs verify <dir>
   node compat.mjs mutate <dir>
   node compat.mjs write  <dir>
+  node compat.mjs refgraph <root>
+  node compat.mjs openall <root>
   node compat.mjs bench  <dir> --rows N --iters K
   node compat.mjs bench-serve <dir> --rows N [--tables T]`;
 
@@ -342,6 +348,8 @@ async function main(argv) {
       case "verify": await cmdVerify(dir); break;
       case "mutate": await cmdMutate(dir); break;
       case "write": await runWrite(dir, emit, log); break;
+      case "refgraph": await refGraph(dir, emit); break;
+      case "openall": await openAll(dir, emit); break;
       case "bench": await cmdBench(dir, bench.rows, bench.iters); break;
       case "bench-serve": await cmdBenchServe(dir, bench.rows, bench.tables); break;
       default: console.error(`unknown command ${cmd}\n${USAGE}`); return 2;

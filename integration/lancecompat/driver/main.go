@@ -113,6 +113,7 @@ func main() {
 		}
 	}
 	s.prefix = ""
+	refGraphCompat(ctx, s, dir)
 
 	failed := 0
 	for _, r := range s.results {
