@@ -74,11 +74,6 @@ func (a *armedSidecar) confirm(ctx context.Context, p *prepared) error {
 	return nil
 }
 
-// retire is Phase D.
-func (a *armedSidecar) retire(ctx context.Context) error {
-	return recovery.Delete(ctx, a.g.root, a.sc.OperationID)
-}
-
 // heal is the roll-forward-only recovery at the entry of every write: confirmed intents whose
 // authority still holds are finished and visible outcomes finalized; nothing is restored.
 func (g *Graph) heal(ctx context.Context) error {
