@@ -67,7 +67,6 @@ type intentPoints struct {
 type intent struct {
 	g      *Graph
 	points intentPoints
-	fence  Fence
 	// arm writes the sidecar (Phase A) and returns its operation id. nil: the write moves no
 	// table HEAD and only publishes.
 	arm func(context.Context) (string, error)
@@ -96,7 +95,7 @@ type intent struct {
 func (in *intent) run(ctx context.Context) error {
 	g := in.g
 	if in.arm == nil {
-		if err := in.fence.Check(ctx, "publish"); err != nil {
+		if err := g.checkFence(ctx, "publish"); err != nil {
 			return err
 		}
 		if err := failpoint.Inject(in.points.beforePublish); err != nil {
@@ -104,7 +103,7 @@ func (in *intent) run(ctx context.Context) error {
 		}
 		return in.publish(ctx, nil)
 	}
-	if err := in.fence.Check(ctx, "arm"); err != nil {
+	if err := g.checkFence(ctx, "arm"); err != nil {
 		return err
 	}
 	staged := make(chan error, 1)
@@ -167,7 +166,7 @@ func (in *intent) confirmAndPublish(ctx context.Context) error {
 				gateErr = failpoint.Inject(in.points.confirmed)
 			}
 			if gateErr == nil {
-				gateErr = in.fence.Check(ctx, "publish")
+				gateErr = in.g.checkFence(ctx, "publish")
 			}
 			if gateErr == nil {
 				gateErr = failpoint.Inject(in.points.beforePublish)

@@ -46,16 +46,6 @@ type LoadRequest struct {
 	// Receipt, when set, is written in the same publish; a batch whose receipt is already
 	// visible on the branch is not applied again.
 	Receipt *publisher.Receipt
-	// Fence, when set, is checked right before the write arms recovery and right before it
-	// publishes (the single-writer lease); an error stops the write there.
-	Fence func(context.Context) error
-}
-
-func (r *LoadRequest) fence(ctx context.Context) error {
-	if r.Fence == nil {
-		return nil
-	}
-	return r.Fence(ctx)
 }
 
 // TypeCount is the number of input records of one declaration.
@@ -366,7 +356,7 @@ func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*Loa
 	commitID := ids.NewULID()
 	createdAt := time.Now().UnixMicro()
 	var res *LoadResult
-	in := &intent{g: g, fence: req.Fence, points: loadPoints}
+	in := &intent{g: g, points: loadPoints}
 	in.publish = func(ctx context.Context, gate func() error) (err error) {
 		res, err = g.publish(ctx, req, p, commitID, createdAt, gate)
 		return err

@@ -35,7 +35,6 @@ type MergeRequest struct {
 	DeleteSource bool
 	Actor        string
 	Receipt      *publisher.Receipt // written with the merge commit; a visible one makes the merge a no-op
-	Fence        func(context.Context) error
 	// NoCertifiedRoute forces the ordinary diff even where the certified-insert proof holds
 	// (tests and benchmarks compare the two routes).
 	NoCertifiedRoute bool

@@ -65,7 +65,7 @@ var mergePoints = intentPoints{armed: "merge.after_arm", confirmed: "merge.after
 // HEAD (pointers and lineage only) arms nothing and only publishes.
 func (m *mergeRun) effect(ctx context.Context) (*CommitInfo, error) {
 	var ci *CommitInfo
-	in := &intent{g: m.g, fence: m.req.Fence, points: mergePoints,
+	in := &intent{g: m.g, points: mergePoints,
 		publish: func(ctx context.Context, _ func() error) (err error) {
 			ci, err = m.publish(ctx)
 			return err

@@ -32,9 +32,6 @@ type OptimizeOptions struct {
 	All bool
 	// Actor is recorded on the graph commit.
 	Actor string
-	// Fence, when set, is checked right before recovery is armed and right before the publish
-	// (the single-writer lease).
-	Fence func(context.Context) error
 	// MaxBytesPerFile cuts rewritten data files by size (0: lance.DefaultMaxBytesPerFile), which
 	// bounds a compaction's memory on tables of wide rows (embeddings); fragments holding half
 	// as much are not merged again.
@@ -246,7 +243,7 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 		return nil, err
 	}
 	var res *OptimizeResult
-	in := &intent{g: g, fence: o.Fence, points: optimizePoints,
+	in := &intent{g: g, points: optimizePoints,
 		arm: func(ctx context.Context) (string, error) { return sc.OperationID, recovery.Write(ctx, g.root, sc) },
 		// The rewritten files are written beside the sidecar: nothing references them until a
 		// table commits, and no table commits before the sidecar is durable.

@@ -63,7 +63,7 @@ func NewOptimizeSidecar(root string, actor *string, tables []OptimizeTable) (*Si
 // The Optimize payload carries no lineage, so the roll-forward commit takes the intent's
 // operation id: a pass that dies after its publish is finished by the next one (audit row,
 // sidecar removal) without a second commit.
-func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar) (Outcome, error) {
+func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar, fence Fence) (Outcome, error) {
 	o := Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(""), Tables: []TableOutcome{}}
 	if sc.Branch != nil && *sc.Branch != "main" {
 		return o, fmt.Errorf("an Optimize intent on branch %q: this build compacts main only", *sc.Branch)
@@ -134,6 +134,9 @@ func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar) (Outc
 	}
 	commit := sc.OperationID
 	req.Lineage = &publisher.Lineage{CommitID: commit, ActorID: deref(sc.ActorID), CreatedAt: nowMicros()}
+	if err := fence.Check(ctx, "publish"); err != nil {
+		return o, err
+	}
 	if err := failpoint.Inject("recovery.before_forward_publish"); err != nil {
 		return o, err
 	}
