@@ -3,9 +3,9 @@
 //
 // # The write protocol
 //
-// Every write that moves table HEADs runs one forward path, owned by intent.run in this file;
-// the load (load.go), the merge (merge_effect.go) and the compaction (optimize.go) plug their
-// own steps into it. In order:
+// Every write that moves table HEADs runs one forward path, owned by this file (Graph.enter
+// for steps 1-3, intent.run from step 5); the load (load.go), the merge (merge_effect.go) and
+// the compaction (optimize.go) plug their own steps into it. In order:
 //
 //  1. lock: the write gate (Graph.writeMu), held to the end.
 //  2. heal: roll-forward-only recovery of what a dead writer confirmed (Graph.heal).
@@ -35,12 +35,19 @@
 //
 // Sidecar states: absent (nothing armed), Armed (Phase A done; tables may have moved),
 // EffectsConfirmed (Phase B done and recorded; recovery may roll forward), deleted (Phase D).
+// An Optimize sidecar stays Armed until it is deleted.
 // A failure before the sidecar is durable leaves only unreferenced files and is returned as
 // it is; from then on every failure is exactly one *errs.RecoveryRequired naming the intent,
 // made in one place (intent.required). The inverse path is recovery.Recover.
 //
 // A write that moves no table HEAD (an empty load, a pointer-only merge) arms nothing: it
 // checks the fence and publishes (intent.run with no arm).
+//
+// The fence (fence.go) belongs to the writer, not to a request: a leased worker sets it with
+// Graph.SetFence when it takes its lease. The skeleton checks it at steps 5 and 9, recovery
+// (Graph.Recover, and the heal) before each intent it resolves and before each publish, and
+// Cleanup before it starts and before each dataset's removals. A failed fence is a
+// *FenceError, wrapped in the RecoveryRequired when it stops an armed write.
 package engine
 
 import (
@@ -51,6 +58,28 @@ import (
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 )
+
+// enter is steps 1-3 of every write that may arm an intent: take the write gate, heal, and
+// refuse while a sidecar is pending on any of branches (a merge checks its branches itself,
+// after it has seen whether its receipt is already visible). On success the caller holds the
+// gate and calls release when the write ends.
+func (g *Graph) enter(ctx context.Context, branches ...string) (release func(), err error) {
+	g.writeMu.Lock()
+	defer func() {
+		if err != nil {
+			g.writeMu.Unlock()
+		}
+	}()
+	if err := g.heal(ctx); err != nil {
+		return nil, err
+	}
+	for _, b := range branches {
+		if err := g.recoveryBarrier(ctx, b); err != nil {
+			return nil, err
+		}
+	}
+	return g.writeMu.Unlock, nil
+}
 
 // intentPoints are the failpoints the skeleton fires for one kind of write. Their names are
 // part of the crash matrices and the README, so each writer spells them out in full.

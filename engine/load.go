@@ -110,14 +110,11 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 		return nil, &errs.InvalidInput{Field: "mode", Reason: fmt.Sprintf("unknown load mode %q (want append, merge or overwrite)", req.Mode)}
 	}
 	req.Branch = normBranch(req.Branch)
-	g.writeMu.Lock()
-	defer g.writeMu.Unlock()
-	if err := g.heal(ctx); err != nil {
+	release, err := g.enter(ctx, req.Branch)
+	if err != nil {
 		return nil, err
 	}
-	if err := g.recoveryBarrier(ctx, req.Branch); err != nil {
-		return nil, err
-	}
+	defer release()
 	if req.Branch != "" && req.From != "" {
 		if err := g.createBranch(ctx, req.Branch, req.From); err != nil && !errors.Is(err, ErrBranchExists) {
 			return nil, err

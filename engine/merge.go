@@ -72,11 +72,11 @@ func (g *Graph) Merge(ctx context.Context, req MergeRequest) (*MergeResult, erro
 	if req.Source == req.Target {
 		return nil, &errs.InvalidInput{Field: "source", Reason: "a merge needs distinct source and target branches"}
 	}
-	g.writeMu.Lock()
-	defer g.writeMu.Unlock()
-	if err := g.heal(ctx); err != nil {
+	release, err := g.enter(ctx) // the barriers follow the receipt check, in merge
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	res, err := g.merge(ctx, &req)
 	if err != nil {
 		return nil, err

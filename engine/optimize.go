@@ -164,14 +164,11 @@ const lanceTargetRows = 1 << 20
 // recovery keeps whatever landed (it never restores). Errors before arming leave at most
 // unreferenced files; any error after is *errs.RecoveryRequired with the sidecar in place.
 func (g *Graph) Optimize(ctx context.Context, o OptimizeOptions) (*OptimizeResult, error) {
-	g.writeMu.Lock()
-	defer g.writeMu.Unlock()
-	if err := g.heal(ctx); err != nil {
+	release, err := g.enter(ctx, "")
+	if err != nil {
 		return nil, err
 	}
-	if err := g.recoveryBarrier(ctx, ""); err != nil {
-		return nil, err
-	}
+	defer release()
 	plans, err := g.planCompactions(ctx, o)
 	if err != nil || len(plans) == 0 {
 		return &OptimizeResult{Tables: []TableCompaction{}}, err
