@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/recovery"
 )
 
 // treeState is every file under the graph's root with its size and modification time: equal
@@ -138,5 +139,38 @@ func TestCleanupFencedBeforeRemoving(t *testing.T) {
 	res, err := g.Cleanup(ctx, CleanupOptions{Keep: 1})
 	if err != nil || len(res.Datasets) == 0 || rootFiles(t, g) >= n {
 		t.Fatalf("cleanup with the fence held: %+v %v", res, err)
+	}
+}
+
+// A rollback fenced at its publish has restored its tables already; the writer that holds the
+// fence finishes it from there (the restores are recognised, not made twice).
+func TestRollbackFencedBeforePublish(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	smallLoads(t, g, "", "p", 2)
+	before := export(t, g, "")
+	_ = failpoint.Enable("load.after_table_commit", "1*error") // an Armed intent: a rollback
+	if _, err := load(t, g, "append", people...); err == nil {
+		t.Fatal("the armed load should fail")
+	}
+	failpoint.Reset()
+	lost := errors.New("lease lost")
+	fence, _ := countingFence(3, lost) // Recover, the intent, then its rollback publish
+	g.SetFence(fence)
+	_, err := g.Recover(ctx)
+	wantFenced(t, err, lost, "publish")
+	if pendingSidecars(t, g) != 1 {
+		t.Fatal("the fenced rollback retired its intent")
+	}
+	g.SetFence(nil)
+	out, err := g.Recover(ctx)
+	if err != nil || len(out) != 1 || out[0].Action != recovery.RolledBack {
+		t.Fatalf("rollback after the fence: %+v %v", out, err)
+	}
+	noSidecars(t, g)
+	tablesAligned(t, g)
+	if export(t, g, "") != before {
+		t.Fatal("the rolled-back batch is visible")
 	}
 }
