@@ -354,11 +354,11 @@ func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*Loa
 	createdAt := time.Now().UnixMicro()
 	var res *LoadResult
 	in := &intent{g: g, points: loadPoints}
-	in.publish = func(ctx context.Context, gate func() error) (err error) {
-		res, err = g.publish(ctx, req, p, commitID, createdAt, gate)
-		return err
-	}
 	if len(p.tables) == 0 { // an empty batch: a lineage-only commit, nothing to arm
+		in.publish = func(ctx context.Context, _ func() error) (err error) {
+			res, err = g.publish(ctx, req, p, commitID, createdAt, nil)
+			return err
+		}
 		if err := in.run(ctx); err != nil {
 			return nil, err
 		}

@@ -65,16 +65,17 @@ var mergePoints = intentPoints{armed: "merge.after_arm", confirmed: "merge.after
 // HEAD (pointers and lineage only) arms nothing and only publishes.
 func (m *mergeRun) effect(ctx context.Context) (*CommitInfo, error) {
 	var ci *CommitInfo
-	in := &intent{g: m.g, points: mergePoints,
-		publish: func(ctx context.Context, _ func() error) (err error) {
-			ci, err = m.publish(ctx)
-			return err
-		}}
+	in := &intent{g: m.g, points: mergePoints}
 	physical := false
 	for _, t := range m.plan.tables {
 		physical = physical || t.physical()
 	}
-	if physical {
+	if !physical {
+		in.publish = func(ctx context.Context, _ func() error) (err error) {
+			ci, err = m.publish(ctx)
+			return err
+		}
+	} else {
 		in.arm = func(ctx context.Context) (string, error) {
 			if err := m.arm(ctx); err != nil {
 				return "", err
@@ -249,8 +250,8 @@ func (m *mergeRun) confirm(ctx context.Context) error {
 	return nil
 }
 
-// publish is the single target publish (the intent's gate has passed): ExactGraphHead, expected pins, the merge lineage
-// (merged parent = the captured source head) and the receipt.
+// publish is the single target publish, once the intent's gate has passed: ExactGraphHead,
+// expected pins, the merge lineage (merged parent = the captured source head) and the receipt.
 func (m *mergeRun) publish(ctx context.Context) (*CommitInfo, error) {
 	req := publisher.Request{
 		Updates:      m.updates(),
