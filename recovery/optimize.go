@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
-	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -134,17 +133,5 @@ func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar, fence
 	}
 	commit := sc.OperationID
 	req.Lineage = &publisher.Lineage{CommitID: commit, ActorID: deref(sc.ActorID), CreatedAt: nowMicros()}
-	if err := fence.Check(ctx, "publish"); err != nil {
-		return o, err
-	}
-	if err := failpoint.Inject("recovery.before_forward_publish"); err != nil {
-		return o, err
-	}
-	if _, err := pub.Publish(ctx, req); err != nil {
-		return o, fmt.Errorf("roll the compaction forward: %w", err)
-	}
-	if err := failpoint.Inject("recovery.after_forward_publish"); err != nil {
-		return o, err
-	}
-	return finalize(ctx, root, sc, RolledForward, commit, o.Tables)
+	return publishAndFinalize(ctx, root, sc, pub, fence, req, forwardPoints, "roll the compaction forward", commit, o.Tables)
 }

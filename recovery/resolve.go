@@ -369,19 +369,36 @@ func publishForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *p
 			Branch: c.TableBranch, RowCount: c.RowCount, Meta: c.VersionMetadata})
 		req.Expected[s.Identity] = publisher.Expectation{TableKey: s.TableKey, Version: s.ExpectedVersion}
 	}
+	return publishAndFinalize(ctx, root, sc, pub, fence, req, forwardPoints, "roll forward", l.GraphCommitID, confirmedOutcomes(d))
+}
+
+// publishPoints are the failpoints around a recovery publish.
+type publishPoints struct{ before, after, kind string }
+
+var (
+	forwardPoints  = publishPoints{"recovery.before_forward_publish", "recovery.after_forward_publish", RolledForward}
+	rollbackPoints = publishPoints{"recovery.before_rollback_publish", "recovery.after_rollback_publish", RolledBack}
+)
+
+// publishAndFinalize is the end of every resolution that publishes (a roll forward of any
+// intent, a rollback): the fence, the publish between its failpoints, then the audit row and
+// the sidecar's removal. A pass that dies after the publish finds commitID visible and only
+// finalizes.
+func publishAndFinalize(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, fence Fence, req publisher.Request,
+	pts publishPoints, what, commitID string, outcomes []TableOutcome) (Outcome, error) {
 	if err := fence.Check(ctx, "publish"); err != nil {
 		return Outcome{}, err
 	}
-	if err := failpoint.Inject("recovery.before_forward_publish"); err != nil {
+	if err := failpoint.Inject(pts.before); err != nil {
 		return Outcome{}, err
 	}
 	if _, err := pub.Publish(ctx, req); err != nil {
-		return Outcome{}, fmt.Errorf("roll forward: %w", err)
+		return Outcome{}, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := failpoint.Inject("recovery.after_forward_publish"); err != nil {
+	if err := failpoint.Inject(pts.after); err != nil {
 		return Outcome{}, err
 	}
-	return finalize(ctx, root, sc, RolledForward, l.GraphCommitID, confirmedOutcomes(d))
+	return finalize(ctx, root, sc, pts.kind, commitID, outcomes)
 }
 
 // rollBack restores every owned effect to its pin and publishes the restored HEADs under the
@@ -468,19 +485,7 @@ func publishRollback(ctx context.Context, root storage.Store, sc *Sidecar, pub *
 		createdAt = nowMicros()
 	}
 	req.Lineage = &publisher.Lineage{CommitID: commitID, ActorID: RecoveryActor, CreatedAt: createdAt}
-	if err := fence.Check(ctx, "publish"); err != nil {
-		return Outcome{}, err
-	}
-	if err := failpoint.Inject("recovery.before_rollback_publish"); err != nil {
-		return Outcome{}, err
-	}
-	if _, err := pub.Publish(ctx, req); err != nil {
-		return Outcome{}, fmt.Errorf("publish the rollback: %w", err)
-	}
-	if err := failpoint.Inject("recovery.after_rollback_publish"); err != nil {
-		return Outcome{}, err
-	}
-	return finalize(ctx, root, sc, RolledBack, commitID, outcomes)
+	return publishAndFinalize(ctx, root, sc, pub, fence, req, rollbackPoints, "publish the rollback", commitID, outcomes)
 }
 
 func startedAt(sc *Sidecar) (int64, bool) {
