@@ -35,7 +35,6 @@ type MergeRequest struct {
 	DeleteSource bool
 	Actor        string
 	Receipt      *publisher.Receipt // written with the merge commit; a visible one makes the merge a no-op
-	Fence        func(context.Context) error
 	// NoCertifiedRoute forces the ordinary diff even where the certified-insert proof holds
 	// (tests and benchmarks compare the two routes).
 	NoCertifiedRoute bool
@@ -73,11 +72,11 @@ func (g *Graph) Merge(ctx context.Context, req MergeRequest) (*MergeResult, erro
 	if req.Source == req.Target {
 		return nil, &errs.InvalidInput{Field: "source", Reason: "a merge needs distinct source and target branches"}
 	}
-	g.writeMu.Lock()
-	defer g.writeMu.Unlock()
-	if err := g.heal(ctx); err != nil {
+	release, err := g.enter(ctx) // the barriers follow the receipt check, in merge
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	res, err := g.merge(ctx, &req)
 	if err != nil {
 		return nil, err

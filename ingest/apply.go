@@ -92,13 +92,6 @@ func decodeRequest(data []byte, v any, field, want string) error {
 	return nil
 }
 
-func (w *Worker) fence() func(context.Context) error {
-	if w.lease == nil {
-		return nil
-	}
-	return w.lease.Check
-}
-
 // loadRequest frames a graph batch and returns the load that applies it.
 func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt) (func(context.Context) (*applied, error), error) {
 	h := msg.Headers()
@@ -111,7 +104,7 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt) (fun
 		return nil, err
 	}
 	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), From: h.Get(HeaderFrom), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
-		Receipt: receipt, Fence: w.fence()}
+		Receipt: receipt}
 	return func(ctx context.Context) (*applied, error) {
 		res, err := w.g.Load(ctx, req)
 		if err != nil {
@@ -130,7 +123,7 @@ func (w *Worker) mergeRequest(msg jetstream.Msg, receipt *publisher.Receipt) (fu
 		return nil, err
 	}
 	req := engine.MergeRequest{Source: body.Source, Target: body.Target, DeleteSource: body.DeleteSource,
-		Actor: msg.Headers().Get(HeaderActor), Receipt: receipt, Fence: w.fence()}
+		Actor: msg.Headers().Get(HeaderActor), Receipt: receipt}
 	return func(ctx context.Context) (*applied, error) {
 		res, err := w.g.Merge(ctx, req)
 		if err != nil {

@@ -41,6 +41,7 @@ func (w *Worker) UseMetrics(m *Metrics) { w.metrics = m }
 // lost.
 func (w *Worker) UseLease(l *Lease) {
 	w.lease = l
+	w.g.SetFence(l.Check)
 	w.log = w.log.With(zap.Uint64("epoch", l.Epoch()))
 }
 

@@ -319,7 +319,12 @@ func TestLeaseTakeover(t *testing.T) {
 	}
 	// A write fenced by the lost lease is refused before it arms anything.
 	recs, _ := framing.ParseBytes([]byte(`{"type":"Person","data":{"handle":"p3","name":"P","active":true}}`), framing.DefaultLimits())
-	_, err = h.g.Load(ctx, engine.LoadRequest{Mode: engine.ModeMerge, Records: recs, Fence: leader.Check})
+	stale, err := engine.OpenReadOnly(ctx, h.g.Root()) // the old leader's graph, fenced by its lease
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetFence(leader.Check)
+	_, err = stale.Load(ctx, engine.LoadRequest{Mode: engine.ModeMerge, Records: recs})
 	if !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("fenced write: %v", err)
 	}
