@@ -1,0 +1,259 @@
+package file
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
+)
+
+// Reading 2.1+ files. Structs and lists have no column of their own there: every leaf's column
+// carries the repetition and definition levels of the lists and structs above it, and a
+// dataset's DataFile lists only leaf field ids (a list field is read from its item's column).
+// Pages are decoded whole (docs/lance-file-2.1.md); values are appended to Arrow builders.
+
+func (r *Reader) readField21(st *readState, f *schema.Field, dt arrow.DataType, start, n uint64) (arrow.Array, error) {
+	leaf := f
+	switch dt.ID() {
+	case arrow.LIST, arrow.LARGE_LIST:
+		if len(f.Children) != 1 || len(f.Children[0].Children) != 0 {
+			return nil, r.fail(-1, "field %q: only lists of primitive items are supported in 2.1 files", f.Name)
+		}
+		leaf = f.Children[0]
+	}
+	idx, ok := st.column(leaf.ID)
+	if !ok {
+		return array.MakeArrayOfNull(st.mem, dt, int(n)), nil
+	}
+	if idx < 0 || idx >= len(r.cols) {
+		return nil, r.fail(-1, "field %q (id %d) maps to column %d, the file has %d columns", f.Name, leaf.ID, idx, len(r.cols))
+	}
+	col := &r.cols[idx]
+	if col.rows != uint64(r.numRows) {
+		return nil, r.fail(col.metaPos, "column %d (field %q) has %d rows, the file has %d", idx, f.Name, col.rows, r.numRows)
+	}
+	b := array.NewBuilder(st.mem, dt)
+	defer b.Release()
+	b.Reserve(int(n))
+	pages := col.pages
+	i := sort.Search(len(pages), func(i int) bool { return pages[i].rowStart+pages[i].rows > start })
+	for at := uint64(0); at < n; i++ {
+		p := &pages[i]
+		first := start + at - p.rowStart
+		count := min(p.rows-first, n-at)
+		if count == 0 {
+			continue
+		}
+		if err := r.readPage21(st, idx, i, p, b, dt, first, count); err != nil {
+			return nil, err
+		}
+		at += count
+	}
+	return b.NewArray(), nil
+}
+
+func (r *Reader) readPage21(st *readState, idx, pi int, p *pageInfo, b array.Builder, dt arrow.DataType, first, count uint64) error {
+	wrap := func(err error) error {
+		return asFormatError(err, r.name, r.cols[idx].metaPos, fmt.Sprintf("column %d page %d: ", idx, pi))
+	}
+	l, err := parseLayout21(p.encoding)
+	if err != nil {
+		return wrap(err)
+	}
+	fp, err := r.fetchPage(st.ctx, p)
+	if err != nil {
+		return err
+	}
+	pg, err := decodePage21(l, fp.bufs, p.rows)
+	if err != nil {
+		return wrap(err)
+	}
+	return wrap(pg.emit(b, dt, first, count))
+}
+
+// emit appends rows [first, first+count) of the page to b.
+func (pg *page21) emit(b array.Builder, dt arrow.DataType, first, count uint64) error {
+	li := pg.levels
+	defAt := func(i uint64) uint16 {
+		if pg.def == nil {
+			if pg.allNull {
+				return 1
+			}
+			return 0
+		}
+		return pg.def[i]
+	}
+	valAt := func(vi uint64) uint64 {
+		if pg.constant {
+			return 0
+		}
+		return vi
+	}
+	if !li.list {
+		vi := first
+		for i := first; i < first+count; i++ {
+			if defAt(i) != 0 || pg.allNull {
+				b.AppendNull()
+			} else if err := appendValue(b, dt, pg.vals, valAt(vi)); err != nil {
+				return err
+			}
+			vi++
+		}
+		return nil
+	}
+	lb, ok := b.(array.ListLikeBuilder)
+	if !ok {
+		return errf("list levels for a %s field", dt)
+	}
+	elem := dt.(arrow.ListLikeType).Elem()
+	vb := lb.ValueBuilder()
+	// Find the level where row `first` starts, counting the visible items before it.
+	lev, row, vi := uint64(0), uint64(0), uint64(0)
+	for ; lev < uint64(len(pg.rep)); lev++ {
+		if pg.rep[lev] == 1 {
+			if row == first {
+				break
+			}
+			row++
+		}
+		if defAt(lev) <= li.itemLevels {
+			vi++
+		}
+	}
+	for k := uint64(0); k < count; k++ {
+		d := defAt(lev)
+		switch {
+		case pg.allNull && d == 0:
+			return errf("all-null page with a valid item")
+		case li.nullList != 0 && d == li.nullList:
+			lb.AppendNull()
+			lev++
+			continue
+		case li.emptyList != 0 && d == li.emptyList:
+			lb.Append(true)
+			lev++
+			continue
+		}
+		lb.Append(true)
+		for {
+			d := defAt(lev)
+			if d <= li.itemLevels {
+				if d != 0 || pg.allNull {
+					vb.AppendNull()
+				} else if err := appendValue(vb, elem, pg.vals, valAt(vi)); err != nil {
+					return err
+				}
+				vi++
+			}
+			lev++
+			if lev >= uint64(len(pg.rep)) || pg.rep[lev] == 1 {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// appendValue appends value i of v to b, as the Arrow type dt wants it.
+func appendValue(b array.Builder, dt arrow.DataType, v *vals21, i uint64) error {
+	if i >= v.n {
+		return errf("value %d of %d", i, v.n)
+	}
+	if v.variable {
+		s := v.data[v.offs[i]:v.offs[i+1]]
+		switch bb := b.(type) {
+		case *array.StringBuilder:
+			if !utf8.Valid(s) {
+				return errf("value %d is not UTF-8", i)
+			}
+			bb.BinaryBuilder.Append(s)
+		case *array.LargeStringBuilder:
+			if !utf8.Valid(s) {
+				return errf("value %d is not UTF-8", i)
+			}
+			bb.BinaryBuilder.Append(s)
+		case *array.BinaryBuilder:
+			bb.Append(s)
+		default:
+			return errf("variable-width values for a %s field", dt)
+		}
+		return nil
+	}
+	raw := v.fixed[i*v.w : (i+1)*v.w]
+	if fb, ok := b.(*array.FixedSizeListBuilder); ok {
+		ft := dt.(*arrow.FixedSizeListType)
+		if v.dim != uint64(ft.Len()) {
+			return errf("fixed size list of %d items for a %s field", v.dim, dt)
+		}
+		fb.Append(true)
+		vb := fb.ValueBuilder()
+		iw := v.w / v.dim
+		for k := uint64(0); k < v.dim; k++ {
+			item := i*v.dim + k
+			if v.itemValid != nil && v.itemValid[item/8]&(1<<(item%8)) == 0 {
+				vb.AppendNull()
+				continue
+			}
+			if err := appendFixed(vb, ft.Elem(), raw[k*iw:(k+1)*iw]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if v.dim != 0 {
+		return errf("fixed size list values for a %s field", dt)
+	}
+	return appendFixed(b, dt, raw)
+}
+
+func appendFixed(b array.Builder, dt arrow.DataType, raw []byte) error {
+	want := 0
+	if fw, ok := dt.(arrow.FixedWidthDataType); ok {
+		want = fw.BitWidth() / 8
+	}
+	if dt.ID() == arrow.BOOL {
+		want = 1
+	}
+	if want == 0 || len(raw) != want {
+		return errf("%d-byte values for a %s field", len(raw), dt)
+	}
+	le := binary.LittleEndian
+	switch bb := b.(type) {
+	case *array.BooleanBuilder:
+		bb.Append(raw[0] != 0)
+	case *array.Int8Builder:
+		bb.Append(int8(raw[0]))
+	case *array.Uint8Builder:
+		bb.Append(raw[0])
+	case *array.Int16Builder:
+		bb.Append(int16(le.Uint16(raw)))
+	case *array.Uint16Builder:
+		bb.Append(le.Uint16(raw))
+	case *array.Int32Builder:
+		bb.Append(int32(le.Uint32(raw)))
+	case *array.Uint32Builder:
+		bb.Append(le.Uint32(raw))
+	case *array.Int64Builder:
+		bb.Append(int64(le.Uint64(raw)))
+	case *array.Uint64Builder:
+		bb.Append(le.Uint64(raw))
+	case *array.Float32Builder:
+		bb.Append(math.Float32frombits(le.Uint32(raw)))
+	case *array.Float64Builder:
+		bb.Append(math.Float64frombits(le.Uint64(raw)))
+	case *array.Date32Builder:
+		bb.Append(arrow.Date32(int32(le.Uint32(raw))))
+	case *array.Date64Builder:
+		bb.Append(arrow.Date64(int64(le.Uint64(raw))))
+	case *array.TimestampBuilder:
+		bb.Append(arrow.Timestamp(int64(le.Uint64(raw))))
+	default:
+		return errf("fixed-width values for a %s field are not supported", dt)
+	}
+	return nil
+}
