@@ -207,6 +207,9 @@ func (pg *page21) fullZip(l *layout21, bufs [][]byte) error {
 // fullZipValues undoes the per-value compression of unzipped full-zip values.
 func fullZipValues(c *ce21, raw *vals21) (*vals21, error) {
 	if !raw.variable {
+		if c.kind == ceFixedSizeList && c.valid {
+			return fullZipFSLValidity(c, raw)
+		}
 		return decodeMini(c, [][]byte{raw.fixed}, raw.n)
 	}
 	switch c.kind {
@@ -230,4 +233,28 @@ func fullZipValues(c *ce21, raw *vals21) (*vals21, error) {
 		return out, nil
 	}
 	return nil, errf("%s compression of full-zip values is not supported", c.name())
+}
+
+// fullZipFSLValidity splits full-zip fixed size list values whose items can be null: each value
+// is its items' validity bitmap (dim bits, whole bytes) followed by the items.
+func fullZipFSLValidity(c *ce21, raw *vals21) (*vals21, error) {
+	dim := c.bits
+	if dim == 0 || dim > 1<<20 || c.a.kind != ceFlat {
+		return nil, errf("fixed size list of %d %s items", dim, c.a.name())
+	}
+	iw, isBool, err := fixedWidth(c.a.bits)
+	if err != nil || isBool {
+		return nil, errf("fixed size list of %d-bit items in a full-zip page", c.a.bits)
+	}
+	vb := (dim + 7) / 8
+	if raw.w != vb+dim*iw {
+		return nil, errf("full-zip values of %d bytes for %d items of %d bytes with validity", raw.w, dim, iw)
+	}
+	out := &vals21{n: raw.n, w: dim * iw, dim: dim, fixed: make([]byte, 0, raw.n*dim*iw), itemValid: make([]byte, (raw.n*dim+7)/8)}
+	for i := uint64(0); i < raw.n; i++ {
+		v := raw.fixed[i*raw.w : (i+1)*raw.w]
+		copyBits(out.itemValid, i*dim, v[:vb], 0, dim, true)
+		out.fixed = append(out.fixed, v[vb:]...)
+	}
+	return out, nil
 }
