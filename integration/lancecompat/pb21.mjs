@@ -40,10 +40,10 @@ function packed(f) {
 
 // Field names of the encodings_v2_1 messages: number -> [name, message type or null].
 const M = {
-  PageLayout: { 1: ["mini_block", "MiniBlockLayout"], 2: ["all_null", "AllNullLayout"], 3: ["full_zip", "FullZipLayout"], 4: ["blob", "BlobLayout"] },
-  MiniBlockLayout: { 1: ["rep", "CE"], 2: ["def", "CE"], 3: ["value", "CE"], 4: ["dictionary", "CE"], 5: ["num_dictionary_items"], 6: ["layers", "enum"], 7: ["num_buffers"], 8: ["repetition_index_depth"], 9: ["num_items"] },
+  PageLayout: { 1: ["mini_block", "MiniBlockLayout"], 2: ["constant", "ConstantLayout"], 3: ["full_zip", "FullZipLayout"], 4: ["blob", "BlobLayout"] },
+  MiniBlockLayout: { 1: ["rep", "CE"], 2: ["def", "CE"], 3: ["value", "CE"], 4: ["dictionary", "CE"], 5: ["num_dictionary_items"], 6: ["layers", "enum"], 7: ["num_buffers"], 8: ["repetition_index_depth"], 9: ["num_items"], 10: ["has_large_chunk"] },
   FullZipLayout: { 1: ["bits_rep"], 2: ["bits_def"], 3: ["bits_per_value"], 4: ["bits_per_offset"], 5: ["num_items"], 6: ["num_visible_items"], 7: ["value", "CE"], 8: ["layers", "enum"] },
-  AllNullLayout: { 5: ["layers", "enum"] },
+  ConstantLayout: { 5: ["layers", "enum"], 6: ["inline_value", "bytes"], 7: ["rep", "CE"], 8: ["def", "CE"], 9: ["num_rep_values"], 10: ["num_def_values"] },
   BlobLayout: { 1: ["inner", "PageLayout"], 2: ["layers", "enum"] },
   CE: { 1: ["flat", "Flat"], 2: ["variable", "Variable"], 3: ["constant", "Constant"], 4: ["out_of_line_bitpacking", "OOL"], 5: ["inline_bitpacking", "Inline"], 6: ["fsst", "Fsst"], 7: ["dictionary", "Dict"], 8: ["rle", "Rle"], 9: ["byte_stream_split", "BSS"], 10: ["general", "General"], 11: ["fixed_size_list", "FSL"], 12: ["packed_struct", "PS"], 13: ["variable_packed_struct", null] },
   Flat: { 1: ["bits"], 2: ["data", "BC"] },
@@ -73,14 +73,14 @@ export function describe(b, type) {
     if (sub === "bytes") { parts.push(`${name}=<${f.b.length}B>`); continue; }
     if (sub === "BC") { const bc = fields(f.b); parts.push(`${name}=${SCHEMES[Number(get(bc, 1)?.v ?? 0n)]}`); continue; }
     if (sub && f.wire === 2) {
+      // A CompressiveEncoding or PageLayout is a oneof: show its one member directly.
       const inner = describe(f.b, sub);
-      parts.push(type === "CE" || type === "PageLayout" ? `${name}{${inner}}` : `${name}=${inner}`);
+      parts.push(sub === "CE" || sub === "PageLayout" ? `${name}=${inner}` : `${name}{${inner}}`);
       continue;
     }
     parts.push(`${name}=${f.wire === 0 ? f.v : `<${f.b?.length}B>`}`);
   }
-  if (type === "CE" || type === "PageLayout") return parts.join(" ");
-  return parts.length ? `{${parts.join(" ")}}` : "{}";
+  return parts.join(" ");
 }
 
 // Returns the Any {type_url, value} inside Encoding{direct{encoding}}.

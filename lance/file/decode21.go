@@ -421,12 +421,20 @@ func decodeConstantBlock(value []byte, n uint64) (*vals21, error) {
 	if len(value) == 0 || len(value) > 32 {
 		return nil, errf("constant of %d bytes", len(value))
 	}
+	if n > maxChunkValues {
+		return nil, errf("%d constant values in one block", n)
+	}
 	out := make([]byte, 0, n*uint64(len(value)))
 	for i := uint64(0); i < n; i++ {
 		out = append(out, value...)
 	}
 	return &vals21{n: n, w: uint64(len(value)), fixed: out}, nil
 }
+
+// maxDecoded21 bounds the bytes one page may decode to (dictionaries and RLE expand): a
+// hostile page must not become an allocation out of proportion to the file. (A variable so that
+// the fuzz tests can lower it.)
+var maxDecoded21 uint64 = 1 << 30
 
 // maxDecompressed bounds what one compressed buffer may expand to: zstd and lz4 state their
 // output size, and a hostile size must not become an allocation.

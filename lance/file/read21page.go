@@ -205,6 +205,9 @@ func (pg *page21) miniBlock(l *layout21, bufs [][]byte) error {
 		if err := vals.appendVals(cv); err != nil {
 			return err
 		}
+		if uint64(len(vals.fixed)+len(vals.data)) > maxDecoded21 {
+			return errf("page values expand past %d bytes", maxDecoded21)
+		}
 		rep, def = append(rep, cr...), append(def, cd...)
 		pos += size
 		items += n
@@ -332,6 +335,9 @@ func gather(dict, idx *vals21) (vals21, error) {
 		out.offs = make([]uint64, 1, idx.n+1)
 	}
 	for i := uint64(0); i < idx.n; i++ {
+		if uint64(len(out.data)+len(out.fixed)) > maxDecoded21 {
+			return vals21{}, errf("dictionary values expand past %d bytes", maxDecoded21)
+		}
 		k := wordAt(idx.fixed, idx.w*8, i)
 		if k >= dict.n {
 			// A null item's index may point anywhere; its slot is never read.

@@ -138,8 +138,12 @@ func (pg *page21) fullZip(l *layout21, bufs [][]byte) error {
 		}
 		valW = l.bitsPerValue / 8
 	}
-	// Every item takes at least a control word or a value, so this bounds the allocations.
-	if per := max(cw, valW, 1); l.numItems > uint64(len(b))/per+1 && !(cw == 0 && l.variable) {
+	// Every item takes at least a control word, a value or a length: this bounds the allocations.
+	per := cw + valW
+	if l.variable && cw == 0 {
+		per = lenW
+	}
+	if per == 0 || l.numItems > uint64(len(b))/per {
 		return errf("full-zip page claims %d items in %d bytes", l.numItems, len(b))
 	}
 	var rep, def []uint16
