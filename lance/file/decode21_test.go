@@ -1,0 +1,358 @@
+package file
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/klauspost/compress/zstd"
+	"github.com/omnigraph/omnigraph-worker/lance/internal/pb"
+	"github.com/pierrec/lz4/v4"
+)
+
+// Builders of encodings_v2_1 messages for hand-made pages.
+
+type pbf = func(*pb.Encoder)
+
+func ce(kind int, body pbf) pbf {
+	return func(e *pb.Encoder) { e.Message(pb.Number(kind), body) }
+}
+func flatCE(bits uint64) pbf { return ce(ceFlat, func(e *pb.Encoder) { e.Uint(1, bits) }) }
+func varCE(bits uint64) pbf  { return ce(ceVariable, func(e *pb.Encoder) { e.Message(1, flatCE(bits)) }) }
+func oolCE(t, w uint64) pbf {
+	return ce(ceOutOfLineBP, func(e *pb.Encoder) { e.Uint(1, t); e.Message(3, flatCE(w)) })
+}
+func msg(f pbf) []byte { var e pb.Encoder; f(&e); return e.B }
+
+func miniLayout(value pbf, extra func(*pb.Encoder), layers ...uint64) []byte {
+	return msg(func(e *pb.Encoder) {
+		e.Message(layoutMiniBlock, func(m *pb.Encoder) {
+			m.Message(3, value)
+			m.PackedUints(6, layers)
+			m.Uint(7, 1)
+			if extra != nil {
+				extra(m)
+			}
+		})
+	})
+}
+
+// chunk21 builds a 2.1 mini-block chunk (u16 sizes) and its metadata word.
+func chunk21(nlev uint16, rep, def []byte, vals ...[]byte) ([]byte, uint16) {
+	c := binary.LittleEndian.AppendUint16(nil, nlev)
+	for _, b := range [][]byte{rep, def} {
+		if b != nil {
+			c = binary.LittleEndian.AppendUint16(c, uint16(len(b)))
+		}
+	}
+	for _, v := range vals {
+		c = binary.LittleEndian.AppendUint16(c, uint16(len(v)))
+	}
+	pad := func() {
+		for len(c)%8 != 0 {
+			c = append(c, 0xfe)
+		}
+	}
+	pad()
+	for _, b := range append([][]byte{rep, def}, vals...) {
+		if b != nil {
+			c = append(c, b...)
+			pad()
+		}
+	}
+	return c, uint16((len(c)/8-1)<<4)
+}
+
+func u16s(v ...uint16) []byte {
+	var b []byte
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint16(b, x)
+	}
+	return b
+}
+
+func u32s(v ...uint32) []byte {
+	var b []byte
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, x)
+	}
+	return b
+}
+
+func readPage21(t *testing.T, layout []byte, bufs [][]byte, rows uint64, dt arrow.DataType) (arrow.Array, error) {
+	t.Helper()
+	l, err := parseLayout21(layout)
+	if err != nil {
+		return nil, err
+	}
+	pg, err := decodePage21(l, bufs, rows)
+	if err != nil {
+		return nil, err
+	}
+	b := array.NewBuilder(memory.DefaultAllocator, dt)
+	defer b.Release()
+	if err := pg.emit(b, dt, 0, rows); err != nil {
+		return nil, err
+	}
+	return b.NewArray(), nil
+}
+
+func TestMiniBlockHandMade(t *testing.T) {
+	c, w := chunk21(0, nil, nil, u32s(7, 8, 9))
+	arr, err := readPage21(t, miniLayout(flatCE(32), func(m *pb.Encoder) { m.Uint(9, 3) }, layerAllValidItem),
+		[][]byte{u16s(w), c}, 3, arrow.PrimitiveTypes.Int32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arr.Release()
+	if got := arr.(*array.Int32).Int32Values(); got[0] != 7 || got[2] != 9 {
+		t.Fatalf("got %v", got)
+	}
+	// a list<int32> with a null list, an empty list and a null item: [[1, null], null, [], [4]]
+	// levels: def 0 valid, 1 null item, 2 null list, 3 empty list
+	rep := u16s(1, 0, 1, 1, 1)
+	def := u16s(0, 1, 2, 3, 0)
+	flat16 := func(e *pb.Encoder) { flatCE(16)(e) }
+	c, w = chunk21(5, rep, def, u32s(1, 0, 4))
+	lay := msg(func(e *pb.Encoder) {
+		e.Message(layoutMiniBlock, func(m *pb.Encoder) {
+			m.Message(1, flat16)
+			m.Message(2, flat16)
+			m.Message(3, flatCE(32))
+			m.PackedUints(6, []uint64{layerNullableItem, layerNullEmptyList})
+			m.Uint(7, 1)
+			m.Uint(9, 3)
+		})
+	})
+	arr, err = readPage21(t, lay, [][]byte{u16s(w), c}, 4, arrow.ListOf(arrow.PrimitiveTypes.Int32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arr.Release()
+	if s := arr.String(); s != "[[1 (null)] (null) [] [4]]" {
+		t.Fatalf("got %s", s)
+	}
+}
+
+// Every structural check of the page decoders, each forced by a hand-made page.
+func TestPage21Refusals(t *testing.T) {
+	good, w := chunk21(0, nil, nil, u32s(7, 8, 9))
+	items3 := func(m *pb.Encoder) { m.Uint(9, 3) }
+	lay := miniLayout(flatCE(32), items3, layerAllValidItem)
+	i32 := arrow.PrimitiveTypes.Int32
+	cases := []struct {
+		name   string
+		layout []byte
+		bufs   [][]byte
+		rows   uint64
+		dt     arrow.DataType
+		want   string
+	}{
+		{"no layout", nil, nil, 1, i32, "names 0 layouts"},
+		{"blob layout", msg(func(e *pb.Encoder) { e.Message(layoutBlob, func(*pb.Encoder) {}) }), nil, 1, i32, "blob"},
+		{"three item layers", miniLayout(flatCE(32), items3, 1, 1, 1), [][]byte{u16s(w), good}, 3, i32, "rep/def layers"},
+		{"list layer first", miniLayout(flatCE(32), items3, layerNullableList), [][]byte{u16s(w), good}, 3, i32, "item layer"},
+		{"item layer second", miniLayout(flatCE(32), items3, 1, 1), [][]byte{u16s(w), good}, 3, i32, "list layer"},
+		{"missing buffer", lay, [][]byte{u16s(w)}, 3, i32, "buffers, want 2"},
+		{"odd metadata", lay, [][]byte{u16s(w)[:1], good}, 3, i32, "whole 2-byte words"},
+		{"chunk past buffer", lay, [][]byte{u16s(w + 0x100), good}, 3, i32, "runs past"},
+		{"item count", miniLayout(flatCE(32), func(m *pb.Encoder) { m.Uint(9, 1<<20) }, 1), [][]byte{u16s(w), good}, 3, i32, "last chunk holds"},
+		{"rows", lay, [][]byte{u16s(w), good}, 4, i32, "3 values for 4 visible"},
+		{"value too short", miniLayout(flatCE(64), items3, 1), [][]byte{u16s(w), good}, 3, i32, "do not fit"},
+		{"wrong arrow type", lay, [][]byte{u16s(w), good}, 3, arrow.PrimitiveTypes.Int64, "4-byte values"},
+		{"list type for flat page", lay, [][]byte{u16s(w), good}, 3, arrow.ListOf(i32), "values for a list"},
+		{"no value compression", msg(func(e *pb.Encoder) { e.Message(layoutMiniBlock, func(m *pb.Encoder) { m.PackedUints(6, []uint64{1}) }) }), nil, 1, i32, "without a value"},
+		{"zero chunk buffers", msg(func(e *pb.Encoder) {
+			e.Message(layoutMiniBlock, func(m *pb.Encoder) { m.Message(3, flatCE(32)); m.PackedUints(6, []uint64{1}) })
+		}), [][]byte{u16s(w), good}, 3, i32, "chunks of 0 buffers"},
+		{"chunk header cut", lay, [][]byte{u16s(0), []byte{0, 0, 12, 0, 0, 0, 0, 0}}, 3, i32, "runs past"},
+		{"unknown compression", miniLayout(ce(cePackedStruct, func(*pb.Encoder) {}), items3, 1), [][]byte{u16s(w), good}, 3, i32, "not supported"},
+		{"nullable without def", miniLayout(flatCE(32), items3, layerNullableItem), [][]byte{u16s(w), good}, 3, i32, "without definition levels"},
+		{"full-zip buffers", msg(func(e *pb.Encoder) { e.Message(layoutFullZip, func(m *pb.Encoder) { m.Message(7, flatCE(32)); m.PackedUints(8, []uint64{1}) }) }), nil, 1, i32, "full-zip page with 0"},
+		{"full-zip items", msg(func(e *pb.Encoder) {
+			e.Message(layoutFullZip, func(m *pb.Encoder) { m.Uint(3, 32); m.Uint(5, 9); m.Message(7, flatCE(32)); m.PackedUints(8, []uint64{1}) })
+		}), [][]byte{u32s(1, 2)}, 9, i32, "claims 9 items"},
+		{"full-zip trailing bytes", msg(func(e *pb.Encoder) {
+			e.Message(layoutFullZip, func(m *pb.Encoder) { m.Uint(3, 32); m.Uint(5, 1); m.Message(7, flatCE(32)); m.PackedUints(8, []uint64{1}) })
+		}), [][]byte{u32s(1, 2)}, 1, i32, "bytes after"},
+		{"full-zip odd width", msg(func(e *pb.Encoder) {
+			e.Message(layoutFullZip, func(m *pb.Encoder) { m.Uint(3, 12); m.Uint(5, 1); m.Message(7, flatCE(12)); m.PackedUints(8, []uint64{1}) })
+		}), [][]byte{u32s(1)}, 1, i32, "values of 12 bits"},
+		{"full-zip length past end", msg(func(e *pb.Encoder) {
+			e.Message(layoutFullZip, func(m *pb.Encoder) { m.Uint(4, 32); m.Uint(5, 1); m.Message(7, varCE(32)); m.PackedUints(8, []uint64{1}) })
+		}), [][]byte{u32s(100)}, 1, arrow.BinaryTypes.String, "past the end"},
+		{"constant buffers", msg(func(e *pb.Encoder) {
+			e.Message(layoutConstant, func(m *pb.Encoder) { m.PackedUints(5, []uint64{1}); m.BytesAlways(6, u32s(5)) })
+		}), [][]byte{nil}, 1, i32, "constant layout with 1 buffers"},
+		{"constant too wide", msg(func(e *pb.Encoder) {
+			e.Message(layoutConstant, func(m *pb.Encoder) { m.PackedUints(5, []uint64{1}); m.BytesAlways(6, make([]byte, 33)) })
+		}), nil, 1, i32, "constant of 33 bytes"},
+		{"scalar buffer", msg(func(e *pb.Encoder) { e.Message(layoutConstant, func(m *pb.Encoder) { m.PackedUints(5, []uint64{1}) }) }),
+			[][]byte{u32s(3, 1, 1, 1)}, 1, i32, "scalar of 3 buffers"},
+		{"odd raw levels", msg(func(e *pb.Encoder) { e.Message(layoutConstant, func(m *pb.Encoder) { m.PackedUints(5, []uint64{3}) }) }),
+			[][]byte{nil, []byte{1}}, 1, i32, "bytes of u16 levels"},
+	}
+	for _, c := range cases {
+		_, err := readPage21(t, c.layout, c.bufs, c.rows, c.dt)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+		var de *decodeError
+		if err != nil && !asDecodeError(err, &de) && !strings.Contains(err.Error(), "malformed") {
+			t.Errorf("%s: %T is not a decoding error", c.name, err)
+		}
+	}
+}
+
+func TestCompressions21(t *testing.T) {
+	// FastLanes: pack 1024 values with the reference ordering and unpack them.
+	for _, tw := range [][2]uint64{{8, 3}, {16, 9}, {32, 17}, {64, 33}, {64, 64}, {32, 0}} {
+		tt, w := tw[0], tw[1]
+		vals := make([]uint64, flBlock)
+		for i := range vals {
+			if w > 0 {
+				vals[i] = (uint64(i) * 2654435761) & (1<<w - 1 | (^uint64(0) * (w / 64)))
+			}
+		}
+		packed := make([]byte, flWords(tt, w)*tt/8)
+		lanes := flBlock / tt
+		for lane := uint64(0); lane < lanes; lane++ {
+			for row := uint64(0); row < tt; row++ {
+				v := vals[uint64(flOrder[row/8])*16+(row%8)*128+lane]
+				for bit := uint64(0); bit < w; bit++ {
+					if v>>bit&1 == 0 {
+						continue
+					}
+					pos := row*w + bit
+					word, sh := pos/tt, pos%tt
+					at := (lanes*word + lane) * tt / 8
+					packed[at+sh/8] |= 1 << (sh % 8)
+				}
+			}
+		}
+		got := make([]uint64, flBlock)
+		unpackFL(tt, w, packed, got)
+		for i := range vals {
+			if got[i] != vals[i] {
+				t.Fatalf("T=%d w=%d: value %d = %d, want %d", tt, w, i, got[i], vals[i])
+			}
+		}
+	}
+	src := bytes.Repeat([]byte("lance file 2.1 "), 100)
+	lzb := make([]byte, lz4.CompressBlockBound(len(src)))
+	n, err := lz4.CompressBlock(src, lzb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lzBuf := append(u32s(uint32(len(src))), lzb[:n]...)
+	if got, err := decompressBuffer(schemeLZ4, lzBuf); err != nil || !bytes.Equal(got, src) {
+		t.Fatalf("lz4: %v", err)
+	}
+	enc, _ := zstd.NewWriter(nil)
+	frame := enc.EncodeAll(src, nil)
+	prefixed := append(binary.LittleEndian.AppendUint64(nil, uint64(len(src))), frame...)
+	for _, b := range [][]byte{frame, prefixed} {
+		if got, err := decompressBuffer(schemeZstd, b); err != nil || !bytes.Equal(got, src) {
+			t.Fatalf("zstd: %v", err)
+		}
+	}
+	bss, err := decodeByteStreamSplit(&ce21{kind: ceByteStream, a: &ce21{kind: ceFlat, bits: 16}}, []byte{1, 2, 3, 4}, 2)
+	if err != nil || !bytes.Equal(bss.fixed, []byte{1, 3, 2, 4}) {
+		t.Fatalf("byte stream split: %v %v", bss, err)
+	}
+
+	flat := func(bits uint64) *ce21 { return &ce21{kind: ceFlat, bits: bits} }
+	st := make([]byte, 8+256*8+256)
+	binary.LittleEndian.PutUint64(st, 0x46535354<<32|1<<24|1)
+	copy(st[8:], "ab")
+	st[16] = 2
+	fsstIn := &vals21{n: 1, variable: true, offs: []uint64{0, 3}, data: []byte{0, 255, 'z'}}
+	if v, err := fsstDecode(st, fsstIn); err != nil || string(v.data) != "abz" {
+		t.Fatalf("fsst: %v %v", v, err)
+	}
+	refusals := []struct {
+		name string
+		err  error
+	}{
+		{"lz4 short", second(decompressBuffer(schemeLZ4, []byte{1}))},
+		{"lz4 claims", second(decompressBuffer(schemeLZ4, u32s(1<<31)))},
+		{"lz4 corrupt", second(decompressBuffer(schemeLZ4, append(u32s(100), 0xff, 0xff)))},
+		{"zstd claims", second(decompressBuffer(schemeZstd, binary.LittleEndian.AppendUint64(nil, 1<<40)))},
+		{"zstd corrupt", second(decompressBuffer(schemeZstd, append(binary.LittleEndian.AppendUint64(nil, 10), 1, 2, 3)))},
+		{"zstd short", second(decompressBuffer(schemeZstd, append(binary.LittleEndian.AppendUint64(nil, uint64(len(src)+1)), frame...)))},
+		{"scheme", second(decompressBuffer(7, nil))},
+		{"inline width", second(decodeInlineBP(12, nil, 1))},
+		{"inline blocks", second(decodeInlineBP(32, nil, 1))},
+		{"inline bit width", second(decodeInlineBP(8, []byte{9}, 1))},
+		{"inline cut", second(decodeInlineBP(8, []byte{8}, 1))},
+		{"ool width", second(decodeOutOfLineBP(&ce21{bits: 12, a: flat(1)}, nil, 1))},
+		{"ool inner", second(decodeOutOfLineBP(&ce21{bits: 16, a: flat(17)}, nil, 1))},
+		{"ool short", second(decodeOutOfLineBP(&ce21{bits: 16, a: flat(2)}, u16s(1), 1025))},
+		{"ool tail", second(decodeOutOfLineBP(&ce21{bits: 16, a: flat(2)}, u16s(1, 2), 3))},
+		{"variable offsets", second(decodeMiniVariable(&ce21{a: flat(16)}, nil, 1))},
+		{"variable short", second(decodeMiniVariable(&ce21{a: flat(32)}, u32s(8), 1))},
+		{"variable order", second(decodeMiniVariable(&ce21{a: flat(32)}, u32s(8, 4), 1))},
+		{"block variable header", second(decodeBlockVariable([]byte{32}, 1))},
+		{"block variable width", second(decodeBlockVariable(u32s(16, 8), 1))},
+		{"block variable 64 header", second(decodeBlockVariable(u32s(64, 0), 1))},
+		{"block variable offsets", second(decodeBlockVariable(u32s(32, 8), 1))},
+		{"block variable order", second(decodeBlockVariable(u32s(32, 16, 4, 0), 1))},
+		{"rle kinds", second(decodeRle(&ce21{a: flat(32), b: flat(16)}, nil, nil, 1))},
+		{"rle width", second(decodeRle(&ce21{a: flat(1), b: flat(8)}, nil, nil, 1))},
+		{"rle sizes", second(decodeRle(&ce21{a: flat(32), b: flat(8)}, []byte{1}, []byte{1}, 1))},
+		{"rle runs", second(decodeRle(&ce21{a: flat(8), b: flat(8)}, []byte{1}, []byte{1}, 2))},
+		{"rle block prefix", second(decodeBlock(&ce21{kind: ceRle, a: flat(8), b: flat(8)}, []byte{1}, 1))},
+		{"rle block length", second(decodeBlock(&ce21{kind: ceRle, a: flat(8), b: flat(8)}, binary.LittleEndian.AppendUint64(nil, 9), 1))},
+		{"fsl dim", second(decodeMiniFSL(&ce21{bits: 0, a: flat(32)}, nil, 1))},
+		{"fsl items", second(decodeMiniFSL(&ce21{bits: 2, a: &ce21{kind: ceRle}}, nil, 1))},
+		{"fsl buffers", second(decodeMiniFSL(&ce21{bits: 2, a: flat(32), valid: true}, [][]byte{nil}, 1))},
+		{"fsl bools", second(decodeMiniFSL(&ce21{bits: 2, a: flat(1)}, [][]byte{{3}}, 1))},
+		{"fsl validity", second(decodeMiniFSL(&ce21{bits: 16, a: flat(8), valid: true}, [][]byte{{1}, make([]byte, 16)}, 1))},
+		{"bss inner", second(decodeByteStreamSplit(&ce21{a: &ce21{kind: ceRle}}, nil, 1))},
+		{"bss width", second(decodeByteStreamSplit(&ce21{a: flat(1)}, nil, 1))},
+		{"bss short", second(decodeByteStreamSplit(&ce21{a: flat(32)}, nil, 1))},
+		{"constant many", second(decodeConstantBlock([]byte{1}, maxChunkValues+1))},
+		{"flat width", second(decodeFlat(flat(12), nil, 1))},
+		{"flat bools", second(decodeFlat(flat(1), nil, 9))},
+		{"fsst fixed", second(fsstDecode(st, &vals21{}))},
+		{"fsst table", second(fsstDecode(st[:10], fsstIn))},
+		{"fsst magic", second(fsstDecode(make([]byte, len(st)), fsstIn))},
+		{"fsst escape", second(fsstDecode(st, &vals21{n: 1, variable: true, offs: []uint64{0, 1}, data: []byte{255}}))},
+		{"fsst code", second(fsstDecode(st, &vals21{n: 1, variable: true, offs: []uint64{0, 1}, data: []byte{7}}))},
+		{"mini flat buffers", second(decodeMini(flat(8), nil, 1))},
+		{"mini inline buffers", second(decodeMini(&ce21{kind: ceInlineBP, bits: 8}, nil, 1))},
+		{"mini variable buffers", second(decodeMini(&ce21{kind: ceVariable, a: flat(32)}, nil, 1))},
+		{"mini rle buffers", second(decodeMini(&ce21{kind: ceRle, a: flat(8), b: flat(8)}, nil, 1))},
+		{"mini general buffers", second(decodeMini(&ce21{kind: ceGeneral, a: flat(8)}, nil, 1))},
+		{"mini bss buffers", second(decodeMini(&ce21{kind: ceByteStream, a: flat(8)}, nil, 1))},
+		{"block kind", second(decodeBlock(&ce21{kind: cePackedStruct}, nil, 1))},
+		{"levels width", second(levelsOf(&vals21{n: 1, w: 4, fixed: make([]byte, 4)}, 1))},
+		{"gather indices", second(gather(&vals21{}, &vals21{variable: true}))},
+		{"gather empty dictionary", second(gather(&vals21{}, &vals21{n: 1, w: 1, fixed: []byte{3}}))},
+		{"scalar short", second(decodeScalarBuffer([]byte{1}))},
+		{"scalar size", second(decodeScalarBuffer(u32s(1, 9)))},
+		{"scalar empty", second(decodeScalarBuffer(u32s(1, 0)))},
+		{"scalar offsets", second(decodeScalarBuffer(append(u32s(2, 4, 0), 1, 2, 3, 4)))},
+		{"scalar range", second(decodeScalarBuffer(append(u32s(2, 8, 0), u32s(0, 5)...)))},
+		{"constant levels", second(constantLevels(&ce21{kind: ceFlat, bits: 16}, []byte{1}, 1<<20))},
+		{"encoding depth", second(parseCE(bytes.Repeat([]byte{0x5a, 0}, 1), maxCE21Depth+1))},
+		{"two compressions", second(parseCE(append(msg(flatCE(8)), msg(flatCE(8))...), 0))},
+		{"missing inner", second(parseCE(msg(ce(ceVariable, func(*pb.Encoder) {})), 0))},
+		{"missing rle inner", second(parseCE(msg(ce(ceRle, func(e *pb.Encoder) { e.Message(1, flatCE(8)) })), 0))},
+		{"buffer scheme", second(parseCE(msg(ce(ceFlat, func(e *pb.Encoder) { e.Message(2, func(b *pb.Encoder) { b.Uint(1, 9) }) })), 0))},
+		{"wire type", second(parseCE([]byte{0x08, 1}, 0))},
+	}
+	for _, r := range refusals {
+		var de *decodeError
+		if r.err == nil || !(asDecodeError(r.err, &de) || errors.Is(r.err, pb.ErrMalformed)) {
+			t.Errorf("%s: got %v, want a decoding error", r.name, r.err)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
