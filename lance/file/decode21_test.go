@@ -23,7 +23,9 @@ func ce(kind int, body pbf) pbf {
 	return func(e *pb.Encoder) { e.Message(pb.Number(kind), body) }
 }
 func flatCE(bits uint64) pbf { return ce(ceFlat, func(e *pb.Encoder) { e.Uint(1, bits) }) }
-func varCE(bits uint64) pbf  { return ce(ceVariable, func(e *pb.Encoder) { e.Message(1, flatCE(bits)) }) }
+func varCE(bits uint64) pbf {
+	return ce(ceVariable, func(e *pb.Encoder) { e.Message(1, flatCE(bits)) })
+}
 func oolCE(t, w uint64) pbf {
 	return ce(ceOutOfLineBP, func(e *pb.Encoder) { e.Uint(1, t); e.Message(3, flatCE(w)) })
 }
@@ -65,7 +67,7 @@ func chunk21(nlev uint16, rep, def []byte, vals ...[]byte) ([]byte, uint16) {
 			pad()
 		}
 	}
-	return c, uint16((len(c)/8-1)<<4)
+	return c, uint16((len(c)/8 - 1) << 4)
 }
 
 func u16s(v ...uint16) []byte {
@@ -173,18 +175,40 @@ func TestPage21Refusals(t *testing.T) {
 		{"chunk header cut", lay, [][]byte{u16s(0), []byte{0, 0, 12, 0, 0, 0, 0, 0}}, 3, i32, "runs past"},
 		{"unknown compression", miniLayout(ce(cePackedStruct, func(*pb.Encoder) {}), items3, 1), [][]byte{u16s(w), good}, 3, i32, "not supported"},
 		{"nullable without def", miniLayout(flatCE(32), items3, layerNullableItem), [][]byte{u16s(w), good}, 3, i32, "without definition levels"},
-		{"full-zip buffers", msg(func(e *pb.Encoder) { e.Message(layoutFullZip, func(m *pb.Encoder) { m.Message(7, flatCE(32)); m.PackedUints(8, []uint64{1}) }) }), nil, 1, i32, "full-zip page with 0"},
+		{"full-zip buffers", msg(func(e *pb.Encoder) {
+			e.Message(layoutFullZip, func(m *pb.Encoder) { m.Message(7, flatCE(32)); m.PackedUints(8, []uint64{1}) })
+		}), nil, 1, i32, "full-zip page with 0"},
 		{"full-zip items", msg(func(e *pb.Encoder) {
-			e.Message(layoutFullZip, func(m *pb.Encoder) { m.Uint(3, 32); m.Uint(5, 9); m.Message(7, flatCE(32)); m.PackedUints(8, []uint64{1}) })
+			e.Message(layoutFullZip, func(m *pb.Encoder) {
+				m.Uint(3, 32)
+				m.Uint(5, 9)
+				m.Message(7, flatCE(32))
+				m.PackedUints(8, []uint64{1})
+			})
 		}), [][]byte{u32s(1, 2)}, 9, i32, "claims 9 items"},
 		{"full-zip trailing bytes", msg(func(e *pb.Encoder) {
-			e.Message(layoutFullZip, func(m *pb.Encoder) { m.Uint(3, 32); m.Uint(5, 1); m.Message(7, flatCE(32)); m.PackedUints(8, []uint64{1}) })
+			e.Message(layoutFullZip, func(m *pb.Encoder) {
+				m.Uint(3, 32)
+				m.Uint(5, 1)
+				m.Message(7, flatCE(32))
+				m.PackedUints(8, []uint64{1})
+			})
 		}), [][]byte{u32s(1, 2)}, 1, i32, "bytes after"},
 		{"full-zip odd width", msg(func(e *pb.Encoder) {
-			e.Message(layoutFullZip, func(m *pb.Encoder) { m.Uint(3, 12); m.Uint(5, 1); m.Message(7, flatCE(12)); m.PackedUints(8, []uint64{1}) })
+			e.Message(layoutFullZip, func(m *pb.Encoder) {
+				m.Uint(3, 12)
+				m.Uint(5, 1)
+				m.Message(7, flatCE(12))
+				m.PackedUints(8, []uint64{1})
+			})
 		}), [][]byte{u32s(1)}, 1, i32, "values of 12 bits"},
 		{"full-zip length past end", msg(func(e *pb.Encoder) {
-			e.Message(layoutFullZip, func(m *pb.Encoder) { m.Uint(4, 32); m.Uint(5, 1); m.Message(7, varCE(32)); m.PackedUints(8, []uint64{1}) })
+			e.Message(layoutFullZip, func(m *pb.Encoder) {
+				m.Uint(4, 32)
+				m.Uint(5, 1)
+				m.Message(7, varCE(32))
+				m.PackedUints(8, []uint64{1})
+			})
 		}), [][]byte{u32s(100)}, 1, arrow.BinaryTypes.String, "past the end"},
 		{"constant buffers", msg(func(e *pb.Encoder) {
 			e.Message(layoutConstant, func(m *pb.Encoder) { m.PackedUints(5, []uint64{1}); m.BytesAlways(6, u32s(5)) })
