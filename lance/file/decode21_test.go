@@ -26,9 +26,6 @@ func flatCE(bits uint64) pbf { return ce(ceFlat, func(e *pb.Encoder) { e.Uint(1,
 func varCE(bits uint64) pbf {
 	return ce(ceVariable, func(e *pb.Encoder) { e.Message(1, flatCE(bits)) })
 }
-func oolCE(t, w uint64) pbf {
-	return ce(ceOutOfLineBP, func(e *pb.Encoder) { e.Uint(1, t); e.Message(3, flatCE(w)) })
-}
 func msg(f pbf) []byte { var e pb.Encoder; f(&e); return e.B }
 
 func miniLayout(value pbf, extra func(*pb.Encoder), layers ...uint64) []byte {
@@ -164,7 +161,7 @@ func TestPage21Refusals(t *testing.T) {
 		{"odd metadata", lay, [][]byte{u16s(w)[:1], good}, 3, i32, "whole 2-byte words"},
 		{"chunk past buffer", lay, [][]byte{u16s(w + 0x100), good}, 3, i32, "runs past"},
 		{"item count", miniLayout(flatCE(32), func(m *pb.Encoder) { m.Uint(9, 1<<20) }, 1), [][]byte{u16s(w), good}, 3, i32, "last chunk holds"},
-		{"rows", lay, [][]byte{u16s(w), good}, 4, i32, "3 values for 4 visible"},
+		{"rows", lay, [][]byte{u16s(w), good}, 4, i32, "3 items in a page of 4 rows"},
 		{"value too short", miniLayout(flatCE(64), items3, 1), [][]byte{u16s(w), good}, 3, i32, "do not fit"},
 		{"wrong arrow type", lay, [][]byte{u16s(w), good}, 3, arrow.PrimitiveTypes.Int64, "4-byte values"},
 		{"list type for flat page", lay, [][]byte{u16s(w), good}, 3, arrow.ListOf(i32), "values for a list"},

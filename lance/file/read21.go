@@ -69,11 +69,14 @@ func (r *Reader) readPage21(st *readState, idx, pi int, p *pageInfo, b array.Bui
 	if err != nil {
 		return err
 	}
-	pg, err := decodePage21(l, fp.bufs, p.rows)
+	pg, err := decodePageRange21(l, fp.bufs, p.rows, first, count)
 	if err != nil {
 		return wrap(err)
 	}
-	return wrap(pg.emit(b, dt, first, count))
+	if first < pg.base || first-pg.base+count > pg.rows {
+		return wrap(errf("rows [%d, %d) wanted, [%d, %d) decoded", first, first+count, pg.base, pg.base+pg.rows))
+	}
+	return wrap(pg.emit(b, dt, first-pg.base, count))
 }
 
 // emit appends rows [first, first+count) of the page to b.

@@ -13,6 +13,9 @@ type page21 struct {
 	constant bool // vals holds one value that every visible valid item takes
 	allNull  bool // no values at all: every item is null
 	levels   levelInfo
+	// base is the page row that row 0 of the decoded data is; wantFirst and wantEnd are the
+	// rows the caller needs (chunks outside them may be skipped).
+	base, wantFirst, wantEnd uint64
 }
 
 // levelInfo interprets definition levels for the layer stacks this reader supports: an item
@@ -72,11 +75,18 @@ func levelsOf(v *vals21, n uint64) ([]uint16, error) {
 
 // decodePage21 decodes a page from its layout and buffers.
 func decodePage21(l *layout21, bufs [][]byte, rows uint64) (*page21, error) {
+	return decodePageRange21(l, bufs, rows, 0, rows)
+}
+
+// decodePageRange21 decodes at least rows [first, first+count) of a page. A mini-block page
+// without lists decodes only the chunks holding them (pg.base is then the first row decoded);
+// other pages are decoded whole.
+func decodePageRange21(l *layout21, bufs [][]byte, rows, first, count uint64) (*page21, error) {
 	li, err := parseLevels(l.layers)
 	if err != nil {
 		return nil, err
 	}
-	pg := &page21{rows: rows, levels: li}
+	pg := &page21{rows: rows, levels: li, wantFirst: first, wantEnd: first + count}
 	switch l.kind {
 	case layoutMiniBlock:
 		err = pg.miniBlock(l, bufs)
@@ -198,6 +208,16 @@ func (pg *page21) miniBlock(l *layout21, bufs [][]byte) error {
 		if size > uint64(len(data))-pos {
 			return errf("chunk %d of %d bytes at %d runs past the %d-byte chunk buffer", k, size, pos, len(data))
 		}
+		if l.rep == nil && (items+n <= pg.wantFirst || items >= pg.wantEnd) && n > 0 {
+			// Without lists a chunk's items are its rows: chunks outside the wanted rows need
+			// no decoding.
+			if vals.n == 0 && len(def) == 0 {
+				pg.base = items + n
+			}
+			pos += size
+			items += n
+			continue
+		}
 		cv, cr, cd, err := decodeChunk(l, data[pos:pos+size], n)
 		if err != nil {
 			return errf("chunk %d: %v", k, err)
@@ -214,6 +234,15 @@ func (pg *page21) miniBlock(l *layout21, bufs [][]byte) error {
 	}
 	if items != l.numItems {
 		return errf("chunks hold %d items, the layout says %d", items, l.numItems)
+	}
+	if l.rep == nil {
+		if pg.rows != l.numItems {
+			return errf("%d items in a page of %d rows without lists", l.numItems, pg.rows)
+		}
+		pg.rows = vals.n // the decoded rows, from pg.base on
+		if l.def != nil {
+			pg.rows = uint64(len(def))
+		}
 	}
 	if l.rep != nil {
 		pg.rep = rep
