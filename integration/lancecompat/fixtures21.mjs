@@ -6,7 +6,7 @@
 // Tables: main (every type of the graph's schema language, nulls, empty strings, all-null and
 // constant columns, low/high cardinality strings, 1100 rows so that mini-blocks hold several
 // chunks), vec (FixedSizeList<Float32,128>, full-zip), huge (values over 64 KiB, full-zip with
-// zstd). The temporary tables are written under OUTDIR/.work and may be deleted afterwards.
+// zstd), tiny (12 rows of every type, the seed of the fuzz tests). The temporary tables are written under OUTDIR/.work and may be deleted afterwards.
 import fs from "node:fs";
 import path from "node:path";
 import { ENGINES, VERSIONS, mainTable, hugeTable, writeTable } from "./probe21.mjs";
@@ -32,7 +32,8 @@ async function main() {
   const main_ = mainTable(1100);
   main_.schema = new A.Schema(main_.schema.fields.filter((f) => f.name !== "vec128"));
   for (const r of main_.rows) delete r.vec128;
-  const tables = { main: main_, vec: vecTable(40), huge: hugeTable(2, 66 * 1024) };
+  const tiny = mainTable(12, 7);
+  const tables = { main: main_, vec: vecTable(40), huge: hugeTable(2, 66 * 1024), tiny };
   fs.mkdirSync(out, { recursive: true });
   for (const [name, t] of Object.entries(tables)) fs.writeFileSync(path.join(out, `${name}.json`), JSON.stringify(t.rows));
   for (const [engine, mod] of Object.entries(ENGINES)) {

@@ -20,7 +20,7 @@ import (
 
 // The fixtures under testdata/v21 were written by the official engines (Lance 8, 10, 12; see
 // integration/lancecompat/fixtures21.mjs); <table>.json holds the rows as canonical JSON.
-var fixtureTables21 = []string{"main", "vec", "huge"}
+var fixtureTables21 = []string{"main", "vec", "huge", "tiny"}
 
 type fixture21 struct {
 	name string
