@@ -28,15 +28,14 @@ type vals21 struct {
 // in 4 bits and lance writes at most 4096.
 const maxChunkValues = 1 << 15
 
-func (v *vals21) appendVals(o *vals21) error {
+// appendVals appends the values of another chunk of the same page (so of the same kind: every
+// chunk is decoded by the same compression).
+func (v *vals21) appendVals(o *vals21) {
 	if v.n == 0 && v.fixed == nil && v.offs == nil {
 		*v = vals21{w: o.w, bool: o.bool, variable: o.variable, dim: o.dim}
 		if v.variable {
 			v.offs = []uint64{0}
 		}
-	}
-	if v.variable != o.variable || v.w != o.w || v.bool != o.bool || v.dim != o.dim {
-		return errf("chunks of one page decode to different value kinds")
 	}
 	if v.variable {
 		base := v.offs[len(v.offs)-1] - o.offs[0]
@@ -54,7 +53,6 @@ func (v *vals21) appendVals(o *vals21) error {
 		v.fixed = append(v.fixed, o.fixed[:o.n*o.w]...)
 	}
 	v.n += o.n
-	return nil
 }
 
 // copyBits copies n bits from src at si to dst at di; a nil src stands for all set when ones.
@@ -375,10 +373,7 @@ func decodeMiniFSL(c *ce21, bufs [][]byte, n uint64) (*vals21, error) {
 	if len(bufs) != want {
 		return nil, errf("fixed size list in %d buffers, want %d", len(bufs), want)
 	}
-	items, ok := mulU64(n, dim)
-	if !ok {
-		return nil, errf("fixed size list of %d x %d items", n, dim)
-	}
+	items := n * dim // n is bounded by a chunk or a page's bytes and dim by 2^20: no overflow
 	v, err := decodeFlat(c.a, bufs[want-1], items)
 	if err != nil {
 		return nil, err

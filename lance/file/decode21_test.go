@@ -2,6 +2,7 @@ package file
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/klauspost/compress/zstd"
 	"github.com/omnigraph/omnigraph-worker/lance/internal/pb"
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
 	"github.com/pierrec/lz4/v4"
 )
 
@@ -377,3 +379,209 @@ func TestCompressions21(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+func fullZipLayout(body func(m *pb.Encoder)) []byte {
+	return msg(func(e *pb.Encoder) { e.Message(layoutFullZip, body) })
+}
+
+// More refusals: level consistency, full-zip items, constant pages with levels, dictionaries.
+func TestPage21Refusals2(t *testing.T) {
+	i32, str := arrow.PrimitiveTypes.Int32, arrow.BinaryTypes.String
+	good, w := chunk21(0, nil, nil, u32s(7, 8, 9))
+	fz := func(extra func(m *pb.Encoder), layers ...uint64) []byte {
+		return fullZipLayout(func(m *pb.Encoder) {
+			extra(m)
+			m.PackedUints(8, layers)
+		})
+	}
+	inlineBad := msg(func(e *pb.Encoder) {
+		e.Message(layoutMiniBlock, func(m *pb.Encoder) {
+			m.Message(3, ce(ceInlineBP, func(b *pb.Encoder) { b.Uint(1, 8) }))
+			m.PackedUints(6, []uint64{1})
+			m.Uint(7, 4)
+			m.Uint(9, 3)
+		})
+	})
+	cases := []struct {
+		name   string
+		layout []byte
+		bufs   [][]byte
+		rows   uint64
+		dt     arrow.DataType
+		want   string
+	}{
+		{"no chunks", miniLayout(flatCE(32), func(m *pb.Encoder) { m.Uint(9, 3) }, 1), [][]byte{nil, good}, 3, i32, "chunks hold 0 items"},
+		{"chunk header cut", inlineBad, [][]byte{u16s(0), make([]byte, 8)}, 3, i32, "cut short"},
+		{"dictionary", miniLayout(flatCE(8), func(m *pb.Encoder) { m.Uint(9, 3); m.Message(4, varCE(32)); m.Uint(5, 2) }, 1),
+			[][]byte{u16s(w), good, []byte{1}}, 3, i32, "dictionary"},
+		{"repetition levels", msg(func(e *pb.Encoder) {
+			e.Message(layoutMiniBlock, func(m *pb.Encoder) {
+				m.Message(1, flatCE(16))
+				m.Message(3, flatCE(32))
+				m.PackedUints(6, []uint64{1, 2})
+				m.Uint(7, 1)
+				m.Uint(9, 3)
+				m.Uint(8, 1)
+			})
+		}), func() [][]byte { c, w := chunk21(3, []byte{1}, nil, u32s(1, 2, 3)); return [][]byte{u16s(w), c, nil} }(), 1, arrow.ListOf(i32), "repetition levels"},
+		{"fz no values", fz(func(m *pb.Encoder) { m.Uint(3, 32); m.Uint(5, 1) }, 1), [][]byte{u32s(1)}, 1, i32, "without a value compression"},
+		{"fz control word", fz(func(m *pb.Encoder) { m.Uint(1, 17); m.Uint(3, 32); m.Uint(5, 1); m.Message(7, flatCE(32)) }, 1), [][]byte{u32s(1)}, 1, i32, "control word of"},
+		{"fz lengths", fz(func(m *pb.Encoder) { m.Uint(4, 16); m.Uint(5, 1); m.Message(7, varCE(16)) }, 1), [][]byte{u32s(1)}, 1, str, "lengths of 16"},
+		{"fz control past end", fz(func(m *pb.Encoder) { m.Uint(2, 1); m.Uint(3, 32); m.Uint(5, 5); m.Message(7, flatCE(32)) }, 3), [][]byte{{0, 1, 2, 3, 4}}, 5, i32, "control word past the end"},
+		{"fz value past end", fz(func(m *pb.Encoder) { m.Uint(2, 1); m.Uint(3, 32); m.Uint(5, 2); m.Message(7, flatCE(32)) }, 3), [][]byte{{0, 1, 2, 3, 4, 5, 6, 7, 8}}, 2, i32, "value past the end"},
+		{"fz length past end", fz(func(m *pb.Encoder) { m.Uint(2, 1); m.Uint(4, 32); m.Uint(5, 2); m.Message(7, varCE(32)) }, 3), [][]byte{{0, 0, 0, 0, 0, 0}}, 2, str, "length past the end"},
+		{"fz per-value zstd", fz(func(m *pb.Encoder) {
+			m.Uint(4, 32)
+			m.Uint(5, 1)
+			m.Message(7, ce(ceGeneral, func(g *pb.Encoder) { g.Message(1, func(b *pb.Encoder) { b.Uint(1, 2) }); g.Message(3, varCE(32)) }))
+		}, 1), [][]byte{append(u32s(9), 1, 0, 0, 0, 0, 0, 0, 0, 7)}, 1, str, "value 0"},
+		{"fz compression", fz(func(m *pb.Encoder) { m.Uint(4, 32); m.Uint(5, 1); m.Message(7, flatCE(8)) }, 1), [][]byte{append(u32s(1), 'x')}, 1, str, "not supported"},
+		{"fz fsl validity inner", fz(func(m *pb.Encoder) {
+			m.Uint(3, 16)
+			m.Uint(5, 1)
+			m.Message(7, ce(ceFixedSizeList, func(f *pb.Encoder) { f.Uint(1, 1); f.Message(2, varCE(32)); f.Uint(3, 1) }))
+		}, 1), [][]byte{{1, 0}}, 1, i32, "fixed size list of 1 variable"},
+		{"fz fsl validity bools", fz(func(m *pb.Encoder) {
+			m.Uint(3, 16)
+			m.Uint(5, 1)
+			m.Message(7, ce(ceFixedSizeList, func(f *pb.Encoder) { f.Uint(1, 1); f.Message(2, flatCE(1)); f.Uint(3, 1) }))
+		}, 1), [][]byte{{1, 0}}, 1, i32, "1-bit items"},
+		{"fz fsl validity width", fz(func(m *pb.Encoder) {
+			m.Uint(3, 16)
+			m.Uint(5, 1)
+			m.Message(7, ce(ceFixedSizeList, func(f *pb.Encoder) { f.Uint(1, 1); f.Message(2, flatCE(32)); f.Uint(3, 1) }))
+		}, 1), [][]byte{{1, 0}}, 1, i32, "with validity"},
+		{"constant levels", msg(func(e *pb.Encoder) {
+			e.Message(layoutConstant, func(m *pb.Encoder) { m.PackedUints(5, []uint64{1, 2}); m.Message(7, flatCE(16)); m.Uint(9, 5) })
+		}), [][]byte{{1, 2}, nil}, 1, arrow.ListOf(i32), "repetition levels"},
+		{"constant def levels", msg(func(e *pb.Encoder) {
+			e.Message(layoutConstant, func(m *pb.Encoder) { m.PackedUints(5, []uint64{3}); m.Message(8, flatCE(16)); m.Uint(10, 5) })
+		}), [][]byte{nil, {1, 2}}, 1, i32, "definition levels"},
+		{"all-null valid item", msg(func(e *pb.Encoder) {
+			e.Message(layoutConstant, func(m *pb.Encoder) { m.PackedUints(5, []uint64{3, 4}) })
+		}), [][]byte{u16s(1), u16s(0)}, 1, arrow.ListOf(i32), "all-null page with a valid item"},
+	}
+	for _, c := range cases {
+		_, err := readPage21(t, c.layout, c.bufs, c.rows, c.dt)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+	// inline bitpacking whose second block is missing
+	if _, err := decodeInlineBP(8, append([]byte{1}, make([]byte, 128)...), 1025); err == nil || !strings.Contains(err.Error(), "cut short") {
+		t.Errorf("inline second block: %v", err)
+	}
+}
+
+// check refuses levels and values that disagree.
+func TestPage21Check(t *testing.T) {
+	item := levelInfo{itemNullable: true, itemLevels: 1}
+	list := levelInfo{list: true, itemLevels: 0, nullList: 1}
+	one := &vals21{n: 1, w: 1, fixed: []byte{1}}
+	cases := []struct {
+		name string
+		pg   page21
+		want string
+	}{
+		{"rep/def lengths", page21{rows: 1, levels: list, rep: []uint16{1}, def: []uint16{0, 0}, vals: one}, "repetition levels but"},
+		{"list without rep", page21{rows: 1, levels: list, def: []uint16{0}, vals: one}, "disagree"},
+		{"def per row", page21{rows: 2, levels: item, def: []uint16{0}, vals: one}, "definition levels for 2 rows"},
+		{"deep rep", page21{rows: 1, levels: list, rep: []uint16{2}, def: []uint16{0}, vals: one}, "repetition level 2"},
+		{"inside a list", page21{rows: 1, levels: list, rep: []uint16{0, 1}, def: []uint16{0, 0}, vals: one}, "inside a list"},
+		{"def too high", page21{rows: 1, levels: item, def: []uint16{2}, vals: one}, "above the maximum"},
+		{"row count", page21{rows: 2, levels: list, rep: []uint16{1}, def: []uint16{0}, vals: one}, "start 1 rows"},
+		{"constant values", page21{rows: 1, levels: levelInfo{}, constant: true, vals: &vals21{n: 2}}, "constant page with 2"},
+		{"value count", page21{rows: 2, levels: levelInfo{}, vals: one}, "1 values for 2 visible"},
+	}
+	for _, c := range cases {
+		if err := c.pg.check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+	b := array.NewInt32Builder(memory.DefaultAllocator)
+	defer b.Release()
+	pg := page21{rows: 1, vals: &vals21{n: 1, w: 4, fixed: make([]byte, 4)}}
+	if err := pg.emit(b, arrow.PrimitiveTypes.Int32, 1, 1); err == nil {
+		t.Error("emit past the page's rows")
+	}
+	// appendValue's guards
+	sb := array.NewStringBuilder(memory.DefaultAllocator)
+	defer sb.Release()
+	lsb := array.NewLargeStringBuilder(memory.DefaultAllocator)
+	defer lsb.Release()
+	bad := &vals21{n: 1, variable: true, offs: []uint64{0, 1}, data: []byte{0xff}}
+	hb := array.NewFloat16Builder(memory.DefaultAllocator)
+	defer hb.Release()
+	for name, err := range map[string]error{
+		"index":          appendValue(b, arrow.PrimitiveTypes.Int32, one, 1),
+		"utf8":           appendValue(sb, arrow.BinaryTypes.String, bad, 0),
+		"large utf8":     appendValue(lsb, arrow.BinaryTypes.LargeString, bad, 0),
+		"fsl for int":    appendValue(b, arrow.PrimitiveTypes.Int32, &vals21{n: 1, w: 4, dim: 1, fixed: make([]byte, 4)}, 0),
+		"unsupported":    appendValue(hb, arrow.FixedWidthTypes.Float16, &vals21{n: 1, w: 2, fixed: make([]byte, 2)}, 0),
+		"variable int":   appendValue(b, arrow.PrimitiveTypes.Int32, bad, 0),
+		"fsl dimensions": appendValue(array.NewFixedSizeListBuilder(memory.DefaultAllocator, 2, arrow.PrimitiveTypes.Int32), arrow.FixedSizeListOf(2, arrow.PrimitiveTypes.Int32), &vals21{n: 1, w: 4, dim: 1, fixed: make([]byte, 4)}, 0),
+	} {
+		var de *decodeError
+		if err == nil || !asDecodeError(err, &de) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// Reader-level refusals of 2.1 reads, and the caps on what a page may decode to.
+func TestRead21Refusals(t *testing.T) {
+	ctx := context.Background()
+	var tiny, main fixture21
+	for _, fx := range loadFixtures21(t) {
+		switch fx.name {
+		case "lance12-v2.2/tiny":
+			tiny = fx
+		case "lance12-v2.1/main":
+			main = fx
+		}
+	}
+	r, err := Open(ctx, BytesSource(tiny.file), "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := schema.FromArrow(arrow.NewSchema([]arrow.Field{{Name: "ll", Type: arrow.ListOf(arrow.ListOf(arrow.PrimitiveTypes.Int32)), Nullable: true}}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := func(int32) (int, bool) { return 0, true }
+	fields := r.Schema().Fields
+	for name, read := range map[string]func() (arrow.Record, error){
+		"list of lists": func() (arrow.Record, error) { return r.Read(ctx, ls.Fields, all, 0, 1, nil) },
+		"column range": func() (arrow.Record, error) {
+			return r.Read(ctx, fields[:1], func(int32) (int, bool) { return 999, true }, 0, 1, nil)
+		},
+	} {
+		if _, err := read(); !isFormatError(err) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	r.cols[0].rows++
+	if _, err := r.Read(ctx, fields[:1], nil, 0, 1, nil); !isFormatError(err) {
+		t.Errorf("column rows: %v", err)
+	}
+	r.cols[0].rows--
+
+	rm, err := Open(ctx, BytesSource(main.file), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lowcard []*schema.Field
+	for _, f := range rm.Schema().Fields {
+		if f.Name == "utf8_lowcard" {
+			lowcard = append(lowcard, f)
+		}
+	}
+	old := maxDecoded21
+	defer func() { maxDecoded21 = old }()
+	for _, limit := range []uint64{1000, 4500} { // the indices, then the strings they stand for
+		maxDecoded21 = limit
+		if _, err := rm.Read(ctx, lowcard, nil, 0, rm.NumRows(), nil); !isFormatError(err) || !strings.Contains(err.Error(), "expand past") {
+			t.Errorf("limit %d: %v", limit, err)
+		}
+	}
+}

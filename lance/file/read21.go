@@ -73,15 +73,16 @@ func (r *Reader) readPage21(st *readState, idx, pi int, p *pageInfo, b array.Bui
 	if err != nil {
 		return wrap(err)
 	}
-	if first < pg.base || first-pg.base+count > pg.rows {
-		return wrap(errf("rows [%d, %d) wanted, [%d, %d) decoded", first, first+count, pg.base, pg.base+pg.rows))
-	}
+	// pg.base <= first (only chunks before the wanted rows are skipped); emit checks the range.
 	return wrap(pg.emit(b, dt, first-pg.base, count))
 }
 
 // emit appends rows [first, first+count) of the page to b.
 func (pg *page21) emit(b array.Builder, dt arrow.DataType, first, count uint64) error {
 	li := pg.levels
+	if first > pg.rows || count > pg.rows-first {
+		return errf("rows [%d, %d) of a page holding %d", first, first+count, pg.rows)
+	}
 	defAt := func(i uint64) uint16 {
 		if pg.def == nil {
 			if pg.allNull {

@@ -92,10 +92,8 @@ func decodePageRange21(l *layout21, bufs [][]byte, rows, first, count uint64) (*
 		err = pg.miniBlock(l, bufs)
 	case layoutConstant:
 		err = pg.constantPage(l, bufs)
-	case layoutFullZip:
+	default: // parseLayout21 admits no other layout
 		err = pg.fullZip(l, bufs)
-	default:
-		err = errf("page layout %d is not supported", l.kind)
 	}
 	if err != nil {
 		return nil, err
@@ -222,9 +220,7 @@ func (pg *page21) miniBlock(l *layout21, bufs [][]byte) error {
 		if err != nil {
 			return errf("chunk %d: %v", k, err)
 		}
-		if err := vals.appendVals(cv); err != nil {
-			return err
-		}
+		vals.appendVals(cv)
 		if uint64(len(vals.fixed)+len(vals.data)) > maxDecoded21 {
 			return errf("page values expand past %d bytes", maxDecoded21)
 		}

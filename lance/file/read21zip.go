@@ -138,10 +138,11 @@ func (pg *page21) fullZip(l *layout21, bufs [][]byte) error {
 		}
 		valW = l.bitsPerValue / 8
 	}
-	// Every item takes at least a control word, a value or a length: this bounds the allocations.
-	per := cw + valW
-	if l.variable && cw == 0 {
-		per = lenW
+	// Every item takes at least its control word, or without one its value or length: this
+	// bounds the allocations.
+	per := cw
+	if cw == 0 {
+		per = max(valW, lenW)
 	}
 	if per == 0 || l.numItems > uint64(len(b))/per {
 		return errf("full-zip page claims %d items in %d bytes", l.numItems, len(b))
