@@ -585,3 +585,58 @@ func TestRead21Refusals(t *testing.T) {
 		}
 	}
 }
+
+// Ranged reads of mini-block pages fetch only the chunks they need; a chunk size in the
+// metadata that runs past the chunk buffer is refused before anything is fetched.
+func TestMiniBlockWindow(t *testing.T) {
+	ctx := context.Background()
+	var fx fixture21
+	for _, f := range loadFixtures21(t) {
+		if f.name == "lance12-v2.1/main" {
+			fx = f
+		}
+	}
+	r, err := Open(ctx, BytesSource(fx.file), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq []*schema.Field
+	col := -1
+	leaves := 0
+	for _, f := range r.Schema().Flatten() {
+		if len(f.Children) > 0 {
+			continue
+		}
+		if f.Name == "i64_seq" {
+			seq, col = []*schema.Field{f}, leaves
+		}
+		leaves++
+	}
+	p := r.cols[col].pages[0]
+	rec, err := r.Read(ctx, seq, nil, 1030, 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRows21(t, "window", fx, rec, 1030)
+	rec.Release()
+
+	// the window's contract: chunks outside the bytes given are refused
+	l, err := parseLayout21(p.encoding)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := fx.file[p.offsets[0] : p.offsets[0]+p.sizes[0]]
+	if _, err := decodeWindow21(l, [][]byte{meta, nil}, p.rows, 0, 1, 8, p.sizes[1]); err == nil || !strings.Contains(err.Error(), "outside the fetched") {
+		t.Errorf("window: %v", err)
+	}
+
+	bad := bytes.Clone(fx.file)
+	bad[p.offsets[0]+1] = 0xff // chunk 0: 0xff.. words of 8 bytes, far past the chunk buffer
+	rb, err := Open(ctx, BytesSource(bad), "bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rb.Read(ctx, seq, nil, 10, 5, nil); !isFormatError(err) || !strings.Contains(err.Error(), "past the") {
+		t.Errorf("chunk past the buffer: %v", err)
+	}
+}

@@ -65,16 +65,64 @@ func (r *Reader) readPage21(st *readState, idx, pi int, p *pageInfo, b array.Bui
 	if err != nil {
 		return wrap(err)
 	}
-	fp, err := r.fetchPage(st.ctx, p)
-	if err != nil {
-		return err
-	}
-	pg, err := decodePageRange21(l, fp.bufs, p.rows, first, count)
-	if err != nil {
-		return wrap(err)
+	var pg *page21
+	if l.kind == layoutMiniBlock && l.rep == nil && len(p.offsets) >= 2 && (first > 0 || count < p.rows) {
+		pg, err = r.readMiniBlockRange(st, p, l, first, count)
+		if err != nil {
+			return wrap(err)
+		}
+	} else {
+		fp, err := r.fetchPage(st.ctx, p)
+		if err != nil {
+			return err
+		}
+		if pg, err = decodePageRange21(l, fp.bufs, p.rows, first, count); err != nil {
+			return wrap(err)
+		}
 	}
 	// pg.base <= first (only chunks before the wanted rows are skipped); emit checks the range.
 	return wrap(pg.emit(b, dt, first-pg.base, count))
+}
+
+// readMiniBlockRange fetches of a mini-block page without lists only the chunk metadata, the
+// dictionary and the chunks holding rows [first, first+count): a batched scan of a large page
+// then reads each chunk once instead of the whole page per batch.
+func (r *Reader) readMiniBlockRange(st *readState, p *pageInfo, l *layout21, first, count uint64) (*page21, error) {
+	bufs := make([][]byte, len(p.offsets))
+	for i := range bufs {
+		if i == 1 {
+			continue
+		}
+		b, err := r.read(st.ctx, int64(p.offsets[i]), int64(p.sizes[i]))
+		if err != nil {
+			return nil, err
+		}
+		bufs[i] = b
+	}
+	spans, err := chunkSpans(l, bufs[0])
+	if err != nil {
+		return nil, err
+	}
+	lo, hi, items := uint64(0), uint64(0), uint64(0)
+	found := false
+	for _, c := range spans {
+		if items+c.items > first && items < first+count {
+			if !found {
+				lo, found = c.pos, true
+			}
+			hi = c.pos + c.size
+		}
+		items += c.items
+	}
+	if hi > p.sizes[1] || lo > hi {
+		return nil, errf("chunks [%d, %d) run past the %d-byte chunk buffer", lo, hi, p.sizes[1])
+	}
+	b, err := r.read(st.ctx, int64(p.offsets[1]+lo), int64(hi-lo))
+	if err != nil {
+		return nil, err
+	}
+	bufs[1] = b
+	return decodeWindow21(l, bufs, p.rows, first, count, lo, p.sizes[1])
 }
 
 // emit appends rows [first, first+count) of the page to b.

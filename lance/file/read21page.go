@@ -16,6 +16,9 @@ type page21 struct {
 	// base is the page row that row 0 of the decoded data is; wantFirst and wantEnd are the
 	// rows the caller needs (chunks outside them may be skipped).
 	base, wantFirst, wantEnd uint64
+	// window: the chunk buffer given is bytes [dataAt, dataAt+len) of a dataLen-byte buffer.
+	window          bool
+	dataAt, dataLen uint64
 }
 
 // levelInfo interprets definition levels for the layer stacks this reader supports: an item
@@ -82,11 +85,22 @@ func decodePage21(l *layout21, bufs [][]byte, rows uint64) (*page21, error) {
 // without lists decodes only the chunks holding them (pg.base is then the first row decoded);
 // other pages are decoded whole.
 func decodePageRange21(l *layout21, bufs [][]byte, rows, first, count uint64) (*page21, error) {
+	return decodePage21At(l, bufs, &page21{rows: rows, wantFirst: first, wantEnd: first + count})
+}
+
+// decodeWindow21 decodes rows [first, first+count) of a mini-block page whose chunk buffer
+// (dataLen bytes) is given only from byte dataAt on.
+func decodeWindow21(l *layout21, bufs [][]byte, rows, first, count, dataAt, dataLen uint64) (*page21, error) {
+	return decodePage21At(l, bufs, &page21{rows: rows, wantFirst: first, wantEnd: first + count,
+		window: true, dataAt: dataAt, dataLen: dataLen})
+}
+
+func decodePage21At(l *layout21, bufs [][]byte, pg *page21) (*page21, error) {
 	li, err := parseLevels(l.layers)
 	if err != nil {
 		return nil, err
 	}
-	pg := &page21{rows: rows, levels: li, wantFirst: first, wantEnd: first + count}
+	pg.levels = li
 	switch l.kind {
 	case layoutMiniBlock:
 		err = pg.miniBlock(l, bufs)
@@ -181,42 +195,40 @@ func (pg *page21) miniBlock(l *layout21, bufs [][]byte) error {
 	if l.numBuffers == 0 || l.numBuffers > 16 {
 		return errf("mini-block chunks of %d buffers", l.numBuffers)
 	}
-	meta, data := bufs[0], bufs[1]
-	ww := uint64(2)
-	if l.largeChunk {
-		ww = 4
+	spans, err := chunkSpans(l, bufs[0])
+	if err != nil {
+		return err
 	}
-	if uint64(len(meta))%ww != 0 {
-		return errf("chunk metadata of %d bytes is not whole %d-byte words", len(meta), ww)
+	data := bufs[1]
+	dataLen := uint64(len(data))
+	if pg.window {
+		dataLen = pg.dataLen
 	}
-	nchunks := uint64(len(meta)) / ww
 	var vals vals21
 	var rep, def []uint16
-	pos, items := uint64(0), uint64(0)
-	for k := uint64(0); k < nchunks; k++ {
-		word := wordAt(meta, ww*8, k)
-		size := (word>>4 + 1) * 8
-		n := uint64(1) << (word & 15)
-		if k == nchunks-1 {
-			if l.numItems < items || l.numItems-items > maxChunkValues {
-				return errf("last chunk holds %d of the page's %d items", l.numItems-items, l.numItems)
-			}
-			n = l.numItems - items
+	items := uint64(0)
+	for k, c := range spans {
+		if c.size > dataLen || c.pos > dataLen-c.size {
+			return errf("chunk %d of %d bytes at %d runs past the %d-byte chunk buffer", k, c.size, c.pos, dataLen)
 		}
-		if size > uint64(len(data))-pos {
-			return errf("chunk %d of %d bytes at %d runs past the %d-byte chunk buffer", k, size, pos, len(data))
-		}
+		n := c.items
 		if l.rep == nil && (items+n <= pg.wantFirst || items >= pg.wantEnd) && n > 0 {
 			// Without lists a chunk's items are its rows: chunks outside the wanted rows need
-			// no decoding.
+			// no decoding (and, read through a window, were not even fetched).
 			if vals.n == 0 && len(def) == 0 {
 				pg.base = items + n
 			}
-			pos += size
 			items += n
 			continue
 		}
-		cv, cr, cd, err := decodeChunk(l, data[pos:pos+size], n)
+		at := c.pos
+		if pg.window {
+			if at < pg.dataAt || at-pg.dataAt+c.size > uint64(len(data)) {
+				return errf("chunk %d lies outside the fetched chunk bytes", k)
+			}
+			at -= pg.dataAt
+		}
+		cv, cr, cd, err := decodeChunk(l, data[at:at+c.size], n)
 		if err != nil {
 			return errf("chunk %d: %v", k, err)
 		}
@@ -225,7 +237,6 @@ func (pg *page21) miniBlock(l *layout21, bufs [][]byte) error {
 			return errf("page values expand past %d bytes", maxDecoded21)
 		}
 		rep, def = append(rep, cr...), append(def, cd...)
-		pos += size
 		items += n
 	}
 	if items != l.numItems {
@@ -379,4 +390,38 @@ func gather(dict, idx *vals21) (vals21, error) {
 		}
 	}
 	return out, nil
+}
+
+// chunkSpan is a mini-block chunk's place in the chunk buffer and its value count.
+type chunkSpan struct{ pos, size, items uint64 }
+
+// chunkSpans reads the chunk metadata words: u16 (u32 with has_large_chunk), the low 4 bits
+// log2 of the chunk's values (the last chunk holds what remains of num_items), the rest the
+// chunk's size in 8-byte words minus one.
+func chunkSpans(l *layout21, meta []byte) ([]chunkSpan, error) {
+	ww := uint64(2)
+	if l.largeChunk {
+		ww = 4
+	}
+	if uint64(len(meta))%ww != 0 {
+		return nil, errf("chunk metadata of %d bytes is not whole %d-byte words", len(meta), ww)
+	}
+	nchunks := uint64(len(meta)) / ww
+	spans := make([]chunkSpan, nchunks)
+	pos, items := uint64(0), uint64(0)
+	for k := range spans {
+		word := wordAt(meta, ww*8, uint64(k))
+		size := (word>>4 + 1) * 8
+		n := uint64(1) << (word & 15)
+		if uint64(k) == nchunks-1 {
+			if l.numItems < items || l.numItems-items > maxChunkValues {
+				return nil, errf("last chunk holds %d of the page's %d items", l.numItems-items, l.numItems)
+			}
+			n = l.numItems - items
+		}
+		spans[k] = chunkSpan{pos: pos, size: size, items: n}
+		pos += size // at most 2^29 per word: no overflow
+		items += n
+	}
+	return spans, nil
 }
