@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -638,5 +639,41 @@ func TestMiniBlockWindow(t *testing.T) {
 	}
 	if _, err := rb.Read(ctx, seq, nil, 10, 5, nil); !isFormatError(err) || !strings.Contains(err.Error(), "past the") {
 		t.Errorf("chunk past the buffer: %v", err)
+	}
+}
+
+// Ranged reads of fixed-width full-zip pages fetch only their rows; a page whose size does not
+// match its rows is refused.
+func TestFullZipWindow(t *testing.T) {
+	ctx := context.Background()
+	for _, fx := range loadFixtures21(t) {
+		if filepath.Base(fx.name) != "vec" {
+			continue
+		}
+		r, err := Open(ctx, BytesSource(fx.file), fx.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &r.cols[1].pages[0]
+		l, err := parseLayout21(p.encoding)
+		if err != nil || l.kind != layoutFullZip {
+			t.Fatalf("%s: %v, layout %d", fx.name, err, l.kind)
+		}
+		for _, rg := range [][2]uint64{{3, 1}, {6, 30}, {39, 1}} {
+			pg, err := r.readFullZipRange(&readState{ctx: ctx}, p, l, rg[0], rg[1])
+			if err != nil || pg.vals.n != rg[1] || pg.base != rg[0] {
+				t.Fatalf("%s %v: %v", fx.name, rg, err)
+			}
+		}
+		bad := *l
+		bad.numItems++
+		if _, err := r.readFullZipRange(&readState{ctx: ctx}, p, &bad, 0, 1); err == nil {
+			t.Fatalf("%s: a full-zip page with more items than rows read", fx.name)
+		}
+		bad = *l
+		bad.bitsPerValue = 12
+		if _, err := r.readFullZipRange(&readState{ctx: ctx}, p, &bad, 0, 1); err == nil {
+			t.Fatalf("%s: 12-bit full-zip values read", fx.name)
+		}
 	}
 }

@@ -66,12 +66,19 @@ func (r *Reader) readPage21(st *readState, idx, pi int, p *pageInfo, b array.Bui
 		return wrap(err)
 	}
 	var pg *page21
-	if l.kind == layoutMiniBlock && l.rep == nil && len(p.offsets) >= 2 && (first > 0 || count < p.rows) {
+	part := first > 0 || count < p.rows
+	switch {
+	case part && l.kind == layoutMiniBlock && l.rep == nil && len(p.offsets) >= 2:
 		pg, err = r.readMiniBlockRange(st, p, l, first, count)
 		if err != nil {
 			return wrap(err)
 		}
-	} else {
+	case part && l.kind == layoutFullZip && !l.variable && l.bitsRep == 0 && len(p.offsets) >= 1:
+		pg, err = r.readFullZipRange(st, p, l, first, count)
+		if err != nil {
+			return wrap(err)
+		}
+	default:
 		fp, err := r.fetchPage(st.ctx, p)
 		if err != nil {
 			return err
@@ -123,6 +130,37 @@ func (r *Reader) readMiniBlockRange(st *readState, p *pageInfo, l *layout21, fir
 	}
 	bufs[1] = b
 	return decodeWindow21(l, bufs, p.rows, first, count, lo, p.sizes[1])
+}
+
+// readFullZipRange fetches and decodes rows [first, first+count) of a full-zip page of
+// fixed-width values without lists: every row is a control word (if any) and a value, so row i
+// starts at i times their size. (Vector pages are large; a batch reads only its rows.)
+func (r *Reader) readFullZipRange(st *readState, p *pageInfo, l *layout21, first, count uint64) (*page21, error) {
+	if l.bitsPerValue == 0 || l.bitsPerValue%8 != 0 || l.bitsDef > 16 {
+		return nil, errf("full-zip values of %d bits, control words of %d bits", l.bitsPerValue, l.bitsDef)
+	}
+	per := l.bitsPerValue / 8
+	switch {
+	case l.bitsDef > 8:
+		per += 2
+	case l.bitsDef > 0:
+		per++
+	}
+	if l.numItems != p.rows || p.rows > p.sizes[0]/per || p.sizes[0] != p.rows*per {
+		return nil, errf("full-zip page of %d rows, %d items and %d bytes at %d bytes per row", p.rows, l.numItems, p.sizes[0], per)
+	}
+	b, err := r.read(st.ctx, int64(p.offsets[0]+first*per), int64(count*per))
+	if err != nil {
+		return nil, err
+	}
+	part := *l
+	part.numItems = count
+	pg, err := decodePageRange21(&part, [][]byte{b}, count, 0, count)
+	if err != nil {
+		return nil, err
+	}
+	pg.base = first
+	return pg, nil
 }
 
 // emit appends rows [first, first+count) of the page to b.
