@@ -677,3 +677,61 @@ func TestFullZipWindow(t *testing.T) {
 		}
 	}
 }
+
+// Ranged reads of list pages find their chunks through the repetition index; an index that
+// disagrees with the page is refused.
+func TestMiniBlockListWindow(t *testing.T) {
+	ctx := context.Background()
+	var fx fixture21
+	for _, f := range loadFixtures21(t) {
+		if f.name == "lance12-v2.1/main" {
+			fx = f
+		}
+	}
+	var list []*schema.Field
+	r, err := Open(ctx, BytesSource(fx.file), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Schema().Fields {
+		if f.Name == "list_i64" {
+			list = []*schema.Field{f}
+		}
+	}
+	p := r.cols[29].pages[0] // the column of list_i64's item (28 is list_utf8's)
+	l, err := parseLayout21(p.encoding)
+	if err != nil || l.repIndexDepth != 1 {
+		t.Fatalf("layout %v depth %d", err, l.repIndexDepth)
+	}
+	rec, err := r.Read(ctx, list, nil, 700, 400, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRows21(t, "list window", fx, rec, 700)
+	rec.Release()
+
+	ri := p.offsets[len(p.offsets)-1]
+	put := func(b []byte, at uint64, v uint64) { binary.LittleEndian.PutUint64(b[at:], v) }
+	cases := map[string]func(b []byte){
+		"more rows than the page": func(b []byte) { put(b, ri, 1<<40) },
+		"counts":                  func(b []byte) { put(b, ri, 0); put(b, ri+8, 0) },
+		"ends no list":            func(b []byte) { put(b, ri+8, 5); put(b, ri+16, 0); put(b, ri+24, 0) },
+		"chunks [":                func(b []byte) { b[p.offsets[0]+p.sizes[0]-1] = 0xff },
+	}
+	for want, mutate := range cases {
+		bad := bytes.Clone(fx.file)
+		mutate(bad)
+		rb, err := Open(ctx, BytesSource(bad), "bad")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rb.Read(ctx, list, nil, rb.NumRows()-2, 2, nil); !isFormatError(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
+	}
+	deep := *l
+	deep.repIndexDepth = 2
+	if _, err := r.readMiniBlockListRange(&readState{ctx: ctx}, &p, &deep, 1, 2); err == nil {
+		t.Error("repetition index of the wrong depth accepted")
+	}
+}

@@ -73,6 +73,11 @@ func (r *Reader) readPage21(st *readState, idx, pi int, p *pageInfo, b array.Bui
 		if err != nil {
 			return wrap(err)
 		}
+	case part && l.kind == layoutMiniBlock && l.rep != nil && l.repIndexDepth > 0 && len(p.offsets) >= 3:
+		pg, err = r.readMiniBlockListRange(st, p, l, first, count)
+		if err != nil {
+			return wrap(err)
+		}
 	case part && l.kind == layoutFullZip && !l.variable && l.bitsRep == 0 && len(p.offsets) >= 1:
 		pg, err = r.readFullZipRange(st, p, l, first, count)
 		if err != nil {
@@ -130,6 +135,77 @@ func (r *Reader) readMiniBlockRange(st *readState, p *pageInfo, l *layout21, fir
 	}
 	bufs[1] = b
 	return decodeWindow21(l, bufs, p.rows, first, count, lo, p.sizes[1])
+}
+
+// readMiniBlockListRange fetches of a mini-block list page only the chunks holding rows
+// [first, first+count), found through the repetition index: per chunk, repetition_index_depth+1
+// u64s, the first the number of lists that end in the chunk, the second the number of items
+// after the last of them (a list that goes on into the next chunk).
+func (r *Reader) readMiniBlockListRange(st *readState, p *pageInfo, l *layout21, first, count uint64) (*page21, error) {
+	bufs := make([][]byte, len(p.offsets))
+	for i := range bufs {
+		if i == 1 {
+			continue
+		}
+		b, err := r.read(st.ctx, int64(p.offsets[i]), int64(p.sizes[i]))
+		if err != nil {
+			return nil, err
+		}
+		bufs[i] = b
+	}
+	spans, err := chunkSpans(l, bufs[0])
+	if err != nil {
+		return nil, err
+	}
+	ri := bufs[len(bufs)-1]
+	stride := 8 * (l.repIndexDepth + 1)
+	if l.repIndexDepth > 16 || uint64(len(ri)) != stride*uint64(len(spans)) {
+		return nil, errf("repetition index of %d bytes for %d chunks at depth %d", len(ri), len(spans), l.repIndexDepth)
+	}
+	// rowStart[i]: the rows that start before chunk i.
+	rowStart := make([]uint64, len(spans)+1)
+	trailing := false
+	for i := range spans {
+		ends, partial := binary.LittleEndian.Uint64(ri[stride*uint64(i):]), binary.LittleEndian.Uint64(ri[stride*uint64(i)+8:])
+		starts := ends
+		if partial > 0 {
+			starts++
+		}
+		if trailing {
+			if starts == 0 {
+				return nil, errf("repetition index: chunk %d ends no list but continues one", i)
+			}
+			starts--
+		}
+		if starts > p.rows-rowStart[i] {
+			return nil, errf("repetition index: more rows than the page's %d", p.rows)
+		}
+		rowStart[i+1] = rowStart[i] + starts
+		trailing = partial > 0
+	}
+	if rowStart[len(spans)] != p.rows {
+		return nil, errf("repetition index counts %d rows, the page has %d", rowStart[len(spans)], p.rows)
+	}
+	// chunks a..c: from the one where row first starts to the one where row first+count starts
+	// (or the last), so that every wanted row is whole.
+	a := sort.Search(len(spans), func(i int) bool { return rowStart[i+1] > first })
+	c := len(spans) - 1
+	if end := first + count; end < p.rows {
+		c = sort.Search(len(spans), func(i int) bool { return rowStart[i+1] > end })
+	}
+	lo, hi := spans[a].pos, spans[c].pos+spans[c].size
+	if hi > p.sizes[1] {
+		return nil, errf("chunks [%d, %d) run past the %d-byte chunk buffer", lo, hi, p.sizes[1])
+	}
+	b, err := r.read(st.ctx, int64(p.offsets[1]+lo), int64(hi-lo))
+	if err != nil {
+		return nil, err
+	}
+	bufs[1] = b
+	pre := a > 0 && binary.LittleEndian.Uint64(ri[stride*uint64(a-1)+8:]) > 0
+	pg := &page21{rows: rowStart[c+1] - rowStart[a], base: rowStart[a], wantEnd: ^uint64(0),
+		window: true, dataAt: lo, dataLen: p.sizes[1], chunkLo: a, chunkHi: c, preamble: pre}
+	return decodePage21At(l, bufs, pg)
 }
 
 // readFullZipRange fetches and decodes rows [first, first+count) of a full-zip page of

@@ -19,6 +19,10 @@ type page21 struct {
 	// window: the chunk buffer given is bytes [dataAt, dataAt+len) of a dataLen-byte buffer.
 	window          bool
 	dataAt, dataLen uint64
+	// For a window of a list page: the chunks decoded, and whether the first of them starts
+	// inside a list (a row begun in an earlier chunk, which the caller does not ask for).
+	chunkLo, chunkHi int
+	preamble         bool
 }
 
 // levelInfo interprets definition levels for the layer stacks this reader supports: an item
@@ -142,7 +146,7 @@ func (pg *page21) check() error {
 			}
 			if pg.rep[i] == 1 {
 				rowsSeen++
-			} else if i == 0 {
+			} else if i == 0 && !pg.preamble {
 				return errf("levels start inside a list")
 			}
 		}
@@ -212,7 +216,12 @@ func (pg *page21) miniBlock(l *layout21, bufs [][]byte) error {
 			return errf("chunk %d of %d bytes at %d runs past the %d-byte chunk buffer", k, c.size, c.pos, dataLen)
 		}
 		n := c.items
-		if l.rep == nil && (items+n <= pg.wantFirst || items >= pg.wantEnd) && n > 0 {
+		if pg.window && l.rep != nil {
+			if k < pg.chunkLo || k > pg.chunkHi {
+				items += n
+				continue
+			}
+		} else if l.rep == nil && (items+n <= pg.wantFirst || items >= pg.wantEnd) && n > 0 {
 			// Without lists a chunk's items are its rows: chunks outside the wanted rows need
 			// no decoding (and, read through a window, were not even fetched).
 			if vals.n == 0 && len(def) == 0 {
