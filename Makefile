@@ -57,6 +57,8 @@ fuzz:
 	$(FUZZ) ./lance/file -fuzz '^FuzzOpen$$'
 	$(FUZZ) ./lance/file -fuzz '^FuzzReadPage$$'
 	$(FUZZ) ./lance/file -fuzz '^FuzzRoundTrip$$'
+	$(FUZZ) ./lance/file -fuzz '^FuzzOpen21$$'
+	$(FUZZ) ./lance/file -fuzz '^FuzzReadPage21$$'
 	$(FUZZ) ./lance -fuzz '^FuzzManifest$$'
 	$(FUZZ) ./lance -fuzz '^FuzzTransaction$$'
 	$(FUZZ) ./lance -fuzz '^FuzzDeletionFile$$'
