@@ -120,6 +120,12 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 	default:
 		return nil, &errs.InvalidInput{Field: "mode", Reason: fmt.Sprintf("unknown load mode %q (want append, merge or overwrite)", req.Mode)}
 	}
+	if err := CheckBranchName("branch", req.Branch); err != nil {
+		return nil, err
+	}
+	if err := CheckBranchName("from", req.From); err != nil {
+		return nil, err
+	}
 	req.Branch = normBranch(req.Branch)
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()

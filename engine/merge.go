@@ -69,6 +69,12 @@ type MergeResult struct {
 // Conflicts return *errs.MergeConflicts with nothing written; any failure after the BranchMerge
 // sidecar is armed returns *errs.RecoveryRequired.
 func (g *Graph) Merge(ctx context.Context, req MergeRequest) (*MergeResult, error) {
+	if err := CheckBranchName("source", req.Source); err != nil {
+		return nil, err
+	}
+	if err := CheckBranchName("target", req.Target); err != nil {
+		return nil, err
+	}
 	req.Source, req.Target = normBranch(req.Source), normBranch(req.Target)
 	if req.Source == req.Target {
 		return nil, &errs.InvalidInput{Field: "source", Reason: "a merge needs distinct source and target branches"}

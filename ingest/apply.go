@@ -75,6 +75,12 @@ func ParseMergeRequest(data []byte) (MergeRequestBody, error) {
 	if body.Target == "" {
 		body.Target = "main"
 	}
+	if err := engine.CheckBranchName("source", body.Source); err != nil {
+		return body, err
+	}
+	if err := engine.CheckBranchName("target", body.Target); err != nil {
+		return body, err
+	}
 	return body, nil
 }
 
@@ -102,6 +108,11 @@ func (w *Worker) fence() func(context.Context) error {
 // loadRequest frames a graph batch and returns the load that applies it.
 func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt) (func(context.Context) (*applied, error), error) {
 	h := msg.Headers()
+	for _, name := range []string{HeaderBranch, HeaderFrom} {
+		if err := engine.CheckBranchName(name, h.Get(name)); err != nil {
+			return nil, err
+		}
+	}
 	mode := engine.Mode(h.Get(HeaderMode))
 	if mode == "" {
 		mode = engine.ModeMerge

@@ -595,6 +595,11 @@ func cmdPublish(ctx context.Context, args []string) error {
 	if *timeout <= 0 {
 		return &usageError{msg: "publish --timeout must be positive"}
 	}
+	for flag, name := range map[string]string{"--branch": *branch, "--from": *from} {
+		if err := engine.CheckBranchName(flag, name); err != nil {
+			return err // the worker would dead-letter it: refuse it before it is queued
+		}
+	}
 	in, err := openInput(fs.Arg(0))
 	if err != nil {
 		return err
