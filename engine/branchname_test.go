@@ -9,6 +9,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/publisher"
 )
 
 // A name at the limit of every rule can be stored: the longest name, and the longest made of
@@ -81,5 +82,40 @@ func TestBadBranchNamesAreInvalidFromEveryPath(t *testing.T) {
 	}
 	if bs, _ := g.Branches(ctx); len(bs) != 0 {
 		t.Fatalf("branches %+v", bs)
+	}
+}
+
+// A receipt key met again with another payload hash is *errs.MsgIDReused for loads and merges;
+// the same hash, or a side without one, is the already-applied receipt as before.
+func TestReceiptWithAnotherPayloadIsMsgIDReused(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	rcpt := func(sum string) *publisher.Receipt { return &publisher.Receipt{MsgID: "m-1", PayloadSHA256: sum} }
+	first, err := g.Load(ctx, LoadRequest{Mode: ModeAppend, Records: records(t, people[0]), Receipt: rcpt("aa")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.Load(ctx, LoadRequest{Mode: ModeAppend, Records: records(t, people[1]), Receipt: rcpt("bb")})
+	var reused *errs.MsgIDReused
+	if !errors.As(err, &reused) || reused.AppliedPayloadSHA256 != "aa" || reused.PayloadSHA256 != "bb" || reused.GraphCommitID != first.Commit.GraphCommitID {
+		t.Fatalf("load with a reused id: %v", err)
+	}
+	for _, sum := range []string{"aa", ""} {
+		if res, err := g.Load(ctx, LoadRequest{Mode: ModeAppend, Records: records(t, people[0]), Receipt: rcpt(sum)}); err != nil || !res.AlreadyApplied {
+			t.Fatalf("hash %q: %+v %v", sum, res, err)
+		}
+	}
+	if _, err := g.Load(ctx, LoadRequest{Branch: "s", From: "main", Mode: ModeAppend, Records: records(t, people[1])}); err != nil {
+		t.Fatal(err)
+	}
+	mrc := func(sum string) *publisher.Receipt { return &publisher.Receipt{MsgID: "merge-1", PayloadSHA256: sum} }
+	if _, err := g.Merge(ctx, MergeRequest{Source: "s", Receipt: mrc("cc")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Merge(ctx, MergeRequest{Source: "s", Receipt: mrc("dd")}); !errors.As(err, &reused) || reused.MsgID != "merge-1" {
+		t.Fatalf("merge with a reused id: %v", err)
+	}
+	if res, err := g.Merge(ctx, MergeRequest{Source: "s", Receipt: mrc("cc")}); err != nil || !res.AlreadyApplied {
+		t.Fatalf("merge redelivered: %+v %v", res, err)
 	}
 }

@@ -110,6 +110,9 @@ func (g *Graph) merge(ctx context.Context, req *MergeRequest) (*MergeResult, err
 	}
 	if req.Receipt != nil {
 		if rc, ok := tst.Receipt(req.Receipt.ReceiptKey()); ok {
+			if err := sameBody(req.Receipt, rc); err != nil {
+				return nil, err
+			}
 			res.Outcome, res.AlreadyApplied = OutcomeMerged, true
 			ci := CommitInfo{GraphCommitID: rc.GraphCommitID, GraphManifestVersion: rc.ManifestVersion}
 			if c, ok := tst.Commits[rc.GraphCommitID]; ok {

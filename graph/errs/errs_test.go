@@ -34,6 +34,9 @@ func as(err error, want error) (error, bool) {
 	case *InvalidInput:
 		var t *InvalidInput
 		return t, errors.As(err, &t)
+	case *MsgIDReused:
+		var t *MsgIDReused
+		return t, errors.As(err, &t)
 	}
 	panic(fmt.Sprintf("unhandled %T", want))
 }
@@ -122,6 +125,14 @@ func TestTypedErrors(t *testing.T) {
 			kind:      "branch_missing",
 			permanent: true,
 			detail:    `{"branch":"feature/x"}`,
+		},
+		{
+			name:      "message id reused",
+			err:       &MsgIDReused{MsgID: "m-1", PayloadSHA256: "bb", AppliedPayloadSHA256: "aa", GraphCommitID: "C1"},
+			msg:       "message id 'm-1' was already applied in commit C1 with another body (sha256 aa, this one bb)",
+			kind:      "msg_id_reused",
+			permanent: true,
+			detail:    `{"applied_payload_sha256":"aa","graph_commit_id":"C1","msg_id":"m-1","payload_sha256":"bb"}`,
 		},
 		{
 			name:      "invalid input line and field",
