@@ -53,6 +53,8 @@ type MergeEvent struct {
 	Tables            []engine.MergeTableStats `json:"tables"`
 	BranchDeleted     *bool                    `json:"branch_deleted,omitempty"`
 	BranchDeleteError string                   `json:"branch_delete_error,omitempty"`
+	BranchKept        *bool                    `json:"branch_kept,omitempty"`
+	BranchKeptReason  string                   `json:"branch_kept_reason,omitempty"`
 }
 
 // MergeRequestBody is the JSON body of a merge request on omnigraph.<graph>.merge.
@@ -152,7 +154,7 @@ func (w *Worker) mergeRequest(msg jetstream.Msg, receipt *publisher.Receipt) (fu
 		}
 		ev := Event{Kind: "merge", Branch: res.Target, ActorID: res.ActorID, AlreadyApplied: res.AlreadyApplied,
 			Merge: &MergeEvent{Source: res.Source, Target: res.Target, Outcome: res.Outcome, Tables: res.Tables,
-				BranchDeleted: res.BranchDeleted, BranchDeleteError: res.BranchDeleteError}}
+				BranchDeleted: res.BranchDeleted, BranchDeleteError: res.BranchDeleteError, BranchKept: res.BranchKept, BranchKeptReason: res.BranchKeptReason}}
 		if res.Commit != nil {
 			ev.GraphCommitID, ev.ManifestVersion, ev.ActorID = res.Commit.GraphCommitID, res.Commit.GraphManifestVersion, res.Commit.ActorID
 		}
