@@ -265,6 +265,8 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 		return w.deadLetter(stop, ctx, msg, meta, "", err)
 	}
 	retry := w.backoff()
+	spent := &budget{w: w, seq: meta.Sequence.Stream}
+	defer spent.end()
 	for {
 		res, err := apply(ctx)
 		if w.leaseLost() {
@@ -297,8 +299,14 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 				err = rerr
 			}
 		}
+		if cause := spent.failed(err); cause != nil {
+			return w.deadLetter(stop, ctx, msg, meta, "", cause)
+		}
 		wait := retry.NextBackOff()
-		w.log.Warn("transient failure, retrying in place", zap.Uint64("seq", meta.Sequence.Stream), zap.Duration("in", wait), zap.Error(err))
+		if !spent.stalled {
+			w.log.Warn("failure, retrying in place", zap.Uint64("seq", meta.Sequence.Stream), zap.Stringer("class", classify(err)),
+				zap.Duration("in", wait), zap.Error(err))
+		}
 		select {
 		case <-stop.Done():
 			_ = msg.NakWithDelay(wait)

@@ -424,7 +424,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		fanout = -1 // off
 	}
 	w, err := ingest.New(nc, g, ingest.Config{Graph: *graph, Stream: c.Stream, DLQStream: c.DLQStream, Consumer: c.Consumer,
-		AckWait: *ackWait, MaxDeliver: *maxDeliver, CompactionFanout: fanout}, log)
+		AckWait: *ackWait, MaxDeliver: *maxDeliver, CompactionFanout: fanout, RetryBudget: c.RetryBudget}, log)
 	if err != nil {
 		return err
 	}

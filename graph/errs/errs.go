@@ -28,6 +28,8 @@ const (
 	KindInvalid                         = "invalid"
 	KindMergeConflict                   = "merge_conflict"
 	KindMsgIDReused                     = "msg_id_reused"
+	KindStorageRefused                  = "storage_refused"
+	KindRetryExhausted                  = "retry_exhausted"
 	// KindUnknown is the kind of a non-nil error that carries none of this package's types
 	// (storage, network, context, …). The worker treats it as transient.
 	KindUnknown = "unknown"
@@ -214,6 +216,46 @@ func (e *MsgIDReused) permanent() bool { return true }
 func (e *MsgIDReused) detail() map[string]any {
 	return map[string]any{"msg_id": e.MsgID, "payload_sha256": e.PayloadSHA256, "applied_payload_sha256": e.AppliedPayloadSHA256,
 		"graph_commit_id": e.GraphCommitID}
+}
+
+// StorageRefused: the object store refused one key of this write for good (a key it does not
+// accept, a name too long, a permission error on that key): the same write never succeeds.
+// Cause is the store's error, kept for errors.Is/As.
+type StorageRefused struct {
+	Op     string `json:"op"`
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
+	Cause  error  `json:"-"`
+}
+
+func (e *StorageRefused) Error() string {
+	return "storage refused " + e.Op + " of '" + e.Key + "': " + e.Reason
+}
+func (e *StorageRefused) Unwrap() error   { return e.Cause }
+func (e *StorageRefused) kind() string    { return KindStorageRefused }
+func (e *StorageRefused) permanent() bool { return true }
+func (e *StorageRefused) detail() map[string]any {
+	return map[string]any{"op": e.Op, "key": e.Key, "reason": e.Reason}
+}
+
+// RetryExhausted: an error not known to be transient kept failing the same message past the
+// retry budget. Last is the last error's text (the error is untyped: as a cause in the chain
+// it would add nothing to Kind or Detail).
+type RetryExhausted struct {
+	Budget     string `json:"retry_budget"`
+	FailingFor string `json:"failing_for"`
+	Attempts   int    `json:"attempts"`
+	Last       string `json:"last_error"`
+}
+
+func (e *RetryExhausted) Error() string {
+	return fmt.Sprintf("retry budget %s spent: %d attempts over %s, last: %s", e.Budget, e.Attempts, e.FailingFor, e.Last)
+}
+
+func (e *RetryExhausted) kind() string    { return KindRetryExhausted }
+func (e *RetryExhausted) permanent() bool { return true }
+func (e *RetryExhausted) detail() map[string]any {
+	return map[string]any{"retry_budget": e.Budget, "failing_for": e.FailingFor, "attempts": e.Attempts, "last_error": e.Last}
 }
 
 // InvalidInput: a framing or validation refusal of the batch itself.
