@@ -95,16 +95,34 @@ func (b *budget) failed(err error) error {
 		return &errs.RetryExhausted{Budget: b.w.cfg.RetryBudget.String(), FailingFor: spent.Round(time.Millisecond).String(),
 			Attempts: b.attempts, Last: boundedText(err.Error())}
 	}
+	b.stall(err, "with a transient error, retried in place")
+	return nil
+}
+
+// stall reports the worker stalled on this message (what says how), counting the stall once.
+func (b *budget) stall(err error, what string) {
 	if !b.stalled {
 		b.stalled = true
 		b.w.metrics.retryBudgetSpent("stalled")
 	}
-	reason := fmt.Sprintf("stream seq %d failing since %s (%d attempts, retry budget %s) with a transient error, retried in place: %s",
-		b.seq, b.since.UTC().Format(time.RFC3339), b.attempts, b.w.cfg.RetryBudget, boundedText(err.Error()))
+	reason := fmt.Sprintf("stream seq %d failing since %s (%d attempts, retry budget %s) %s: %s",
+		b.seq, b.since.UTC().Format(time.RFC3339), b.attempts, b.w.cfg.RetryBudget, what, boundedText(err.Error()))
 	b.w.metrics.setStalled(reason)
 	b.w.log.Error("stalled: retry budget spent on a transient error; the message is held and retried", zap.Uint64("seq", b.seq),
-		zap.Duration("failing_for", spent), zap.Int("attempts", b.attempts), zap.Error(err))
-	return nil
+		zap.String("what", what), zap.Duration("failing_for", time.Since(b.since)), zap.Int("attempts", b.attempts), zap.Error(err))
+}
+
+// failedDeadLetter records a dead letter JetStream did not accept: it is always tried again
+// (the message must not go before it is kept somewhere), and past the budget the worker says
+// it is stalled.
+func (b *budget) failedDeadLetter(err error) {
+	b.attempts++
+	if b.since.IsZero() {
+		b.since = time.Now()
+	}
+	if time.Since(b.since) >= b.w.cfg.RetryBudget {
+		b.stall(err, "because its dead letter is not accepted")
+	}
 }
 
 // end clears a stall when the message got through (or went back to the stream).

@@ -60,9 +60,11 @@ func TestNearLimitDeadLetterUnderTightMaxPayload(t *testing.T) {
 
 // A dead letter JetStream does not accept (here: the dead-letter stream is gone) is never
 // followed by a Term: the message is held and the dead letter tried again in place, without a
-// redelivery, until the stream is back; then the stream goes on.
+// redelivery, until the stream is back; then the stream goes on. Past the retry budget the
+// worker says it is stalled.
 func TestUnacceptedDeadLetterHoldsTheMessage(t *testing.T) {
-	h := start(t)
+	m := NewMetrics()
+	h := start(t, func(w *Worker) { w.UseMetrics(m); w.cfg.RetryBudget = 500 * time.Millisecond })
 	ctx := context.Background()
 	if err := h.js.DeleteStream(ctx, h.w.cfg.DLQStream); err != nil {
 		t.Fatal(err)
@@ -74,6 +76,7 @@ func TestUnacceptedDeadLetterHoldsTheMessage(t *testing.T) {
 	if err != nil || info.AckFloor.Stream != 0 || info.NumAckPending != 1 || info.NumRedelivered != 0 {
 		t.Fatalf("consumer %+v %v: the message was let go without its dead letter", info, err)
 	}
+	waitMetrics(t, m, "omnigraph_stalled 1", `omnigraph_retry_budget_exhausted_total{action="stalled"} 1`)
 	if _, err := h.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: h.w.cfg.DLQStream, Subjects: []string{"omnigraph.demo.dlq.>"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +87,7 @@ func TestUnacceptedDeadLetterHoldsTheMessage(t *testing.T) {
 	if info, err := h.w.cons.Info(ctx); err != nil || info.NumRedelivered != 0 {
 		t.Fatalf("consumer %+v %v", info, err)
 	}
+	waitMetrics(t, m, "omnigraph_stalled 0")
 }
 
 // The max-deliver advisory path does the same: the server has moved past the message, so its

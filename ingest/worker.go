@@ -330,6 +330,8 @@ func (w *Worker) deadLetter(stop, ctx context.Context, msg jetstream.Msg, meta *
 	l := letter{reason: reason, kind: kind, text: cause.Error(), detail: boundedDetail(errs.Detail(cause)), data: msg.Data(), header: msg.Headers(),
 		stream: meta.Stream, subject: msg.Subject(), seq: meta.Sequence.Stream, deliveries: meta.NumDelivered}
 	retry := w.backoff()
+	spent := &budget{w: w, seq: meta.Sequence.Stream}
+	defer spent.end()
 	for {
 		err := w.publishDeadLetter(ctx, l)
 		if err == nil {
@@ -338,6 +340,7 @@ func (w *Worker) deadLetter(stop, ctx context.Context, msg jetstream.Msg, meta *
 		if w.leaseLost() {
 			return outcomeRequeued, nil, ErrLeaseLost
 		}
+		spent.failedDeadLetter(err)
 		wait := retry.NextBackOff()
 		w.log.Error("dead letter not accepted; the message is held and the dead letter tried again", zap.Uint64("seq", meta.Sequence.Stream),
 			zap.String("reason", reason), zap.Duration("in", wait), zap.Error(err), zap.NamedError("cause", cause))
