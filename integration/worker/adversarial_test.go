@@ -202,10 +202,33 @@ func TestAdversarialHostileHeaders(t *testing.T) {
 			t.Fatalf("dead letter %d: %+v, want invalid naming %s", i, d, fields[i])
 		}
 	}
+	// The producer's and operator's tools refuse the same names before anything is queued
+	// or written.
+	for _, args := range [][]string{
+		{"publish", "--graph", "demo", "--nats-url", ns.url, "--branch", "x/.", "-"},
+		{"publish", "--graph", "demo", "--nats-url", ns.url, "--branch", "stage", "--from", "../x", "-"},
+		{"dlq", "replay", "--graph", "demo", "--nats-url", ns.url, "--branch", long(300)},
+	} {
+		cmd := exec.Command(bin.worker, args...)
+		cmd.Stdin = strings.NewReader(batchBody(99))
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "segment") && !strings.Contains(string(out), "longer than") {
+			t.Fatalf("worker %s: %v\n%s", strings.Join(args[:2], " "), err, out)
+		}
+	}
+	if dls := listDeadLetters(t, ns.url); len(dls) != len(loads)+len(merges) {
+		t.Fatalf("a refused replay changed the dead letters: %d", len(dls))
+	}
 	w.terminate(t)
 	checkBatches(t, root, []int{0})
 	if out, err := exec.Command(bin.worker, "branch", "list", "--root", root).CombinedOutput(); err != nil || strings.Contains(string(out), "stage") {
 		t.Fatalf("branch list: %v\n%s", err, out)
+	}
+	for _, name := range []string{"x/.", long(300)} {
+		out, err := exec.Command(bin.worker, "branch", "create", "--root", root, name).CombinedOutput()
+		var ee *exec.ExitError // exit 3: invalid input
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), "segment") && !strings.Contains(string(out), "longer than") {
+			t.Fatalf("branch create %.20q: %v\n%s", name, err, out)
+		}
 	}
 }
 
