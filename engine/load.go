@@ -109,6 +109,12 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 	default:
 		return nil, &errs.InvalidInput{Field: "mode", Reason: fmt.Sprintf("unknown load mode %q (want append, merge or overwrite)", req.Mode)}
 	}
+	if err := CheckBranchName("branch", req.Branch); err != nil {
+		return nil, err
+	}
+	if err := CheckBranchName("from", req.From); err != nil {
+		return nil, err
+	}
 	req.Branch = normBranch(req.Branch)
 	release, err := g.enter(ctx, req.Branch)
 	if err != nil {
@@ -158,6 +164,9 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 	p := &prepared{state: st}
 	if req.Receipt != nil {
 		if rc, ok := st.Receipt(req.Receipt.ReceiptKey()); ok {
+			if err := sameBody(req.Receipt, rc); err != nil {
+				return nil, err
+			}
 			p.result = g.appliedResult(req, st, rc)
 			return p, nil
 		}
@@ -299,6 +308,16 @@ func summarize(req *LoadRequest, batches map[string]*rows.TableBatch) *LoadResul
 }
 
 // appliedResult describes a batch whose receipt is already visible: nothing is written again.
+// sameBody refuses a message whose id names a receipt of another body (*errs.MsgIDReused).
+// Either hash may be absent (a receipt written without one, a direct load): then the id alone
+// decides, as it did before hashes were kept.
+func sameBody(msg *publisher.Receipt, rc publisher.Receipt) error {
+	if msg.PayloadSHA256 == "" || rc.PayloadSHA256 == "" || msg.PayloadSHA256 == rc.PayloadSHA256 {
+		return nil
+	}
+	return &errs.MsgIDReused{MsgID: msg.ReceiptKey(), PayloadSHA256: msg.PayloadSHA256, AppliedPayloadSHA256: rc.PayloadSHA256, GraphCommitID: rc.GraphCommitID}
+}
+
 func (g *Graph) appliedResult(req *LoadRequest, st *publisher.State, rc publisher.Receipt) *LoadResult {
 	r := &LoadResult{Branch: ids.BranchKey(req.Branch), Mode: req.Mode, Nodes: []TypeCount{}, Edges: []TypeCount{}, AlreadyApplied: true}
 	if c, ok := st.Commits[rc.GraphCommitID]; ok {

@@ -53,6 +53,8 @@ type MergeEvent struct {
 	Tables            []engine.MergeTableStats `json:"tables"`
 	BranchDeleted     *bool                    `json:"branch_deleted,omitempty"`
 	BranchDeleteError string                   `json:"branch_delete_error,omitempty"`
+	BranchKept        *bool                    `json:"branch_kept,omitempty"`
+	BranchKeptReason  string                   `json:"branch_kept_reason,omitempty"`
 }
 
 // MergeRequestBody is the JSON body of a merge request on omnigraph.<graph>.merge.
@@ -75,6 +77,12 @@ func ParseMergeRequest(data []byte) (MergeRequestBody, error) {
 	if body.Target == "" {
 		body.Target = "main"
 	}
+	if err := engine.CheckBranchName("source", body.Source); err != nil {
+		return body, err
+	}
+	if err := engine.CheckBranchName("target", body.Target); err != nil {
+		return body, err
+	}
 	return body, nil
 }
 
@@ -95,6 +103,11 @@ func decodeRequest(data []byte, v any, field, want string) error {
 // loadRequest frames a graph batch and returns the load that applies it.
 func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt) (func(context.Context) (*applied, error), error) {
 	h := msg.Headers()
+	for _, name := range []string{HeaderBranch, HeaderFrom} {
+		if err := engine.CheckBranchName(name, h.Get(name)); err != nil {
+			return nil, err
+		}
+	}
 	mode := engine.Mode(h.Get(HeaderMode))
 	if mode == "" {
 		mode = engine.ModeMerge
@@ -134,7 +147,7 @@ func (w *Worker) mergeRequest(msg jetstream.Msg, receipt *publisher.Receipt) (fu
 		}
 		ev := Event{Kind: "merge", Branch: res.Target, ActorID: res.ActorID, AlreadyApplied: res.AlreadyApplied,
 			Merge: &MergeEvent{Source: res.Source, Target: res.Target, Outcome: res.Outcome, Tables: res.Tables,
-				BranchDeleted: res.BranchDeleted, BranchDeleteError: res.BranchDeleteError}}
+				BranchDeleted: res.BranchDeleted, BranchDeleteError: res.BranchDeleteError, BranchKept: res.BranchKept, BranchKeptReason: res.BranchKeptReason}}
 		if res.Commit != nil {
 			ev.GraphCommitID, ev.ManifestVersion, ev.ActorID = res.Commit.GraphCommitID, res.Commit.GraphManifestVersion, res.Commit.ActorID
 		}

@@ -39,13 +39,19 @@ type harness struct {
 
 func start(t *testing.T, setup ...func(*Worker)) *harness {
 	t.Helper()
-	ctx := context.Background()
 	ns, err := StartEmbedded(t.TempDir(), -1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
+	return startOn(t, ns.ClientURL(), setup...)
+}
+
+// startOn runs a worker on a fresh graph against the NATS server at url.
+func startOn(t *testing.T, url string, setup ...func(*Worker)) *harness {
+	t.Helper()
+	ctx := context.Background()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
