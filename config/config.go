@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/omnigraph/omnigraph-worker/lance/file"
 )
 
 // Config is everything `worker run` needs.
@@ -47,6 +49,10 @@ type Config struct {
 	// messages: the newest run of same-size fragments of a main table is merged once it holds
 	// this many. 0 turns it off.
 	CompactionFanout int `yaml:"compaction_fanout"`
+	// LanceFileVersion is the Lance data file version ("2.0", "2.1", "2.2") of every table of a
+	// graph this worker initialises; empty is engine.DefaultFileVersion. An existing graph
+	// keeps the version it was made with, whatever this says.
+	LanceFileVersion string `yaml:"lance_file_version"`
 }
 
 // Defaults are the values before any source is applied.
@@ -110,6 +116,7 @@ func settings() []setting {
 		dur("retry_budget", "how long one message may fail in place: then an unrecognised error is dead-lettered as retry_exhausted, a transient one (storage, NATS) is retried on with the worker reported stalled", func(c *Config) *time.Duration { return &c.RetryBudget }),
 		s("http", "address of /metrics, /healthz and /readyz (empty: none)", func(c *Config) *string { return &c.HTTP }),
 		num("compaction_fanout", "merge the newest run of same-size fragments of a main table once it holds this many (0: no automatic compaction)", func(c *Config) *int { return &c.CompactionFanout }),
+		s("lance_file_version", "Lance data file version of the tables of a graph initialised here: 2.0, 2.1 or 2.2 (default: the engine's, as the reference OmniGraph does); an existing graph keeps its own", func(c *Config) *string { return &c.LanceFileVersion }),
 		num("gc_percent", "the Go collector's GOGC for this process (the GOGC variable wins; -1 turns the collector off, leaving GOMEMLIMIT)", func(c *Config) *int { return &c.GCPercent }),
 	}
 }
@@ -220,5 +227,22 @@ func (c *Config) Validate() error {
 	case (c.NATSCert == "") != (c.NATSKey == ""):
 		return bad("nats_cert", "nats_cert and nats_key go together")
 	}
+	if c.LanceFileVersion != "" {
+		if _, err := FileVersion(c.LanceFileVersion); err != nil {
+			return bad("lance_file_version", err.Error())
+		}
+	}
 	return nil
+}
+
+// FileVersion parses a lance_file_version value, refusing a version this build cannot write.
+func FileVersion(s string) (file.Version, error) {
+	v, err := file.ParseVersion(s)
+	if err != nil {
+		return v, err
+	}
+	if !file.Writable(v) {
+		return v, &file.UnsupportedVersionError{Version: v, Op: "write"}
+	}
+	return v, nil
 }

@@ -54,12 +54,32 @@ func TestClearErrors(t *testing.T) {
 		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_COMPACTION_FANOUT": "1"}, "config compaction_fanout (from merged config): must be 0 (off) or at least 2"},
 		{[]string{"--root", "/r", "--graph", "g", "--retry-budget", "500ms"}, nil, "config retry_budget (from merged config): must be at least 1s"},
 		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_RETRY_BUDGET": "ten"}, "config retry_budget (from OMNIGRAPH_RETRY_BUDGET): want a duration"},
+		{[]string{"--root", "/r", "--graph", "g", "--lance-file-version", "2.3"}, nil, "config lance_file_version (from merged config): lance file version 2.3: this build cannot write it"},
+		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_LANCE_FILE_VERSION": "v2"}, `config lance_file_version (from merged config): lance file version "v2": want major.minor`},
 	}
 	for _, c := range cases {
 		_, err := Load(c.args, env(c.env))
 		var ce *Error
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &ce) {
 			t.Errorf("%v %v: got %v, want %q", c.args, c.env, err, c.want)
+		}
+	}
+}
+
+// TestLanceFileVersion: every version this build writes is accepted from flags and YAML.
+func TestLanceFileVersion(t *testing.T) {
+	for _, v := range []string{"2.0", "2.1", "2.2"} {
+		f := filepath.Join(t.TempDir(), "w.yaml")
+		if err := os.WriteFile(f, []byte("root: /r\ngraph: g\nlance_file_version: \""+v+"\"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load([]string{"--config", f}, env(nil))
+		writable := err == nil
+		if _, ferr := FileVersion(v); (ferr == nil) != writable {
+			t.Fatalf("%s: config %v, FileVersion %v", v, err, ferr)
+		}
+		if writable && c.LanceFileVersion != v {
+			t.Fatalf("%s: got %q", v, c.LanceFileVersion)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
@@ -41,6 +42,13 @@ func classify(err error) errClass {
 	}
 	switch errs.Kind(err) {
 	case errs.KindRecoveryRequired, errs.KindReadSetChanged, errs.KindPublishedDatasetVersionMismatch:
+		return classTransient
+	}
+	// A table of the graph declares a Lance file version this build cannot read or write (an
+	// engine newer than this build rewrote it): the graph needs an operator, the batch is
+	// fine. Held and reported as a stall, never dead-lettered.
+	var dv *lance.DataVersionError
+	if errors.As(err, &dv) {
 		return classTransient
 	}
 	for _, e := range []error{nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrDisconnected, nats.ErrNoResponders, ErrLeaseLost} {

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/lance"
 )
 
 // startBudget arms failpoint name with action and starts a worker with metrics and a short
@@ -93,5 +95,14 @@ func TestTransientErrorPastBudgetStallsVisibly(t *testing.T) {
 	h.checkNoRedelivery()
 	if dls, _ := DeadLetters(t.Context(), h.js, h.w.cfg, ""); len(dls) != 0 {
 		t.Fatalf("dead letters %+v", dls)
+	}
+}
+
+// A table at a Lance file version this build cannot read or write is the graph's problem, not
+// the batch's: the message is held and the stall reported, never dead-lettered.
+func TestDataVersionErrorIsHeldNotDeadLettered(t *testing.T) {
+	err := fmt.Errorf("load: %w", &lance.DataVersionError{Dataset: "nodes/x", Op: "write", Declared: "2.3", Files: "2.0, 2.1, 2.2"})
+	if c := classify(err); c != classTransient {
+		t.Fatalf("classified %s, want transient", c)
 	}
 }

@@ -133,11 +133,20 @@ func cmdInit(ctx context.Context, args []string) error {
 	fs := newFlags("init")
 	root := fs.String("root", "", "graph root URI (path, file://, mem://, s3://, gs://, azblob://)")
 	schemaPath := fs.String("schema", "", "the .pg schema file")
+	fileVersion := fs.String("lance-file-version", "", "Lance data file version of every table: 2.0, 2.1 or 2.2 (default: the engine's)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *schemaPath == "" {
 		return &usageError{msg: "--schema is required"}
+	}
+	var o engine.InitOptions
+	if *fileVersion != "" {
+		v, err := config.FileVersion(*fileVersion)
+		if err != nil {
+			return &usageError{msg: "--lance-file-version: " + err.Error()}
+		}
+		o.FileVersion = v
 	}
 	src, err := os.ReadFile(*schemaPath)
 	if err != nil {
@@ -148,7 +157,7 @@ func cmdInit(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	g, err := engine.Init(ctx, st, string(src))
+	g, err := engine.Init(ctx, st, string(src), o)
 	if err != nil {
 		return err
 	}
@@ -373,7 +382,11 @@ func cmdRun(ctx context.Context, args []string) error {
 			if rerr != nil {
 				return rerr
 			}
-			g, err = engine.Init(ctx, st, string(src))
+			var o engine.InitOptions
+			if c.LanceFileVersion != "" {
+				o.FileVersion, _ = config.FileVersion(c.LanceFileVersion) // validated with the config
+			}
+			g, err = engine.Init(ctx, st, string(src), o)
 			if err == nil {
 				log.Info("initialised graph", zap.String("root", st.URI()), zap.String("schema", *schemaPath))
 			}
