@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
@@ -53,15 +55,46 @@ func (g *Graph) Root() storage.Store { return g.root }
 // RootLocation is the normalised root location (an absolute path for local roots).
 func (g *Graph) RootLocation() string { return g.rootLoc }
 
+func writableVersions() string {
+	var out []string
+	for _, v := range []file.Version{file.V2_0, file.V2_1, file.V2_2} {
+		if file.Writable(v) {
+			out = append(out, v.String())
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // InitError reports why a graph could not be initialised.
 type InitError struct{ Reason string }
 
 func (e *InitError) Error() string { return "init: " + e.Reason }
 
+// DefaultFileVersion is the Lance data file version of a new graph's tables when InitOptions
+// leave it unset. A graph keeps the version it was made with: every table it creates later
+// (the recovery audit table) follows its __manifest, and existing tables keep theirs.
+var DefaultFileVersion = file.V2_0
+
+// InitOptions configure a new graph.
+type InitOptions struct {
+	// FileVersion is the Lance data file version of every table (zero: DefaultFileVersion).
+	FileVersion file.Version
+}
+
 // Init creates a new graph at root from schema source: the schema contract files, one empty
 // Lance dataset per node and edge type at version 1, and __manifest with its genesis rows.
 // An existing graph (or a concurrent initializer holding the claim) is refused.
-func Init(ctx context.Context, root storage.Store, source string) (*Graph, error) {
+func Init(ctx context.Context, root storage.Store, source string, opts ...InitOptions) (*Graph, error) {
+	var o InitOptions
+	for _, x := range opts {
+		o = x
+	}
+	if o.FileVersion.IsZero() {
+		o.FileVersion = DefaultFileVersion
+	}
+	if !file.Writable(o.FileVersion) {
+		return nil, &InitError{Reason: fmt.Sprintf("Lance data file version %s: this build writes %s", o.FileVersion, writableVersions())}
+	}
 	contract, err := pg.InitContract(source, "")
 	if err != nil {
 		return nil, err
@@ -87,7 +120,7 @@ func Init(ctx context.Context, root storage.Store, source string) (*Graph, error
 		if err != nil {
 			return nil, err
 		}
-		ds, err := lance.Create(ctx, root.Sub(t.path), s, nil, lance.CreateOptions{})
+		ds, err := lance.Create(ctx, root.Sub(t.path), s, nil, lance.CreateOptions{FileVersion: o.FileVersion})
 		if err != nil {
 			return nil, fmt.Errorf("init: create %s: %w", t.key, err)
 		}
@@ -95,7 +128,7 @@ func Init(ctx context.Context, root storage.Store, source string) (*Graph, error
 		versions = append(versions, publisher.DatasetUpdate{Identity: id, TableKey: t.key, Version: ds.Version(), Meta: publisher.VersionMetadata(ds)})
 	}
 	genesis := publisher.Lineage{CommitID: ids.NewULID(), CreatedAt: time.Now().UnixMicro()}
-	if err := publisher.Create(ctx, root, regs, versions, genesis); err != nil {
+	if err := publisher.Create(ctx, root, regs, versions, genesis, o.FileVersion); err != nil {
 		return nil, fmt.Errorf("init: create __manifest: %w", err)
 	}
 	// The state file goes last: its presence is what says a graph exists here.

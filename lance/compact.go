@@ -131,8 +131,10 @@ func (d *Dataset) StageCompaction(ctx context.Context, co CompactionOptions, o S
 	if !m.StableRowIDs() {
 		return nil, nil, fmt.Errorf("%w: compaction of %s: the dataset has no stable row ids", ErrUnsupported, d.dir.URI())
 	}
-	if m.DataVersion != "" && m.DataVersion != DataVersion {
-		return nil, nil, fmt.Errorf("%w: compaction of %s: data files are format %s, this package writes %s", ErrUnsupported, d.dir.URI(), m.DataVersion, DataVersion)
+	// Compaction rewrites files: of the declared version, or not at all.
+	fo, err := d.fileOptions(o.FileOptions)
+	if err != nil {
+		return nil, nil, err
 	}
 	target := co.TargetRowsPerFragment
 	if target == 0 {
@@ -143,7 +145,6 @@ func (d *Dataset) StageCompaction(ctx context.Context, co CompactionOptions, o S
 		threshold = defaultMaterializeFraction
 	}
 	var bins [][]compactCandidate
-	var err error
 	if co.Fragments != nil {
 		bins, err = d.chosenBin(co.Fragments)
 	} else {
@@ -157,7 +158,7 @@ func (d *Dataset) StageCompaction(ctx context.Context, co CompactionOptions, o S
 	if maxBytes == 0 {
 		maxBytes = DefaultMaxBytesPerFile
 	}
-	out := fragmentSink{s: d.Schema(), fo: o.FileOptions, maxRows: int64(min(target, math.MaxUint32)), maxBytes: int64(min(maxBytes, math.MaxInt64)),
+	out := fragmentSink{s: d.Schema(), fo: fo, maxRows: int64(min(target, math.MaxUint32)), maxBytes: int64(min(maxBytes, math.MaxInt64)),
 		put: func(key string, data []byte) error {
 			if err := inject("lance.write_data_file"); err != nil {
 				return err

@@ -344,6 +344,9 @@ func (d *Dataset) CopyFragments(ctx context.Context, src *Dataset, ids []uint64)
 		if sf == nil || sf.Deletion != nil {
 			return nil, fmt.Errorf("lance: copy fragments: fragment %d is missing or has deletions", id)
 		}
+		if err := checkAddedFiles(d.dir.URI(), d.manifest, []Fragment{*sf}); err != nil {
+			return nil, err
+		}
 		f := Fragment{PhysicalRows: sf.PhysicalRows}
 		for _, df := range sf.Files {
 			st, key, err := src.dataFileKey(&df)

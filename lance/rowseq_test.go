@@ -355,12 +355,13 @@ func TestRewriteApply(t *testing.T) {
 	mk := func(ids ...uint64) []Fragment {
 		var out []Fragment
 		for _, id := range ids {
-			out = append(out, Fragment{ID: id, PhysicalRows: 1, RowIDs: encodeRangeSequence(id, id+1), Files: []DataFile{{Path: fmt.Sprint(id)}}})
+			out = append(out, Fragment{ID: id, PhysicalRows: 1, RowIDs: encodeRangeSequence(id, id+1), Files: []DataFile{{Path: fmt.Sprint(id), FileMajor: 2}}})
 		}
 		return out
 	}
 	mx := uint32(9)
-	d := &Dataset{manifest: &Manifest{Version: 4, Fragments: mk(2, 3, 5, 7, 9), MaxFragmentID: &mx, ReaderFlags: FlagStableRowIDs, Schema: testSchema(t)}}
+	d := &Dataset{dir: memStore(t), manifest: &Manifest{Version: 4, Fragments: mk(2, 3, 5, 7, 9), MaxFragmentID: &mx, ReaderFlags: FlagStableRowIDs, Schema: testSchema(t),
+		DataFormat: DataFormat, DataVersion: DataVersion}}
 	txn := &Transaction{ReadVersion: 4, Op: Operation{Kind: OpRewrite, Groups: []RewriteGroup{
 		{OldFragments: mk(3, 5), NewFragments: mk(0, 0)}, // contiguous: in place, ids 10, 11
 		{OldFragments: mk(2, 9), NewFragments: mk(20)},   // not contiguous: appended, id kept

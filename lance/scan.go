@@ -363,6 +363,9 @@ type fragmentReader struct {
 }
 
 func (d *Dataset) openFragment(ctx context.Context, fr *Fragment, read *schema.Schema) (*fragmentReader, error) {
+	if err := d.checkReadable(); err != nil {
+		return nil, err
+	}
 	as, err := read.ToArrow()
 	if err != nil {
 		return nil, err

@@ -23,9 +23,7 @@ import (
 // Data format every dataset this package creates is pinned to.
 const (
 	DataFormat     = "lance"
-	DataVersion    = "2.0"
-	fileMajor      = 2
-	fileMinor      = 0
+	DataVersion    = "2.0"   // what Create declares when CreateOptions.FileVersion is unset
 	maxRowsPerFile = 1 << 20 // lance's default max_rows_per_file: a new fragment per million rows
 )
 
@@ -137,6 +135,9 @@ type CreateOptions struct {
 	V1Naming bool
 	Config   map[string]string
 	Stage    StageOptions
+	// FileVersion is the data file version the dataset declares and every file of it will
+	// have, for good (zero: DataVersion). Create refuses a version this build cannot write.
+	FileVersion file.Version
 }
 
 // Create writes version 1 of a new dataset at st with the given schema and initial rows (which
@@ -147,6 +148,9 @@ func Create(ctx context.Context, st storage.Store, s *schema.Schema, recs []arro
 		scheme = namingV1
 	}
 	empty := &Manifest{Schema: s, DataFormat: DataFormat, DataVersion: DataVersion}
+	if !opts.FileVersion.IsZero() {
+		empty.DataVersion = opts.FileVersion.String()
+	}
 	if !opts.DisableStableRowIDs {
 		empty.ReaderFlags, empty.WriterFlags = FlagStableRowIDs, FlagStableRowIDs
 	}
@@ -353,6 +357,17 @@ func (d *Dataset) fieldIDs() []uint32 {
 // writeFragments encodes recs into data files of at most maxRowsPerFile rows each, to be
 // written with the transaction (w).
 func (d *Dataset) writeFragments(s *schema.Schema, recs []arrow.Record, fo file.Options, out *fileWrites) ([]Fragment, error) {
+	rows := int64(0)
+	for _, rec := range recs {
+		rows += rec.NumRows()
+	}
+	if rows == 0 {
+		return nil, nil // no file to encode, so no version to get wrong
+	}
+	fo, err := d.fileOptions(fo)
+	if err != nil {
+		return nil, err
+	}
 	k := &fragmentSink{s: s, fo: fo, out: out, maxRows: maxRowsPerFile}
 	for _, rec := range recs {
 		if err := k.write(rec); err != nil {
@@ -437,7 +452,7 @@ func (k *fragmentSink) flush() error {
 		cols[i] = int32(i)
 	}
 	k.frags = append(k.frags, Fragment{PhysicalRows: uint64(rows), Files: []DataFile{{
-		Path: name, Fields: ids, ColumnIndices: cols, FileMajor: fileMajor, FileMinor: fileMinor, FileSizeBytes: uint64(len(b)),
+		Path: name, Fields: ids, ColumnIndices: cols, FileMajor: k.fo.Version.Major, FileMinor: k.fo.Version.Minor, FileSizeBytes: uint64(len(b)),
 	}}})
 	return nil
 }
@@ -559,9 +574,6 @@ func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, er
 	m.WriterLibrary, m.WriterVersion = WriterLibrary, WriterVersion
 	m.Tag = ""
 	m.IndexSection = nil
-	if m.DataFormat == "" {
-		m.DataFormat, m.DataVersion = DataFormat, DataVersion
-	}
 	op := &txn.Op
 	var added []Fragment
 	switch op.Kind {
@@ -569,6 +581,9 @@ func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, er
 		m.Fragments = append(cloneFragments(old.Fragments), op.Fragments...)
 		added = m.Fragments[len(old.Fragments):]
 	case OpOverwrite:
+		if err := checkAddedFiles(d.dir.URI(), old, op.Fragments); err != nil {
+			return nil, err
+		}
 		m.Schema = op.Schema
 		m.Fragments = cloneFragments(op.Fragments)
 		for i := range m.Fragments {
@@ -590,6 +605,11 @@ func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, er
 		m.Fragments = append(frags, op.Fragments...)
 		added = m.Fragments[n:]
 	case OpRewrite:
+		for _, g := range op.Groups {
+			if err := checkAddedFiles(d.dir.URI(), old, g.NewFragments); err != nil {
+				return nil, err
+			}
+		}
 		frags, err := rewriteFragments(&m, old, op.Groups, stable)
 		if err != nil {
 			return nil, err
@@ -607,6 +627,9 @@ func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, er
 		}
 	default:
 		return nil, fmt.Errorf("%w: committing a %s transaction", ErrUnsupported, op.Kind)
+	}
+	if err := checkAddedFiles(d.dir.URI(), old, added); err != nil {
+		return nil, err
 	}
 	if added != nil {
 		next := old.nextFragmentID()

@@ -15,6 +15,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
@@ -61,8 +62,10 @@ type Publisher struct {
 }
 
 // Create writes __manifest version 1 of a new graph: one table row and one table_version row
-// per table, and the genesis commit with graph_head:main pointing at it.
-func Create(ctx context.Context, root storage.Store, regs []Registration, versions []DatasetUpdate, genesis Lineage) error {
+// per table, and the genesis commit with graph_head:main pointing at it. v is the data file
+// version __manifest declares for good (zero: lance's default); the graph's other tables
+// created later follow it (FileVersion).
+func Create(ctx context.Context, root storage.Store, regs []Registration, versions []DatasetUpdate, genesis Lineage, v file.Version) error {
 	var rows []Row
 	for _, r := range regs {
 		rows = append(rows, registrationRow(r))
@@ -77,8 +80,23 @@ func Create(ctx context.Context, root storage.Store, regs []Registration, versio
 	}
 	rec := rowsRecord(rows)
 	defer rec.Release()
-	_, err = lance.Create(ctx, root.Sub(Dir), s, []arrow.Record{rec}, lance.CreateOptions{})
+	_, err = lance.Create(ctx, root.Sub(Dir), s, []arrow.Record{rec}, lance.CreateOptions{FileVersion: v})
 	return err
+}
+
+// FileVersion is the data file version the graph's __manifest declares: the version every
+// table the graph creates after its init is made at, so one graph never mixes versions.
+func FileVersion(ctx context.Context, root storage.Store) (file.Version, error) {
+	ds, err := lance.Open(ctx, root.Sub(Dir))
+	if err != nil {
+		return file.Version{}, err
+	}
+	v, ok := ds.FileVersion()
+	if !ok {
+		m := ds.Manifest()
+		return file.Version{}, &lance.DataVersionError{Dataset: root.Sub(Dir).URI(), Op: "write", Declared: m.DataVersion}
+	}
+	return v, nil
 }
 
 // Open returns a publisher for branch ("" or "main" for main). The snapshot is read lazily.

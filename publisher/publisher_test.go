@@ -15,6 +15,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
@@ -40,7 +41,7 @@ func genesis(t testing.TB) (storage.Store, string) {
 		regs = append(regs, Registration{Identity: tb.id, TableKey: tb.key})
 		versions = append(versions, DatasetUpdate{Identity: tb.id, TableKey: tb.key, Version: 1, Meta: TableVersionMetadata{ManifestPath: "x"}})
 	}
-	if err := Create(ctx, root, regs, versions, Lineage{CommitID: commit, CreatedAt: 1}); err != nil {
+	if err := Create(ctx, root, regs, versions, Lineage{CommitID: commit, CreatedAt: 1}, file.Version{}); err != nil {
 		t.Fatal(err)
 	}
 	return root, commit

@@ -15,6 +15,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
+	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
@@ -98,7 +99,12 @@ func appendAudit(ctx context.Context, root storage.Store, row AuditRow) error {
 		if err != nil {
 			return err
 		}
-		_, err = lance.Create(ctx, root.Sub(AuditDir), s, []arrow.Record{rec}, lance.CreateOptions{})
+		// The audit table is made on the first recovery, at the graph's own file version.
+		v, err := publisher.FileVersion(ctx, root)
+		if err != nil {
+			return fmt.Errorf("recovery: create audit table: %w", err)
+		}
+		_, err = lance.Create(ctx, root.Sub(AuditDir), s, []arrow.Record{rec}, lance.CreateOptions{FileVersion: v})
 		return err
 	}
 	staged, err := ds.StageAppend(ctx, []arrow.Record{rec}, lance.StageOptions{})

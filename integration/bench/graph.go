@@ -23,7 +23,7 @@ func newBenchGraph(ctx context.Context, dir string) (*engine.Graph, error) {
 		return nil, err
 	}
 	storage.KeepSpares(root)
-	return engine.Init(ctx, root, benchdata.Schema)
+	return engine.Init(ctx, root, benchdata.Schema, engine.InitOptions{FileVersion: fileVersion})
 }
 
 // timeLoads times iters strict-insert loads of n nodes + n edges, batches keyed from base.

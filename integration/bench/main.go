@@ -25,7 +25,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/omnigraph/omnigraph-worker/config"
+	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
@@ -72,7 +74,7 @@ func goRun(ctx context.Context, dir string, rows, iters int) (appendP50, scanP50
 	}
 	defer st.Close()
 	s, _ := schema.FromArrow(peopleSchema)
-	d, err := lance.Create(ctx, st, s, []arrow.Record{people(-1, rows)}, lance.CreateOptions{})
+	d, err := lance.Create(ctx, st, s, []arrow.Record{people(-1, rows)}, lance.CreateOptions{FileVersion: fileVersion})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -124,6 +126,9 @@ func nodeRun(ctx context.Context, script, dir string, rows, iters int) (nodeResu
 // benchRounds is how many alternating Go / official rounds a ratio is measured over.
 const benchRounds = 5
 
+// fileVersion is the data file version of every table the Go side creates (-lance-version).
+var fileVersion = engine.DefaultFileVersion
+
 // durability labels the Go side's bench lines: fsync (the default) or none.
 var durability = "fsync"
 
@@ -141,9 +146,21 @@ func main() {
 	mergeNoProof := flag.Bool("merge-no-proof", false, "internal: merge by the ordinary diff")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Go side) to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run (Go side) to this file at the end")
+	engineName := flag.String("engine", "lance12", "the official engine to compare with: lance8, lance10 or lance12 (integration/lancecompat/engine.mjs)")
+	version := flag.String("lance-version", engine.DefaultFileVersion.String(), "data file version of every table both sides create")
 	fsync := flag.String("fsync", "both", "durability of the Go side's local writes: on (the default config), off (no fsync, as the official engine's local store), or both")
 	flag.Parse()
 	ctx := context.Background()
+	v, err := file.ParseVersion(*version)
+	if err != nil || !file.Writable(v) {
+		fmt.Fprintf(os.Stderr, "-lance-version %s: this build writes %v\n", *version, err)
+		os.Exit(2)
+	}
+	fileVersion = v
+	// Every official-engine child (bench, bench-serve) reads these.
+	os.Setenv("LANCE_ENGINE", *engineName)
+	os.Setenv("LANCE_DATA_VERSION", v.String())
+	fmt.Printf("bench: official engine %s, data file version %s on both sides\n", *engineName, v)
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(config.Defaults().GCPercent) // the worker in this process runs as `worker run` would
 	}

@@ -80,7 +80,7 @@ func mergeChild(ctx context.Context, args ...string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, args...)
+	cmd := exec.CommandContext(ctx, self, append([]string{"-lance-version", fileVersion.String()}, args...)...)
 	cmd.Stderr = os.Stderr
 	cmd.Env = os.Environ()
 	if durability == "none" {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Interop tool: the official Lance engine (@lancedb/lancedb 0.31.0 = Rust lance 8.0.0) against
+// Interop tool: an official Lance engine (LANCE_ENGINE, see engine.mjs) against
 // datasets written by the Go lance package, and vice versa.
 //
 //   node compat.mjs verify <dir>                      read <dir>/cases.json, check every case
@@ -9,6 +9,9 @@
 //   node compat.mjs mutate <dir>                      apply <dir>/mutate.json steps in order
 //                                                      (append | delete | update | optimize)
 //   node compat.mjs write  <dir>                      create reference tables + <dir>/cases.json
+//   node compat.mjs refgraph <root>                  remake a freshly initialised graph's datasets
+//                                                      the way the reference OmniGraph creates them
+//   node compat.mjs openall <root>                   open every dataset of a graph at every version
 //   node compat.mjs bench  <dir> --rows N --iters K   append/scan timings, one JSON line
 //   node compat.mjs bench-serve <dir> --rows N [--tables T]
 //                                                      stdin "K" -> K timed appends, one JSON line each
@@ -21,7 +24,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { arrow, compareIdLists, compareRows, fromCanonical, toCanonical } from "./canonical.mjs";
-import { appendRows, connect, ensureFreshDir, openAt, scan, typesOf, V20_STABLE } from "./engine.mjs";
+import { appendRows, connect, ensureFreshDir, openAt, scan, typesOf, TABLE_STABLE } from "./engine.mjs";
+import { openAll, refGraph } from "./refgraph.mjs";
 import { runWrite } from "./write.mjs";
 
 const ID = "id";
@@ -238,7 +242,7 @@ async function cmdBench(dir, N, K) {
   const batches = Array.from({ length: K }, (_, k) => batch(k));
 
   const db = await connect(path.resolve(dir));
-  const tbl = await db.createTable("people", warm, { mode: "create", storageOptions: V20_STABLE });
+  const tbl = await db.createTable("people", warm, { mode: "create", storageOptions: TABLE_STABLE });
   const append = [];
   for (const b of batches) {
     const t0 = performance.now();
@@ -280,7 +284,7 @@ async function cmdBenchServe(dir, N, T) {
   const db = await connect(path.resolve(dir));
   const tables = [];
   for (let t = 0; t < T; t++) {
-    tables.push(await db.createTable(T === 1 ? "people" : `people_${t}`, batch(N / T), { mode: "create", storageOptions: V20_STABLE }));
+    tables.push(await db.createTable(T === 1 ? "people" : `people_${t}`, batch(N / T), { mode: "create", storageOptions: TABLE_STABLE }));
   }
   emit({ ready: true });
   let buf = "";
@@ -311,6 +315,8 @@ const USAGE = `usage:
   node compat.mjs verify <dir>
   node compat.mjs mutate <dir>
   node compat.mjs write  <dir>
+  node compat.mjs refgraph <root>
+  node compat.mjs openall <root>
   node compat.mjs bench  <dir> --rows N --iters K
   node compat.mjs bench-serve <dir> --rows N [--tables T]`;
 
@@ -342,6 +348,8 @@ async function main(argv) {
       case "verify": await cmdVerify(dir); break;
       case "mutate": await cmdMutate(dir); break;
       case "write": await runWrite(dir, emit, log); break;
+      case "refgraph": await refGraph(dir, emit); break;
+      case "openall": await openAll(dir, emit); break;
       case "bench": await cmdBench(dir, bench.rows, bench.iters); break;
       case "bench-serve": await cmdBenchServe(dir, bench.rows, bench.tables); break;
       default: console.error(`unknown command ${cmd}\n${USAGE}`); return 2;

@@ -1,11 +1,21 @@
-// Thin helpers around the official engine (@lancedb/lancedb 0.31.0, Rust lance 8.0.0).
+// Thin helpers around the official engine. LANCE_ENGINE picks which one (installed side by side
+// from one lock): lance8 = @lancedb/lancedb 0.31.0 (Rust lance 8), lance10 = 0.37.1 (lance 10,
+// the reference OmniGraph's), lance12 = 0.39.0 (lance 12). LANCE_DATA_VERSION is the data file
+// version of every table the suite creates (default 2.0).
 import fs from "node:fs";
-import * as lancedb from "@lancedb/lancedb";
 import { fromCanonical, toCanonical, toIPCFile } from "./canonical.mjs";
 
-// Storage options every table written by this suite uses (Lance file format 2.0).
-export const V20 = { new_table_data_storage_version: "2.0" };
-export const V20_STABLE = { ...V20, new_table_enable_stable_row_ids: "true" };
+export const ENGINES = { lance8: "@lancedb/lancedb", lance10: "lancedb10", lance12: "lancedb12" };
+export const ENGINE = process.env.LANCE_ENGINE || "lance8";
+if (!ENGINES[ENGINE]) {
+  throw new Error(`LANCE_ENGINE=${ENGINE}: want one of ${Object.keys(ENGINES).join(", ")}`);
+}
+const lancedb = await import(ENGINES[ENGINE]);
+export const DATA_VERSION = process.env.LANCE_DATA_VERSION || "2.0";
+
+// Storage options of the tables this suite creates.
+export const TABLE = { new_table_data_storage_version: DATA_VERSION };
+export const TABLE_STABLE = { ...TABLE, new_table_enable_stable_row_ids: "true" };
 
 export async function connect(dir) {
   return lancedb.connect(dir);

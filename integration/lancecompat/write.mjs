@@ -4,7 +4,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { arrow } from "./canonical.mjs";
-import { appendRows, connect, createTable, ensureFreshDir, V20, V20_STABLE } from "./engine.mjs";
+import { appendRows, connect, createTable, ensureFreshDir, TABLE, TABLE_STABLE } from "./engine.mjs";
 
 const F = (name, type, nullable = true) => new arrow.Field(name, type, nullable);
 const list = (t) => new arrow.List(F("item", t));
@@ -115,7 +115,7 @@ async function writeAllTypes(db, rec) {
   const name = "alltypes";
   const opt = { filters: allTypesFilters, columns: allTypesColumns };
   let rows = range(0, 20).map(allTypesRow);
-  const tbl = await createTable(db, name, allTypesSchema, rows, V20_STABLE);
+  const tbl = await createTable(db, name, allTypesSchema, rows, TABLE_STABLE);
   rec.add(`${name}-v1`, name, null, expectVersion(await tbl.version(), 1, "create"), rows, opt);
 
   const more = range(20, 27).map(allTypesRow);
@@ -163,7 +163,7 @@ async function writePlain(db, rec) {
   const name = "plain";
   const opt = { filters: plainFilters, columns: ["id", "score"] };
   let rows = range(0, 1000).map(plainRow);
-  const tbl = await createTable(db, name, plainSchema, rows, V20);
+  const tbl = await createTable(db, name, plainSchema, rows, TABLE);
   rec.add(`${name}-v1`, name, null, expectVersion(await tbl.version(), 1, "create"), rows, opt);
   const more = range(1000, 4000).map(plainRow);
   const v2 = expectVersion(await appendRows(tbl, more), 2, "append");
@@ -184,7 +184,7 @@ async function writeDict(db, rec) {
   // 300 rows, 3 distinct strings: lance 8 dictionary-encodes this Utf8 page in format 2.0.
   const colors = ["red", "green", "blue"];
   const rows = range(0, 300).map((i) => ({ id: String(i), color: colors[i % 3], n: i }));
-  const tbl = await createTable(db, "dict", dictSchema, rows, V20);
+  const tbl = await createTable(db, "dict", dictSchema, rows, TABLE);
   rec.add("dict-v1", "dict", null, expectVersion(await tbl.version(), 1, "create"), rows, {
     filters: [{ where: "color = 'red'", pred: (r) => r.color === "red" }],
     columns: ["id", "color"],
@@ -202,7 +202,7 @@ async function writeBranched(db, rec) {
   const name = "branched";
   const filters = [{ where: "val > 5", pred: (r) => r.val > 5 }];
   const main = range(0, 5).map(branchedRow);
-  const tbl = await createTable(db, name, branchedSchema, main, V20_STABLE);
+  const tbl = await createTable(db, name, branchedSchema, main, TABLE_STABLE);
   const v1 = expectVersion(await tbl.version(), 1, "create");
   rec.add(`${name}-main-v1`, name, null, v1, main, { filters });
 
@@ -240,7 +240,7 @@ async function writeOCompact(db, rec) {
     return out.map((x) => x.row);
   };
   const snap = (v) => rec.add(`${name}-v${v}`, name, null, v, live.map((x) => x.row), { meta: live.map((x) => x.meta) });
-  const tbl = await createTable(db, name, ocompactSchema, add(range(0, 40), 1), V20_STABLE);
+  const tbl = await createTable(db, name, ocompactSchema, add(range(0, 40), 1), TABLE_STABLE);
   let v = expectVersion(await tbl.version(), 1, "create");
   let next = 40;
   for (let k = 0; k < 24; k++) {

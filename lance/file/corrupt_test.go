@@ -3,7 +3,9 @@ package file
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -231,5 +233,30 @@ func TestSchemaTooDeep(t *testing.T) {
 	_, err := Open(context.Background(), BytesSource(rawFile(t, s, 0)), "deep.lance")
 	if !isFormatError(err) {
 		t.Fatalf("70-level schema: %v", err)
+	}
+}
+
+// TestUnknownFooterVersions: a footer naming a version this package cannot read (2.3, the
+// official engine's "next"; 3.0; the legacy 0.1 and 0.2) is a *FormatError whose cause is an
+// *UnsupportedVersionError naming that version.
+func TestUnknownFooterVersions(t *testing.T) {
+	file, s := smallFile(t)
+	end := len(file) - footerSize
+	for _, v := range []Version{{2, 3}, {3, 0}, {0, 1}, {0, 2}} {
+		b := append([]byte(nil), file...)
+		binary.LittleEndian.PutUint16(b[end+32:], uint16(v.Major))
+		binary.LittleEndian.PutUint16(b[end+34:], uint16(v.Minor))
+		_, err := Open(t.Context(), BytesSource(b), "f.lance")
+		var fe *FormatError
+		var ue *UnsupportedVersionError
+		if !errors.As(err, &fe) || !errors.As(err, &ue) || ue.Version != v || ue.Op != "read" {
+			t.Fatalf("%s: got %v", v, err)
+		}
+		if !strings.Contains(err.Error(), v.String()) {
+			t.Fatalf("%s: message %q does not name the version", v, err)
+		}
+	}
+	if _, err := NewWriter(s, Options{Version: Version{2, 3}}); !errors.As(err, new(*UnsupportedVersionError)) {
+		t.Fatalf("writer accepted 2.3: %v", err)
 	}
 }

@@ -195,7 +195,7 @@ func writeGoStable(ctx context.Context, m *goModel, dir string) error {
 	}
 	fo := lance.StageOptions{FileOptions: file.Options{MaxPageRows: 5}}
 	rows := rowsRange(plainRow, 0, 200) // one large fragment that the deletes below thin out
-	d, err := lance.Create(ctx, st, ls, rec(as, rows), lance.CreateOptions{Stage: fo})
+	d, err := lance.Create(ctx, st, ls, rec(as, rows), m.createOptions(lance.CreateOptions{Stage: fo}))
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func writeGoForOfficial(ctx context.Context, m *goModel, dir string) error {
 		return err
 	}
 	rows := rowsRange(plainRow, 0, 300)
-	d, err := lance.Create(ctx, st, ls, rec(as, rows), lance.CreateOptions{})
+	d, err := lance.Create(ctx, st, ls, rec(as, rows), m.createOptions(lance.CreateOptions{}))
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,13 @@ type goModel struct {
 	// stable-row-id tables: the latest recorded version, its row ids and versions (scan order)
 	version map[string]uint64
 	meta    map[string][]canon.Row
+	// fileVersion: every table is created at the round's data file version.
+	fileVersion file.Version
+}
+
+func (m *goModel) createOptions(o lance.CreateOptions) lance.CreateOptions {
+	o.FileVersion = m.fileVersion
+	return o
 }
 
 func key(table, branch string) string { return table + "@" + branch }
@@ -99,7 +106,7 @@ func concat(parts ...[]canon.Row) []canon.Row {
 
 // writeGoTables writes the Go side's tables with the Go lance package and records cases.json.
 func writeGoTables(ctx context.Context, s *suite, dir string) (*goModel, error) {
-	m := &goModel{sch: map[string]*arrow.Schema{}, rows: map[string][]canon.Row{}, version: map[string]uint64{}, meta: map[string][]canon.Row{}}
+	m := &goModel{sch: map[string]*arrow.Schema{}, rows: map[string][]canon.Row{}, version: map[string]uint64{}, meta: map[string][]canon.Row{}, fileVersion: s.version}
 	err := func() error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -173,7 +180,7 @@ func writeAllTypes(ctx context.Context, m *goModel, dir string) error {
 	small := lance.StageOptions{FileOptions: file.Options{MaxPageRows: 6}}
 	cols := []string{"id", "ls", "vec", "ls_i64", "ts"}
 	rows := rowsRange(allTypesRow, 0, 20)
-	d, err := lance.Create(ctx, st, ls, rec(as, rows), lance.CreateOptions{Stage: small})
+	d, err := lance.Create(ctx, st, ls, rec(as, rows), m.createOptions(lance.CreateOptions{Stage: small}))
 	if err != nil {
 		return err
 	}
@@ -246,7 +253,7 @@ func writePlainV1(ctx context.Context, m *goModel, dir string) error {
 	}
 	fo := lance.StageOptions{FileOptions: file.Options{MaxPageRows: 333}}
 	rows := rowsRange(plainRow, 0, 2500)
-	d, err := lance.Create(ctx, st, ls, rec(as, rows), lance.CreateOptions{V1Naming: true, DisableStableRowIDs: true, Stage: fo})
+	d, err := lance.Create(ctx, st, ls, rec(as, rows), m.createOptions(lance.CreateOptions{V1Naming: true, DisableStableRowIDs: true, Stage: fo}))
 	if err != nil {
 		return err
 	}
@@ -278,7 +285,7 @@ func writeInlineOnly(ctx context.Context, m *goModel, dir string) error {
 	}
 	fo := lance.StageOptions{InlineTransactionOnly: true}
 	rows := rowsRange(plainRow, 0, 300)
-	d, err := lance.Create(ctx, st, ls, rec(as, rows), lance.CreateOptions{Stage: fo})
+	d, err := lance.Create(ctx, st, ls, rec(as, rows), m.createOptions(lance.CreateOptions{Stage: fo}))
 	if err != nil {
 		return err
 	}
@@ -315,7 +322,7 @@ func writeBranched(ctx context.Context, m *goModel, dir string) error {
 		return err
 	}
 	main := rowsRange(plainRow, 0, 10)
-	d, err := lance.Create(ctx, st, ls, rec(as, main), lance.CreateOptions{})
+	d, err := lance.Create(ctx, st, ls, rec(as, main), m.createOptions(lance.CreateOptions{}))
 	if err != nil {
 		return err
 	}
@@ -371,7 +378,7 @@ func writeCompacted(ctx context.Context, m *goModel, dir string) error {
 		return err
 	}
 	rows := rowsRange(plainRow, 0, 1)
-	d, err := lance.Create(ctx, st, ls, rec(as, rows), lance.CreateOptions{})
+	d, err := lance.Create(ctx, st, ls, rec(as, rows), m.createOptions(lance.CreateOptions{}))
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/omnigraph/omnigraph-worker/integration/lancecompat/canon"
+	"github.com/omnigraph/omnigraph-worker/lance/file"
 )
 
 type result struct {
@@ -30,10 +31,15 @@ type suite struct {
 	script  string
 	results []result
 	verbose bool
+	// engine and version are the official engine (engine.mjs's LANCE_ENGINE) and the data file
+	// version of every table this round creates, on both sides; prefix names the round.
+	engine  string
+	version file.Version
+	prefix  string
 }
 
 func (s *suite) add(name string, err error) {
-	r := result{Case: name, OK: err == nil}
+	r := result{Case: s.prefix + name, OK: err == nil}
 	if err != nil {
 		r.Error = err.Error()
 	}
@@ -52,6 +58,7 @@ func (s *suite) record(r result) {
 // runNode runs one compat.mjs subcommand and records each JSON result line it prints.
 func (s *suite) runNode(ctx context.Context, prefix string, args ...string) error {
 	cmd := exec.CommandContext(ctx, s.node, append([]string{s.script}, args...)...)
+	cmd.Env = append(os.Environ(), "LANCE_ENGINE="+s.engine, "LANCE_DATA_VERSION="+s.version.String())
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = os.Stderr
@@ -67,7 +74,7 @@ func (s *suite) runNode(ctx context.Context, prefix string, args ...string) erro
 			s.add(prefix+"node-output", fmt.Errorf("unparseable line %q", sc.Text()))
 			continue
 		}
-		r.Case = prefix + r.Case
+		r.Case = s.prefix + prefix + r.Case
 		s.record(r)
 	}
 	return nil
@@ -77,6 +84,7 @@ func main() {
 	work := flag.String("work", "", "working directory (default: a fresh temp dir, removed afterwards)")
 	script := flag.String("script", "integration/lancecompat/compat.mjs", "path of compat.mjs")
 	verbose := flag.Bool("v", false, "print every case")
+	engines := flag.String("engines", "lance8,lance10,lance12", "official engines to run against (engine.mjs names)")
 	flag.Parse()
 	dir := *work
 	if dir == "" {
@@ -91,6 +99,37 @@ func main() {
 	s := &suite{node: "node", script: *script, verbose: *verbose}
 	ctx := context.Background()
 
+	// Every engine, at every data file version this build both reads and writes: each round
+	// runs the whole suite both ways in a directory of its own.
+	var rounds []string
+	for _, engine := range strings.Split(*engines, ",") {
+		for _, v := range []file.Version{file.V2_0, file.V2_1, file.V2_2} {
+			if !file.Readable(v) || !file.Writable(v) {
+				continue
+			}
+			s.engine, s.version, s.prefix = engine, v, fmt.Sprintf("%s/%s/", engine, v)
+			rounds = append(rounds, strings.TrimSuffix(s.prefix, "/"))
+			round(ctx, s, filepath.Join(dir, engine+"-"+v.String()))
+		}
+	}
+	s.prefix = ""
+	refGraphCompat(ctx, s, dir)
+
+	failed := 0
+	for _, r := range s.results {
+		if !r.OK {
+			failed++
+		}
+	}
+	fmt.Printf("lance-compat: engines and data file versions proven both ways: %s\n", strings.Join(rounds, ", "))
+	fmt.Printf("lance-compat: %d passed, %d failed\n", len(s.results)-failed, failed)
+	if failed > 0 {
+		os.Exit(1)
+	}
+}
+
+// round runs every case against one engine at one data file version, under dir.
+func round(ctx context.Context, s *suite, dir string) {
 	goDir, nodeDir := filepath.Join(dir, "go"), filepath.Join(dir, "node")
 	model, err := writeGoTables(ctx, s, goDir)
 	if err == nil {
@@ -104,17 +143,6 @@ func main() {
 		goCleansNode(ctx, s, nodeDir)
 	}
 	graphCompat(ctx, s, dir)
-
-	failed := 0
-	for _, r := range s.results {
-		if !r.OK {
-			failed++
-		}
-	}
-	fmt.Printf("lance-compat: %d passed, %d failed\n", len(s.results)-failed, failed)
-	if failed > 0 {
-		os.Exit(1)
-	}
 }
 
 // verifyCase is one entry of cases.json in the verify format compat.mjs reads.
