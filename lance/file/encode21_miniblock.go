@@ -72,11 +72,12 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *page21) bool {
 	// the value buffer sizes of values [v, v+n)
 	bufSizes := func(v, n int) [2]int {
 		if lens != nil {
-			total := (n + 1) * ow
+			total := 0
 			for _, x := range lens[v : v+n] {
 				total += int(x)
 			}
-			return [2]int{total}
+			// the readers take the buffer as whole offsets: the bytes are padded to the width
+			return [2]int{(n+1)*ow + (total+ow-1)/ow*ow}
 		}
 		vb := int((l.valueBits()*int64(n) + 7) / 8)
 		if validity {
@@ -337,5 +338,8 @@ func (l *leaf21) putVariableChunk(out []byte, h int, cur *valCursor, lens []uint
 		src := bufBytes(arr.Data().Buffers()[2])
 		d += copy(out[d:], src[off.at(from):off.at(to)])
 	})
+	for ; (d-h)%ow != 0; d++ {
+		out[d] = padByte // the engines pad the bytes to the offset width with 'H'
+	}
 	return fillPad(out, d)
 }

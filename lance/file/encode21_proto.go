@@ -123,9 +123,9 @@ func (d fullZipDesc) encode() []byte {
 // allNullDesc describes a page without values. With levels (a 2.2 complex all-null page) the
 // rep/def buffers are declared as flat u16, as a 2.1 reader assumes them to be.
 type allNullDesc struct {
-	layers           []repDefLayer
-	numRep, numDef   uint64 // levels stored; 0 when the buffer is absent
-	v22, rep, def    bool
+	layers         []repDefLayer
+	numRep, numDef uint64 // levels stored; 0 when the buffer is absent
+	v22, rep, def  bool
 }
 
 func (d allNullDesc) encode() []byte {
