@@ -116,17 +116,31 @@ func TestNeverMixFileVersions(t *testing.T) {
 			if v, ok := probe.FileVersion(); !ok || v.String() != fx.version {
 				t.Fatalf("fixture declares %v (%v), want %s", v, ok, fx.version)
 			}
+			v, _ := probe.FileVersion()
 			for _, path := range writePaths {
 				t.Run(path.name, func(t *testing.T) {
 					d, dir := openFixture(t, fx.dir)
 					before := treeOf(t, dir)
 					err := path.run(t, d)
+					op := path.op
+					switch {
+					case op == "commit" || !file.Writable(v):
+					case path.reads && !file.Readable(v):
+						op = "read"
+					default:
+						// this build writes the declared version: the path succeeds and adds files of it
+						if err != nil {
+							t.Fatalf("got %v, want the write to succeed", err)
+						}
+						checkAddedVersions(t, d, v)
+						return
+					}
 					var dv *DataVersionError
 					if !errors.As(err, &dv) {
 						t.Fatalf("got %v, want *DataVersionError", err)
 					}
-					if dv.Declared != fx.version || dv.Op != path.op || !strings.Contains(dv.Dataset, fx.dir) {
-						t.Fatalf("error fields %+v, want declared %s, op %s, dataset naming %s", dv, fx.version, path.op, fx.dir)
+					if dv.Declared != fx.version || dv.Op != op || !strings.Contains(dv.Dataset, fx.dir) {
+						t.Fatalf("error fields %+v, want declared %s, op %s, dataset naming %s", dv, fx.version, op, fx.dir)
 					}
 					msg := err.Error()
 					if !strings.Contains(msg, fx.version) || !strings.Contains(msg, dv.Files) || dv.Files == "" {
@@ -141,47 +155,84 @@ func TestNeverMixFileVersions(t *testing.T) {
 	}
 }
 
+// checkAddedVersions checks that every data file the latest version of d has beyond d's own is
+// of version v and records the columns a file of v has (file.ColumnFields).
+func checkAddedVersions(t *testing.T, d *Dataset, v file.Version) {
+	t.Helper()
+	old := map[string]bool{}
+	for _, f := range d.manifest.Fragments {
+		for _, df := range f.Files {
+			old[df.Path] = true
+		}
+	}
+	latest, err := d.Latest(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := file.ColumnFields(latest.Schema(), v)
+	added := 0
+	for _, f := range latest.manifest.Fragments {
+		for _, df := range f.Files {
+			if old[df.Path] {
+				continue
+			}
+			added++
+			if df.FileMajor != v.Major || df.FileMinor != v.Minor {
+				t.Fatalf("added file %s is %d.%d, want %s", df.Path, df.FileMajor, df.FileMinor, v)
+			}
+			if fmt.Sprint(df.Fields) != fmt.Sprint(want) || len(df.ColumnIndices) != len(want) {
+				t.Fatalf("added file %s records fields %v columns %v, want fields %v", df.Path, df.Fields, df.ColumnIndices, want)
+			}
+		}
+	}
+	if added == 0 {
+		t.Fatal("no data file added")
+	}
+}
+
 // writePaths are the dataset operations that encode data files, each run to its commit. op is
 // the refusal expected while this build neither reads nor writes 2.1/2.2 files: paths that read
-// rows first (to find what to replace) are refused as a read.
+// rows first (to find what to replace) are refused as a read. reads marks the paths that read
+// rows, and so are refused as a read while the version can be written but not read.
 var writePaths = []struct {
-	name string
-	op   string
-	run  func(*testing.T, *Dataset) error
+	name  string
+	op    string
+	reads bool
+	run   func(*testing.T, *Dataset) error
 }{
-	{"append", "write", func(t *testing.T, d *Dataset) error {
+	{"append", "write", false, func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageAppend(t.Context(), fixtureRows(t, d, "new"), StageOptions{}))
 	}},
-	{"insert-only update", "write", func(t *testing.T, d *Dataset) error {
+	{"insert-only update", "write", false, func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageInsertOnlyUpdate(t.Context(), fixtureRows(t, d, "new"), StageOptions{}))
 	}},
-	{"overwrite", "write", func(t *testing.T, d *Dataset) error {
+	{"overwrite", "write", false, func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageOverwrite(t.Context(), d.Schema(), fixtureRows(t, d, "n1"), StageOptions{}))
 	}},
-	{"rewrite rows", "write", func(t *testing.T, d *Dataset) error {
+	{"rewrite rows", "write", false, func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageRewriteRows(t.Context(), []RowAddress{0}, fixtureRows(t, d, "n0"), StageOptions{}))
 	}},
-	{"upsert", "read", func(t *testing.T, d *Dataset) error {
+	{"upsert", "read", true, func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageUpsert(t.Context(), "id", fixtureRows(t, d, "n1", "new"), StageOptions{}))
 	}},
-	{"delete by filter", "read", func(t *testing.T, d *Dataset) error {
+	{"delete by filter", "read", true, func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageDelete(t.Context(), In("id", "n1"), StageOptions{}))
 	}},
-	{"compaction", "write", func(t *testing.T, d *Dataset) error {
+	{"compaction", "write", true, func(t *testing.T, d *Dataset) error {
 		s, _, err := d.StageCompaction(t.Context(), CompactionOptions{}, StageOptions{})
 		if err == nil && s == nil {
 			t.Fatal("compaction found nothing to do on two small fragments")
 		}
 		return stageCommit(t.Context(), d)(s, err)
 	}},
-	{"compact tail", "read", func(t *testing.T, d *Dataset) error {
+	{"compact tail", "read", true, func(t *testing.T, d *Dataset) error {
 		s, _, err := d.CompactTail(t.Context(), 2, StageOptions{})
 		if err == nil && s == nil {
 			t.Fatal("tail compaction found nothing to do on two small fragments")
 		}
 		return stageCommit(t.Context(), d)(s, err)
 	}},
-	{"copy 2.0 fragments in (merge)", "commit", func(t *testing.T, d *Dataset) error {
+	{"copy 2.0 fragments in (merge)", "commit", false, func(t *testing.T, d *Dataset) error {
 		src, err := Create(t.Context(), freshMem(t, "src"), d.Schema(), fixtureRows(t, d, "b1"), CreateOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -39,7 +39,7 @@ func (w *writer21) flush(l *leaf21) {
 	l.segs = l.segs[:0]
 	l.rep, l.def = l.rep[:0], nil
 	clear(l.used)
-	l.values, l.levels, l.rows, l.bytes, l.maxLen = 0, 0, 0, 0, 0
+	l.values, l.levels, l.rows, l.bytes, l.vbits, l.maxLen = 0, 0, 0, 0, 0, 0
 }
 
 // pageData is a pending page ready to encode: levels renumbered, layers decided.

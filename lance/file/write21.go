@@ -72,6 +72,7 @@ type leaf21 struct {
 	rows     int
 	firstRow uint64
 	bytes    int64 // value bytes
+	vbits    int64 // fixed width: value bits (bytes is their whole bytes, however they came)
 	maxLen   int64 // longest binary value
 	pages    []page21
 }
@@ -220,15 +221,18 @@ func (w *writer21) appendLeaf(l *leaf21, col arrow.Array, n int) {
 	}
 }
 
-// full reports whether l's pending page has reached the page size or row limit.
+// full reports whether l's pending page has reached the page size or row limit. Its size
+// counts 4 bytes of levels per level; fixed-width values are counted in bits, so that where a
+// page ends does not depend on how the rows came in batches.
 func (l *leaf21) full(o Options) bool {
-	size := l.bytes + 4*int64(l.levels)
-	return size >= int64(o.MaxPageBytes) || (o.MaxPageRows > 0 && l.rows >= o.MaxPageRows)
+	return l.sizeBits() >= 8*int64(o.MaxPageBytes) || (o.MaxPageRows > 0 && l.rows >= o.MaxPageRows)
 }
 
-// room is how many more value bytes l's pending page takes before it is full.
-func (l *leaf21) room(o Options) int64 {
-	return int64(o.MaxPageBytes) - l.bytes - 4*int64(l.levels)
+func (l *leaf21) sizeBits() int64 {
+	if l.lay.kind == kindBinary {
+		return 8 * (l.bytes + 4*int64(l.levels))
+	}
+	return l.vbits + 32*int64(l.levels)
 }
 
 // finish flushes every leaf and lays out the metadata after the pages.

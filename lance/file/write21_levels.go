@@ -27,7 +27,7 @@ func (w *writer21) recordFlat(l *leaf21, arrs []arrow.Array, from, n int) int {
 	if w.opts.MaxPageRows > 0 {
 		k = min(k, w.opts.MaxPageRows-l.rows)
 	}
-	room := l.room(w.opts)
+	room := int64(w.opts.MaxPageBytes) - l.sizeBits()/8
 	var bytes int64
 	if l.lay.kind == kindBinary {
 		off := offsetsOf(leaf)
@@ -40,8 +40,10 @@ func (w *writer21) recordFlat(l *leaf21, arrs []arrow.Array, from, n int) int {
 		}
 	} else {
 		per := l.valueBits() + 32 // and 4 bytes of levels, as full() counts them
-		k = max(1, int(min(int64(k), (room*8+per-1)/per)))
-		bytes = (l.valueBits()*int64(k) + 7) / 8
+		roomBits := 8*int64(w.opts.MaxPageBytes) - l.sizeBits()
+		k = max(1, int(min(int64(k), (roomBits+per-1)/per)))
+		l.vbits += l.valueBits() * int64(k)
+		bytes = (l.vbits+7)/8 - l.bytes
 	}
 	nulls := false
 	for _, a := range arrs {
@@ -108,17 +110,17 @@ func (w *writer21) recordNested(l *leaf21, arrs []arrow.Array, offs []offsets, f
 	}
 	i := from
 	for i < n {
-		before := c.bytes + 4*int64(l.levels)
+		levels := l.levels
 		c.visit(0, i, l.maxRep, 0)
 		l.rows++
 		i++
-		w.pending += c.bytes + 4*int64(l.levels) - before
-		if l.bytes+c.bytes+4*int64(l.levels) >= int64(w.opts.MaxPageBytes) ||
-			(w.opts.MaxPageRows > 0 && l.rows >= w.opts.MaxPageRows) {
+		w.pending += c.bytes + 4*int64(l.levels-levels)
+		l.bytes += c.bytes
+		c.bytes = 0
+		if l.full(w.opts) {
 			break
 		}
 	}
-	l.bytes += c.bytes
 	return i - from
 }
 
@@ -173,7 +175,9 @@ func (c *nestCtx) value(a arrow.Array, i int) {
 		l.maxLen = max(l.maxLen, n)
 		c.bytes += n + 4
 	} else {
-		c.bytes += (l.valueBits() + 7) / 8
+		old := (l.vbits + 7) / 8
+		l.vbits += l.valueBits()
+		c.bytes += (l.vbits+7)/8 - old
 	}
 }
 

@@ -467,3 +467,52 @@ func TestWriter21RefusedBatchChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// Pages are cut from the values alone, so writing a record whole or in slices (arrays with
+// offsets) gives the same pages (only their order in the file may differ); and every array a
+// Writer retains is released again.
+func TestWrite21SlicesWriteTheSameFile(t *testing.T) {
+	s, as := testSchema(t)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec := randomRecord(mem, as, 3000, 0.2, 21)
+	defer rec.Release()
+	for _, v := range []Version{V2_1, V2_2} {
+		for _, o := range []Options{{}, {MaxPageRows: 333}, {MaxPageBytes: 5000}} {
+			o.Version = v
+			whole := writeFile(t, s, o, rec)
+			_, cols := testColumns21(t, whole)
+			_, sliced := testColumns21(t, writeFile(t, s, o, rec, 1, 7, 0, 500, 1000))
+			for c := range cols {
+				if len(cols[c]) != len(sliced[c]) {
+					t.Fatalf("%s %+v column %d: %d pages, sliced %d", v, o, c, len(cols[c]), len(sliced[c]))
+				}
+				for i, p := range cols[c] {
+					q := sliced[c][i]
+					same := p.rows == q.rows && bytes.Equal(p.layout, q.layout) && len(p.bufs) == len(q.bufs)
+					for k := 0; same && k < len(p.bufs); k++ {
+						same = bytes.Equal(p.bufs[k], q.bufs[k])
+					}
+					if !same {
+						t.Fatalf("%s %+v column %d page %d differs when written from slices", v, o, c, i)
+					}
+				}
+			}
+			if want := len(ColumnFields(s, v)); len(cols) != want {
+				t.Fatalf("%d columns, want %d", len(cols), want)
+			}
+			for c, pages := range cols {
+				rows := uint64(0)
+				for _, p := range pages {
+					if p.priority != rows {
+						t.Fatalf("column %d: page at row %d says priority %d", c, rows, p.priority)
+					}
+					rows += p.rows
+				}
+				if rows != 3000 {
+					t.Fatalf("column %d: pages hold %d rows", c, rows)
+				}
+			}
+		}
+	}
+}
