@@ -56,23 +56,23 @@ func (l *leaf21) wide() bool {
 	return l.valueBits() >= 8*wideValueBytes
 }
 
-// itemValidity reports whether a fixed-size-list leaf needs its items' validity stored: some
-// item is null in a row that is not.
+// itemValidity reports whether a fixed-size-list leaf stores its items' validity: when a row
+// or an item of the page is null. (The engines do the same; they read a list of vectors with
+// null vectors wrongly without it, "Structural validity has N entries for an array with M
+// values".)
 func (l *leaf21) itemValidity() bool {
 	if l.lay.kind != kindFixed || l.lay.dim == 0 {
 		return false
 	}
 	dim := l.lay.dim
 	for _, s := range l.segs {
+		if nullsIn(s.arr, s.from, s.to) > 0 {
+			return true
+		}
 		items := s.arr.(*array.FixedSizeList).ListValues()
 		base := s.arr.Data().Offset() * dim
-		if items.NullN() == 0 {
-			continue
-		}
-		for r := s.from; r < s.to; r++ {
-			if s.arr.IsValid(r) && nullsIn(items, base+r*dim, base+(r+1)*dim) > 0 {
-				return true
-			}
+		if nullsIn(items, base+s.from*dim, base+s.to*dim) > 0 {
+			return true
 		}
 	}
 	return false

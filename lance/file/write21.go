@@ -51,6 +51,8 @@ type step struct {
 	null  uint16 // raw def code of a null here
 	empty uint16 // stepList: raw def code of an empty list
 	rep   uint16 // stepList: rep level of an item continuing this list
+	// nullable is the field's nullability: leaves under a list declare their layers from it
+	nullable bool
 }
 
 // leaf21 is one file column and its pending page.
@@ -105,14 +107,14 @@ func (w *writer21) addLeaves(f *schema.Field, name string, path []step) error {
 	if err != nil {
 		return fmt.Errorf("lance file: column %q: %w", name, err)
 	}
-	path = append(path[:len(path):len(path)], step{})
+	path = append(path[:len(path):len(path)], step{nullable: f.Nullable})
 	switch lay.kind {
 	case kindStruct:
 		if len(f.Children) == 0 {
 			return fmt.Errorf("lance file: struct column %q has no fields; a 2.1 file has no column to store it in", name)
 		}
 		for i, k := range f.Children {
-			path[len(path)-1] = step{kind: stepStruct, child: i}
+			path[len(path)-1] = step{kind: stepStruct, child: i, nullable: f.Nullable}
 			if err := w.addLeaves(k, name+"."+k.Name, path); err != nil {
 				return err
 			}
@@ -122,7 +124,7 @@ func (w *writer21) addLeaves(f *schema.Field, name string, path []step) error {
 		if len(f.Children) != 1 {
 			return fmt.Errorf("lance file: list column %q has %d child fields", name, len(f.Children))
 		}
-		path[len(path)-1] = step{kind: stepList}
+		path[len(path)-1] = step{kind: stepList, nullable: f.Nullable}
 		return w.addLeaves(f.Children[0], name+"."+f.Children[0].Name, path)
 	}
 	if len(f.Children) != 0 {
@@ -132,7 +134,7 @@ func (w *writer21) addLeaves(f *schema.Field, name string, path []step) error {
 		// too wide for a mini-block chunk, and full-zip stores whole bytes per value
 		return fmt.Errorf("lance file: column %q: fixed size list of %d booleans is not supported", name, lay.dim)
 	}
-	path[len(path)-1] = step{kind: stepLeaf}
+	path[len(path)-1] = step{kind: stepLeaf, nullable: f.Nullable}
 	l := &leaf21{name: name, lay: lay, dt: dt, steps: path}
 	// Raw codes, innermost layer first: the leaf's null, then each parent's null (and a list's
 	// empty), as RepDefLayer numbers its levels.

@@ -185,7 +185,27 @@ func (c *nestCtx) value(a arrow.Array, i int) {
 // table renumbering raw def codes into the codes of those layers (nil when no level is
 // non-zero, so the page has no def levels), and the highest renumbered code of a level that
 // has a value (codes above it are null or empty lists, or nulls above a list).
+//
+// A leaf without a list above it gets the layers its page needs (as the engines write them).
+// A leaf under a list gets the same layers on every page, declared from the fields'
+// nullability (a list may always be empty): the engines misread a column whose full-zip pages
+// under a list disagree on their layers ("Structural validity has N entries for an array with
+// M values"), and the levels such a leaf stores anyway make the def levels cheap.
 func (l *leaf21) pageLayers() ([]repDefLayer, []uint16, uint16) {
+	if l.lists {
+		declared := false
+		for _, s := range l.steps {
+			if s.nullable {
+				l.used[s.null], declared = true, true
+			}
+			if s.kind == stepList {
+				l.used[s.empty], declared = true, true
+			}
+		}
+		if declared && l.def == nil {
+			l.def = make([]uint16, l.levels)
+		}
+	}
 	layers := make([]repDefLayer, 0, len(l.steps))
 	var remap []uint16
 	if l.def != nil {

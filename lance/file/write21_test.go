@@ -158,15 +158,15 @@ func TestWrite21ListBytes(t *testing.T) {
 	if len(p.bufs) != 3 {
 		t.Fatalf("%d buffers, want metadata, chunks, repetition index", len(p.bufs))
 	}
-	// rep: a row starts at 1; def: null list 1, empty list 2 (layers: all-valid item,
-	// null-and-empty list)
+	// rep: a row starts at 1; def: null list 2, empty list 3 (layers, declared from the
+	// fields under a list: nullable item, null-and-empty list)
 	wantBytes(t, "chunk", p.bufs[1], "0500 0a00 0a00 0c000000 fefefefefefe"+
 		"0100 0000 0100 0100 0100 fefefefefefe"+
-		"0000 0000 0100 0200 0000 fefefefefefe"+
+		"0000 0000 0200 0300 0000 fefefefefefe"+
 		"01000000 02000000 03000000 fefefefe")
 	wantBytes(t, "metadata", p.bufs[0], "70000000")
 	wantBytes(t, "repetition index", p.bufs[2], "0400000000000000 0000000000000000")
-	wantBytes(t, "layout", p.layout, "0a1e 0a04 0a020810 1204 0a020810 1a04 0a020820 3202 0106 3801 4001 4803 5001")
+	wantBytes(t, "layout", p.layout, "0a1e 0a04 0a020810 1204 0a020810 1a04 0a020820 3202 0306 3801 4001 4803 5001")
 }
 
 func TestWrite21FullZipStringBytes(t *testing.T) {
@@ -223,8 +223,8 @@ func TestWrite21AllNullPages(t *testing.T) {
 		v      Version
 		layout string
 	}{
-		{V2_1, "1204 2a02 0106"},
-		{V2_2, "1214 2a02 0106 3a04 0a020810 4204 0a020810 4802 5002"},
+		{V2_1, "1204 2a02 0306"},
+		{V2_2, "1214 2a02 0306 3a04 0a020810 4204 0a020810 4802 5002"},
 	} {
 		n, l := mk()
 		_, cols := testColumns21(t, write21(t, tc.v, Options{}, as, n, l))
@@ -238,7 +238,7 @@ func TestWrite21AllNullPages(t *testing.T) {
 			t.Fatalf("%s: %d buffers, want rep and def", tc.v, len(p.bufs))
 		}
 		wantBytes(t, tc.v.String()+" rep", p.bufs[0], "0100 0100")
-		wantBytes(t, tc.v.String()+" def", p.bufs[1], "0200 0100")
+		wantBytes(t, tc.v.String()+" def", p.bufs[1], "0300 0200")
 		wantBytes(t, tc.v.String()+" layout", p.layout, tc.layout)
 	}
 }
@@ -325,9 +325,9 @@ func TestWrite21LongEmptyRunsGoFullZip(t *testing.T) {
 	if kind != 3 {
 		t.Fatalf("layout %d, want full-zip (3)", kind)
 	}
-	// one control word per level, rep << 1 | def (the only def level is the empty list's, 1),
-	// and each value after its word
-	if z := p.bufs[0]; len(z) != 40003+3*4 || z[0] != 0b10 || z[5] != 0 || z[10] != 0b11 {
+	// one control word per level, rep << 2 | def (an empty list is def 3 under the declared
+	// layers nullable item, null-and-empty list), and each value after its word
+	if z := p.bufs[0]; len(z) != 40003+3*4 || z[0] != 0b100 || z[5] != 0 || z[10] != 0b111 {
 		t.Fatalf("zipped buffer of %d bytes starts %x", len(z), z[:12])
 	}
 }
@@ -512,6 +512,43 @@ func TestWrite21SlicesWriteTheSameFile(t *testing.T) {
 				if rows != 3000 {
 					t.Fatalf("column %d: pages hold %d rows", c, rows)
 				}
+			}
+		}
+	}
+}
+
+// A leaf under a list declares the same layers on every page, whatever its data.
+func TestWrite21ListLayersSameOnEveryPage(t *testing.T) {
+	as := arrow.NewSchema([]arrow.Field{{Name: "l", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true}}, nil)
+	mk := func() arrow.Array {
+		lb := array.NewListBuilder(memory.DefaultAllocator, arrow.BinaryTypes.String)
+		vb := lb.ValueBuilder().(*array.StringBuilder)
+		lb.Append(true)
+		vb.Append("a") // page 1: no null, no empty
+		lb.Append(true)
+		vb.Append(strings.Repeat("b", 300)) // page 2: full-zip
+		lb.AppendNull()                     // page 3: a null list, no values (all-null layout)
+		lb.Append(true)
+		vb.AppendNull() // page 4: a null item
+		return lb.NewArray()
+	}
+	for _, v := range []Version{V2_1, V2_2} {
+		_, cols := testColumns21(t, write21(t, v, Options{MaxPageRows: 1}, as, mk()))
+		if len(cols[0]) != 4 {
+			t.Fatalf("%d pages", len(cols[0]))
+		}
+		for i, p := range cols[0] {
+			var layers []byte
+			err := pb.Walk(p.layout, func(f pb.Field) error {
+				return pb.Walk(f.Bytes, func(g pb.Field) error {
+					if (f.Num == 1 && g.Num == 6) || (f.Num == 3 && g.Num == 8) || (f.Num == 2 && g.Num == 5) {
+						layers = g.Bytes
+					}
+					return nil
+				})
+			})
+			if err != nil || !bytes.Equal(layers, []byte{3, 6}) {
+				t.Fatalf("%s page %d: layers %v (%v), want nullable item, null-and-empty list", v, i, layers, err)
 			}
 		}
 	}

@@ -311,6 +311,30 @@ func nestedCols() []col {
 			fb.Append(true)
 			f32s(fb.ValueBuilder(), float32(i), 2, 3, 4)
 		}},
+		{nullable("l_wide", listOf(fsl(128, arrow.PrimitiveTypes.Float32))), func(b array.Builder, i int) {
+			lb := b.(*array.ListBuilder)
+			switch i % 5 {
+			case 0:
+				lb.AppendNull()
+				return
+			case 1:
+				lb.Append(true)
+				return
+			}
+			lb.Append(true)
+			fb := lb.ValueBuilder().(*array.FixedSizeListBuilder)
+			for k := 0; k < i%3; k++ {
+				if k == 1 && i%2 == 0 {
+					fb.AppendNull()
+					continue
+				}
+				fb.Append(true)
+				vb := fb.ValueBuilder().(*array.Float32Builder)
+				for j := 0; j < 128; j++ {
+					vb.Append(float32(i*1000 + k*128 + j))
+				}
+			}
+		}},
 		{nullable("l_fsl", listOf(fsl(2, arrow.PrimitiveTypes.Int32))), func(b array.Builder, i int) {
 			lb := b.(*array.ListBuilder)
 			if i%8 == 7 {
@@ -434,6 +458,66 @@ func bigCols() []col {
 	}
 }
 
+// longEmptyCols have runs of 40000 empty or null lists between values: too many levels for a
+// mini-block chunk, so their pages are full-zip.
+func longEmptyCols() []col {
+	has := func(i int) bool { return i < 3 || i >= 40_003 }
+	return []col{
+		{nullable("l", listOf(arrow.PrimitiveTypes.Int32)), func(b array.Builder, i int) {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			if has(i) {
+				lb.ValueBuilder().(*array.Int32Builder).Append(int32(i))
+			}
+		}},
+		{nullable("ls", listOf(arrow.BinaryTypes.String)), func(b array.Builder, i int) {
+			lb := b.(*array.ListBuilder)
+			if !has(i) {
+				lb.AppendNull()
+				return
+			}
+			lb.Append(true)
+			lb.ValueBuilder().(*array.StringBuilder).Append(str(i))
+		}},
+	}
+}
+
+// varyingCols have nulls in their first rows only, so their pages (of 5 rows in the case) need
+// different layers: mini-block and full-zip pages without a list above them.
+func varyingCols() []col {
+	early := func(i int) bool { return i < 12 && i%3 == 0 }
+	return []col{
+		{nullable("s", arrow.BinaryTypes.String), func(b array.Builder, i int) {
+			if early(i) {
+				b.AppendNull()
+				return
+			}
+			b.(*array.StringBuilder).Append(big(i, 300*(i%2)))
+		}},
+		{nullable("i", arrow.PrimitiveTypes.Int64), func(b array.Builder, i int) {
+			if early(i) {
+				b.AppendNull()
+				return
+			}
+			b.(*array.Int64Builder).Append(int64(i))
+		}},
+		{nullable("st", arrow.StructOf(nullable("t", arrow.BinaryTypes.String), nullable("v", arrow.FixedSizeListOfField(128, nullable("item", arrow.PrimitiveTypes.Float32))))), func(b array.Builder, i int) {
+			sb := b.(*array.StructBuilder)
+			if early(i + 1) {
+				sb.AppendNull()
+				return
+			}
+			sb.Append(true)
+			sb.FieldBuilder(0).(*array.StringBuilder).Append(big(i, 260))
+			fb := sb.FieldBuilder(1).(*array.FixedSizeListBuilder)
+			fb.Append(true)
+			for k := 0; k < 128; k++ {
+				fb.ValueBuilder().(*array.Float32Builder).Append(float32(i + k))
+			}
+		}},
+	}
+}
+
 // cases are the tables Go writes at each version.
 func cases(bigRows int) []*tcase {
 	return []*tcase{
@@ -442,9 +526,8 @@ func cases(bigRows int) []*tcase {
 		{name: "nested", cols: nestedCols(), rows: 2000, batch: 2000, commits: 1},
 		{name: "nested_pages", cols: nestedCols(), rows: 2000, batch: 500, commits: 2, fo: file.Options{MaxPageRows: 300}},
 		{name: "nested_smallpages", cols: nestedCols(), rows: 600, batch: 600, commits: 1, fo: file.Options{MaxPageBytes: 4096}},
-		{name: "allnull", cols: allNullCols(), rows: 500, batch: 500, commits: 1},
-		{name: "bigvalues", cols: bigValueCols(), rows: 40, batch: 40, commits: 1},
-		{name: "bigvalues_pages", cols: bigValueCols(), rows: 40, batch: 13, commits: 2, fo: file.Options{MaxPageRows: 5}},
+		{name: "varying", cols: varyingCols(), rows: 60, batch: 60, commits: 1, fo: file.Options{MaxPageRows: 5}},
+		{name: "longempty", cols: longEmptyCols(), rows: 40_010, batch: 40_010, commits: 1},
 		{name: "big", cols: bigCols(), rows: bigRows, batch: 100_000, commits: 1},
 		{name: "node1000", cols: nodeCols(), rows: 1000, batch: 1000, commits: 1},
 		{name: "node8192", cols: nodeCols(), rows: 8192, batch: 8192, commits: 1},
