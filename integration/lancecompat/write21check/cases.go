@@ -526,7 +526,12 @@ func cases(bigRows int) []*tcase {
 		{name: "nested", cols: nestedCols(), rows: 2000, batch: 2000, commits: 1},
 		{name: "nested_pages", cols: nestedCols(), rows: 2000, batch: 500, commits: 2, fo: file.Options{MaxPageRows: 300}},
 		{name: "nested_smallpages", cols: nestedCols(), rows: 600, batch: 600, commits: 1, fo: file.Options{MaxPageBytes: 4096}},
+		// full-zip pages under a list whose data alone would call for different layers
+		{name: "wide_lists_pages", cols: nestedCols()[12:13], rows: 600, batch: 600, commits: 1, fo: file.Options{MaxPageRows: 10}},
 		{name: "varying", cols: varyingCols(), rows: 60, batch: 60, commits: 1, fo: file.Options{MaxPageRows: 5}},
+		{name: "allnull", cols: allNullCols(), rows: 500, batch: 500, commits: 1},
+		{name: "bigvalues", cols: bigValueCols(), rows: 40, batch: 40, commits: 1},
+		{name: "bigvalues_pages", cols: bigValueCols(), rows: 40, batch: 13, commits: 2, fo: file.Options{MaxPageRows: 5}},
 		{name: "longempty", cols: longEmptyCols(), rows: 40_010, batch: 40_010, commits: 1},
 		{name: "big", cols: bigCols(), rows: bigRows, batch: 100_000, commits: 1},
 		{name: "node1000", cols: nodeCols(), rows: 1000, batch: 1000, commits: 1},
