@@ -56,26 +56,29 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *page21) bool {
 		nbuf = 2
 	}
 	var lens []uint8 // binary: value lengths, all < wideValueBytes here
+	var cum []int32  // binary: cum[i] = bytes of values [0, i)
 	ow := 4
 	if l.lay.large {
 		ow = 8
 	}
 	if l.lay.kind == kindBinary {
 		lens = make([]uint8, 0, l.values)
+		cum = make([]int32, 1, l.values+1)
+		total := int32(0)
 		for _, s := range l.segs {
 			off := offsetsOf(s.arr)
 			for r := s.from; r < s.to; r++ {
-				lens = append(lens, uint8(off.at(r+1)-off.at(r)))
+				n := uint8(off.at(r+1) - off.at(r))
+				lens = append(lens, n)
+				total += int32(n)
+				cum = append(cum, total)
 			}
 		}
 	}
 	// the value buffer sizes of values [v, v+n)
 	bufSizes := func(v, n int) [2]int {
 		if lens != nil {
-			total := 0
-			for _, x := range lens[v : v+n] {
-				total += int(x)
-			}
+			total := int(cum[v+n] - cum[v])
 			// the readers take the buffer as whole offsets: the bytes are padded to the width
 			return [2]int{(n+1)*ow + (total+ow-1)/ow*ow}
 		}
@@ -98,6 +101,16 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *page21) bool {
 	}
 	hdr = pad8(hdr)
 
+	// visAt[k] is the level of the k-th value, when lists make levels and values differ
+	var visAt []int32
+	if hasRep && hasDef {
+		visAt = make([]int32, 0, l.values)
+		for i, d := range l.def {
+			if d <= pg.maxVis {
+				visAt = append(visAt, int32(i))
+			}
+		}
+	}
 	var chunks []mbChunk
 	v, lv := 0, 0
 	for v < l.values {
@@ -114,8 +127,13 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *page21) bool {
 			}
 			b := bufSizes(v, n)
 			levels := n
-			if hasRep {
-				levels = l.levelsFor(lv, n, pg.maxVis, last)
+			switch {
+			case last:
+				levels = l.levels - lv
+			case visAt != nil:
+				// up to and including the chunk's last value: null and empty lists after it
+				// open the next chunk, as the engines cut them
+				levels = int(visAt[v+n-1]) + 1 - lv
 			}
 			size := hdr + pad8(b[0]) + pad8(b[1])
 			if hasRep {
@@ -238,28 +256,6 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *page21) bool {
 		numBuffers: uint64(nbuf), numItems: uint64(l.values), large: w.large,
 	}.encode()
 	return true
-}
-
-// levelsFor returns how many levels from lv cover the next n values: up to and including the
-// n-th visible one, or all that remain for the last chunk (null and empty lists after a
-// chunk's last value open the next chunk, as the engines cut them).
-func (l *leaf21) levelsFor(lv, n int, maxVis uint16, last bool) int {
-	if last {
-		return l.levels - lv
-	}
-	if l.def == nil {
-		return n
-	}
-	seen := 0
-	for i := lv; i < l.levels; i++ {
-		if l.def[i] <= maxVis {
-			seen++
-			if seen == n {
-				return i + 1 - lv
-			}
-		}
-	}
-	return l.levels - lv
 }
 
 // putRepIndex fills chunk ci's (rows ended, levels left over) pair the way the engines count

@@ -37,6 +37,9 @@ func (w *writer21) flush(l *leaf21) {
 	}
 	l.firstRow += uint64(l.rows)
 	l.segs = l.segs[:0]
+	if l.def != nil {
+		l.spare = l.def[:0]
+	}
 	l.rep, l.def = l.rep[:0], nil
 	clear(l.used)
 	l.values, l.levels, l.rows, l.bytes, l.vbits, l.maxLen = 0, 0, 0, 0, 0, 0

@@ -67,6 +67,7 @@ type leaf21 struct {
 
 	// the pending page
 	rep, def []uint16 // levels; def is nil while every level so far is 0
+	spare    []uint16 // the last page's def levels, for reuse
 	used     []bool   // raw codes seen on this page, indexed by code
 	segs     []chunk  // visible values, as runs of retained arrays
 	values   int      // visible values (items)

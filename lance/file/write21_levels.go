@@ -84,12 +84,22 @@ func (l *leaf21) setDef(code uint16) {
 	if code != 0 {
 		l.used[code] = true
 		if l.def == nil {
-			l.def = make([]uint16, l.levels, max(2*l.levels, 1024))
+			l.startDef()
 		}
 	}
 	if l.def != nil {
 		l.def = append(l.def, code)
 	}
+}
+
+// startDef starts the page's def levels: 0 for every level so far.
+func (l *leaf21) startDef() {
+	d := l.spare[:0]
+	if d == nil {
+		d = make([]uint16, 0, max(2*l.levels, 1024))
+	}
+	l.def = append(d, make([]uint16, l.levels)...)
+	l.spare = nil
 }
 
 // nestCtx carries what recording a nested leaf needs per batch.
@@ -203,7 +213,7 @@ func (l *leaf21) pageLayers() ([]repDefLayer, []uint16, uint16) {
 			}
 		}
 		if declared && l.def == nil {
-			l.def = make([]uint16, l.levels)
+			l.startDef()
 		}
 	}
 	layers := make([]repDefLayer, 0, len(l.steps))
