@@ -344,11 +344,40 @@ func nestedCols() []col {
 			lb.Append(true)
 			fb := lb.ValueBuilder().(*array.FixedSizeListBuilder)
 			for k := 0; k < i%3; k++ {
+				if (i+k)%11 == 0 {
+					fb.AppendNull()
+					continue
+				}
 				fb.Append(true)
 				vb := fb.ValueBuilder().(*array.Int32Builder)
 				vb.Append(int32(i))
-				vb.Append(int32(k))
+				if (i+k)%7 == 0 {
+					vb.AppendNull()
+				} else {
+					vb.Append(int32(k))
+				}
 			}
+		}},
+		{nullable("st2", arrow.StructOf(nullable("inner", arrow.StructOf(nullable("x", arrow.PrimitiveTypes.Int32), nullable("s", arrow.BinaryTypes.String))), nullable("n", arrow.PrimitiveTypes.Int64))), func(b array.Builder, i int) {
+			sb := b.(*array.StructBuilder)
+			if i%9 == 4 {
+				sb.AppendNull()
+				return
+			}
+			sb.Append(true)
+			ib := sb.FieldBuilder(0).(*array.StructBuilder)
+			if i%4 == 1 {
+				ib.AppendNull()
+			} else {
+				ib.Append(true)
+				if i%5 == 0 {
+					ib.FieldBuilder(0).AppendNull()
+				} else {
+					ib.FieldBuilder(0).(*array.Int32Builder).Append(int32(i))
+				}
+				ib.FieldBuilder(1).(*array.StringBuilder).Append(str(i))
+			}
+			sb.FieldBuilder(1).(*array.Int64Builder).Append(int64(i) << 20)
 		}},
 	}
 }
