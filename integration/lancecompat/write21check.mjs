@@ -1,9 +1,10 @@
 // The node side of write21check (see write21check/main.go): the official engines create and read
 // Lance 2.1/2.2 tables beside the ones Go wrote.
 //
-//   node write21check.mjs seed   <dir>   each engine creates made_by_<engine> from seed.arrow, and
+//   node write21check.mjs seed   <dir>   each engine creates made_by_<engine> from seed.arrow;
 //                                        Lance 12 and Lance 8 write node1000/node8192 as
-//                                        l12_node1000 ... (for the size comparison), per version
+//                                        l12_node1000 ... (for the size comparison) and append
+//                                        seed.arrow to grown_by_<engine>, a Go table; per version
 //   node write21check.mjs verify <dir>   each engine opens every <table>.lance that has a
 //                                        <table>.arrow beside it, counts its rows at every table
 //                                        version and compares its full scan with the .arrow file,
@@ -48,6 +49,9 @@ async function seed(dir) {
         for (const n of ["node1000", "node8192"]) {
           await create(db, `${tag}_${n}`, fs.readFileSync(path.join(vdir, `${n}.arrow`)), v);
         }
+        // the engine appends to a table Go made at this version
+        const grown = await db.openTable(`grown_by_${tag}`);
+        await grown.inner.add(seedIPC, "append");
       }
     }
   }

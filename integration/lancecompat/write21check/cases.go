@@ -564,6 +564,9 @@ func cases(bigRows int) []*tcase {
 		{name: "longempty", cols: longEmptyCols(), rows: 40_010, batch: 40_010, commits: 1},
 		{name: "big", cols: bigCols(), rows: bigRows, batch: 100_000, commits: 1},
 		{name: "node1000", cols: nodeCols(), rows: 1000, batch: 1000, commits: 1},
+		// the engines append seed.arrow (the same 1,000 rows) to these Go tables
+		{name: "grown_by_l8", cols: nodeCols(), rows: 1000, batch: 1000, commits: 1},
+		{name: "grown_by_l12", cols: nodeCols(), rows: 1000, batch: 1000, commits: 1},
 		{name: "node8192", cols: nodeCols(), rows: 8192, batch: 8192, commits: 1},
 	}
 }
