@@ -155,6 +155,29 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *page21) bool {
 		}
 	}
 
+	// 2.2: the value buffer of each chunk of strings or scalars is zstd-compressed (general)
+	var packed [][]byte
+	if w.large && (lens != nil || (l.lay.kind == kindFixed && l.lay.dim == 0 && l.lay.bits >= 8)) {
+		packed = make([][]byte, len(chunks))
+		cur := newValCursor(l.segs)
+		var raw, all []byte
+		first := 0
+		for ci := range chunks {
+			c := &chunks[ci]
+			raw = append(raw[:0], make([]byte, pad8(c.bufs[0]))...)
+			if lens != nil {
+				l.putVariableChunk(raw, 0, cur, lens[first:first+c.values], ow)
+			} else {
+				l.putFixedChunk(raw, 0, cur, c.values, c.bufs[0])
+			}
+			first += c.values
+			at := len(all)
+			all = appendZstd(all, raw[:c.bufs[0]])
+			packed[ci] = all[at:len(all):len(all)]
+			c.size += pad8(len(packed[ci])) - pad8(c.bufs[0])
+			c.bufs[0] = len(packed[ci])
+		}
+	}
 	dataSize := 0
 	for _, c := range chunks {
 		dataSize += c.size
@@ -217,6 +240,8 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *page21) bool {
 			h = fillPad(out, h+2*c.levels)
 		}
 		switch {
+		case packed != nil:
+			h = fillPad(out, h+copy(out[h:], packed[ci]))
 		case lens != nil:
 			h = l.putVariableChunk(out, h, cur, lens[v:v+c.values], ow)
 		case validity:
@@ -246,6 +271,10 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *page21) bool {
 
 	values := compFlat(uint64(l.lay.bits))
 	switch {
+	case packed != nil && lens != nil:
+		values = compGeneralZstd(compVariable(uint64(8 * ow)))
+	case packed != nil:
+		values = compGeneralZstd(values)
 	case l.lay.kind == kindBinary:
 		values = compVariable(uint64(8 * ow))
 	case l.lay.dim > 0:

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/klauspost/compress/zstd"
 	"github.com/omnigraph/omnigraph-worker/lance/internal/pb"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -103,29 +104,58 @@ func TestWrite21MiniBlockInt32Bytes(t *testing.T) {
 		b.AppendValues([]int32{1, 0, 3}, []bool{true, false, true})
 		return b.NewArray()
 	}
-	for _, tc := range []struct {
-		v                   Version
-		meta, chunk, layout string
-	}{
-		{V2_1, "3000",
-			"0300 0600 0c00 fefe  0000 0100 0000 fefe  01000000 00000000 03000000 fefefefe",
-			"0a13 1204 0a020810 1a04 0a020820 3201 03 3801 4803"},
-		{V2_2, "30000000",
-			"0300 0600 0c000000  0000 0100 0000 fefe  01000000 00000000 03000000 fefefefe",
-			"0a15 1204 0a020810 1a04 0a020820 3201 03 3801 4803 5001"},
-	} {
-		b := write21(t, tc.v, Options{}, as, mk())
-		v, cols := testColumns21(t, b)
-		if v != tc.v || len(cols) != 1 || len(cols[0]) != 1 {
-			t.Fatalf("%s: version %s, %d columns", tc.v, v, len(cols))
+	for _, v := range []Version{V2_1, V2_2} {
+		b := write21(t, v, Options{}, as, mk())
+		got, cols := testColumns21(t, b)
+		if got != v || len(cols) != 1 || len(cols[0]) != 1 {
+			t.Fatalf("%s: version %s, %d columns", v, got, len(cols))
 		}
 		p := cols[0][0]
 		if p.rows != 3 || p.priority != 0 || len(p.bufs) != 2 {
-			t.Fatalf("%s: page %+v", tc.v, p)
+			t.Fatalf("%s: page %+v", v, p)
 		}
-		wantBytes(t, tc.v.String()+" chunk metadata", p.bufs[0], tc.meta)
-		wantBytes(t, tc.v.String()+" chunk", p.bufs[1], tc.chunk)
-		wantBytes(t, tc.v.String()+" layout", p.layout, tc.layout)
+		if v == V2_1 {
+			wantBytes(t, "chunk metadata", p.bufs[0], "3000")
+			wantBytes(t, "chunk", p.bufs[1], "0300 0600 0c00 fefe  0000 0100 0000 fefe  01000000 00000000 03000000 fefefefe")
+			wantBytes(t, "layout", p.layout, "0a13 1204 0a020810 1a04 0a020820 3201 03 3801 4803")
+			continue
+		}
+		// 2.2: u32 words and value buffer sizes; the value buffer is zstd-compressed
+		want22Chunk(t, p.bufs[0], p.bufs[1], "0300 0600", "0000 0100 0000 fefe", "01000000 00000000 03000000")
+		wantBytes(t, "layout", p.layout, "0a1d 1204 0a020810 1a0c 520a 0a020802 1a04 0a020820 3201 03 3801 4803 5001")
+	}
+}
+
+// want22Chunk checks a 2.2 file's only mini-block chunk: head is its header up to the size of
+// its one value buffer, levels the level buffers (padded) after the header, and values the
+// plain value buffer, stored as u64 length + zstd frame.
+func want22Chunk(t *testing.T, meta, chunk []byte, head, levels, values string) {
+	t.Helper()
+	h, lv, vals := unhex(t, head), unhex(t, levels), unhex(t, values)
+	if !bytes.HasPrefix(chunk, h) || len(chunk) < len(h)+4 {
+		t.Fatalf("chunk %x does not start with %x", chunk, h)
+	}
+	size := int(binary.LittleEndian.Uint32(chunk[len(h):]))
+	at := pad8(len(h) + 4)
+	if !bytes.Equal(chunk[at:at+len(lv)], lv) {
+		t.Fatalf("levels %x, want %x", chunk[at:at+len(lv)], lv)
+	}
+	at += len(lv)
+	if len(chunk) != at+pad8(size) {
+		t.Fatalf("chunk of %d bytes, want %d", len(chunk), at+pad8(size))
+	}
+	buf := chunk[at : at+size]
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	plain, err := dec.DecodeAll(buf[8:], nil)
+	if err != nil || uint64(len(plain)) != binary.LittleEndian.Uint64(buf) || !bytes.Equal(plain, vals) {
+		t.Fatalf("values %x (%v, length says %d), want %x", plain, err, binary.LittleEndian.Uint64(buf), vals)
+	}
+	if w := binary.LittleEndian.Uint32(meta); len(meta) != 4 || int(w>>4+1)*8 != len(chunk) || w&15 != 0 {
+		t.Fatalf("chunk word %x for %d bytes", meta, len(chunk))
 	}
 }
 
@@ -141,6 +171,15 @@ func TestWrite21MiniBlockStringBytes(t *testing.T) {
 	wantBytes(t, "metadata", p.bufs[0], "4000")
 	// value_compression = variable{offsets = flat(32)}
 	wantBytes(t, "layout", p.layout, "0a17 1204 0a020810 1a08 1206 0a04 0a020820 3201 03 3801 4803")
+
+	// 2.2: the same buffer, zstd-compressed (general{zstd, variable{flat(32)}})
+	b = array.NewStringBuilder(memory.DefaultAllocator)
+	b.AppendValues([]string{"ab", "", "cde"}, []bool{true, false, true})
+	_, cols = testColumns21(t, write21(t, V2_2, Options{}, as, b.NewArray()))
+	p = cols[0][0]
+	want22Chunk(t, p.bufs[0], p.bufs[1], "0300 0600", "0000 0100 0000 fefe",
+		"10000000 12000000 12000000 15000000 6162 636465 484848")
+	wantBytes(t, "layout", p.layout, "0a21 1204 0a020810 1a10 520e 0a020802 1a08 1206 0a04 0a020820 3201 03 3801 4803 5001")
 }
 
 func TestWrite21ListBytes(t *testing.T) {
@@ -160,13 +199,11 @@ func TestWrite21ListBytes(t *testing.T) {
 	}
 	// rep: a row starts at 1; def: null list 2, empty list 3 (layers, declared from the
 	// fields under a list: nullable item, null-and-empty list)
-	wantBytes(t, "chunk", p.bufs[1], "0500 0a00 0a00 0c000000 fefefefefefe"+
-		"0100 0000 0100 0100 0100 fefefefefefe"+
-		"0000 0000 0200 0300 0000 fefefefefefe"+
-		"01000000 02000000 03000000 fefefefe")
-	wantBytes(t, "metadata", p.bufs[0], "70000000")
+	want22Chunk(t, p.bufs[0], p.bufs[1], "0500 0a00 0a00",
+		"0100 0000 0100 0100 0100 fefefefefefe"+"0000 0000 0200 0300 0000 fefefefefefe",
+		"01000000 02000000 03000000")
 	wantBytes(t, "repetition index", p.bufs[2], "0400000000000000 0000000000000000")
-	wantBytes(t, "layout", p.layout, "0a1e 0a04 0a020810 1204 0a020810 1a04 0a020820 3202 0306 3801 4001 4803 5001")
+	wantBytes(t, "layout", p.layout, "0a26 0a04 0a020810 1204 0a020810 1a0c 520a 0a020802 1a04 0a020820 3202 0306 3801 4001 4803 5001")
 }
 
 func TestWrite21FullZipStringBytes(t *testing.T) {
