@@ -164,7 +164,11 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *page21) bool {
 		first := 0
 		for ci := range chunks {
 			c := &chunks[ci]
-			raw = append(raw[:0], make([]byte, pad8(c.bufs[0]))...)
+			if n := pad8(c.bufs[0]); cap(raw) < n {
+				raw = make([]byte, n)
+			} else {
+				raw = raw[:n] // filled whole, padding included, by the put functions
+			}
 			if lens != nil {
 				l.putVariableChunk(raw, 0, cur, lens[first:first+c.values], ow)
 			} else {
