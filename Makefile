@@ -22,6 +22,7 @@ test: vet race lance-compat
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './$(NODE_DIR)/node_modules/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff > .tidy.diff || { echo "go.mod/go.sum are not tidy (go mod tidy):"; cat .tidy.diff; rm -f .tidy.diff; exit 1; }; rm -f .tidy.diff
 	$(GO) vet ./...
 
 race:
@@ -56,6 +57,8 @@ fuzz:
 	$(FUZZ) ./lance/file -fuzz '^FuzzOpen$$'
 	$(FUZZ) ./lance/file -fuzz '^FuzzReadPage$$'
 	$(FUZZ) ./lance/file -fuzz '^FuzzRoundTrip$$'
+	$(FUZZ) ./lance/file -fuzz '^FuzzOpen21$$'
+	$(FUZZ) ./lance/file -fuzz '^FuzzReadPage21$$'
 	$(FUZZ) ./lance -fuzz '^FuzzManifest$$'
 	$(FUZZ) ./lance -fuzz '^FuzzTransaction$$'
 	$(FUZZ) ./lance -fuzz '^FuzzDeletionFile$$'

@@ -33,7 +33,11 @@ type Config struct {
 	AckWait    time.Duration `yaml:"ack_wait"`
 	MaxDeliver int           `yaml:"max_deliver"`
 	LeaseTTL   time.Duration `yaml:"lease_ttl"`
-	HTTP       string        `yaml:"http"`
+	// RetryBudget is how long one message may keep failing in place: past it, an error not
+	// known to be transient is dead-lettered as retry_exhausted, and a known-transient one
+	// (storage or NATS unwell) keeps being retried with the worker reported stalled.
+	RetryBudget time.Duration `yaml:"retry_budget"`
+	HTTP        string        `yaml:"http"`
 	// GCPercent is the collector's GOGC for `worker run` (the GOGC variable, when set, wins).
 	// Framing and Arrow building allocate several times a batch's size while the live heap
 	// of a writer is small, so at Go's default of 100 the collector runs through nearly every
@@ -47,7 +51,7 @@ type Config struct {
 
 // Defaults are the values before any source is applied.
 func Defaults() Config {
-	return Config{NATSPort: 4222, AckWait: 30 * time.Second, MaxDeliver: 10, LeaseTTL: 10 * time.Second, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: 16}
+	return Config{NATSPort: 4222, AckWait: 30 * time.Second, MaxDeliver: 10, LeaseTTL: 10 * time.Second, RetryBudget: 10 * time.Minute, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: 16}
 }
 
 // setting is one field: its YAML/env/flag names and how to set it from text.
@@ -103,6 +107,7 @@ func settings() []setting {
 		dur("ack_wait", "JetStream AckWait; InProgress is sent every third of it during a commit", func(c *Config) *time.Duration { return &c.AckWait }),
 		num("max_deliver", "deliveries before a message is dead-lettered as max_deliver", func(c *Config) *int { return &c.MaxDeliver }),
 		dur("lease_ttl", "single-writer lease TTL", func(c *Config) *time.Duration { return &c.LeaseTTL }),
+		dur("retry_budget", "how long one message may fail in place: then an unrecognised error is dead-lettered as retry_exhausted, a transient one (storage, NATS) is retried on with the worker reported stalled", func(c *Config) *time.Duration { return &c.RetryBudget }),
 		s("http", "address of /metrics, /healthz and /readyz (empty: none)", func(c *Config) *string { return &c.HTTP }),
 		num("compaction_fanout", "merge the newest run of same-size fragments of a main table once it holds this many (0: no automatic compaction)", func(c *Config) *int { return &c.CompactionFanout }),
 		num("gc_percent", "the Go collector's GOGC for this process (the GOGC variable wins; -1 turns the collector off, leaving GOMEMLIMIT)", func(c *Config) *int { return &c.GCPercent }),
@@ -206,6 +211,8 @@ func (c *Config) Validate() error {
 		return bad("max_deliver", "must be at least 2")
 	case c.LeaseTTL < 500*time.Millisecond:
 		return bad("lease_ttl", "must be at least 500ms")
+	case c.RetryBudget < time.Second:
+		return bad("retry_budget", "must be at least 1s")
 	case c.GCPercent < -1 || c.GCPercent == 0:
 		return bad("gc_percent", "must be -1 (off) or a positive percentage")
 	case c.CompactionFanout < 0 || c.CompactionFanout == 1:

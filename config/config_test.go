@@ -20,7 +20,7 @@ func TestPrecedenceFileEnvFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Root != "/from/file" || c.Graph != "flaggraph" || c.MaxDeliver != 5 || c.AckWait != 45*time.Second || c.LeaseTTL != 10*time.Second || c.GCPercent != 400 || c.CompactionFanout != 16 {
+	if c.Root != "/from/file" || c.Graph != "flaggraph" || c.MaxDeliver != 5 || c.AckWait != 45*time.Second || c.LeaseTTL != 10*time.Second || c.GCPercent != 400 || c.CompactionFanout != 16 || c.RetryBudget != 10*time.Minute {
 		t.Fatalf("%+v", c)
 	}
 	c, err = Load(nil, env(map[string]string{"OMNIGRAPH_CONFIG": file}))
@@ -52,12 +52,35 @@ func TestClearErrors(t *testing.T) {
 		{[]string{"--root", "/r", "--graph", "g", "--nats-cert", "c"}, nil, "nats_cert and nats_key go together"},
 		{[]string{"--root", "/r", "--graph", "g", "--gc-percent", "0"}, nil, "config gc_percent (from merged config): must be -1 (off) or a positive percentage"},
 		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_COMPACTION_FANOUT": "1"}, "config compaction_fanout (from merged config): must be 0 (off) or at least 2"},
+		{[]string{"--root", "/r", "--graph", "g", "--retry-budget", "500ms"}, nil, "config retry_budget (from merged config): must be at least 1s"},
+		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_RETRY_BUDGET": "ten"}, "config retry_budget (from OMNIGRAPH_RETRY_BUDGET): want a duration"},
 	}
 	for _, c := range cases {
 		_, err := Load(c.args, env(c.env))
 		var ce *Error
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &ce) {
 			t.Errorf("%v %v: got %v, want %q", c.args, c.env, err, c.want)
+		}
+	}
+}
+
+func TestRetryBudgetFromEverySource(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "w.yaml")
+	if err := os.WriteFile(file, []byte("root: /r\ngraph: g\nretry_budget: 3m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want time.Duration
+	}{
+		{[]string{"--config", file}, nil, 3 * time.Minute},
+		{[]string{"--config", file}, map[string]string{"OMNIGRAPH_RETRY_BUDGET": "90s"}, 90 * time.Second},
+		{[]string{"--config", file, "--retry-budget", "2s"}, map[string]string{"OMNIGRAPH_RETRY_BUDGET": "90s"}, 2 * time.Second},
+	} {
+		got, err := Load(c.args, env(c.env))
+		if err != nil || got.RetryBudget != c.want {
+			t.Errorf("%v %v: %v %v, want %v", c.args, c.env, got, err, c.want)
 		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/lance"
@@ -16,7 +18,34 @@ var ErrBranchExists = errors.New("branch already exists")
 
 // branchInvalid refuses a branch name (bad spelling, collision): permanent input errors.
 func branchInvalid(name, reason string) error {
-	return &errs.InvalidInput{Field: "branch", Reason: fmt.Sprintf("branch %q: %s", name, reason)}
+	return &errs.InvalidInput{Field: "branch", Reason: fmt.Sprintf("branch %s: %s", shortName(name), reason)}
+}
+
+// CheckBranchName refuses a branch name no branch can have (lance.BranchNameRule) as invalid
+// input naming field, the header or member that carried it, and the rule. "" and "main" name
+// main and pass. Every path that takes a branch name from outside checks it here first, so a
+// name that passes can be stored and one that cannot is refused before any storage call.
+func CheckBranchName(field, name string) error {
+	if name == "" || name == "main" {
+		return nil
+	}
+	if rule := lance.BranchNameRule(name); rule != "" {
+		return &errs.InvalidInput{Field: field, Reason: fmt.Sprintf("branch %s: %s", shortName(name), rule)}
+	}
+	return nil
+}
+
+// shortName quotes a name for an error, cut to 64 bytes: a hostile name can be kilobytes.
+func shortName(name string) string {
+	const max = 64
+	if len(name) <= max {
+		return strconv.Quote(name)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return strconv.Quote(name[:cut]) + fmt.Sprintf("… (%d bytes)", len(name))
 }
 
 // Branch is a live graph branch.
@@ -54,8 +83,11 @@ func (g *Graph) CreateBranch(ctx context.Context, name, from string) error {
 }
 
 func (g *Graph) createBranch(ctx context.Context, name, from string) error {
-	if err := lance.ValidateBranchName(name); err != nil {
-		return branchInvalid(name, err.Error())
+	if rule := lance.BranchNameRule(name); rule != "" {
+		return branchInvalid(name, rule)
+	}
+	if err := CheckBranchName("from", from); err != nil {
+		return err
 	}
 	live, err := g.Branches(ctx)
 	if err != nil {
@@ -149,6 +181,9 @@ func (g *Graph) deleteBranch(ctx context.Context, name string) error {
 	name = normBranch(name)
 	if name == "" {
 		return branchInvalid("main", "main cannot be deleted")
+	}
+	if err := CheckBranchName("branch", name); err != nil {
+		return err
 	}
 	st, err := g.publisher(name).Snapshot(ctx)
 	if err != nil {

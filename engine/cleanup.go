@@ -57,12 +57,18 @@ type CleanupResult struct {
 // It refuses while a recovery intent is pending: recovery may need the history it would
 // remove. A version below those horizons can no longer be read (export --version, or a
 // snapshot at it); that is what removing it means.
+//
+// It is fenced like a write (SetFence): before it starts, and before it removes each dataset's
+// files, since a writer that lost its lease must not delete what the new one may be reading.
 func (g *Graph) Cleanup(ctx context.Context, o CleanupOptions) (*CleanupResult, error) {
 	if o.Keep < 1 {
 		return nil, &errs.InvalidInput{Field: "keep", Reason: "must be at least 1"}
 	}
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
+	if err := g.checkFence(ctx, "cleanup"); err != nil {
+		return nil, err
+	}
 	if err := g.heal(ctx); err != nil {
 		return nil, err
 	}
@@ -147,6 +153,9 @@ func (g *Graph) Cleanup(ctx context.Context, o CleanupOptions) (*CleanupResult, 
 			return nil
 		}
 		if !o.DryRun {
+			if err := g.checkFence(ctx, "cleanup of "+key); err != nil {
+				return err
+			}
 			if err := plan.Apply(ctx); err != nil {
 				return fmt.Errorf("cleanup: %s: %w", key, err)
 			}

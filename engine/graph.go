@@ -1,5 +1,3 @@
-// Package engine is the graph: schema contract, graph init and open, snapshots, and the
-// direct-publish load transaction that turns one graph batch into exactly one graph commit.
 package engine
 
 import (
@@ -35,6 +33,7 @@ type Graph struct {
 	writeMu sync.Mutex // the write gate: schema -> branch -> tables collapse to one per graph
 	pubs    map[string]*publisher.Publisher
 	tables  map[tableRef]*tableState
+	fence   Fence // the writer's (SetFence); read under writeMu
 }
 
 // tableRef names one table on one Lance branch.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -47,16 +46,6 @@ type LoadRequest struct {
 	// Receipt, when set, is written in the same publish; a batch whose receipt is already
 	// visible on the branch is not applied again.
 	Receipt *publisher.Receipt
-	// Fence, when set, is checked right before the write arms recovery and right before it
-	// publishes (the single-writer lease); an error stops the write there.
-	Fence func(context.Context) error
-}
-
-func (r *LoadRequest) fence(ctx context.Context) error {
-	if r.Fence == nil {
-		return nil
-	}
-	return r.Fence(ctx)
 }
 
 // TypeCount is the number of input records of one declaration.
@@ -120,15 +109,18 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 	default:
 		return nil, &errs.InvalidInput{Field: "mode", Reason: fmt.Sprintf("unknown load mode %q (want append, merge or overwrite)", req.Mode)}
 	}
+	if err := CheckBranchName("branch", req.Branch); err != nil {
+		return nil, err
+	}
+	if err := CheckBranchName("from", req.From); err != nil {
+		return nil, err
+	}
 	req.Branch = normBranch(req.Branch)
-	g.writeMu.Lock()
-	defer g.writeMu.Unlock()
-	if err := g.heal(ctx); err != nil {
+	release, err := g.enter(ctx, req.Branch)
+	if err != nil {
 		return nil, err
 	}
-	if err := g.recoveryBarrier(ctx, req.Branch); err != nil {
-		return nil, err
-	}
+	defer release()
 	if req.Branch != "" && req.From != "" {
 		if err := g.createBranch(ctx, req.Branch, req.From); err != nil && !errors.Is(err, ErrBranchExists) {
 			return nil, err
@@ -172,6 +164,9 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 	p := &prepared{state: st}
 	if req.Receipt != nil {
 		if rc, ok := st.Receipt(req.Receipt.ReceiptKey()); ok {
+			if err := sameBody(req.Receipt, rc); err != nil {
+				return nil, err
+			}
 			p.result = g.appliedResult(req, st, rc)
 			return p, nil
 		}
@@ -313,6 +308,16 @@ func summarize(req *LoadRequest, batches map[string]*rows.TableBatch) *LoadResul
 }
 
 // appliedResult describes a batch whose receipt is already visible: nothing is written again.
+// sameBody refuses a message whose id names a receipt of another body (*errs.MsgIDReused).
+// Either hash may be absent (a receipt written without one, a direct load): then the id alone
+// decides, as it did before hashes were kept.
+func sameBody(msg *publisher.Receipt, rc publisher.Receipt) error {
+	if msg.PayloadSHA256 == "" || rc.PayloadSHA256 == "" || msg.PayloadSHA256 == rc.PayloadSHA256 {
+		return nil
+	}
+	return &errs.MsgIDReused{MsgID: msg.ReceiptKey(), PayloadSHA256: msg.PayloadSHA256, AppliedPayloadSHA256: rc.PayloadSHA256, GraphCommitID: rc.GraphCommitID}
+}
+
 func (g *Graph) appliedResult(req *LoadRequest, st *publisher.State, rc publisher.Receipt) *LoadResult {
 	r := &LoadResult{Branch: ids.BranchKey(req.Branch), Mode: req.Mode, Nodes: []TypeCount{}, Edges: []TypeCount{}, AlreadyApplied: true}
 	if c, ok := st.Commits[rc.GraphCommitID]; ok {
@@ -357,97 +362,79 @@ func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared) e
 	return nil
 }
 
-// effect runs Phases A-D. From the sidecar write on, every failure is RecoveryRequired.
+// loadPoints are a load's failpoints in the intent skeleton.
+var loadPoints = intentPoints{armed: "load.after_sidecar", confirmed: "load.after_confirm",
+	beforePublish: "load.before_publish", published: "load.after_publish"}
+
+// effect runs the load's intent (intent.go): the sidecar beside the staged transaction files,
+// the exact table commits, the confirmation overlapped with the publish, the retirement.
 func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*LoadResult, error) {
 	commitID := ids.NewULID()
 	createdAt := time.Now().UnixMicro()
-	if err := req.fence(ctx); err != nil {
-		return nil, err
+	var res *LoadResult
+	in := &intent{g: g, points: loadPoints}
+	if len(p.tables) == 0 { // an empty batch: a lineage-only commit, nothing to arm
+		in.publish = func(ctx context.Context, _ func() error) (err error) {
+			res, err = g.publish(ctx, req, p, commitID, createdAt, nil)
+			return err
+		}
+		if err := in.run(ctx); err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
-	if len(p.tables) == 0 {
-		return g.publish(ctx, req, p, commitID, createdAt, nil) // an empty batch: a lineage-only commit
+	var sc *armedSidecar
+	in.arm = func(ctx context.Context) (string, error) {
+		var err error
+		if sc, err = g.arm(ctx, req, p, commitID, createdAt); err != nil {
+			return "", err
+		}
+		return sc.operationID(), nil
 	}
-	// The sidecar is written while the staged tables' files are: until a table commits,
-	// neither is referenced by anything a reader follows.
-	written := make(chan error, 1)
-	go func() {
-		written <- eachTable(p.tables, func(t *plannedTable) error {
+	// Until a table commits, neither the sidecar nor the staged files are referenced by
+	// anything a reader follows, so they are written side by side.
+	in.stage = func(ctx context.Context) error {
+		return eachTable(p.tables, func(t *plannedTable) error {
 			if t.staged == nil {
 				return nil // a first touch stages on its fork, in commitTable
 			}
 			return t.staged.WriteTransaction(ctx)
 		})
-	}()
-	sc, err := g.arm(ctx, req, p, commitID, createdAt)
-	werr := <-written
-	if err != nil {
-		return nil, err // nothing moved: the sidecar is not durable
 	}
-	opID := sc.operationID()
-	required := func(err error) error {
-		return &errs.RecoveryRequired{OperationID: opID, Reason: err.Error()}
-	}
-	if werr != nil {
-		// Nothing moved either: take the intent back. Should that fail, recovery discards
-		// it (an Armed intent without effects).
-		if err := sc.retire(ctx); err != nil {
-			return nil, required(werr)
-		}
-		return nil, werr
-	}
-	if err := failpoint.Inject("load.after_sidecar"); err != nil {
-		return nil, required(err)
-	}
-	err = eachTable(p.tables, func(t *plannedTable) error {
-		if err := g.commitTable(ctx, req, t); err != nil {
-			return err
-		}
-		return failpoint.Inject("load.after_table_commit")
-	})
-	if err != nil {
-		return nil, required(err)
+	in.commit = func(ctx context.Context) error {
+		return eachTable(p.tables, func(t *plannedTable) error {
+			if err := g.commitTable(ctx, req, t); err != nil {
+				return err
+			}
+			return failpoint.Inject("load.after_table_commit")
+		})
 	}
 	// The confirmation is written while the publish stages its files; the publish commits
-	// only once it is durable (and the lease still fences this writer). Staged files are
-	// invisible until that commit, so the order of visible effects is unchanged.
-	confirmed := make(chan error, 1)
-	go func() { confirmed <- sc.confirm(ctx, p) }()
-	var gateErr error
-	var gateOnce sync.Once
-	gate := func() error {
-		gateOnce.Do(func() {
-			gateErr = <-confirmed
-			if gateErr == nil {
-				gateErr = failpoint.Inject("load.after_confirm")
-			}
-			if gateErr == nil {
-				gateErr = req.fence(ctx)
-			}
-			if gateErr == nil {
-				gateErr = failpoint.Inject("load.before_publish")
-			}
-		})
-		return gateErr
+	// only once it is durable (and the fence still holds). Staged files are invisible until
+	// that commit, so the order of visible effects is unchanged.
+	in.confirm = func(ctx context.Context) error { return sc.confirm(ctx, p) }
+	in.overlapConfirm = true
+	in.publish = func(ctx context.Context, gate func() error) error {
+		// The id indexes fold the committed rows while the publish runs (the write gate is
+		// held, so nothing else reads them); they are kept only if the publish lands.
+		folded := make(chan []foldedTable, 1)
+		go func() { folded <- foldCommitted(req, p) }()
+		r, err := g.publish(ctx, req, p, commitID, createdAt, gate)
+		fts := <-folded
+		if gerr := gate(); err == nil || gerr != nil {
+			err = gerr
+		}
+		if err != nil {
+			g.dropFolded(fts)
+			return err
+		}
+		g.installFolded(fts)
+		res = r
+		return nil
 	}
-	// The id indexes fold the committed rows while the publish runs (the write gate is held,
-	// so nothing else reads them); they are kept only if the publish lands.
-	folded := make(chan []foldedTable, 1)
-	go func() { folded <- foldCommitted(req, p) }()
-	res, err := g.publish(ctx, req, p, commitID, createdAt, gate)
-	fts := <-folded
-	if gerr := gate(); err == nil || gerr != nil {
-		err = gerr // the confirmation's failure first, then the publish's; waits for it either way
+	if err := in.run(ctx); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		g.dropFolded(fts)
-		return nil, required(err)
-	}
-	g.installFolded(fts)
-	if err := failpoint.Inject("load.after_publish"); err != nil {
-		return nil, required(err)
-	}
-	// Phase D: a failure here only leaves a sidecar the next write's heal retires.
-	_ = sc.retire(ctx)
 	return res, nil
 }
 
@@ -482,7 +469,7 @@ func (g *Graph) commitTable(ctx context.Context, req *LoadRequest, t *plannedTab
 }
 
 // publish is Phase C: one __manifest commit with ExactGraphHead, the expected table versions,
-// the lineage and the receipt.
+// the lineage and the receipt; beforeCommit is the intent's gate (nil: nothing armed).
 func (g *Graph) publish(ctx context.Context, req *LoadRequest, p *prepared, commitID string, createdAt int64, beforeCommit func() error) (*LoadResult, error) {
 	preq := publisher.Request{
 		Expected:     map[ids.TableIdentity]publisher.Expectation{},
@@ -494,11 +481,6 @@ func (g *Graph) publish(ctx context.Context, req *LoadRequest, p *prepared, comm
 	for _, t := range p.tables {
 		preq.Updates = append(preq.Updates, tableUpdate(t))
 		preq.Expected[t.identity()] = publisher.Expectation{TableKey: t.key, Version: t.entry.Version}
-	}
-	if beforeCommit == nil { // a gated publish fires it in its gate, once confirmed
-		if err := failpoint.Inject("load.before_publish"); err != nil {
-			return nil, err
-		}
 	}
 	out, err := g.publisher(req.Branch).Publish(ctx, preq)
 	if err != nil {

@@ -35,7 +35,6 @@ type MergeRequest struct {
 	DeleteSource bool
 	Actor        string
 	Receipt      *publisher.Receipt // written with the merge commit; a visible one makes the merge a no-op
-	Fence        func(context.Context) error
 	// NoCertifiedRoute forces the ordinary diff even where the certified-insert proof holds
 	// (tests and benchmarks compare the two routes).
 	NoCertifiedRoute bool
@@ -53,44 +52,64 @@ type MergeTableStats struct {
 
 // MergeResult is the merge receipt.
 type MergeResult struct {
-	Source            string            `json:"source"`
-	Target            string            `json:"target"`
-	Outcome           string            `json:"outcome"`
-	ActorID           *string           `json:"actor_id"`
-	Commit            *CommitInfo       `json:"commit,omitempty"`
-	Tables            []MergeTableStats `json:"tables"`
-	BranchDeleted     *bool             `json:"branch_deleted,omitempty"`
-	BranchDeleteError string            `json:"branch_delete_error,omitempty"`
-	AlreadyApplied    bool              `json:"already_applied,omitempty"`
+	Source  string            `json:"source"`
+	Target  string            `json:"target"`
+	Outcome string            `json:"outcome"`
+	ActorID *string           `json:"actor_id"`
+	Commit  *CommitInfo       `json:"commit,omitempty"`
+	Tables  []MergeTableStats `json:"tables"`
+	// With DeleteSource, BranchDeleted says whether the source is gone; when it is not,
+	// BranchKept is true and BranchKeptReason says why (main is never deleted; a delete that
+	// failed also sets BranchDeleteError). Both are absent without DeleteSource.
+	BranchDeleted     *bool  `json:"branch_deleted,omitempty"`
+	BranchDeleteError string `json:"branch_delete_error,omitempty"`
+	BranchKept        *bool  `json:"branch_kept,omitempty"`
+	BranchKeptReason  string `json:"branch_kept_reason,omitempty"`
+	AlreadyApplied    bool   `json:"already_applied,omitempty"`
 }
+
+// MainNeverDeleted is the BranchKeptReason of a merge from main with DeleteSource.
+const MainNeverDeleted = "main is never deleted"
 
 // Merge runs a three-way, per-entity merge of req.Source into req.Target against their common
 // ancestor commit and publishes it as one commit on the target (two parents when merged).
 // Conflicts return *errs.MergeConflicts with nothing written; any failure after the BranchMerge
 // sidecar is armed returns *errs.RecoveryRequired.
 func (g *Graph) Merge(ctx context.Context, req MergeRequest) (*MergeResult, error) {
+	if err := CheckBranchName("source", req.Source); err != nil {
+		return nil, err
+	}
+	if err := CheckBranchName("target", req.Target); err != nil {
+		return nil, err
+	}
 	req.Source, req.Target = normBranch(req.Source), normBranch(req.Target)
 	if req.Source == req.Target {
 		return nil, &errs.InvalidInput{Field: "source", Reason: "a merge needs distinct source and target branches"}
 	}
-	g.writeMu.Lock()
-	defer g.writeMu.Unlock()
-	if err := g.heal(ctx); err != nil {
+	release, err := g.enter(ctx) // the barriers follow the receipt check, in merge
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	res, err := g.merge(ctx, &req)
 	if err != nil {
 		return nil, err
 	}
-	if req.DeleteSource && req.Source != "" {
-		deleted := true
-		if err := g.deleteBranch(ctx, req.Source); err != nil {
+	if req.DeleteSource {
+		deleted, kept := true, false
+		if req.Source == "" {
+			deleted, kept, res.BranchKeptReason = false, true, MainNeverDeleted
+		} else if err := g.deleteBranch(ctx, req.Source); err != nil {
 			var bnf *errs.BranchNotFound
 			if !errors.As(err, &bnf) { // already gone (a redelivered merge): nothing left to delete
-				deleted, res.BranchDeleteError = false, err.Error()
+				deleted, kept, res.BranchDeleteError = false, true, err.Error()
+				res.BranchKeptReason = "the delete failed: " + err.Error()
 			}
 		}
 		res.BranchDeleted = &deleted
+		if kept {
+			res.BranchKept = &kept
+		}
 	}
 	return res, nil
 }
@@ -104,6 +123,9 @@ func (g *Graph) merge(ctx context.Context, req *MergeRequest) (*MergeResult, err
 	}
 	if req.Receipt != nil {
 		if rc, ok := tst.Receipt(req.Receipt.ReceiptKey()); ok {
+			if err := sameBody(req.Receipt, rc); err != nil {
+				return nil, err
+			}
 			res.Outcome, res.AlreadyApplied = OutcomeMerged, true
 			ci := CommitInfo{GraphCommitID: rc.GraphCommitID, GraphManifestVersion: rc.ManifestVersion}
 			if c, ok := tst.Commits[rc.GraphCommitID]; ok {

@@ -56,59 +56,48 @@ func (m *mergeRun) revalidate(ctx context.Context) error {
 	return nil
 }
 
-// effect arms the BranchMerge sidecar, runs every table's chain (or ref fork), confirms,
-// publishes the merge commit and retires the sidecar.
+// mergePoints are a merge's failpoints in the intent skeleton.
+var mergePoints = intentPoints{armed: "merge.after_arm", confirmed: "merge.after_confirm",
+	beforePublish: "merge.before_publish", published: "merge.after_publish"}
+
+// effect runs the merge's intent (intent.go): the BranchMerge sidecar, every table's chain (or
+// ref fork), the confirmation, the merge commit, the retirement. A merge that moves no table
+// HEAD (pointers and lineage only) arms nothing and only publishes.
 func (m *mergeRun) effect(ctx context.Context) (*CommitInfo, error) {
-	if err := m.req.fence(ctx); err != nil {
-		return nil, err
-	}
+	var ci *CommitInfo
+	in := &intent{g: m.g, points: mergePoints}
 	physical := false
 	for _, t := range m.plan.tables {
 		physical = physical || t.physical()
 	}
-	if !physical { // pointer-only or lineage-only: one publish, nothing to recover
-		return m.publish(ctx)
+	if !physical {
+		in.publish = func(ctx context.Context, _ func() error) (err error) {
+			ci, err = m.publish(ctx)
+			return err
+		}
+	} else {
+		in.arm = func(ctx context.Context) (string, error) {
+			if err := m.arm(ctx); err != nil {
+				return "", err
+			}
+			return m.sc.OperationID, nil
+		}
+		// Tables are independent datasets: their chains run side by side.
+		in.commit = func(ctx context.Context) error {
+			return parallel.Each(m.plan.tables, TableConcurrency, func(t *mergeTable) error { return m.apply(ctx, t) })
+		}
+		in.confirm = m.confirm
+		in.publish = func(ctx context.Context, _ func() error) (err error) {
+			if ci, err = m.publish(ctx); err == nil {
+				m.fold(ctx) // a published merge's chains are what the cached indexes fold
+			}
+			return err
+		}
 	}
-	if err := m.arm(ctx); err != nil {
+	if err := in.run(ctx); err != nil {
 		return nil, err
 	}
-	required := func(err error) error {
-		return &errs.RecoveryRequired{OperationID: m.sc.OperationID, Reason: err.Error()}
-	}
-	if err := failpoint.Inject("merge.after_arm"); err != nil {
-		return nil, required(err)
-	}
-	// Tables are independent datasets: their chains run side by side.
-	err := parallel.Each(m.plan.tables, TableConcurrency, func(t *mergeTable) error { return m.apply(ctx, t) })
-	if err != nil {
-		return nil, required(err)
-	}
-	if err := m.confirm(ctx); err != nil {
-		return nil, required(err)
-	}
-	if err := failpoint.Inject("merge.after_confirm"); err != nil {
-		return nil, required(err)
-	}
-	if err := m.req.fence(ctx); err != nil {
-		return nil, required(err)
-	}
-	ci, err := m.publish(ctx)
-	if err != nil {
-		return nil, required(err)
-	}
-	if err := failpoint.Inject("merge.after_publish"); err != nil {
-		return nil, required(err)
-	}
-	_ = recovery.Delete(ctx, m.g.root, m.sc.OperationID) // a leftover is finalized by the next heal
-	m.fold(ctx)
 	return ci, nil
-}
-
-func (r *MergeRequest) fence(ctx context.Context) error {
-	if r.Fence == nil {
-		return nil
-	}
-	return r.Fence(ctx)
 }
 
 // arm writes the Armed v9 BranchMerge sidecar with every chain's pre-minted transactions.
@@ -261,8 +250,8 @@ func (m *mergeRun) confirm(ctx context.Context) error {
 	return nil
 }
 
-// publish is the single target publish: ExactGraphHead, expected pins, the merge lineage
-// (merged parent = the captured source head) and the receipt.
+// publish is the single target publish, once the intent's gate has passed: ExactGraphHead,
+// expected pins, the merge lineage (merged parent = the captured source head) and the receipt.
 func (m *mergeRun) publish(ctx context.Context) (*CommitInfo, error) {
 	req := publisher.Request{
 		Updates:      m.updates(),
@@ -273,9 +262,6 @@ func (m *mergeRun) publish(ctx context.Context) (*CommitInfo, error) {
 	}
 	for _, t := range m.plan.tables {
 		req.Expected[t.target.Identity] = publisher.Expectation{TableKey: t.key, Version: t.target.Version}
-	}
-	if err := failpoint.Inject("merge.before_publish"); err != nil {
-		return nil, err
 	}
 	out, err := m.g.publisher(m.req.Target).Publish(ctx, req)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/internal/parallel"
@@ -33,9 +32,6 @@ type OptimizeOptions struct {
 	All bool
 	// Actor is recorded on the graph commit.
 	Actor string
-	// Fence, when set, is checked right before recovery is armed and right before the publish
-	// (the single-writer lease).
-	Fence func(context.Context) error
 	// MaxBytesPerFile cuts rewritten data files by size (0: lance.DefaultMaxBytesPerFile), which
 	// bounds a compaction's memory on tables of wide rows (embeddings); fragments holding half
 	// as much are not merged again.
@@ -168,25 +164,17 @@ const lanceTargetRows = 1 << 20
 // recovery keeps whatever landed (it never restores). Errors before arming leave at most
 // unreferenced files; any error after is *errs.RecoveryRequired with the sidecar in place.
 func (g *Graph) Optimize(ctx context.Context, o OptimizeOptions) (*OptimizeResult, error) {
-	g.writeMu.Lock()
-	defer g.writeMu.Unlock()
-	if err := g.heal(ctx); err != nil {
+	release, err := g.enter(ctx, "")
+	if err != nil {
 		return nil, err
 	}
-	if err := g.recoveryBarrier(ctx, ""); err != nil {
-		return nil, err
-	}
+	defer release()
 	plans, err := g.planCompactions(ctx, o)
 	if err != nil || len(plans) == 0 {
 		return &OptimizeResult{Tables: []TableCompaction{}}, err
 	}
 	if err := failpoint.Inject("optimize.after_prepare"); err != nil {
 		return nil, err
-	}
-	if o.Fence != nil {
-		if err := o.Fence(ctx); err != nil {
-			return nil, err
-		}
 	}
 	return g.compact(ctx, o, plans)
 }
@@ -235,7 +223,13 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 	return plans, nil
 }
 
-// compact runs the effects: arm, commit each rewrite, publish, fold, retire.
+// optimizePoints are a compaction's failpoints in the intent skeleton (it has no
+// confirmation: recovery keeps whatever Rewrite landed).
+var optimizePoints = intentPoints{armed: "optimize.after_sidecar", beforePublish: "optimize.before_publish",
+	published: "optimize.after_publish"}
+
+// compact runs the compaction's intent (intent.go): the Optimize sidecar beside the rewritten
+// files, each Rewrite committed exactly at its pin + 1, one main publish, the retirement.
 func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compactionPlan) (*OptimizeResult, error) {
 	pins := make([]recovery.OptimizeTable, len(plans))
 	for i, p := range plans {
@@ -245,46 +239,40 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 	if err != nil {
 		return nil, err
 	}
-	// The rewritten files are written beside the sidecar: nothing references them until a
-	// table commits, and no table commits before the sidecar is durable.
-	written := make(chan error, 1)
-	go func() {
-		written <- parallel.Each(plans, TableConcurrency, func(p *compactionPlan) error { return p.staged.WriteTransaction(ctx) })
-	}()
-	err = recovery.Write(ctx, g.root, sc)
-	werr := <-written
-	if err != nil {
+	var res *OptimizeResult
+	in := &intent{g: g, points: optimizePoints,
+		arm: func(ctx context.Context) (string, error) { return sc.OperationID, recovery.Write(ctx, g.root, sc) },
+		// The rewritten files are written beside the sidecar: nothing references them until a
+		// table commits, and no table commits before the sidecar is durable.
+		stage: func(ctx context.Context) error {
+			return parallel.Each(plans, TableConcurrency, func(p *compactionPlan) error { return p.staged.WriteTransaction(ctx) })
+		},
+		commit: func(ctx context.Context) (err error) {
+			for _, p := range plans {
+				if p.committed, err = p.ts.ds.Commit(ctx, p.staged); err != nil {
+					return fmt.Errorf("commit the compaction of %s: %w", p.key, err)
+				}
+				if err := failpoint.Inject("optimize.after_table_commit"); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		publish: func(ctx context.Context, _ func() error) (err error) {
+			res, err = g.publishCompaction(ctx, o, plans)
+			return err
+		},
+		failed: func() { g.forgetTables(plans) }, // re-read from storage on next use
+	}
+	if err := in.run(ctx); err != nil {
 		return nil, err
 	}
-	required := func(err error) error {
-		g.forgetTables(plans) // re-read from storage on next use
-		return &errs.RecoveryRequired{OperationID: sc.OperationID, Reason: err.Error()}
-	}
-	if werr != nil {
-		if err := recovery.Delete(ctx, g.root, sc.OperationID); err != nil {
-			return nil, required(werr)
-		}
-		return nil, werr
-	}
-	if err := failpoint.Inject("optimize.after_sidecar"); err != nil {
-		return nil, required(err)
-	}
-	for _, p := range plans {
-		if p.committed, err = p.ts.ds.Commit(ctx, p.staged); err != nil {
-			return nil, required(fmt.Errorf("commit the compaction of %s: %w", p.key, err))
-		}
-		if err := failpoint.Inject("optimize.after_table_commit"); err != nil {
-			return nil, required(err)
-		}
-	}
-	if o.Fence != nil {
-		if err := o.Fence(ctx); err != nil {
-			return nil, required(err)
-		}
-	}
-	if err := failpoint.Inject("optimize.before_publish"); err != nil {
-		return nil, required(err)
-	}
+	return res, nil
+}
+
+// publishCompaction publishes every rewritten table's pointer in one main commit and moves the
+// cached id indexes to the rewritten fragments.
+func (g *Graph) publishCompaction(ctx context.Context, o OptimizeOptions, plans []*compactionPlan) (*OptimizeResult, error) {
 	commitID := ids.NewULID()
 	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{},
 		Lineage: &publisher.Lineage{CommitID: commitID, ActorID: o.Actor, CreatedAt: time.Now().UnixMicro()}}
@@ -296,7 +284,7 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 	}
 	out, err := g.publisher("").Publish(ctx, req)
 	if err != nil {
-		return nil, required(err)
+		return nil, err
 	}
 	res := &OptimizeResult{Tables: make([]TableCompaction, 0, len(plans))}
 	for _, p := range plans {
@@ -308,10 +296,6 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 	}
 	ci := commitInfo(out.State.Commits[commitID])
 	res.Commit = &ci
-	if err := failpoint.Inject("optimize.after_publish"); err != nil {
-		return nil, required(err)
-	}
-	_ = recovery.Delete(ctx, g.root, sc.OperationID) // a leftover is retired by the next heal
 	return res, nil
 }
 

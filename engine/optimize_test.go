@@ -212,22 +212,26 @@ func TestOptimizeFence(t *testing.T) {
 	g := testGraph(t)
 	smallLoads(t, g, "", "p", 3)
 	lost := errors.New("lease lost")
-	if _, err := g.Optimize(context.Background(), OptimizeOptions{All: true, Fence: func(context.Context) error { return lost }}); !errors.Is(err, lost) {
+	g.SetFence(func(context.Context) error { return lost })
+	var fe *FenceError
+	if _, err := g.Optimize(context.Background(), OptimizeOptions{All: true}); !errors.Is(err, lost) || !errors.As(err, &fe) || fe.Step != "arm" {
 		t.Fatalf("a fence refusing before arming: %v", err)
 	}
 	noSidecars(t, g)
 	before := mainFragments(t, g)
 	calls := 0
-	_, err := g.Optimize(context.Background(), OptimizeOptions{All: true, Fence: func(context.Context) error {
+	g.SetFence(func(context.Context) error {
 		if calls++; calls == 2 {
 			return lost
 		}
 		return nil
-	}})
+	})
+	_, err := g.Optimize(context.Background(), OptimizeOptions{All: true})
 	var rr *errs.RecoveryRequired
 	if !errors.As(err, &rr) || calls != 2 {
 		t.Fatalf("want RecoveryRequired at the second fence check, got %v after %d checks", err, calls)
 	}
+	g.SetFence(nil)
 	if res := optimize(t, g, OptimizeOptions{All: true}); res.Commit != nil {
 		t.Fatalf("the heal should have published the committed rewrites, leaving nothing: %+v", res)
 	}

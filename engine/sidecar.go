@@ -74,24 +74,26 @@ func (a *armedSidecar) confirm(ctx context.Context, p *prepared) error {
 	return nil
 }
 
-// retire is Phase D.
-func (a *armedSidecar) retire(ctx context.Context) error {
-	return recovery.Delete(ctx, a.g.root, a.sc.OperationID)
-}
-
 // heal is the roll-forward-only recovery at the entry of every write: confirmed intents whose
-// authority still holds are finished and visible outcomes finalized; nothing is restored.
+// authority still holds are finished and visible outcomes finalized; nothing is restored. The
+// fence is checked per pending intent, so a heal with nothing to do costs no fence check.
 func (g *Graph) heal(ctx context.Context) error {
-	_, err := recovery.Recover(ctx, g.root, recovery.RollForwardOnly)
+	_, err := recovery.Recover(ctx, g.root, recovery.RollForwardOnly, g.fence)
 	return err
 }
 
 // Recover runs full recovery: every pending intent is rolled forward or back. It is what a
-// read-write open does, and what `worker recover` runs.
+// read-write open does, what `worker recover` runs, and what a worker runs after a write
+// returned RecoveryRequired. It restores tables and publishes, so it is fenced like a write:
+// a failed fence refuses it up front (a *FenceError, nothing written), and recovery checks
+// the fence again before each intent and each publish.
 func (g *Graph) Recover(ctx context.Context) ([]recovery.Outcome, error) {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
-	out, err := recovery.Recover(ctx, g.root, recovery.Full)
+	if err := g.checkFence(ctx, "recovery"); err != nil {
+		return nil, err
+	}
+	out, err := recovery.Recover(ctx, g.root, recovery.Full, g.fence)
 	g.tables = map[tableRef]*tableState{} // restored tables are re-read on next use
 	return out, err
 }

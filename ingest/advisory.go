@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -42,9 +43,27 @@ func (w *Worker) WatchMaxDeliveries(ctx context.Context) error {
 				w.log.Warn("unreadable max-deliver advisory", zap.Error(err))
 				continue
 			}
-			if err := w.deadLetterStored(ctx, a); err != nil {
-				w.log.Error("max-deliver dead letter", zap.Uint64("seq", a.StreamSeq), zap.Error(err))
-			}
+			w.deadLetterStoredUntilAccepted(ctx, a)
+		}
+	}
+}
+
+// deadLetterStoredUntilAccepted tries the dead letter of an exhausted message until JetStream
+// accepts it or ctx ends: the server has already moved its ack floor past the message, so this
+// dead letter is the only place it is kept.
+func (w *Worker) deadLetterStoredUntilAccepted(ctx context.Context, a maxDeliverAdvisory) {
+	retry := w.backoff()
+	for {
+		err := w.deadLetterStored(ctx, a)
+		if err == nil {
+			return
+		}
+		wait := retry.NextBackOff()
+		w.log.Error("max-deliver dead letter not accepted; trying again", zap.Uint64("seq", a.StreamSeq), zap.Duration("in", wait), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
 		}
 	}
 }

@@ -53,6 +53,8 @@ type MergeEvent struct {
 	Tables            []engine.MergeTableStats `json:"tables"`
 	BranchDeleted     *bool                    `json:"branch_deleted,omitempty"`
 	BranchDeleteError string                   `json:"branch_delete_error,omitempty"`
+	BranchKept        *bool                    `json:"branch_kept,omitempty"`
+	BranchKeptReason  string                   `json:"branch_kept_reason,omitempty"`
 }
 
 // MergeRequestBody is the JSON body of a merge request on omnigraph.<graph>.merge.
@@ -75,6 +77,12 @@ func ParseMergeRequest(data []byte) (MergeRequestBody, error) {
 	if body.Target == "" {
 		body.Target = "main"
 	}
+	if err := engine.CheckBranchName("source", body.Source); err != nil {
+		return body, err
+	}
+	if err := engine.CheckBranchName("target", body.Target); err != nil {
+		return body, err
+	}
 	return body, nil
 }
 
@@ -92,16 +100,14 @@ func decodeRequest(data []byte, v any, field, want string) error {
 	return nil
 }
 
-func (w *Worker) fence() func(context.Context) error {
-	if w.lease == nil {
-		return nil
-	}
-	return w.lease.Check
-}
-
 // loadRequest frames a graph batch and returns the load that applies it.
 func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt) (func(context.Context) (*applied, error), error) {
 	h := msg.Headers()
+	for _, name := range []string{HeaderBranch, HeaderFrom} {
+		if err := engine.CheckBranchName(name, h.Get(name)); err != nil {
+			return nil, err
+		}
+	}
 	mode := engine.Mode(h.Get(HeaderMode))
 	if mode == "" {
 		mode = engine.ModeMerge
@@ -111,7 +117,7 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt) (fun
 		return nil, err
 	}
 	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), From: h.Get(HeaderFrom), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
-		Receipt: receipt, Fence: w.fence()}
+		Receipt: receipt}
 	return func(ctx context.Context) (*applied, error) {
 		res, err := w.g.Load(ctx, req)
 		if err != nil {
@@ -130,7 +136,7 @@ func (w *Worker) mergeRequest(msg jetstream.Msg, receipt *publisher.Receipt) (fu
 		return nil, err
 	}
 	req := engine.MergeRequest{Source: body.Source, Target: body.Target, DeleteSource: body.DeleteSource,
-		Actor: msg.Headers().Get(HeaderActor), Receipt: receipt, Fence: w.fence()}
+		Actor: msg.Headers().Get(HeaderActor), Receipt: receipt}
 	return func(ctx context.Context) (*applied, error) {
 		res, err := w.g.Merge(ctx, req)
 		if err != nil {
@@ -141,7 +147,7 @@ func (w *Worker) mergeRequest(msg jetstream.Msg, receipt *publisher.Receipt) (fu
 		}
 		ev := Event{Kind: "merge", Branch: res.Target, ActorID: res.ActorID, AlreadyApplied: res.AlreadyApplied,
 			Merge: &MergeEvent{Source: res.Source, Target: res.Target, Outcome: res.Outcome, Tables: res.Tables,
-				BranchDeleted: res.BranchDeleted, BranchDeleteError: res.BranchDeleteError}}
+				BranchDeleted: res.BranchDeleted, BranchDeleteError: res.BranchDeleteError, BranchKept: res.BranchKept, BranchKeptReason: res.BranchKeptReason}}
 		if res.Commit != nil {
 			ev.GraphCommitID, ev.ManifestVersion, ev.ActorID = res.Commit.GraphCommitID, res.Commit.GraphManifestVersion, res.Commit.ActorID
 		}

@@ -32,7 +32,7 @@ func (w *Worker) compactIfDue(ctx context.Context, log *zap.Logger) {
 	}
 	for round := 0; round < compactionRounds && w.g.CompactionDue(w.cfg.CompactionFanout); round++ {
 		start := time.Now()
-		res, err := w.g.Optimize(ctx, engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Actor: CompactionActor, Fence: w.fence()})
+		res, err := w.g.Optimize(ctx, engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Actor: CompactionActor})
 		took := time.Since(start)
 		if err != nil {
 			w.metrics.compaction(false, took)

@@ -37,6 +37,11 @@ const MaxBatchBytes = 32 << 20
 // server's max_payload must be at least this (the embedded server is configured for it).
 const MaxMessageBytes = MaxBatchBytes + 64<<10
 
+// DefaultRetryBudget is the default Config.RetryBudget: long enough to ride out a store's or a
+// network's bad minutes, short enough that a message failing for a reason nobody recognised
+// does not hold its graph for hours.
+const DefaultRetryBudget = 10 * time.Minute
+
 // Config names the streams and consumer of one graph and tunes delivery.
 type Config struct {
 	Graph      string        // the <graph> subject token
@@ -46,6 +51,10 @@ type Config struct {
 	AckWait    time.Duration // default 30s; InProgress is sent every AckWait/3 during a load
 	MaxDeliver int           // default 10; the last delivery is dead-lettered instead of retried
 	RetryMax   time.Duration // cap of the in-place retry backoff; default 30s
+	// RetryBudget is how long one message may keep failing in place with an error not known
+	// to be transient before it is dead-lettered as retry_exhausted, or, for a known-transient
+	// error, before the worker reports itself stalled; default DefaultRetryBudget.
+	RetryBudget time.Duration
 	// CompactionFanout is the size-tier fanout of the compaction run between messages
 	// (engine.OptimizeOptions.Fanout); 0 means engine.DefaultCompactionFanout, negative turns
 	// automatic compaction off.
@@ -74,6 +83,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.RetryMax <= 0 {
 		c.RetryMax = 30 * time.Second
+	}
+	if c.RetryBudget <= 0 {
+		c.RetryBudget = DefaultRetryBudget
 	}
 	return nil
 }

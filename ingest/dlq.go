@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/framing"
 )
 
@@ -114,6 +115,13 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 	}
 	if o.MaxReplays <= 0 {
 		o.MaxReplays = 3
+	}
+	// A replay into a branch no branch can have would only be dead-lettered again.
+	if err := engine.CheckBranchName("--branch", o.Branch); err != nil {
+		return res, err
+	}
+	if err := engine.CheckBranchName("--from", o.From); err != nil {
+		return res, err
 	}
 	dls, err := DeadLetters(ctx, js, cfg, o.Reason)
 	if err != nil {

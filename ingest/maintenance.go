@@ -86,7 +86,7 @@ func (w *Worker) maintenanceRequest(msg jetstream.Msg) (func(context.Context) (*
 	actor := msg.Headers().Get(HeaderActor)
 	if body.Op == "optimize" {
 		return func(ctx context.Context) (*applied, error) {
-			res, err := w.g.Optimize(ctx, engine.OptimizeOptions{All: body.All, Fanout: body.Fanout, Actor: actor, Fence: w.fence()})
+			res, err := w.g.Optimize(ctx, engine.OptimizeOptions{All: body.All, Fanout: body.Fanout, Actor: actor})
 			if err != nil {
 				return nil, err
 			}
@@ -99,11 +99,6 @@ func (w *Worker) maintenanceRequest(msg jetstream.Msg) (func(context.Context) (*
 	}
 	age, _ := ParseAge(body.OlderThan)
 	return func(ctx context.Context) (*applied, error) {
-		if f := w.fence(); f != nil {
-			if err := f(ctx); err != nil {
-				return nil, err
-			}
-		}
 		res, err := w.g.Cleanup(ctx, engine.CleanupOptions{Keep: body.Keep, OlderThan: age, DryRun: body.DryRun})
 		if err != nil {
 			return nil, err

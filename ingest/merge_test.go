@@ -158,3 +158,39 @@ func TestManyMergeConflictsDeadLetterWithinHeaderLimits(t *testing.T) {
 		t.Fatalf("event %+v: the stream did not go on", ev)
 	}
 }
+
+// Every merge with delete_source says in its event what happened to the source: deleted, or
+// kept with the reason (main is never deleted; a branch others were created from is kept).
+func TestMergeEventSaysWhatHappenedToTheSource(t *testing.T) {
+	h := start(t)
+	h.publish(batch, map[string]string{HeaderMode: "append"})
+	h.event()
+	h.publish(`{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`,
+		map[string]string{HeaderMode: "append", HeaderBranch: "stage", HeaderFrom: "main"})
+	h.event()
+	h.publish(`{"type":"Person","data":{"handle":"dave","name":"Dave","active":true}}`, map[string]string{HeaderMode: "append"})
+	h.event()
+	// main into stage with delete_source: main stays, and the event says so.
+	h.publishMerge(`{"source":"main","target":"stage","delete_source":true}`, "")
+	ev := h.event()
+	if ev.Merge == nil || ev.Merge.BranchKept == nil || !*ev.Merge.BranchKept || ev.Merge.BranchKeptReason != "main is never deleted" ||
+		ev.Merge.BranchDeleted == nil || *ev.Merge.BranchDeleted {
+		t.Fatalf("merge event %+v %+v", ev, ev.Merge)
+	}
+	// stage has a child branch: kept, with the reason.
+	h.publish(`{"type":"Person","data":{"handle":"erin","name":"Erin","active":true}}`,
+		map[string]string{HeaderMode: "append", HeaderBranch: "stage-child", HeaderFrom: "stage"})
+	h.event()
+	h.publishMerge(`{"source":"stage","delete_source":true}`, "")
+	ev = h.event()
+	if ev.Merge == nil || ev.Merge.BranchKept == nil || !*ev.Merge.BranchKept || ev.Merge.BranchKeptReason == "" ||
+		ev.Merge.BranchDeleted == nil || *ev.Merge.BranchDeleted || ev.Merge.BranchDeleteError == "" {
+		t.Fatalf("merge event %+v %+v", ev, ev.Merge)
+	}
+	// Deleted: branch_deleted, no branch_kept.
+	h.publishMerge(`{"source":"stage-child","delete_source":true}`, "")
+	ev = h.event()
+	if ev.Merge == nil || ev.Merge.BranchDeleted == nil || !*ev.Merge.BranchDeleted || ev.Merge.BranchKept != nil {
+		t.Fatalf("merge event %+v %+v", ev, ev.Merge)
+	}
+}

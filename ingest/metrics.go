@@ -24,7 +24,11 @@ type Metrics struct {
 	leaseHeld   bool
 	pending     uint64
 	ready       bool
-	buckets     []float64 // commit latency upper bounds, seconds
+	// stalled is why the message in flight is held past its retry budget on a known-transient
+	// error ("" when not stalled); /readyz reports it.
+	stalled     string
+	budgetSpent map[string]uint64 // by action: stalled, dead_lettered
+	buckets     []float64         // commit latency upper bounds, seconds
 	counts      []uint64
 	sum         float64
 	n           uint64
@@ -33,7 +37,7 @@ type Metrics struct {
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
 	b := []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
-	return &Metrics{messages: map[string]uint64{}, deadLetters: map[string]uint64{}, compactions: map[string]uint64{}, buckets: b, counts: make([]uint64, len(b))}
+	return &Metrics{messages: map[string]uint64{}, deadLetters: map[string]uint64{}, compactions: map[string]uint64{}, budgetSpent: map[string]uint64{}, buckets: b, counts: make([]uint64, len(b))}
 }
 
 func (m *Metrics) message(out outcome, rows int, size int, took time.Duration, reason string) {
@@ -100,6 +104,24 @@ func (m *Metrics) SetReady(ready bool) {
 	}
 }
 
+// retryBudgetSpent counts a message whose retry budget ran out, by what was done about it.
+func (m *Metrics) retryBudgetSpent(action string) {
+	if m != nil {
+		m.mu.Lock()
+		m.budgetSpent[action]++
+		m.mu.Unlock()
+	}
+}
+
+// setStalled records why the worker is stalled, or "" when it no longer is.
+func (m *Metrics) setStalled(reason string) {
+	if m != nil {
+		m.mu.Lock()
+		m.stalled = reason
+		m.mu.Unlock()
+	}
+}
+
 func (m *Metrics) setPending(n uint64) {
 	if m != nil {
 		m.mu.Lock()
@@ -136,6 +158,8 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	single("omnigraph_compaction_seconds_total", "counter", "Time spent in automatic compaction.", m.compactSecs)
 	single("omnigraph_lease_held", "gauge", "1 while this worker holds its graph's single-writer lease.", b2i(m.leaseHeld))
 	single("omnigraph_consumer_pending", "gauge", "Messages waiting in the consumer.", m.pending)
+	single("omnigraph_stalled", "gauge", "1 while a message is held past its retry budget on a known-transient error (the reason is on /readyz).", b2i(m.stalled != ""))
+	labelled("omnigraph_retry_budget_exhausted_total", "Messages whose retry budget ran out, by action: stalled (known-transient error, held and retried) or dead_lettered (retry_exhausted).", "action", m.budgetSpent)
 	fmt.Fprintf(&b, "# HELP omnigraph_commit_seconds Message processing time of committed batches.\n# TYPE omnigraph_commit_seconds histogram\n")
 	for i, ub := range m.buckets {
 		fmt.Fprintf(&b, "omnigraph_commit_seconds_bucket{le=\"%g\"} %d\n", ub, m.counts[i])
@@ -152,7 +176,8 @@ func b2i(v bool) int {
 	return 0
 }
 
-// Handler serves /metrics, /healthz (the process is up) and /readyz (consuming, lease held).
+// Handler serves /metrics, /healthz (the process is up) and /readyz (consuming, lease held, not
+// stalled past a retry budget: a stall answers 503 with its reason).
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
@@ -162,10 +187,14 @@ func (m *Metrics) Handler() http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		m.mu.Lock()
-		ready := m.ready
+		ready, stalled := m.ready, m.stalled
 		m.mu.Unlock()
 		if !ready {
 			http.Error(w, "not consuming (standby or starting)", http.StatusServiceUnavailable)
+			return
+		}
+		if stalled != "" {
+			http.Error(w, "stalled: "+stalled, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ready\n")

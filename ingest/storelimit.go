@@ -45,9 +45,13 @@ func headerBlockBytes(hdr nats.Header) int {
 	return n
 }
 
-// tooLarge reports a publish the stream refused for the message's size: over its MaxMsgSize
-// (10054), or over what its store can hold (10077, "message too large").
+// tooLarge reports a publish refused for the message's size: over the connection's
+// max_payload (the client's nats.ErrMaxPayload), over the stream's MaxMsgSize (10054), or over
+// what its store can hold (10077, "message too large").
 func tooLarge(err error) bool {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return true
+	}
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) {
 		return false

@@ -41,6 +41,7 @@ func (w *Worker) UseMetrics(m *Metrics) { w.metrics = m }
 // lost.
 func (w *Worker) UseLease(l *Lease) {
 	w.lease = l
+	w.g.SetFence(l.Check)
 	w.log = w.log.With(zap.Uint64("epoch", l.Epoch()))
 }
 
@@ -243,7 +244,7 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 	if meta.NumDelivered >= uint64(w.cfg.MaxDeliver) && meta.NumDelivered > 1 {
 		// Delivered this often without an ack: something kills the worker on this message.
 		err := &errs.InvalidInput{Reason: fmt.Sprintf("delivered %d times without being acknowledged (max_deliver %d)", meta.NumDelivered, w.cfg.MaxDeliver)}
-		return w.deadLetter(ctx, msg, meta, "max_deliver", err)
+		return w.deadLetter(stop, ctx, msg, meta, "max_deliver", err)
 	}
 	// The payload is hashed for the receipt while the body is framed (32 MiB take ~20 ms).
 	sum := make(chan [sha256.Size]byte, 1)
@@ -262,10 +263,11 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 	digest := <-sum
 	receipt.PayloadSHA256 = hex.EncodeToString(digest[:])
 	if err != nil {
-		return w.deadLetter(ctx, msg, meta, "", err)
+		return w.deadLetter(stop, ctx, msg, meta, "", err)
 	}
-	retry := backoff.NewExponentialBackOff()
-	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 100*time.Millisecond, w.cfg.RetryMax, 0
+	retry := w.backoff()
+	spent := &budget{w: w, seq: meta.Sequence.Stream}
+	defer spent.end()
 	for {
 		res, err := apply(ctx)
 		if w.leaseLost() {
@@ -288,7 +290,7 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 			}
 			return outcomeCommitted, res, nil
 		case errs.Permanent(err):
-			return w.deadLetter(ctx, msg, meta, "", err)
+			return w.deadLetter(stop, ctx, msg, meta, "", err)
 		case errors.As(err, &rr):
 			// Resolve the intent, then retry this message without burning a delivery.
 			w.metrics.recovered()
@@ -298,8 +300,14 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 				err = rerr
 			}
 		}
+		if cause := spent.failed(err); cause != nil {
+			return w.deadLetter(stop, ctx, msg, meta, "", cause)
+		}
 		wait := retry.NextBackOff()
-		w.log.Warn("transient failure, retrying in place", zap.Uint64("seq", meta.Sequence.Stream), zap.Duration("in", wait), zap.Error(err))
+		if !spent.stalled {
+			w.log.Warn("failure, retrying in place", zap.Uint64("seq", meta.Sequence.Stream), zap.Stringer("class", classify(err)),
+				zap.Duration("in", wait), zap.Error(err))
+		}
 		select {
 		case <-stop.Done():
 			_ = msg.NakWithDelay(wait)
@@ -310,22 +318,52 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 }
 
 // deadLetter publishes the message to omnigraph.<graph>.dlq.<reason> with the original body and
-// headers plus the error, waits for the stream to accept it, and only then terminates it.
-func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, cause error) (outcome, *applied, error) {
+// headers plus the error, waits for the stream to accept it, and only then terminates it. A
+// dead letter JetStream does not accept is tried again in place (the heartbeat keeps the
+// message), never given up: a Nak would spend a delivery, and once max_deliver is spent the
+// server moves the ack floor past a message that is then in neither the graph nor a dead-letter
+// subject. On stop the message goes back to the stream as it is.
+func (w *Worker) deadLetter(stop, ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, cause error) (outcome, *applied, error) {
 	kind := errs.Kind(cause)
 	if reason == "" {
 		reason = kind
 	}
-	err := w.publishDeadLetter(ctx, letter{reason: reason, kind: kind, text: cause.Error(), detail: boundedDetail(errs.Detail(cause)), data: msg.Data(), header: msg.Headers(),
-		stream: meta.Stream, subject: msg.Subject(), seq: meta.Sequence.Stream, deliveries: meta.NumDelivered})
-	if err != nil {
-		_ = msg.NakWithDelay(time.Second)
-		return outcomeRequeued, nil, fmt.Errorf("dead-letter publish: %w (cause: %v)", err, cause)
+	l := letter{reason: reason, kind: kind, text: cause.Error(), detail: boundedDetail(errs.Detail(cause)), data: msg.Data(), header: msg.Headers(),
+		stream: meta.Stream, subject: msg.Subject(), seq: meta.Sequence.Stream, deliveries: meta.NumDelivered}
+	retry := w.backoff()
+	spent := &budget{w: w, seq: meta.Sequence.Stream}
+	defer spent.end()
+	for {
+		err := w.publishDeadLetter(ctx, l)
+		if err == nil {
+			break
+		}
+		if w.leaseLost() {
+			return outcomeRequeued, nil, ErrLeaseLost
+		}
+		spent.failedDeadLetter(err)
+		wait := retry.NextBackOff()
+		w.log.Error("dead letter not accepted; the message is held and the dead letter tried again", zap.Uint64("seq", meta.Sequence.Stream),
+			zap.String("reason", reason), zap.Duration("in", wait), zap.Error(err), zap.NamedError("cause", cause))
+		select {
+		case <-stop.Done():
+			_ = msg.NakWithDelay(wait)
+			return outcomeRequeued, nil, fmt.Errorf("dead-letter publish: %w (cause: %v)", err, cause)
+		case <-time.After(wait):
+		}
 	}
 	if err := msg.TermWithReason(reason); err != nil {
 		return outcomeDeadLetter, nil, fmt.Errorf("term after dead-letter: %w", err)
 	}
 	return outcomeDeadLetter, nil, cause
+}
+
+// backoff is the in-place retry schedule: jittered, doubling from 100 ms to RetryMax.
+func (w *Worker) backoff() *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, w.cfg.RetryMax, 0
+	b.Reset()
+	return b
 }
 
 // letter is what a dead letter records about its message and why it failed.
@@ -339,22 +377,32 @@ type letter struct {
 }
 
 // publishDeadLetter publishes l and waits for the dead-letter stream to accept it. A letter too
-// large for the stream (a batch near the store's 32 MiB record, plus the error headers) goes
-// by reference: without the body, which stays in the ingest stream at its original sequence,
-// where the replay tool fetches it.
+// large to go whole goes by reference: without the body, which stays in the ingest stream at
+// its original sequence, where the replay tool fetches it. "Too large" is measured before the
+// publish against both limits a message meets, the connection's max_payload (the server's
+// setting, which may be as low as the body plus a few hundred bytes) and the store's 32 MiB
+// record, counting the error headers the letter adds; a refusal for size that gets past the
+// measure (a server limit changed under us) still falls back.
 func (w *Worker) publishDeadLetter(ctx context.Context, l letter) error {
 	publish := func(m *nats.Msg) error {
 		_, err := transfer(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return w.js.PublishMsg(ctx, m) })
 		return err
 	}
-	err := publish(w.deadLetterMsg(l))
-	if !tooLarge(err) {
-		return err
+	if full := w.deadLetterMsg(l); fits(full, w.nc.MaxPayload()) {
+		if err := publish(full); !tooLarge(err) {
+			return err
+		}
 	}
 	out := w.deadLetterMsg(l)
 	out.Data = nil
 	out.Header.Set(HeaderBodyOmitted, strconv.Itoa(len(l.data)))
 	return publish(out)
+}
+
+// fits reports whether m can be published whole: body and header block within maxPayload (what
+// the client checks, and the server after it), and within one file-store record.
+func fits(m *nats.Msg, maxPayload int64) bool {
+	return int64(len(m.Data)+headerBlockBytes(m.Header)) <= maxPayload && len(m.Data) <= MaxBodyBytes(m.Subject, m.Header)
 }
 
 // deadLetterMsg builds the message for omnigraph.<graph>.dlq.<reason>: the original body and

@@ -39,13 +39,19 @@ type harness struct {
 
 func start(t *testing.T, setup ...func(*Worker)) *harness {
 	t.Helper()
-	ctx := context.Background()
 	ns, err := StartEmbedded(t.TempDir(), -1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
+	return startOn(t, ns.ClientURL(), setup...)
+}
+
+// startOn runs a worker on a fresh graph against the NATS server at url.
+func startOn(t *testing.T, url string, setup ...func(*Worker)) *harness {
+	t.Helper()
+	ctx := context.Background()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +325,12 @@ func TestLeaseTakeover(t *testing.T) {
 	}
 	// A write fenced by the lost lease is refused before it arms anything.
 	recs, _ := framing.ParseBytes([]byte(`{"type":"Person","data":{"handle":"p3","name":"P","active":true}}`), framing.DefaultLimits())
-	_, err = h.g.Load(ctx, engine.LoadRequest{Mode: engine.ModeMerge, Records: recs, Fence: leader.Check})
+	stale, err := engine.OpenReadOnly(ctx, h.g.Root()) // the old leader's graph, fenced by its lease
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetFence(leader.Check)
+	_, err = stale.Load(ctx, engine.LoadRequest{Mode: engine.ModeMerge, Records: recs})
 	if !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("fenced write: %v", err)
 	}

@@ -88,32 +88,58 @@ type Branch struct {
 	Ref  BranchRef
 }
 
-// ValidateBranchName applies lance's branch-name rules.
+// MaxBranchNameBytes bounds a branch name so that every key it becomes part of can be stored:
+// its ref file is one path segment, _refs/branches/<name>.json with each "/" written as %2F,
+// written on a local root through a temporary "<file>#<up to 20 digits>", and a local file
+// system refuses a segment over 255 bytes (ENAMETOOLONG). At 100 bytes even a name of
+// one-letter segments (49 slashes, two bytes more each) stays at 198 + 5 + 21 = 224.
+const MaxBranchNameBytes = 100
+
+// ValidateBranchName applies lance's branch-name rules, and the storage rules every key the
+// name becomes part of must pass (tree/<name>/…, _refs/branches/<name>.json), so a name it
+// accepts can be stored on every backend. "main" is reserved: it names no created branch.
 func ValidateBranchName(name string) error {
-	bad := func(why string) error { return &BranchError{Branch: name, Reason: "invalid name: " + why} }
-	switch {
-	case name == "":
-		return bad("empty")
-	case name == "main":
-		return bad("main is reserved")
-	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/"):
-		return bad("starts or ends with /")
-	case strings.Contains(name, "//") || strings.Contains(name, "..") || strings.Contains(name, `\`):
-		return bad(`contains //, .. or \`)
-	case strings.HasSuffix(name, ".lock"):
-		return bad("ends with .lock")
-	}
-	for _, seg := range strings.Split(name, "/") {
-		if seg == "" {
-			return bad("empty path segment")
-		}
-		for _, r := range seg {
-			if !(r == '.' || r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-				return bad(fmt.Sprintf("character %q", r))
-			}
-		}
+	if rule := BranchNameRule(name); rule != "" {
+		return &BranchError{Branch: name, Reason: "invalid name: " + rule}
 	}
 	return nil
+}
+
+// BranchNameRule is the first rule name breaks, or "" when it is a valid name for a created
+// branch.
+func BranchNameRule(name string) string {
+	switch {
+	case name == "":
+		return "empty"
+	case name == "main":
+		return "main is reserved"
+	case len(name) > MaxBranchNameBytes:
+		return fmt.Sprintf("longer than %d bytes (%d)", MaxBranchNameBytes, len(name))
+	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/"):
+		return "starts or ends with /"
+	}
+	for _, seg := range strings.Split(name, "/") {
+		switch seg {
+		case "":
+			return "empty path segment (//)"
+		case ".", "..":
+			return `has a "." or ".." segment`
+		}
+	}
+	switch {
+	case strings.Contains(name, "..") || strings.Contains(name, `\`):
+		return `contains .. or \`
+	case strings.HasSuffix(name, ".lock"):
+		return "ends with .lock"
+	case strings.Contains(name, "__0x"):
+		return `contains "__0x" (the object store's escape marker)`
+	}
+	for _, r := range name {
+		if !(r == '/' || r == '.' || r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return fmt.Sprintf("character %q (allowed: A-Z a-z 0-9 . - _ and / between segments)", r)
+		}
+	}
+	return ""
 }
 
 func refKey(name string) string {

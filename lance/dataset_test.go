@@ -408,7 +408,7 @@ func TestBranches(t *testing.T) {
 	if _, err := d.CreateBranch(ctx, "feat"); err == nil {
 		t.Fatal("duplicate branch created")
 	}
-	for _, bad := range []string{"", "main", "/x", "a//b", "a..b", "x.lock", "sp ace"} {
+	for _, bad := range []string{"", "main", "/x", "a//b", "a..b", "x.lock", "sp ace", ".", "x/.", "./x", "a__0xb", strings.Repeat("n", MaxBranchNameBytes+1)} {
 		if err := ValidateBranchName(bad); err == nil {
 			t.Errorf("name %q accepted", bad)
 		}

@@ -2,6 +2,7 @@ package lance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -106,41 +107,37 @@ func fixtureRows(t *testing.T, d *Dataset, ids ...string) []arrow.Record {
 }
 
 // TestNeverMixFileVersions: on tables the official engines created at 2.1 and 2.2, every path
-// that writes data files refuses with *DataVersionError naming the dataset and both versions,
-// and leaves every file as it was. (Lance 12 refuses a table that mixes 2.0 files into a
-// 2.1/2.2 manifest, at every version.)
+// that writes data files either writes files of the declared version or, where this build
+// cannot, refuses with *DataVersionError naming the dataset and both versions and leaves every
+// file as it was. (Lance 12 refuses a table that mixes 2.0 files into a 2.1/2.2 manifest, at
+// every version.)
 func TestNeverMixFileVersions(t *testing.T) {
 	for _, fx := range officialFixtures {
 		t.Run(fx.dir, func(t *testing.T) {
 			probe, _ := openFixture(t, fx.dir)
-			if v, ok := probe.FileVersion(); !ok || v.String() != fx.version {
+			v, ok := probe.FileVersion()
+			if !ok || v.String() != fx.version {
 				t.Fatalf("fixture declares %v (%v), want %s", v, ok, fx.version)
 			}
-			v, _ := probe.FileVersion()
 			for _, path := range writePaths {
 				t.Run(path.name, func(t *testing.T) {
 					d, dir := openFixture(t, fx.dir)
 					before := treeOf(t, dir)
 					err := path.run(t, d)
-					op := path.op
-					switch {
-					case op == "commit" || !file.Writable(v):
-					case path.reads && !file.Readable(v):
-						op = "read"
-					default:
-						// this build writes the declared version: the path succeeds and adds files of it
+					want := path.refusal(v)
+					if want == "" {
 						if err != nil {
-							t.Fatalf("got %v, want the write to succeed", err)
+							t.Fatalf("%s of a %s table: %v", path.name, v, err)
 						}
-						checkAddedVersions(t, d, v)
+						checkAllFilesAt(t, dir, v)
 						return
 					}
 					var dv *DataVersionError
 					if !errors.As(err, &dv) {
 						t.Fatalf("got %v, want *DataVersionError", err)
 					}
-					if dv.Declared != fx.version || dv.Op != op || !strings.Contains(dv.Dataset, fx.dir) {
-						t.Fatalf("error fields %+v, want declared %s, op %s, dataset naming %s", dv, fx.version, op, fx.dir)
+					if dv.Declared != fx.version || dv.Op != want || !strings.Contains(dv.Dataset, fx.dir) {
+						t.Fatalf("error fields %+v, want declared %s, op %s, dataset naming %s", dv, fx.version, want, fx.dir)
 					}
 					msg := err.Error()
 					if !strings.Contains(msg, fx.version) || !strings.Contains(msg, dv.Files) || dv.Files == "" {
@@ -155,84 +152,97 @@ func TestNeverMixFileVersions(t *testing.T) {
 	}
 }
 
-// checkAddedVersions checks that every data file the latest version of d has beyond d's own is
-// of version v and records the columns a file of v has (file.ColumnFields).
-func checkAddedVersions(t *testing.T, d *Dataset, v file.Version) {
+// checkAllFilesAt: every data file of the latest version of the table at dir is of version v,
+// and the table reads whole.
+func checkAllFilesAt(t *testing.T, dir string, v file.Version) {
 	t.Helper()
-	old := map[string]bool{}
-	for _, f := range d.manifest.Fragments {
-		for _, df := range f.Files {
-			old[df.Path] = true
-		}
-	}
-	latest, err := d.Latest(t.Context())
+	st, err := storage.Open(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := file.ColumnFields(latest.Schema(), v)
-	added := 0
-	for _, f := range latest.manifest.Fragments {
-		for _, df := range f.Files {
-			if old[df.Path] {
-				continue
-			}
-			added++
-			if df.FileMajor != v.Major || df.FileMinor != v.Minor {
-				t.Fatalf("added file %s is %d.%d, want %s", df.Path, df.FileMajor, df.FileMinor, v)
-			}
-			if fmt.Sprint(df.Fields) != fmt.Sprint(want) || len(df.ColumnIndices) != len(want) {
-				t.Fatalf("added file %s records fields %v columns %v, want fields %v", df.Path, df.Fields, df.ColumnIndices, want)
+	defer st.Close()
+	d, err := Open(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.FileVersion(); got != v {
+		t.Fatalf("the table now declares %s, want %s", got, v)
+	}
+	for _, fr := range d.Manifest().Fragments {
+		for _, f := range fr.Files {
+			if f.FileMajor != v.Major || f.FileMinor != v.Minor {
+				t.Fatalf("fragment %d file %s is %d.%d in a %s table", fr.ID, f.Path, f.FileMajor, f.FileMinor, v)
 			}
 		}
 	}
-	if added == 0 {
-		t.Fatal("no data file added")
+	recs, err := d.ReadAll(t.Context(), ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		r.Release()
 	}
 }
 
-// writePaths are the dataset operations that encode data files, each run to its commit. op is
-// the refusal expected while this build neither reads nor writes 2.1/2.2 files: paths that read
-// rows first (to find what to replace) are refused as a read. reads marks the paths that read
-// rows, and so are refused as a read while the version can be written but not read.
-var writePaths = []struct {
-	name  string
-	op    string
-	reads bool
-	run   func(*testing.T, *Dataset) error
-}{
-	{"append", "write", false, func(t *testing.T, d *Dataset) error {
+// writePath is a dataset operation that may encode data files, run to its commit.
+type writePath struct {
+	name string
+	// reads: it reads rows first (to find what to replace); noFiles: it writes deletion files
+	// only, which have no version; copies: it brings in another table's 2.0 files byte for byte.
+	reads, noFiles, copies bool
+	run                    func(*testing.T, *Dataset) error
+}
+
+// refusal is the DataVersionError Op this build must answer the path with on a table of
+// version v, or "" when the path must succeed there.
+func (p writePath) refusal(v file.Version) string {
+	switch {
+	case p.reads && !file.Readable(v):
+		return "read"
+	case p.copies:
+		return "commit"
+	case p.noFiles:
+		return ""
+	case !file.Writable(v):
+		return "write"
+	}
+	return ""
+}
+
+var writePaths = []writePath{
+	{name: "append", run: func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageAppend(t.Context(), fixtureRows(t, d, "new"), StageOptions{}))
 	}},
-	{"insert-only update", "write", false, func(t *testing.T, d *Dataset) error {
+	{name: "insert-only update", run: func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageInsertOnlyUpdate(t.Context(), fixtureRows(t, d, "new"), StageOptions{}))
 	}},
-	{"overwrite", "write", false, func(t *testing.T, d *Dataset) error {
+	{name: "overwrite", run: func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageOverwrite(t.Context(), d.Schema(), fixtureRows(t, d, "n1"), StageOptions{}))
 	}},
-	{"rewrite rows", "write", false, func(t *testing.T, d *Dataset) error {
+	{name: "rewrite rows", run: func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageRewriteRows(t.Context(), []RowAddress{0}, fixtureRows(t, d, "n0"), StageOptions{}))
 	}},
-	{"upsert", "read", true, func(t *testing.T, d *Dataset) error {
+	{name: "upsert", reads: true, run: func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageUpsert(t.Context(), "id", fixtureRows(t, d, "n1", "new"), StageOptions{}))
 	}},
-	{"delete by filter", "read", true, func(t *testing.T, d *Dataset) error {
+	{name: "delete by filter", reads: true, noFiles: true, run: func(t *testing.T, d *Dataset) error {
 		return stageCommit(t.Context(), d)(d.StageDelete(t.Context(), In("id", "n1"), StageOptions{}))
 	}},
-	{"compaction", "write", true, func(t *testing.T, d *Dataset) error {
+	{name: "compaction", run: func(t *testing.T, d *Dataset) error {
 		s, _, err := d.StageCompaction(t.Context(), CompactionOptions{}, StageOptions{})
 		if err == nil && s == nil {
 			t.Fatal("compaction found nothing to do on two small fragments")
 		}
 		return stageCommit(t.Context(), d)(s, err)
 	}},
-	{"compact tail", "read", true, func(t *testing.T, d *Dataset) error {
+	{name: "compact tail", reads: true, run: func(t *testing.T, d *Dataset) error {
 		s, _, err := d.CompactTail(t.Context(), 2, StageOptions{})
 		if err == nil && s == nil {
 			t.Fatal("tail compaction found nothing to do on two small fragments")
 		}
 		return stageCommit(t.Context(), d)(s, err)
 	}},
-	{"copy 2.0 fragments in (merge)", "commit", false, func(t *testing.T, d *Dataset) error {
+	{name: "copy 2.0 fragments in (merge)", copies: true, run: func(t *testing.T, d *Dataset) error {
 		src, err := Create(t.Context(), freshMem(t, "src"), d.Schema(), fixtureRows(t, d, "b1"), CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -375,6 +385,45 @@ func TestParseFileVersion(t *testing.T) {
 	for _, bad := range []string{"", "2", "2.", ".2", "v2.2", "2.2.0", "2.x", "-1.0", "02.2"} {
 		if _, err := file.ParseVersion(bad); err == nil {
 			t.Fatalf("%q parsed", bad)
+		}
+	}
+}
+
+// TestReadOfficialFixtures: each table the official engines wrote at 2.1 and 2.2 reads row for
+// row through the dataset layer, list column included (a 2.1+ file gives a list no column of
+// its own, so the dataset finds it through its item's field id).
+func TestReadOfficialFixtures(t *testing.T) {
+	for _, fx := range officialFixtures {
+		d, _ := openFixture(t, fx.dir)
+		recs, err := d.ReadAll(t.Context(), ScanOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", fx.dir, err)
+		}
+		var got []string
+		for _, r := range recs {
+			b, err := r.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rows []json.RawMessage
+			if err := json.Unmarshal(b, &rows); err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range rows {
+				got = append(got, string(row))
+			}
+			r.Release()
+		}
+		var want []string
+		for i := 0; i < 8; i++ {
+			name := fmt.Sprintf(`"name":"name %d"`, i)
+			if i%3 == 1 {
+				name = `"name":null`
+			}
+			want = append(want, fmt.Sprintf(`{"id":"n%d",%s,"score":%g,"tags":["t%d"]}`, i, name, float64(i)*1.5, i%4))
+		}
+		if g, w := strings.Join(got, "\n"), strings.Join(want, "\n"); g != w {
+			t.Fatalf("%s:\ngot\n%s\nwant\n%s", fx.dir, g, w)
 		}
 	}
 }

@@ -373,14 +373,7 @@ func (d *Dataset) openFragment(ctx context.Context, fr *Fragment, read *schema.S
 	r := &fragmentReader{frag: fr, fields: read.Fields, sc: as}
 	opened := map[int]*file.Reader{}
 	for _, f := range read.Fields {
-		fi := -1
-		for i := range fr.Files {
-			for _, id := range fr.Files[i].Fields {
-				if id == f.ID {
-					fi = i
-				}
-			}
-		}
+		fi := fileHolding(fr, f)
 		if fi < 0 {
 			r.readers = append(r.readers, nil)
 			r.colOf = append(r.colOf, nil)
@@ -424,6 +417,28 @@ func (d *Dataset) openFragment(ctx context.Context, fr *Fragment, read *schema.S
 		return nil, err
 	}
 	return r, nil
+}
+
+// fileHolding is the index of the data file of fr that holds field f, or -1. A 2.0 file lists
+// every field, struct and list parents included; a 2.1+ file gives parents no column and lists
+// only leaf ids, so a nested field is found through any of its descendants.
+func fileHolding(fr *Fragment, f *schema.Field) int {
+	fi := -1
+	var walk func(*schema.Field)
+	walk = func(x *schema.Field) {
+		for i := range fr.Files {
+			for _, id := range fr.Files[i].Fields {
+				if id == x.ID {
+					fi = i
+				}
+			}
+		}
+		for _, k := range x.Children {
+			walk(k)
+		}
+	}
+	walk(f)
+	return fi
 }
 
 func columnMap(df *DataFile) func(int32) (int, bool) {

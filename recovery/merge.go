@@ -49,9 +49,9 @@ func (t *mergeObs) complete() bool {
 // anything else (Full mode) is compensated: owned chain prefixes are restored, refs this intent
 // created are removed, and the pre-minted rollback commit is published. A foreign or
 // non-contiguous transaction fails closed.
-func resolveMerge(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode) (Outcome, error) {
+func resolveMerge(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode, fence Fence) (Outcome, error) {
 	p4 := sc.ProtocolV4
-	o, pub, st, done, err := openIntent(ctx, root, sc, mode, p4.Lineage.GraphCommitID, p4.RollbackGraphCommitID,
+	o, pub, st, done, err := openIntent(ctx, root, sc, mode, fence, p4.Lineage.GraphCommitID, p4.RollbackGraphCommitID,
 		confirmedOutcomes(p4.IntendedDelta), p4.RollbackAuditOutcomes)
 	if done || err != nil {
 		return o, err
@@ -73,13 +73,13 @@ func resolveMerge(ctx context.Context, root storage.Store, sc *Sidecar, mode Mod
 		return o, err
 	}
 	if complete && p4.EffectPhase == EffectsConfirmed && holds {
-		return rollMergeForward(ctx, root, sc, pub)
+		return rollMergeForward(ctx, root, sc, pub, fence)
 	}
 	if mode == RollForwardOnly {
 		o.Action, o.Reason = Deferred, "this merge needs a rollback; reopen the graph read-write (worker recover) to resolve it"
 		return o, nil
 	}
-	return rollMergeBack(ctx, root, sc, pub, obs)
+	return rollMergeBack(ctx, root, sc, pub, obs, fence)
 }
 
 // observeMerge reads each pinned table on its target branch and matches the versions above the
@@ -169,15 +169,15 @@ func (t *mergeObs) matchChain(ctx context.Context) error {
 }
 
 // rollMergeForward publishes the confirmed delta under the original merge lineage.
-func rollMergeForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher) (Outcome, error) {
+func rollMergeForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, fence Fence) (Outcome, error) {
 	p4 := sc.ProtocolV4
-	return publishForward(ctx, root, sc, pub, p4.Lineage, p4.Authority, p4.IntendedDelta)
+	return publishForward(ctx, root, sc, pub, fence, p4.Lineage, p4.Authority, p4.IntendedDelta)
 }
 
 // rollMergeBack compensates: the rollback plan is made durable first, then every owned chain
 // on a table the target already owned is restored to its pin, every ref this merge created is
 // removed, and the rollback commit publishes the restored pins.
-func rollMergeBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, obs []*mergeObs) (Outcome, error) {
+func rollMergeBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, obs []*mergeObs, fence Fence) (Outcome, error) {
 	p4 := sc.ProtocolV4
 	if p4.RollbackAuditOutcomes == nil {
 		outcomes := []TableOutcome{}
@@ -212,7 +212,7 @@ func rollMergeBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *pu
 	if err := removeMergeRefs(ctx, root, obs); err != nil {
 		return Outcome{}, err
 	}
-	return publishRollback(ctx, root, sc, pub, req, p4.RollbackGraphCommitID, p4.RollbackAuditOutcomes)
+	return publishRollback(ctx, root, sc, pub, fence, req, p4.RollbackGraphCommitID, p4.RollbackAuditOutcomes)
 }
 
 // removeMergeRefs deletes the first-touch and ref-only refs this merge created (they are never

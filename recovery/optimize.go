@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
-	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -63,7 +62,7 @@ func NewOptimizeSidecar(root string, actor *string, tables []OptimizeTable) (*Si
 // The Optimize payload carries no lineage, so the roll-forward commit takes the intent's
 // operation id: a pass that dies after its publish is finished by the next one (audit row,
 // sidecar removal) without a second commit.
-func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar) (Outcome, error) {
+func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar, fence Fence) (Outcome, error) {
 	o := Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(""), Tables: []TableOutcome{}}
 	if sc.Branch != nil && *sc.Branch != "main" {
 		return o, fmt.Errorf("an Optimize intent on branch %q: this build compacts main only", *sc.Branch)
@@ -134,14 +133,5 @@ func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar) (Outc
 	}
 	commit := sc.OperationID
 	req.Lineage = &publisher.Lineage{CommitID: commit, ActorID: deref(sc.ActorID), CreatedAt: nowMicros()}
-	if err := failpoint.Inject("recovery.before_forward_publish"); err != nil {
-		return o, err
-	}
-	if _, err := pub.Publish(ctx, req); err != nil {
-		return o, fmt.Errorf("roll the compaction forward: %w", err)
-	}
-	if err := failpoint.Inject("recovery.after_forward_publish"); err != nil {
-		return o, err
-	}
-	return finalize(ctx, root, sc, RolledForward, commit, o.Tables)
+	return publishAndFinalize(ctx, root, sc, pub, fence, req, forwardPoints, "roll the compaction forward", commit, o.Tables)
 }

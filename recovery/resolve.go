@@ -73,8 +73,10 @@ type tableObs struct {
 
 // Recover resolves every pending sidecar under root, oldest first. Outcomes are returned for
 // the sidecars it acted on or deferred; the first sidecar it cannot resolve stops the pass with
-// an error and stays in place.
-func Recover(ctx context.Context, root storage.Store, mode Mode) ([]Outcome, error) {
+// an error and stays in place. The writer's fence is checked before each sidecar is resolved
+// and again before each publish, as the forward path checks it before arming and publishing:
+// a failed fence stops the pass with a *FenceError and nothing written at that step.
+func Recover(ctx context.Context, root storage.Store, mode Mode, fence Fence) ([]Outcome, error) {
 	listed, err := List(ctx, root)
 	if err != nil {
 		return nil, err
@@ -88,8 +90,11 @@ func Recover(ctx context.Context, root storage.Store, mode Mode) ([]Outcome, err
 		if !ok {
 			continue // finished concurrently
 		}
+		if err := fence.Check(ctx, "resolving intent "+sc.OperationID); err != nil {
+			return out, err
+		}
 		if sc.WriterKind == BranchMerge {
-			o, err := resolveMerge(ctx, root, sc, mode)
+			o, err := resolveMerge(ctx, root, sc, mode, fence)
 			if err != nil {
 				return out, fmt.Errorf("recovery: sidecar %s: %w", sc.OperationID, err)
 			}
@@ -97,7 +102,7 @@ func Recover(ctx context.Context, root storage.Store, mode Mode) ([]Outcome, err
 			continue
 		}
 		if sc.WriterKind == Optimize {
-			o, err := resolveOptimize(ctx, root, sc)
+			o, err := resolveOptimize(ctx, root, sc, fence)
 			if err != nil {
 				return out, fmt.Errorf("recovery: sidecar %s: %w", sc.OperationID, err)
 			}
@@ -111,7 +116,7 @@ func Recover(ctx context.Context, root storage.Store, mode Mode) ([]Outcome, err
 			out = append(out, Outcome{OperationID: sc.OperationID, Action: Deferred, Reason: string(sc.WriterKind) + " intents are not resolved by this build"})
 			continue
 		}
-		o, err := resolveLoad(ctx, root, sc, mode)
+		o, err := resolveLoad(ctx, root, sc, mode, fence)
 		if err != nil {
 			return out, fmt.Errorf("recovery: sidecar %s: %w", sc.OperationID, err)
 		}
@@ -128,9 +133,9 @@ func deref(s *string) string {
 }
 
 // resolveLoad runs the v9 Mutation/Load procedure for one sidecar.
-func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode) (Outcome, error) {
+func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode, fence Fence) (Outcome, error) {
 	p3 := sc.ProtocolV3
-	o, pub, st, done, err := openIntent(ctx, root, sc, mode, p3.Lineage.GraphCommitID, p3.RollbackGraphCommitID,
+	o, pub, st, done, err := openIntent(ctx, root, sc, mode, fence, p3.Lineage.GraphCommitID, p3.RollbackGraphCommitID,
 		confirmedOutcomes(p3.IntendedDelta), p3.RollbackAuditOutcomes)
 	if done || err != nil {
 		return o, err
@@ -158,20 +163,20 @@ func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode
 		return o, err
 	}
 	if allForward && holds {
-		return rollForward(ctx, root, sc, pub)
+		return rollForward(ctx, root, sc, pub, fence)
 	}
 	if mode == RollForwardOnly {
 		o.Action = Deferred
 		o.Reason = "this intent needs a rollback; reopen the graph read-write (worker recover) to resolve it"
 		return o, nil
 	}
-	return rollBack(ctx, root, sc, pub, obs)
+	return rollBack(ctx, root, sc, pub, obs, fence)
 }
 
 // openIntent reads the intent's branch and settles the cases that need no table observed: a
 // deleted branch (orphan discard) and a fixed outcome already visible (finalized). done says
 // the intent is resolved (or failed) here; otherwise o, pub and st carry on.
-func openIntent(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode, commitID, rollbackID string,
+func openIntent(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode, fence Fence, commitID, rollbackID string,
 	forward, back []TableOutcome) (o Outcome, pub *publisher.Publisher, st *publisher.State, done bool, err error) {
 	branch := deref(sc.Branch)
 	o = Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(branch)}
@@ -180,7 +185,7 @@ func openIntent(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode,
 	var bnf *errs.BranchNotFound
 	switch {
 	case errors.As(err, &bnf):
-		o, err = discardOrphan(ctx, root, sc, mode)
+		o, err = discardOrphan(ctx, root, sc, fence)
 		return o, nil, nil, true, err
 	case err != nil:
 		return o, nil, nil, true, err
@@ -344,15 +349,15 @@ func authorityHolds(ctx context.Context, root storage.Store, pub *publisher.Publ
 
 // rollForward publishes the confirmed delta under the original lineage while the captured
 // token holds.
-func rollForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher) (Outcome, error) {
+func rollForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, fence Fence) (Outcome, error) {
 	p3 := sc.ProtocolV3
-	return publishForward(ctx, root, sc, pub, p3.Lineage, p3.Authority, p3.IntendedDelta)
+	return publishForward(ctx, root, sc, pub, fence, p3.Lineage, p3.Authority, p3.IntendedDelta)
 }
 
 // publishForward is the roll-forward publish both exact protocols share: every confirmed slot
 // verbatim (expected = the slot's expected version), the original lineage (id, actor, time,
 // merged parent), ExactGraphHead on the captured token, and the sidecar's receipt.
-func publishForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, l Lineage, a Authority, d IntendedDelta) (Outcome, error) {
+func publishForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, fence Fence, l Lineage, a Authority, d IntendedDelta) (Outcome, error) {
 	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{},
 		Lineage: &publisher.Lineage{CommitID: l.GraphCommitID, ActorID: deref(l.ActorID), MergedParent: deref(l.MergedParentCommitID),
 			CreatedAt: l.CreatedAt},
@@ -364,21 +369,41 @@ func publishForward(ctx context.Context, root storage.Store, sc *Sidecar, pub *p
 			Branch: c.TableBranch, RowCount: c.RowCount, Meta: c.VersionMetadata})
 		req.Expected[s.Identity] = publisher.Expectation{TableKey: s.TableKey, Version: s.ExpectedVersion}
 	}
-	if err := failpoint.Inject("recovery.before_forward_publish"); err != nil {
+	return publishAndFinalize(ctx, root, sc, pub, fence, req, forwardPoints, "roll forward", l.GraphCommitID, confirmedOutcomes(d))
+}
+
+// publishPoints are the failpoints around a recovery publish.
+type publishPoints struct{ before, after, kind string }
+
+var (
+	forwardPoints  = publishPoints{"recovery.before_forward_publish", "recovery.after_forward_publish", RolledForward}
+	rollbackPoints = publishPoints{"recovery.before_rollback_publish", "recovery.after_rollback_publish", RolledBack}
+)
+
+// publishAndFinalize is the end of every resolution that publishes (a roll forward of any
+// intent, a rollback): the fence, the publish between its failpoints, then the audit row and
+// the sidecar's removal. A pass that dies after the publish finds commitID visible and only
+// finalizes.
+func publishAndFinalize(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, fence Fence, req publisher.Request,
+	pts publishPoints, what, commitID string, outcomes []TableOutcome) (Outcome, error) {
+	if err := fence.Check(ctx, "publish"); err != nil {
+		return Outcome{}, err
+	}
+	if err := failpoint.Inject(pts.before); err != nil {
 		return Outcome{}, err
 	}
 	if _, err := pub.Publish(ctx, req); err != nil {
-		return Outcome{}, fmt.Errorf("roll forward: %w", err)
+		return Outcome{}, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := failpoint.Inject("recovery.after_forward_publish"); err != nil {
+	if err := failpoint.Inject(pts.after); err != nil {
 		return Outcome{}, err
 	}
-	return finalize(ctx, root, sc, RolledForward, l.GraphCommitID, confirmedOutcomes(d))
+	return finalize(ctx, root, sc, pts.kind, commitID, outcomes)
 }
 
 // rollBack restores every owned effect to its pin and publishes the restored HEADs under the
 // pre-minted rollback commit. A foreign or buried effect fails closed.
-func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, obs []*tableObs) (Outcome, error) {
+func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, obs []*tableObs, fence Fence) (Outcome, error) {
 	p3 := sc.ProtocolV3
 	var outcomes []TableOutcome
 	for _, t := range obs {
@@ -425,7 +450,7 @@ func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publish
 	if err := removeUntouchedForks(ctx, root, obs); err != nil {
 		return Outcome{}, err
 	}
-	return publishRollback(ctx, root, sc, pub, req, p3.RollbackGraphCommitID, p3.RollbackAuditOutcomes)
+	return publishRollback(ctx, root, sc, pub, fence, req, p3.RollbackGraphCommitID, p3.RollbackAuditOutcomes)
 }
 
 // restoreOwned compensates one owned effect: a Lance Restore to the pin (skipped when one
@@ -454,22 +479,13 @@ func restoreOwned(ctx context.Context, req *publisher.Request, pin TablePin, ds 
 
 // publishRollback publishes the restored pointers under the pre-minted rollback commit (the
 // recovery actor, the sidecar's start time) and finalizes with the durable audit plan.
-func publishRollback(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, req publisher.Request, commitID string, outcomes []TableOutcome) (Outcome, error) {
+func publishRollback(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, fence Fence, req publisher.Request, commitID string, outcomes []TableOutcome) (Outcome, error) {
 	createdAt, ok := startedAt(sc)
 	if !ok {
 		createdAt = nowMicros()
 	}
 	req.Lineage = &publisher.Lineage{CommitID: commitID, ActorID: RecoveryActor, CreatedAt: createdAt}
-	if err := failpoint.Inject("recovery.before_rollback_publish"); err != nil {
-		return Outcome{}, err
-	}
-	if _, err := pub.Publish(ctx, req); err != nil {
-		return Outcome{}, fmt.Errorf("publish the rollback: %w", err)
-	}
-	if err := failpoint.Inject("recovery.after_rollback_publish"); err != nil {
-		return Outcome{}, err
-	}
-	return finalize(ctx, root, sc, RolledBack, commitID, outcomes)
+	return publishAndFinalize(ctx, root, sc, pub, fence, req, rollbackPoints, "publish the rollback", commitID, outcomes)
 }
 
 func startedAt(sc *Sidecar) (int64, bool) {
@@ -492,9 +508,12 @@ func finalize(ctx context.Context, root storage.Store, sc *Sidecar, kind, commit
 
 // discardOrphan retires an intent whose branch no longer exists: a lineage-only commit on main
 // by the recovery actor, audited as OrphanedBranchDiscarded.
-func discardOrphan(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode) (Outcome, error) {
+func discardOrphan(ctx context.Context, root storage.Store, sc *Sidecar, fence Fence) (Outcome, error) {
 	o := Outcome{OperationID: sc.OperationID, Branch: ids.BranchKey(deref(sc.Branch))}
 	commit := ids.NewULID()
+	if err := fence.Check(ctx, "publish"); err != nil {
+		return o, err
+	}
 	if _, err := publisher.Open(root, "").Publish(ctx, publisher.Request{Lineage: &publisher.Lineage{CommitID: commit, ActorID: RecoveryActor, CreatedAt: nowMicros()}}); err != nil {
 		return o, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"syscall"
@@ -133,4 +135,68 @@ func httpStatus(err error) int {
 		return az.StatusCode
 	}
 	return 0
+}
+
+// Class is what retrying a failed store call can achieve.
+type Class int
+
+const (
+	// Unclassified: not recognised as either; a caller retries it within a budget.
+	Unclassified Class = iota
+	// Transient: the store, or the way to it, is unwell (a timeout, a lost connection, a
+	// full disk or quota, a read-only mount, throttling, a 5xx): the same call can succeed
+	// later, and no other call would do better now.
+	Transient
+	// Refused: the store refuses this key for good (a key it does not accept, a name too long,
+	// a permission error): the same call never succeeds.
+	Refused
+)
+
+func (c Class) String() string {
+	switch c {
+	case Transient:
+		return "transient"
+	case Refused:
+		return "refused"
+	}
+	return "unclassified"
+}
+
+// Classify sorts a failure of a Store method (or anything wrapping one) by what a retry can do.
+// A read-only file system counts as transient: it is the whole root, not the key, and an
+// operator remounting it lets the same write through.
+func Classify(err error) Class {
+	if err == nil {
+		return Unclassified
+	}
+	for _, e := range []error{ErrInvalidKey, syscall.ENAMETOOLONG, syscall.EACCES, syscall.EPERM} {
+		if errors.Is(err, e) {
+			return Refused
+		}
+	}
+	for _, e := range []error{context.DeadlineExceeded, syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.ETIMEDOUT,
+		syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.ECONNABORTED, syscall.EPIPE, syscall.EHOSTUNREACH, syscall.ENETUNREACH,
+		syscall.ENETDOWN, syscall.EAGAIN, syscall.EBUSY, io.ErrUnexpectedEOF} {
+		if errors.Is(err, e) {
+			return Transient
+		}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return Transient
+	}
+	switch httpStatus(err) {
+	case http.StatusForbidden, http.StatusBadRequest:
+		return Refused
+	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return Transient
+	}
+	switch gcerrors.Code(err) {
+	case gcerrors.PermissionDenied, gcerrors.InvalidArgument:
+		return Refused
+	case gcerrors.ResourceExhausted, gcerrors.DeadlineExceeded:
+		return Transient
+	}
+	return Unclassified
 }

@@ -424,7 +424,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		fanout = -1 // off
 	}
 	w, err := ingest.New(nc, g, ingest.Config{Graph: *graph, Stream: c.Stream, DLQStream: c.DLQStream, Consumer: c.Consumer,
-		AckWait: *ackWait, MaxDeliver: *maxDeliver, CompactionFanout: fanout}, log)
+		AckWait: *ackWait, MaxDeliver: *maxDeliver, CompactionFanout: fanout, RetryBudget: c.RetryBudget}, log)
 	if err != nil {
 		return err
 	}
@@ -594,6 +594,11 @@ func cmdPublish(ctx context.Context, args []string) error {
 	}
 	if *timeout <= 0 {
 		return &usageError{msg: "publish --timeout must be positive"}
+	}
+	for flag, name := range map[string]string{"--branch": *branch, "--from": *from} {
+		if err := engine.CheckBranchName(flag, name); err != nil {
+			return err // the worker would dead-letter it: refuse it before it is queued
+		}
 	}
 	in, err := openInput(fs.Arg(0))
 	if err != nil {

@@ -21,7 +21,7 @@ func cmdDLQ(ctx context.Context, args []string) error {
 	fs := newFlags("dlq " + args[0])
 	graph := fs.String("graph", "", "graph name")
 	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	reason := fs.String("reason", "", "only dead letters of this reason (key_conflict, resource_limit, invalid, branch_missing, max_deliver)")
+	reason := fs.String("reason", "", "only dead letters of this reason (key_conflict, resource_limit, invalid, branch_missing, merge_conflict, msg_id_reused, storage_refused, retry_exhausted, max_deliver)")
 	asJSON := fs.Bool("json", false, "print JSON (list)")
 	seqRange := fs.String("seq", "", "replay only dead-letter sequences A-B (or one sequence)")
 	mode := fs.String("mode", "", "replay with this Omnigraph-Mode (e.g. merge)")

@@ -27,6 +27,9 @@ const (
 	KindBranchMissing                   = "branch_missing"
 	KindInvalid                         = "invalid"
 	KindMergeConflict                   = "merge_conflict"
+	KindMsgIDReused                     = "msg_id_reused"
+	KindStorageRefused                  = "storage_refused"
+	KindRetryExhausted                  = "retry_exhausted"
 	// KindUnknown is the kind of a non-nil error that carries none of this package's types
 	// (storage, network, context, …). The worker treats it as transient.
 	KindUnknown = "unknown"
@@ -192,6 +195,69 @@ func (e *BranchNotFound) detail() map[string]any {
 	return map[string]any{"branch": e.Branch}
 }
 
+// MsgIDReused: a message carries the id of a receipt already in the branch's manifest, but not
+// its body (the payload hashes differ): a producer reused an id after JetStream's duplicate
+// window. Taking it for a redelivery would drop the new body without a trace, so it is
+// refused; the first body stays committed in GraphCommitID.
+type MsgIDReused struct {
+	MsgID                string `json:"msg_id"`
+	PayloadSHA256        string `json:"payload_sha256"`         // this message's body
+	AppliedPayloadSHA256 string `json:"applied_payload_sha256"` // the body the receipt recorded
+	GraphCommitID        string `json:"graph_commit_id"`        // the commit that holds it
+}
+
+func (e *MsgIDReused) Error() string {
+	return fmt.Sprintf("message id '%s' was already applied in commit %s with another body (sha256 %s, this one %s)",
+		e.MsgID, e.GraphCommitID, e.AppliedPayloadSHA256, e.PayloadSHA256)
+}
+
+func (e *MsgIDReused) kind() string    { return KindMsgIDReused }
+func (e *MsgIDReused) permanent() bool { return true }
+func (e *MsgIDReused) detail() map[string]any {
+	return map[string]any{"msg_id": e.MsgID, "payload_sha256": e.PayloadSHA256, "applied_payload_sha256": e.AppliedPayloadSHA256,
+		"graph_commit_id": e.GraphCommitID}
+}
+
+// StorageRefused: the object store refused one key of this write for good (a key it does not
+// accept, a name too long, a permission error on that key): the same write never succeeds.
+// Cause is the store's error, kept for errors.Is/As.
+type StorageRefused struct {
+	Op     string `json:"op"`
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
+	Cause  error  `json:"-"`
+}
+
+func (e *StorageRefused) Error() string {
+	return "storage refused " + e.Op + " of '" + e.Key + "': " + e.Reason
+}
+func (e *StorageRefused) Unwrap() error   { return e.Cause }
+func (e *StorageRefused) kind() string    { return KindStorageRefused }
+func (e *StorageRefused) permanent() bool { return true }
+func (e *StorageRefused) detail() map[string]any {
+	return map[string]any{"op": e.Op, "key": e.Key, "reason": e.Reason}
+}
+
+// RetryExhausted: an error not known to be transient kept failing the same message past the
+// retry budget. Last is the last error's text (the error is untyped: as a cause in the chain
+// it would add nothing to Kind or Detail).
+type RetryExhausted struct {
+	Budget     string `json:"retry_budget"`
+	FailingFor string `json:"failing_for"`
+	Attempts   int    `json:"attempts"`
+	Last       string `json:"last_error"`
+}
+
+func (e *RetryExhausted) Error() string {
+	return fmt.Sprintf("retry budget %s spent: %d attempts over %s, last: %s", e.Budget, e.Attempts, e.FailingFor, e.Last)
+}
+
+func (e *RetryExhausted) kind() string    { return KindRetryExhausted }
+func (e *RetryExhausted) permanent() bool { return true }
+func (e *RetryExhausted) detail() map[string]any {
+	return map[string]any{"retry_budget": e.Budget, "failing_for": e.FailingFor, "attempts": e.Attempts, "last_error": e.Last}
+}
+
 // InvalidInput: a framing or validation refusal of the batch itself.
 type InvalidInput struct {
 	Line   int    `json:"line"`   // 1-based batch line; 0 when not line-specific
@@ -262,7 +328,7 @@ func Detail(err error) map[string]any {
 }
 
 // Permanent reports whether retrying the same input can never succeed: KeyConflict,
-// ResourceLimitExceeded, InvalidInput and BranchNotFound. Everything else (including untyped
+// ResourceLimitExceeded, MergeConflicts, MsgIDReused, InvalidInput and BranchNotFound. Everything else (including untyped
 // errors) may succeed on a later attempt.
 func Permanent(err error) bool {
 	var t typed

@@ -34,6 +34,15 @@ func as(err error, want error) (error, bool) {
 	case *InvalidInput:
 		var t *InvalidInput
 		return t, errors.As(err, &t)
+	case *MsgIDReused:
+		var t *MsgIDReused
+		return t, errors.As(err, &t)
+	case *StorageRefused:
+		var t *StorageRefused
+		return t, errors.As(err, &t)
+	case *RetryExhausted:
+		var t *RetryExhausted
+		return t, errors.As(err, &t)
 	}
 	panic(fmt.Sprintf("unhandled %T", want))
 }
@@ -122,6 +131,30 @@ func TestTypedErrors(t *testing.T) {
 			kind:      "branch_missing",
 			permanent: true,
 			detail:    `{"branch":"feature/x"}`,
+		},
+		{
+			name:      "message id reused",
+			err:       &MsgIDReused{MsgID: "m-1", PayloadSHA256: "bb", AppliedPayloadSHA256: "aa", GraphCommitID: "C1"},
+			msg:       "message id 'm-1' was already applied in commit C1 with another body (sha256 aa, this one bb)",
+			kind:      "msg_id_reused",
+			permanent: true,
+			detail:    `{"applied_payload_sha256":"aa","graph_commit_id":"C1","msg_id":"m-1","payload_sha256":"bb"}`,
+		},
+		{
+			name:      "storage refused",
+			err:       &StorageRefused{Op: "put", Key: "data/x.lance", Reason: "permission denied"},
+			msg:       "storage refused put of 'data/x.lance': permission denied",
+			kind:      "storage_refused",
+			permanent: true,
+			detail:    `{"key":"data/x.lance","op":"put","reason":"permission denied"}`,
+		},
+		{
+			name:      "retry exhausted",
+			err:       &RetryExhausted{Budget: "10m0s", FailingFor: "10m0.2s", Attempts: 31, Last: "boom"},
+			msg:       "retry budget 10m0s spent: 31 attempts over 10m0.2s, last: boom",
+			kind:      "retry_exhausted",
+			permanent: true,
+			detail:    `{"attempts":31,"failing_for":"10m0.2s","last_error":"boom","retry_budget":"10m0s"}`,
 		},
 		{
 			name:      "invalid input line and field",

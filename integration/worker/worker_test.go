@@ -70,11 +70,14 @@ func startNATS(t *testing.T) *natsServer {
 }
 
 // prepareNATS configures a nats-server on a free port without starting it.
-func prepareNATS(t *testing.T) *natsServer {
+func prepareNATS(t *testing.T) *natsServer { return prepareNATSPayload(t, 33619968) }
+
+// prepareNATSPayload is prepareNATS with the server's max_payload set to maxPayload.
+func prepareNATSPayload(t *testing.T, maxPayload int) *natsServer {
 	dir := t.TempDir()
 	port := freePort(t)
 	conf := filepath.Join(dir, "nats.conf")
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 33619968\njetstream {\n  store_dir: %q\n}\n", port, filepath.Join(dir, "js"))
+	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: %d\njetstream {\n  store_dir: %q\n}\n", port, maxPayload, filepath.Join(dir, "js"))
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@
 // Actions:
 //
 //	error          return an *Error from Inject
+//	error(ERRNO)   the same, wrapping that errno (ENOSPC, EROFS, EACCES, ENAMETOOLONG, EIO, ...):
+//	               a disk full or a read-only root where the test cannot make one
 //	kill           SIGKILL the current process (crash tests: nothing runs after this point)
 //	panic          panic with the point's name
 //	sleep(MS)      sleep MS milliseconds, then continue
@@ -32,10 +34,33 @@ import (
 // EnvVar names the environment variable that arms failpoints at process start.
 const EnvVar = "OMNIGRAPH_FAILPOINTS"
 
-// Error is what Inject returns for an armed "error" action.
-type Error struct{ Name string }
+// Error is what Inject returns for an armed "error" action. Errno, when set, is the system
+// error it stands for (errors.Is finds it), so callers route it as they would the real one.
+type Error struct {
+	Name  string
+	Errno syscall.Errno
+}
 
-func (e *Error) Error() string { return "failpoint " + e.Name + ": injected failure" }
+func (e *Error) Error() string {
+	if e.Errno != 0 {
+		return "failpoint " + e.Name + ": injected failure: " + e.Errno.Error()
+	}
+	return "failpoint " + e.Name + ": injected failure"
+}
+
+// Unwrap is the injected errno, or nil.
+func (e *Error) Unwrap() error {
+	if e.Errno == 0 {
+		return nil
+	}
+	return e.Errno
+}
+
+// errnos are the errors error(NAME) can inject.
+var errnos = map[string]syscall.Errno{
+	"ENOSPC": syscall.ENOSPC, "EDQUOT": syscall.EDQUOT, "EROFS": syscall.EROFS, "EACCES": syscall.EACCES, "EPERM": syscall.EPERM,
+	"ENAMETOOLONG": syscall.ENAMETOOLONG, "EIO": syscall.EIO, "ETIMEDOUT": syscall.ETIMEDOUT, "ECONNRESET": syscall.ECONNRESET,
+}
 
 // IsInjected reports whether err is, or wraps, an injected failure.
 func IsInjected(err error) bool {
@@ -54,6 +79,7 @@ const (
 
 type point struct {
 	kind  kind
+	errno syscall.Errno
 	sleep time.Duration
 	skip  int64 // hits to let pass before firing
 	count int64 // fires left; <0 = unlimited
@@ -111,6 +137,12 @@ func parseAction(action string) (*point, error) {
 	switch {
 	case action == "error":
 		p.kind = kindError
+	case strings.HasPrefix(action, "error(") && strings.HasSuffix(action, ")"):
+		e, ok := errnos[action[len("error("):len(action)-1]]
+		if !ok {
+			return nil, fmt.Errorf("action %q: unknown errno", action)
+		}
+		p.kind, p.errno = kindError, e
 	case action == "kill":
 		p.kind = kindKill
 	case action == "panic":
@@ -122,7 +154,7 @@ func parseAction(action string) (*point, error) {
 		}
 		p.kind, p.sleep = kindSleep, time.Duration(ms)*time.Millisecond
 	default:
-		return nil, fmt.Errorf("action %q: want error, kill, panic or sleep(MS)", action)
+		return nil, fmt.Errorf("action %q: want error, error(ERRNO), kill, panic or sleep(MS)", action)
 	}
 	return p, nil
 }
@@ -193,5 +225,5 @@ func fire(name string) error {
 		time.Sleep(p.sleep)
 		return nil
 	}
-	return &Error{Name: name}
+	return &Error{Name: name, Errno: p.errno}
 }

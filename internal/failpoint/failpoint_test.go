@@ -1,8 +1,10 @@
 package failpoint
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 )
 
@@ -37,8 +39,26 @@ func TestErrorAndCounts(t *testing.T) {
 	}
 }
 
+// error(ERRNO) injects a failure that is also that errno, for routing tests.
+func TestErrorWithErrno(t *testing.T) {
+	t.Cleanup(Reset)
+	if err := Enable("a", "error(ENOSPC)"); err != nil {
+		t.Fatal(err)
+	}
+	err := Inject("a")
+	if !IsInjected(err) || !errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EROFS) || err.Error() != "failpoint a: injected failure: no space left on device" {
+		t.Fatalf("%v", err)
+	}
+	if err := Enable("b", "error"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Inject("b"); errors.Unwrap(err) != nil {
+		t.Fatalf("plain error wraps %v", errors.Unwrap(err))
+	}
+}
+
 func TestBadSpecs(t *testing.T) {
-	for _, spec := range []string{"x", "a=explode", "a=0*error", "a=sleep(x)", "a=-1+error", "=error"} {
+	for _, spec := range []string{"x", "a=explode", "a=0*error", "a=sleep(x)", "a=-1+error", "=error", "a=error(EFOO)", "a=error("} {
 		if err := parseAndArm(spec); err == nil {
 			t.Errorf("spec %q accepted", spec)
 		}

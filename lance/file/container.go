@@ -112,7 +112,8 @@ type columnInfo struct {
 type pageInfo struct {
 	rowStart, rows uint64
 	offsets, sizes []uint64 // page buffers, checked to lie inside the file
-	encoding       []byte   // ArrayEncoding message (the Any's value)
+	encoding       []byte   // ArrayEncoding message (the Any's value), or PageLayout when layout21
+	layout21       bool     // a 2.1+ page (lance.encodings21.PageLayout)
 }
 
 // maxPageRows bounds a page's (and a file's) row count: Lance row addresses hold the row offset
@@ -201,7 +202,7 @@ func parsePage(b []byte, fileSize uint64) (pageInfo, error) {
 			switch url {
 			case arrayEncodingURL:
 			case pageLayout21URL:
-				return errf("page uses the 2.1 layout; only 2.0 files are supported")
+				p.layout21 = true
 			default:
 				return errf("page encoding has type %q, want %q", url, arrayEncodingURL)
 			}

@@ -70,8 +70,14 @@ func (r *Reader) Read(ctx context.Context, fields []*schema.Field, column func(f
 // fileColumn maps field ids to columns by the file's own schema.
 func (r *Reader) fileColumn() func(int32) (int, bool) {
 	idx := map[int32]int{}
-	for i, f := range r.schema.Flatten() {
+	i := 0
+	for _, f := range r.schema.Flatten() {
+		// In 2.1+ files only leaves have columns (lance's ReaderProjection::from_whole_schema).
+		if r.version != V2_0 && len(f.Children) > 0 {
+			continue
+		}
 		idx[f.ID] = i
+		i++
 	}
 	return func(id int32) (int, bool) { i, ok := idx[id]; return i, ok }
 }
@@ -89,6 +95,9 @@ func (r *Reader) readField(st *readState, f *schema.Field, dt arrow.DataType, st
 	}
 	if lay.kind == kindStruct { // the header column holds no data in 2.0
 		return r.readStruct(st, f, dt.(*arrow.StructType), start, n, top)
+	}
+	if r.version != V2_0 {
+		return r.readField21(st, f, dt, start, n)
 	}
 	idx, ok := st.column(f.ID)
 	if !ok {

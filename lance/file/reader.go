@@ -68,6 +68,8 @@ func Open(ctx context.Context, src Source, name string) (*Reader, error) {
 	switch {
 	case ft.major == footerMajor && ft.minor == footerMinor, ft.major == 2 && ft.minor == 0:
 		r.version = V2_0
+	case ft.major == 2 && readable[Version{2, uint32(ft.minor)}]:
+		r.version = Version{2, uint32(ft.minor)}
 	case ft.major == 0 && ft.minor < 3:
 		return nil, &FormatError{File: name, Offset: int64(end) + 32, Reason: fmt.Sprintf("legacy (v1) Lance file %d.%d", ft.major, ft.minor),
 			Err: &UnsupportedVersionError{Version: Version{uint32(ft.major), uint32(ft.minor)}, Op: "read"}}
@@ -130,6 +132,11 @@ func Open(ctx context.Context, src Source, name string) (*Reader, error) {
 			return nil, asFormatError(err, name, int64(pos), fmt.Sprintf("column %d metadata: ", i))
 		}
 		ci.metaPos = int64(pos)
+		for j := range ci.pages {
+			if ci.pages[j].layout21 != (r.version != V2_0) {
+				return nil, r.fail(int64(pos), "column %d page %d: its encoding is not of a version %s file", i, j, r.version)
+			}
+		}
 		r.cols[i] = ci
 	}
 	return r, nil

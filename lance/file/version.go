@@ -51,7 +51,7 @@ func ParseVersion(s string) (Version, error) {
 var writable = map[Version]bool{V2_0: true, V2_1: true, V2_2: true}
 
 // readable lists the versions Open can decode.
-var readable = map[Version]bool{V2_0: true}
+var readable = map[Version]bool{V2_0: true, V2_1: true, V2_2: true}
 
 // Writable reports whether Writer can produce files of version v.
 func Writable(v Version) bool { return writable[v] }

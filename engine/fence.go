@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/omnigraph/omnigraph-worker/recovery"
+)
+
+// Fence says whether this process is still the graph's single writer; see recovery.Fence.
+type Fence = recovery.Fence
+
+// FenceError is a write, recovery or cleanup step refused because the fence failed before it:
+// the step wrote nothing. Before a write's sidecar is armed it is returned as it is; after,
+// it is the reason of the write's RecoveryRequired.
+type FenceError = recovery.FenceError
+
+// SetFence makes f the fence of every write on g from now on: loads, merges and compaction
+// check it before they arm recovery and before they publish, recovery (the heal at the entry
+// of every write, and Recover) before it resolves each intent and before each publish, and
+// Cleanup before it starts and before it removes files. The fence belongs to the writer, not
+// to a request: a leased worker sets it when it takes its lease, before its first recovery
+// (and again with each new lease); nil fences nothing.
+func (g *Graph) SetFence(f Fence) {
+	g.writeMu.Lock()
+	defer g.writeMu.Unlock()
+	g.fence = f
+}
+
+// checkFence runs the writer's fence before step; the caller holds the write gate.
+func (g *Graph) checkFence(ctx context.Context, step string) error {
+	return g.fence.Check(ctx, step)
+}

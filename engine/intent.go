@@ -1,0 +1,227 @@
+// Package engine is the graph: schema contract, graph init and open, snapshots, and the writes
+// that turn a request into exactly one graph commit (loads, branch merges, compaction).
+//
+// # The write protocol
+//
+// Every write that moves table HEADs runs one forward path, owned by this file (Graph.enter
+// for steps 1-3, intent.run from step 5); the load (load.go), the merge (merge_effect.go) and
+// the compaction (optimize.go) plug their own steps into it. In order:
+//
+//  1. lock: the write gate (Graph.writeMu), held to the end.
+//  2. heal: roll-forward-only recovery of what a dead writer confirmed (Graph.heal).
+//  3. barrier: a pending sidecar on the branch refuses the write (Graph.recoveryBarrier),
+//     checked when the write starts and again when it revalidates its read set.
+//  4. prepare (the writer's own): validate, plan and stage; nothing becomes visible.
+//     Failpoints load.after_prepare, optimize.after_prepare.
+//  5. fence: the writer's fence (Graph.SetFence) must still hold before anything is armed.
+//  6. Phase A, arm: the v9 sidecar is written in state Armed (recovery.sidecar_write), while
+//     the staged transaction files are written beside it (intent.stage): nothing references
+//     either until a table commits. Failpoints load.after_sidecar, merge.after_arm,
+//     optimize.after_sidecar.
+//  7. Phase B, commit tables: every planned transaction is committed exactly at its planned
+//     version. Failpoints load.after_fork, load.after_table_commit, merge.after_fork,
+//     merge.after_chain_commit, optimize.after_table_commit.
+//  8. confirm: the sidecar is rewritten as EffectsConfirmed with the exact committed
+//     identities (recovery.sidecar_confirm); a load overlaps it with the staging of its
+//     publish (intent.overlapConfirm). Optimize has no confirmation: a Rewrite changes no
+//     row, so recovery keeps whatever landed. Failpoints load.after_confirm, merge.after_confirm.
+//  9. fence again, then Phase C, publish: one __manifest commit with ExactGraphHead, the
+//     expected table versions, the lineage and the receipt. Failpoints load.before_publish,
+//     merge.before_publish, optimize.before_publish (then publisher.attempt,
+//     publisher.before_commit), and load.after_publish, merge.after_publish,
+//     optimize.after_publish.
+//  10. Phase D, retire: the sidecar is deleted (recovery.sidecar_delete); a failure here only
+//     leaves a sidecar whose outcome is visible, which the next heal finalizes.
+//
+// Sidecar states: absent (nothing armed), Armed (Phase A done; tables may have moved),
+// EffectsConfirmed (Phase B done and recorded; recovery may roll forward), deleted (Phase D).
+// An Optimize sidecar stays Armed until it is deleted.
+// A failure before the sidecar is durable leaves only unreferenced files and is returned as
+// it is; from then on every failure is exactly one *errs.RecoveryRequired naming the intent,
+// made in one place (intent.required). The inverse path is recovery.Recover.
+//
+// A write that moves no table HEAD (an empty load, a pointer-only merge) arms nothing: it
+// checks the fence and publishes (intent.run with no arm).
+//
+// The fence (fence.go) belongs to the writer, not to a request: a leased worker sets it with
+// Graph.SetFence when it takes its lease. The skeleton checks it at steps 5 and 9, recovery
+// (Graph.Recover, and the heal) before each intent it resolves and before each publish, and
+// Cleanup before it starts and before each dataset's removals. A failed fence is a
+// *FenceError, wrapped in the RecoveryRequired when it stops an armed write.
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/recovery"
+)
+
+// enter is steps 1-3 of every write that may arm an intent: take the write gate, heal, and
+// refuse while a sidecar is pending on any of branches (a merge checks its branches itself,
+// after it has seen whether its receipt is already visible). On success the caller holds the
+// gate and calls release when the write ends.
+func (g *Graph) enter(ctx context.Context, branches ...string) (release func(), err error) {
+	g.writeMu.Lock()
+	defer func() {
+		if err != nil {
+			g.writeMu.Unlock()
+		}
+	}()
+	if err := g.heal(ctx); err != nil {
+		return nil, err
+	}
+	for _, b := range branches {
+		if err := g.recoveryBarrier(ctx, b); err != nil {
+			return nil, err
+		}
+	}
+	return g.writeMu.Unlock, nil
+}
+
+// intentPoints are the failpoints the skeleton fires for one kind of write. Their names are
+// part of the crash matrices and the README, so each writer spells them out in full.
+type intentPoints struct {
+	armed         string // after the sidecar is durable (and the staged files written)
+	confirmed     string // after the EffectsConfirmed rewrite ("" with no confirmation)
+	beforePublish string
+	published     string
+}
+
+// intent is one write's forward path from the fence to the retirement of its sidecar. The
+// writer fills in its steps; the skeleton orders them, checks the fence, fires the
+// failpoints and turns every failure after arming into one RecoveryRequired.
+type intent struct {
+	g      *Graph
+	points intentPoints
+	// arm writes the sidecar (Phase A) and returns its operation id. nil: the write moves no
+	// table HEAD and only publishes.
+	arm func(context.Context) (string, error)
+	// stage, when set, writes the staged transaction files while arm runs. A failure takes
+	// the intent back (nothing moved).
+	stage func(context.Context) error
+	// commit is Phase B: every table's exact commits.
+	commit func(context.Context) error
+	// confirm rewrites the sidecar as EffectsConfirmed; nil for an intent without one.
+	confirm func(context.Context) error
+	// overlapConfirm runs confirm while publish stages its files: publish then calls the
+	// gate it is given right before its __manifest commit. Otherwise the gate has already
+	// passed when publish starts.
+	overlapConfirm bool
+	// publish is Phase C. gate (the confirmation, the fence and their failpoints) must pass
+	// before anything becomes visible; gate is nil when nothing was armed. The gate's error
+	// is the publish's outcome whatever the publish returned, so a publish that keeps state
+	// only once it landed asks the gate again after its commit.
+	publish func(ctx context.Context, gate func() error) error
+	// failed runs when the write ends in RecoveryRequired (forget cached state).
+	failed func()
+}
+
+// run executes the forward path. The error is the writer's own before the sidecar is
+// durable, and a *errs.RecoveryRequired after.
+func (in *intent) run(ctx context.Context) error {
+	g := in.g
+	if in.arm == nil {
+		if err := g.checkFence(ctx, "publish"); err != nil {
+			return err
+		}
+		if err := failpoint.Inject(in.points.beforePublish); err != nil {
+			return err
+		}
+		return in.publish(ctx, nil)
+	}
+	if err := g.checkFence(ctx, "arm"); err != nil {
+		return err
+	}
+	staged := make(chan error, 1)
+	go func() {
+		if in.stage == nil {
+			staged <- nil
+			return
+		}
+		staged <- in.stage(ctx)
+	}()
+	opID, err := in.arm(ctx)
+	serr := <-staged
+	if err != nil {
+		return err // nothing moved: the sidecar is not durable
+	}
+	if serr != nil {
+		// Nothing moved either: take the intent back. Should that fail, recovery discards
+		// it (an Armed intent without effects).
+		if err := recovery.Delete(ctx, g.root, opID); err != nil {
+			return in.required(opID, serr)
+		}
+		return serr
+	}
+	if err := failpoint.Inject(in.points.armed); err != nil {
+		return in.required(opID, err)
+	}
+	if err := in.commit(ctx); err != nil {
+		return in.required(opID, err)
+	}
+	if err := in.confirmAndPublish(ctx); err != nil {
+		return in.required(opID, err)
+	}
+	if err := failpoint.Inject(in.points.published); err != nil {
+		return in.required(opID, err)
+	}
+	// Phase D: a failure here only leaves a sidecar the next write's heal retires.
+	_ = recovery.Delete(ctx, g.root, opID)
+	return nil
+}
+
+// confirmAndPublish is the confirmation and Phase C. The gate is the one place the
+// confirmation's outcome, the second fence and their failpoints meet: with overlapConfirm
+// the publish waits on it right before its commit, otherwise it passes before the publish.
+func (in *intent) confirmAndPublish(ctx context.Context) error {
+	confirmed := make(chan error, 1)
+	switch {
+	case in.confirm == nil:
+		confirmed <- nil
+	case in.overlapConfirm:
+		go func() { confirmed <- in.confirm(ctx) }()
+	default:
+		confirmed <- in.confirm(ctx)
+	}
+	var gateErr error
+	var once sync.Once
+	gate := func() error {
+		once.Do(func() {
+			gateErr = <-confirmed
+			if gateErr == nil && in.confirm != nil {
+				gateErr = failpoint.Inject(in.points.confirmed)
+			}
+			if gateErr == nil {
+				gateErr = in.g.checkFence(ctx, "publish")
+			}
+			if gateErr == nil {
+				gateErr = failpoint.Inject(in.points.beforePublish)
+			}
+		})
+		return gateErr
+	}
+	if !in.overlapConfirm {
+		if err := gate(); err != nil {
+			return err
+		}
+	}
+	err := in.publish(ctx, gate)
+	// The confirmation's failure first, then the publish's; this also waits for an
+	// overlapped confirmation whatever the publish did.
+	if gerr := gate(); err == nil || gerr != nil {
+		err = gerr
+	}
+	return err
+}
+
+// required is the single conversion of a failure after arming: the sidecar stays, and
+// recovery (the heal, or worker recover) resolves it.
+func (in *intent) required(opID string, err error) error {
+	if in.failed != nil {
+		in.failed()
+	}
+	return &errs.RecoveryRequired{OperationID: opID, Reason: err.Error()}
+}
