@@ -20,7 +20,7 @@ import (
 //
 // The engines use it for values of 256 bytes or more, which mini-block chunks do not suit.
 
-func (w *writer21) encodeFullZip(pg *pageData, p *page21) {
+func (w *writer21) encodeFullZip(pg *pageData, p *wpage21) {
 	l := pg.l
 	hasRep, hasDef := l.lists, l.def != nil
 	var bitsRep, bitsDef int

@@ -23,7 +23,7 @@ import (
 // item validity bitmap buffer when items are null), or variable: u32 (u64 for large types)
 // offsets counted from the start of the buffer, followed by the bytes.
 const (
-	maxChunkValues     = 4096
+	mbMaxChunkValues   = 4096
 	maxChunkValueBytes = 8186 // the engines' MAX_MINIBLOCK_BYTES: value buffers of one chunk
 	maxChunkBytes      = 32768
 	maxChunkLevels     = 32767 // level buffer sizes are u16 bytes
@@ -47,7 +47,7 @@ func halve(n int) int {
 
 // encodeMiniBlock writes pg as a mini-block page. It writes nothing and returns false when
 // the levels cannot be cut into chunks of the allowed size (long runs of empty or null lists).
-func (w *writer21) encodeMiniBlock(pg *pageData, p *page21) bool {
+func (w *writer21) encodeMiniBlock(pg *pageData, p *wpage21) bool {
 	l := pg.l
 	hasRep, hasDef := l.lists, l.def != nil
 	validity := l.itemValidity()
@@ -115,7 +115,7 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *page21) bool {
 	v, lv := 0, 0
 	for v < l.values {
 		rest := l.values - v
-		n := min(rest, maxChunkValues)
+		n := min(rest, mbMaxChunkValues)
 		for {
 			last := n == rest
 			if !last && n&(n-1) != 0 {

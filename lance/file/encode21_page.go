@@ -21,7 +21,7 @@ func (w *writer21) flush(l *leaf21) {
 		l.def[i] = remap[d]
 	}
 	pg := pageData{l: l, layers: layers, maxVis: maxVis}
-	p := page21{rows: uint64(l.rows), priority: l.firstRow}
+	p := wpage21{rows: uint64(l.rows), priority: l.firstRow}
 	switch {
 	case l.values == 0: // only null and empty lists: levels without values
 		w.encodeAllNull(&pg, &p)
@@ -90,7 +90,7 @@ func segNulls(segs []chunk) int {
 }
 
 // encodeAllNull writes a page of levels only: rep and def as plain u16 buffers.
-func (w *writer21) encodeAllNull(pg *pageData, p *page21) {
+func (w *writer21) encodeAllNull(pg *pageData, p *wpage21) {
 	l := pg.l
 	w.reserve(2*padded(2*len(l.rep)) + padded(2*len(l.def)))
 	putLevels(w.buffer(p, 2*len(l.rep)), l.rep)

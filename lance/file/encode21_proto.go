@@ -20,12 +20,12 @@ import "github.com/omnigraph/omnigraph-worker/lance/internal/pb"
 type repDefLayer uint64
 
 const (
-	layerAllValidItem     repDefLayer = 1
-	layerAllValidList     repDefLayer = 2
-	layerNullableItem     repDefLayer = 3
-	layerNullableList     repDefLayer = 4
-	layerEmptyableList    repDefLayer = 5
-	layerNullAndEmptyList repDefLayer = 6
+	rdAllValidItem     repDefLayer = 1
+	rdAllValidList     repDefLayer = 2
+	rdNullableItem     repDefLayer = 3
+	rdNullableList     repDefLayer = 4
+	rdEmptyableList    repDefLayer = 5
+	rdNullAndEmptyList repDefLayer = 6
 )
 
 // compFlat is CompressiveEncoding{flat{bits_per_value}}: values stored as they are.

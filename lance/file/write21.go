@@ -77,10 +77,10 @@ type leaf21 struct {
 	bytes    int64 // value bytes
 	vbits    int64 // fixed width: value bits (bytes is their whole bytes, however they came)
 	maxLen   int64 // longest binary value
-	pages    []page21
+	pages    []wpage21
 }
 
-type page21 struct {
+type wpage21 struct {
 	offsets, sizes []uint64
 	rows, priority uint64
 	layout         []byte // PageLayout message
@@ -279,7 +279,7 @@ func (w *writer21) finish(rows int64) []byte {
 	return out
 }
 
-func appendColumnMetadata21(dst []byte, pages []page21) []byte {
+func appendColumnMetadata21(dst []byte, pages []wpage21) []byte {
 	e := pb.Encoder{B: dst}
 	e.BytesAlways(1, columnEncoding)
 	for _, p := range pages {
@@ -310,7 +310,7 @@ func (w *writer21) reserve(n int) {
 
 // buffer appends a page buffer of n bytes, padded to 64, and returns it for filling in. Room
 // must have been reserved for all of a page's buffers first.
-func (w *writer21) buffer(p *page21, n int) []byte {
+func (w *writer21) buffer(p *wpage21, n int) []byte {
 	pad := padded(n) - n
 	if cap(w.out)-len(w.out) < n+pad {
 		panic("lance file: page buffer not reserved") // a bug in this package, not bad input

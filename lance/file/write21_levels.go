@@ -240,21 +240,21 @@ func (l *leaf21) pageLayers() ([]repDefLayer, []uint16, uint16) {
 		}
 		if s.kind != stepList {
 			if use(s.null) {
-				layers = append(layers, layerNullableItem)
+				layers = append(layers, rdNullableItem)
 			} else {
-				layers = append(layers, layerAllValidItem)
+				layers = append(layers, rdAllValidItem)
 			}
 			continue
 		}
 		switch null, empty := use(s.null), use(s.empty); {
 		case null && empty:
-			layers = append(layers, layerNullAndEmptyList)
+			layers = append(layers, rdNullAndEmptyList)
 		case null:
-			layers = append(layers, layerNullableList)
+			layers = append(layers, rdNullableList)
 		case empty:
-			layers = append(layers, layerEmptyableList)
+			layers = append(layers, rdEmptyableList)
 		default:
-			layers = append(layers, layerAllValidList)
+			layers = append(layers, rdAllValidList)
 		}
 	}
 	return layers, remap, maxVis
