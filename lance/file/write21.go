@@ -22,6 +22,9 @@ import (
 //     runs of empty or null lists make chunks too large to describe;
 //   - all-null: no values at all, with the levels when there are lists or structs above.
 
+// maxNesting bounds the fields on the way from a top-level field to a leaf.
+const maxNesting = 1024
+
 // writer21 is the Writer's state for version 2.1 and later.
 type writer21 struct {
 	schema  *schema.Schema
@@ -86,11 +89,12 @@ type wpage21 struct {
 	layout         []byte // PageLayout message
 }
 
-func newWriter21(s *schema.Schema, opts Options) (*writer21, error) {
+// newWriter21 lays out the leaves of the columns NewWriter built (and checked) for the schema.
+func newWriter21(s *schema.Schema, opts Options, top []*column) (*writer21, error) {
 	w := &writer21{schema: s, opts: opts, large: opts.Version != V2_1}
-	for _, f := range s.Fields {
+	for _, c := range top {
 		start := len(w.leaves)
-		if err := w.addLeaves(f, f.Name, nil); err != nil {
+		if err := w.addLeaves(c, nil); err != nil {
 			return nil, err
 		}
 		w.byTop = append(w.byTop, w.leaves[start:len(w.leaves):len(w.leaves)])
@@ -98,43 +102,35 @@ func newWriter21(s *schema.Schema, opts Options) (*writer21, error) {
 	return w, nil
 }
 
-// addLeaves appends the leaves under f. path holds the steps above f.
-func (w *writer21) addLeaves(f *schema.Field, name string, path []step) error {
-	dt, err := f.ArrowType()
-	if err != nil {
-		return fmt.Errorf("lance file: column %q: %w", name, err)
-	}
-	lay, err := layoutOf(dt)
-	if err != nil {
-		return fmt.Errorf("lance file: column %q: %w", name, err)
+// addLeaves appends the leaves under column c. path holds the steps above c.
+func (w *writer21) addLeaves(c *column, path []step) error {
+	f, lay := c.field, c.lay
+	if len(path) >= maxNesting {
+		// levels are u16 and numbered per layer: a bound far below that keeps them exact
+		return fmt.Errorf("lance file: column %q is nested more than %d levels deep", c.name, maxNesting)
 	}
 	path = append(path[:len(path):len(path)], step{nullable: f.Nullable})
 	switch lay.kind {
 	case kindStruct:
-		if len(f.Children) == 0 {
-			return fmt.Errorf("lance file: struct column %q has no fields; a 2.1 file has no column to store it in", name)
+		if len(c.kids) == 0 {
+			return fmt.Errorf("lance file: struct column %q has no fields; a 2.1 file has no column to store it in", c.name)
 		}
-		for i, k := range f.Children {
+		for i, k := range c.kids {
 			path[len(path)-1] = step{kind: stepStruct, child: i, nullable: f.Nullable}
-			if err := w.addLeaves(k, name+"."+k.Name, path); err != nil {
+			if err := w.addLeaves(k, path); err != nil {
 				return err
 			}
 		}
 		return nil
 	case kindList:
-		if len(f.Children) != 1 {
-			return fmt.Errorf("lance file: list column %q has %d child fields", name, len(f.Children))
-		}
 		path[len(path)-1] = step{kind: stepList, nullable: f.Nullable}
-		return w.addLeaves(f.Children[0], name+"."+f.Children[0].Name, path)
-	}
-	if len(f.Children) != 0 {
-		return fmt.Errorf("lance file: column %q of type %s has child fields", name, dt)
+		return w.addLeaves(c.item, path)
 	}
 	if lay.kind == kindFixed && lay.bits == 1 && lay.dim > 0 && lay.dim*2 > maxChunkValueBytes*8 && lay.dim%8 != 0 {
 		// too wide for a mini-block chunk, and full-zip stores whole bytes per value
-		return fmt.Errorf("lance file: column %q: fixed size list of %d booleans is not supported", name, lay.dim)
+		return fmt.Errorf("lance file: column %q: fixed size list of %d booleans is not supported", c.name, lay.dim)
 	}
+	name, dt := c.name, c.dt
 	path[len(path)-1] = step{kind: stepLeaf, nullable: f.Nullable}
 	l := &leaf21{name: name, lay: lay, dt: dt, steps: path}
 	// Raw codes, innermost layer first: the leaf's null, then each parent's null (and a list's
@@ -151,9 +147,6 @@ func (w *writer21) addLeaves(f *schema.Field, name string, path []step) error {
 			maxRep++
 			l.lists = true
 		}
-	}
-	if int(code) > 0x7fff {
-		return fmt.Errorf("lance file: column %q is nested too deeply", name)
 	}
 	l.codes, l.maxRep = int(code), maxRep
 	l.used = make([]bool, code+1)

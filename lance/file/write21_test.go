@@ -714,3 +714,33 @@ func TestRoundTrip21Wide(t *testing.T) {
 		}
 	}
 }
+
+// Levels are u16: a leaf nested deeper than maxNesting fields is refused.
+func TestWriter21RefusesTooDeepNesting(t *testing.T) {
+	leaf := &schema.Field{Name: "item", LogicalType: "int32", Nullable: true}
+	f := leaf
+	for i := 0; i < maxNesting; i++ {
+		f = &schema.Field{Name: "item", LogicalType: "list", Nullable: true, Children: []*schema.Field{f}}
+	}
+	f.Name = "deep"
+	var number func(f *schema.Field, parent int32, next *int32)
+	number = func(f *schema.Field, parent int32, next *int32) {
+		f.ID, f.ParentID = *next, parent
+		*next++
+		for _, k := range f.Children {
+			number(k, f.ID, next)
+		}
+	}
+	next := int32(0)
+	number(f, -1, &next)
+	s := &schema.Schema{Fields: []*schema.Field{f}}
+	if _, err := NewWriter(s, Options{Version: V2_2}); err == nil || !strings.Contains(err.Error(), "nested more than") {
+		t.Fatalf("%d nested lists: %v", maxNesting, err)
+	}
+	// one level less is written
+	s.Fields[0] = f.Children[0]
+	s.Fields[0].Name, s.Fields[0].ParentID = "deep", -1
+	if _, err := NewWriter(s, Options{Version: V2_2}); err != nil {
+		t.Fatalf("%d nested lists: %v", maxNesting-1, err)
+	}
+}

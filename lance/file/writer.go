@@ -92,7 +92,7 @@ func NewWriter(s *schema.Schema, opts Options) (*Writer, error) {
 		return nil, fmt.Errorf("lance file: schema has %d fields but %d columns", n, len(w.cols))
 	}
 	if opts.Version != V2_0 {
-		v21, err := newWriter21(s, opts)
+		v21, err := newWriter21(s, opts, w.top)
 		if err != nil {
 			return nil, err
 		}
