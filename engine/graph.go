@@ -54,15 +54,19 @@ func (g *Graph) Root() storage.Store { return g.root }
 // RootLocation is the normalised root location (an absolute path for local roots).
 func (g *Graph) RootLocation() string { return g.rootLoc }
 
-func writableVersions() string {
+// servableVersions lists the data file versions a graph can be made at: a graph reads its own
+// tables (__manifest first), so this build must both write and read the version.
+func servableVersions() string {
 	var out []string
 	for _, v := range []file.Version{file.V2_0, file.V2_1, file.V2_2} {
-		if file.Writable(v) {
+		if servable(v) {
 			out = append(out, v.String())
 		}
 	}
 	return strings.Join(out, ", ")
 }
+
+func servable(v file.Version) bool { return file.Writable(v) && file.Readable(v) }
 
 // InitError reports why a graph could not be initialised.
 type InitError struct{ Reason string }
@@ -91,8 +95,8 @@ func Init(ctx context.Context, root storage.Store, source string, opts ...InitOp
 	if o.FileVersion.IsZero() {
 		o.FileVersion = DefaultFileVersion
 	}
-	if !file.Writable(o.FileVersion) {
-		return nil, &InitError{Reason: fmt.Sprintf("Lance data file version %s: this build writes %s", o.FileVersion, writableVersions())}
+	if !servable(o.FileVersion) {
+		return nil, &InitError{Reason: fmt.Sprintf("Lance data file version %s: this build reads and writes %s", o.FileVersion, servableVersions())}
 	}
 	contract, err := pg.InitContract(source, "")
 	if err != nil {

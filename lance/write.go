@@ -446,7 +446,7 @@ func (k *fragmentSink) flush() error {
 	} else {
 		k.out.add("data/"+name, b, "lance.write_data_file", "data file")
 	}
-	ids := k.s.FieldIDs()
+	ids := file.ColumnFields(k.s, k.fo.Version) // 2.1+ files have columns for leaves only
 	cols := make([]int32, len(ids))
 	for i := range cols {
 		cols[i] = int32(i)

@@ -152,8 +152,8 @@ func main() {
 	flag.Parse()
 	ctx := context.Background()
 	v, err := file.ParseVersion(*version)
-	if err != nil || !file.Writable(v) {
-		fmt.Fprintf(os.Stderr, "-lance-version %s: this build writes %v\n", *version, err)
+	if err != nil || !file.Writable(v) || !file.Readable(v) {
+		fmt.Fprintf(os.Stderr, "-lance-version %s: this build must read and write it (parse error: %v)\n", *version, err)
 		os.Exit(2)
 	}
 	fileVersion = v

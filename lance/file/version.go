@@ -48,7 +48,7 @@ func ParseVersion(s string) (Version, error) {
 // writable lists the versions Writer can produce. A dataset never receives files of a version
 // its manifest does not declare (lance refuses such a table from Lance 12 on), so anything not
 // listed here must be refused before a file is encoded.
-var writable = map[Version]bool{V2_0: true}
+var writable = map[Version]bool{V2_0: true, V2_1: true, V2_2: true}
 
 // readable lists the versions Open can decode.
 var readable = map[Version]bool{V2_0: true, V2_1: true, V2_2: true}

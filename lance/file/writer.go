@@ -38,6 +38,9 @@ type Writer struct {
 	rows     int64
 	pending  int64 // estimated bytes of all columns' pending values
 	finished bool
+	// v21 writes the file when the version is 2.1 or later; the columns above then serve
+	// only to check the batches.
+	v21 *writer21
 }
 
 // column is one file column being written: a field of the schema, parents included.
@@ -88,6 +91,13 @@ func NewWriter(s *schema.Schema, opts Options) (*Writer, error) {
 	if n := len(s.Flatten()); n != len(w.cols) {
 		return nil, fmt.Errorf("lance file: schema has %d fields but %d columns", n, len(w.cols))
 	}
+	if opts.Version != V2_0 {
+		v21, err := newWriter21(s, opts, w.top)
+		if err != nil {
+			return nil, err
+		}
+		w.v21 = v21
+	}
 	return w, nil
 }
 
@@ -131,7 +141,12 @@ func (w *Writer) NumRows() int64 { return w.rows }
 
 // Size estimates the file's bytes so far: its encoded pages and its pending values, metadata
 // aside. A caller that cuts files by size reads it after each Write.
-func (w *Writer) Size() int64 { return int64(len(w.out)) + w.pending }
+func (w *Writer) Size() int64 {
+	if w.v21 != nil {
+		return int64(len(w.v21.out)) + w.v21.pending
+	}
+	return int64(len(w.out)) + w.pending
+}
 
 // Write appends the rows of rec. Its schema must match the writer's: same field names, types and
 // nullability; a null in a non-nullable column is refused with the column and row. A refused
@@ -156,9 +171,14 @@ func (w *Writer) Write(rec arrow.Record) error {
 		case rec.Column(i).Len() != n:
 			return fmt.Errorf("lance file: column %q has %d values for %d rows", c.name, rec.Column(i).Len(), n)
 		}
-		if err := c.checkNulls(rec.Column(i), func(i int) int { return i }); err != nil {
+		if err := c.checkNulls(rec.Column(i), w.v21 == nil, func(i int) int { return i }); err != nil {
 			return err
 		}
+	}
+	if w.v21 != nil {
+		w.v21.write(rec)
+		w.rows += int64(n)
+		return nil
 	}
 	for i, c := range w.top {
 		w.appendRows(c, rec.Column(i), 0, n)
@@ -167,9 +187,10 @@ func (w *Writer) Write(rec arrow.Record) error {
 	return nil
 }
 
-// checkNulls refuses nulls the schema forbids, and struct nulls that cannot be stored. row maps
-// an index of arr to the top-level row it belongs to, for the error message.
-func (c *column) checkNulls(arr arrow.Array, row func(int) int) error {
+// checkNulls refuses nulls the schema forbids, and (v20: in a 2.0 file) struct nulls that
+// cannot be stored. row maps an index of arr to the top-level row it belongs to, for the error
+// message.
+func (c *column) checkNulls(arr arrow.Array, v20 bool, row func(int) int) error {
 	if !c.field.Nullable && arr.NullN() > 0 {
 		return fmt.Errorf("lance file: column %q is not nullable but row %d is null", c.name, row(nextNull(arr, 0)))
 	}
@@ -182,7 +203,7 @@ func (c *column) checkNulls(arr arrow.Array, row func(int) int) error {
 		lo, hi := o.at(0), o.at(arr.Len())
 		items := array.NewSlice(arr.(array.ListLike).ListValues(), lo, hi)
 		defer items.Release()
-		return c.item.checkNulls(items, func(j int) int {
+		return c.item.checkNulls(items, v20, func(j int) int {
 			// the list holding item j: the last list starting at or before it
 			i, k := 0, arr.Len()
 			for i < k {
@@ -198,12 +219,12 @@ func (c *column) checkNulls(arr arrow.Array, row func(int) int) error {
 	case kindStruct:
 		sa := arr.(*array.Struct)
 		for k, kid := range c.kids {
-			if sa.NullN() > 0 && !kid.field.Nullable {
+			if v20 && sa.NullN() > 0 && !kid.field.Nullable {
 				// Lance 2.0 stores struct nulls as nulls of every child; this child cannot hold one.
 				return fmt.Errorf("lance file: struct column %q has a null at row %d but its child %q is not nullable",
 					c.name, row(nextNull(arr, 0)), kid.field.Name)
 			}
-			if err := kid.checkNulls(sa.Field(k), row); err != nil {
+			if err := kid.checkNulls(sa.Field(k), v20, row); err != nil {
 				return err
 			}
 		}
@@ -217,6 +238,9 @@ func (w *Writer) Finish() ([]byte, error) {
 		return nil, errors.New("lance file: Finish called twice")
 	}
 	w.finished = true
+	if w.v21 != nil {
+		return w.v21.finish(w.rows), nil
+	}
 	for _, c := range w.cols {
 		if c.rows > 0 {
 			w.flush(c)

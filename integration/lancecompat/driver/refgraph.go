@@ -114,7 +114,12 @@ func serveRefGraph(ctx context.Context, rootDir string) error {
 			return fmt.Errorf("load %d (%s): %w", i, b.mode, err)
 		}
 	}
-	if err := load("", "", "overwrite", `{"type":"Person","data":{"handle":"erin","name":"Erin","active":true}}`); err != nil {
+	// An overwrite must keep the people edges still point at (alice, bob, carol).
+	if err := load("", "", "overwrite",
+		`{"type":"Person","data":{"handle":"alice","name":"Alice","active":true}}`,
+		`{"type":"Person","data":{"handle":"bob","name":"Bob","active":true}}`,
+		`{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`,
+		`{"type":"Person","data":{"handle":"erin","name":"Erin","active":true}}`); err != nil {
 		return fmt.Errorf("overwrite load: %w", err)
 	}
 	// An interrupted load, recovered by the next read-write open (the audit table, created empty
