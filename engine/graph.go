@@ -76,7 +76,8 @@ func (e *InitError) Error() string { return "init: " + e.Reason }
 // DefaultFileVersion is the Lance data file version of a new graph's tables when InitOptions
 // leave it unset. A graph keeps the version it was made with: every table it creates later
 // (the recovery audit table) follows its __manifest, and existing tables keep theirs.
-var DefaultFileVersion = file.V2_0
+// 2.2, as the reference OmniGraph pins every table and Lance 12 creates them.
+var DefaultFileVersion = file.V2_2
 
 // InitOptions configure a new graph.
 type InitOptions struct {

@@ -121,7 +121,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Version() != 1 || !d.Manifest().StableRowIDs() || d.Manifest().DataVersion != "2.0" {
+	if d.Version() != 1 || !d.Manifest().StableRowIDs() || d.Manifest().DataVersion != "2.2" {
 		t.Fatalf("v1 manifest: version %d stable %v format %s", d.Version(), d.Manifest().StableRowIDs(), d.Manifest().DataVersion)
 	}
 	if ok, _ := st.Exists(ctx, "_versions/18446744073709551614.manifest"); !ok {

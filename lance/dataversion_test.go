@@ -243,7 +243,7 @@ var writePaths = []writePath{
 		return stageCommit(t.Context(), d)(s, err)
 	}},
 	{name: "copy 2.0 fragments in (merge)", copies: true, run: func(t *testing.T, d *Dataset) error {
-		src, err := Create(t.Context(), freshMem(t, "src"), d.Schema(), fixtureRows(t, d, "b1"), CreateOptions{})
+		src, err := Create(t.Context(), freshMem(t, "src"), d.Schema(), fixtureRows(t, d, "b1"), CreateOptions{FileVersion: file.V2_0})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -361,7 +361,7 @@ func TestRewriteApply(t *testing.T) {
 	}
 	mx := uint32(9)
 	d := &Dataset{dir: memStore(t), manifest: &Manifest{Version: 4, Fragments: mk(2, 3, 5, 7, 9), MaxFragmentID: &mx, ReaderFlags: FlagStableRowIDs, Schema: testSchema(t),
-		DataFormat: DataFormat, DataVersion: DataVersion}}
+		DataFormat: DataFormat, DataVersion: "2.0"}}
 	txn := &Transaction{ReadVersion: 4, Op: Operation{Kind: OpRewrite, Groups: []RewriteGroup{
 		{OldFragments: mk(3, 5), NewFragments: mk(0, 0)}, // contiguous: in place, ids 10, 11
 		{OldFragments: mk(2, 9), NewFragments: mk(20)},   // not contiguous: appended, id kept

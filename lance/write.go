@@ -23,7 +23,7 @@ import (
 // Data format every dataset this package creates is pinned to.
 const (
 	DataFormat     = "lance"
-	DataVersion    = "2.0"   // what Create declares when CreateOptions.FileVersion is unset
+	DataVersion    = "2.2"   // what Create declares when CreateOptions.FileVersion is unset, as the reference OmniGraph pins it
 	maxRowsPerFile = 1 << 20 // lance's default max_rows_per_file: a new fragment per million rows
 )
 
