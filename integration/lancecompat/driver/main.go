@@ -117,6 +117,7 @@ func main() {
 	}
 	s.prefix = ""
 	refGraphCompat(ctx, s, dir)
+	write21Check(ctx, s)
 
 	failed := 0
 	for _, r := range s.results {

@@ -8,7 +8,7 @@
 //
 //	go run ./integration/lancecompat/write21check [-dir DIR] [-big N]
 //
-// It prints one line per check and "N passed, M failed"; it exits 1 when a check failed. Run it
+// It prints one line per check and "write21check: N passed, M failed"; it exits 1 when a check failed. Run it
 // from the repository root: the node side lives in integration/lancecompat (-compat).
 package main
 
@@ -139,7 +139,7 @@ func run(dir, compat string, bigRows int) error {
 			return err
 		}
 	}
-	fmt.Printf("%d passed, %d failed\n", passed, failed)
+	fmt.Printf("write21check: %d passed, %d failed\n", passed, failed)
 	if failed > 0 || passed == 0 {
 		fmt.Println("work directory kept:", dir)
 		os.Exit(1)
