@@ -31,7 +31,7 @@ func (b bytesSource) ReadAt(_ context.Context, off, n int64) ([]byte, error) {
 	return b[off : off+n : off+n], nil
 }
 
-// Reader decodes a Lance 2.0 data file. Open reads the footer and the metadata; Read then fetches
+// Reader decodes a Lance 2.0, 2.1 or 2.2 data file. Open reads the footer and the metadata; Read then fetches
 // only the pages it needs. A Reader is safe for concurrent use.
 type Reader struct {
 	name    string
@@ -47,7 +47,7 @@ type Reader struct {
 // footer and all metadata, so opening costs one read.
 const tailRead = 64 << 10
 
-// Open reads the footer, offset tables, file descriptor and column metadata of a 2.0 file. name
+// Open reads the footer, offset tables, file descriptor and column metadata of a data file. name
 // identifies the file in errors.
 func Open(ctx context.Context, src Source, name string) (*Reader, error) {
 	r := &Reader{name: name, src: src, size: src.Size()}

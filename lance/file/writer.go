@@ -23,8 +23,8 @@ type Options struct {
 	Version Version
 }
 
-// Writer encodes record batches into one Lance 2.0 data file held in memory (data files are put
-// to object storage whole). Write keeps references to the arrays it is given (Retain) until
+// Writer encodes record batches into one Lance data file (Options.Version: 2.0, 2.1 or 2.2)
+// held in memory (data files are put to object storage whole). Write keeps references to the arrays it is given (Retain) until
 // their values have been encoded into a page, so values are copied once, straight into the
 // output; Finish releases the last of them. (A Writer dropped without Finish leaves them to the
 // garbage collector, which is all the Go allocator needs.) A Writer is not safe for concurrent
