@@ -56,6 +56,10 @@ func refGraphCompat(ctx context.Context, s *suite, dir string) {
 	}
 	s.engine = "lance12"
 	_ = s.runNode(ctx, "lance12-opens-every-version/", "openall", rootDir)
+	if file.Readable(file.V2_2) && file.Writable(file.V2_2) {
+		// The same on a second reference graph, served by the worker binary over NATS.
+		refWorkerCompat(ctx, s, dir)
+	}
 }
 
 // refuseRefGraph: opening the graph and loading into it fail with a read or write
