@@ -176,7 +176,7 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *wpage21) bool {
 			}
 			first += c.values
 			at := len(all)
-			all = appendZstd(all, raw[:c.bufs[0]])
+			all = appendGeneral(all, raw[:c.bufs[0]])
 			packed[ci] = all[at:len(all):len(all)]
 			c.size += pad8(len(packed[ci])) - pad8(c.bufs[0])
 			c.bufs[0] = len(packed[ci])
@@ -276,9 +276,9 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *wpage21) bool {
 	values := compFlat(uint64(l.lay.bits))
 	switch {
 	case packed != nil && lens != nil:
-		values = compGeneralZstd(compVariable(uint64(8 * ow)))
+		values = compGeneral(compVariable(uint64(8 * ow)))
 	case packed != nil:
-		values = compGeneralZstd(values)
+		values = compGeneral(values)
 	case l.lay.kind == kindBinary:
 		values = compVariable(uint64(8 * ow))
 	case l.lay.dim > 0:
