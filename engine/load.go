@@ -284,7 +284,7 @@ type DriftError struct {
 }
 
 func (e *DriftError) Error() string {
-	return fmt.Sprintf("table %s is at Lance HEAD version %d, ahead of published dataset version %d; run omnigraph repair before writing", e.TableKey, e.Head, e.Published)
+	return fmt.Sprintf("table %s is at Lance HEAD version %d, ahead of published dataset version %d, moved by a writer outside a graph commit; restore the table to version %d (a Lance restore) before writing", e.TableKey, e.Head, e.Published, e.Published)
 }
 
 func summarize(req *LoadRequest, batches map[string]*rows.TableBatch) *LoadResult {

@@ -230,7 +230,7 @@ func TestForeignDriftIsNotAdopted(t *testing.T) {
 		t.Fatalf("recover: %+v %v", out, err)
 	}
 	var de *DriftError
-	if _, err := load(t, g, "append", people[1]); !errors.As(err, &de) || !strings.Contains(err.Error(), "omnigraph repair") {
+	if _, err := load(t, g, "append", people[1]); !errors.As(err, &de) || !strings.Contains(err.Error(), "restore the table to version") {
 		t.Fatalf("write over uncovered drift: %v", err)
 	}
 }

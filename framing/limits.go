@@ -1,8 +1,7 @@
 package framing
 
 // Resource strings of the *errs.ResourceLimitExceeded errors this package returns, exactly as
-// the reference engine spells them (reference/omnigraph-storage.md §9,
-// reference/omnigraph-surface.md §2.1, §3.5, §4).
+// the reference engine spells them (docs/omnigraph-format.md §2).
 const (
 	ResourceRequestBytes    = "graph_batch_request_bytes"
 	ResourceLineBytes       = "graph_batch_line_bytes"
@@ -12,20 +11,18 @@ const (
 // Default limits. Each is inclusive: a value equal to the limit is accepted.
 const (
 	// DefaultMaxBytes bounds the whole batch: 33,554,432 bytes (32 MiB), the reference's
-	// INGEST_REQUEST_BODY_LIMIT_BYTES for /load/ndjson; over it → graph_batch_request_bytes
-	// (storage §9 "Request body /load/ndjson", surface §3.5). The NATS body limit of
-	// ARCHITECTURE.md §5 is the same 32 MiB.
+	// INGEST_REQUEST_BODY_LIMIT_BYTES for /load/ndjson; over it → graph_batch_request_bytes.
+	// The NATS body limit of the message contract is the same 32 MiB.
 	DefaultMaxBytes int64 = 33554432
 
 	// DefaultMaxLineBytes bounds one line, not counting its "\n" nor the "\r" of a CRLF:
 	// 33,554,432 bytes, GRAPH_BATCH_MAX_LINE_BYTES = KEYED_WRITE_MAX_BYTES; over it →
-	// graph_batch_line_bytes (storage §9 "Strict line length", surface §2.1 "Size guards").
+	// graph_batch_line_bytes.
 	DefaultMaxLineBytes = 33554432
 
 	// DefaultMaxStructuralSlots bounds the JSON structure of one line before it is decoded:
 	// 131,072 slots (= 64 MiB / 512). A line costs one slot plus one per '{' '}' '[' ']' ','
-	// ':' outside strings; over it → graph_batch_json_structural_slots (storage §9 "JSON
-	// structural slots per line", fn validate_graph_batch_json_structure).
+	// ':' outside strings; over it → graph_batch_json_structural_slots.
 	DefaultMaxStructuralSlots = 131072
 
 	// DefaultMaxDepth bounds array/object nesting in one line: 127 levels, the envelope object

@@ -1,5 +1,5 @@
 // Package framing turns one bounded graph batch — NDJSON in the strict envelope of the
-// reference engine (reference/omnigraph-surface.md §2.1) — into logical node and edge
+// reference engine (docs/omnigraph-format.md §1) — into logical node and edge
 // records. It reads no storage and knows no schema.
 //
 // One envelope per line, lines split on "\n", a "\r" before the "\n" dropped (CRLF):

@@ -10,7 +10,8 @@ import (
 	"github.com/omnigraph/omnigraph-worker/publisher"
 )
 
-// The expected documents below are written by hand from reference/omnigraph-storage.md §4.1:
+// The expected documents below are written by hand from the reference's sidecar format
+// (docs/omnigraph-format.md §4):
 // keys in RecoverySidecar field order, serde_json::to_string_pretty layout (two-space indent,
 // `"key": value`, empty array as [], no trailing newline), started_at a string, nulls written
 // for branch/actor_id/graph_head/merged_parent_commit_id/table_branch (slot), and the optional

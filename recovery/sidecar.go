@@ -1,7 +1,7 @@
 // Package recovery holds the v9 recovery sidecar: the write-ahead intent every graph write arms
 // at __recovery/<operation_id>.json before it moves any Lance table HEAD, rewrites as
 // EffectsConfirmed after its table commits, and deletes after the __manifest publish
-// (reference/omnigraph-storage.md §4).
+// (docs/omnigraph-format.md §4).
 //
 // This file defines the envelope and its exact on-disk JSON: keys in the reference's field
 // order, optional keys omitted exactly where the reference skips them, and the reference's

@@ -2,7 +2,7 @@
 // record per touched node/edge table, with every check that needs no stored data, and
 // renders stored rows back as batch lines (Export).
 //
-// Build runs the reference loader's phases (reference/omnigraph-surface.md §4) and returns
+// Build runs the reference loader's phases (docs/omnigraph-format.md §2) and returns
 // the first violation:
 //
 //  1. per line, in line order: unknown node/edge type; in append and merge mode the keyed
@@ -51,7 +51,7 @@ const (
 	Overwrite Mode = "overwrite" // replace each touched table: a repeated id is a KeyConflict
 )
 
-// Default ceilings (storage §9): KEYED_WRITE_MAX_ROWS and KEYED_WRITE_MAX_BYTES.
+// Default ceilings (docs/omnigraph-format.md §2): KEYED_WRITE_MAX_ROWS and KEYED_WRITE_MAX_BYTES.
 const (
 	DefaultMaxKeyedRows        = 8192
 	DefaultMaxKeyedBytes int64 = 32 << 20

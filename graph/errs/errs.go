@@ -1,7 +1,7 @@
 // Package errs holds the typed errors every layer of the worker may return and route on.
 //
 // Each type carries exactly the fields the reference engine's error variant carries
-// (reference/omnigraph-storage.md §8), under CamelCase Go names with the reference's
+// (docs/omnigraph-format.md §3), under CamelCase Go names with the reference's
 // snake_case names as JSON tags, so the worker can copy them into a dead-letter header.
 // Every type is returned as a pointer (*KeyConflict, …) and found with errors.As through
 // any amount of fmt.Errorf("…: %w") wrapping.
@@ -17,7 +17,7 @@ import (
 )
 
 // Stable kinds returned by Kind. The dead-letter subject suffix uses them
-// (ARCHITECTURE.md §5: key_conflict, resource_limit, invalid, branch_missing, …).
+// (docs/omnigraph-format.md §3: key_conflict, resource_limit, invalid, branch_missing, …).
 const (
 	KindKeyConflict                     = "key_conflict"
 	KindResourceLimit                   = "resource_limit"
@@ -66,7 +66,7 @@ func (e *KeyConflict) detail() map[string]any {
 
 // ResourceLimitExceeded: a bounded input or plan went over an explicit ceiling before any
 // effect. Resource is an opaque discriminator such as "graph_batch_line_bytes" or
-// "keyed entities for node:Thing" (reference/omnigraph-storage.md §9).
+// "keyed entities for node:Thing" (docs/omnigraph-format.md §2).
 type ResourceLimitExceeded struct {
 	Resource string `json:"resource"`
 	Limit    uint64 `json:"limit"`
