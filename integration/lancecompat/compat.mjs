@@ -12,6 +12,7 @@
 //   node compat.mjs refgraph <root>                  remake a freshly initialised graph's datasets
 //                                                      the way the reference OmniGraph creates them
 //   node compat.mjs openall <root>                   open every dataset of a graph at every version
+//   node compat.mjs bigwrite <dir>                   write table "big" of BIG_ROWS (1.1M) rows
 //   node compat.mjs bench  <dir> --rows N --iters K   append/scan timings, one JSON line
 //   node compat.mjs bench-serve <dir> --rows N [--tables T]
 //                                                      stdin "K" -> K timed appends, one JSON line each
@@ -25,6 +26,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { arrow, compareIdLists, compareRows, fromCanonical, toCanonical } from "./canonical.mjs";
 import { appendRows, connect, ensureFreshDir, openAt, scan, typesOf, TABLE_STABLE } from "./engine.mjs";
+import { bigWrite } from "./big.mjs";
 import { openAll, refGraph } from "./refgraph.mjs";
 import { runWrite } from "./write.mjs";
 
@@ -317,6 +319,7 @@ const USAGE = `usage:
   node compat.mjs write  <dir>
   node compat.mjs refgraph <root>
   node compat.mjs openall <root>
+  node compat.mjs bigwrite <dir>
   node compat.mjs bench  <dir> --rows N --iters K
   node compat.mjs bench-serve <dir> --rows N [--tables T]`;
 
@@ -350,6 +353,7 @@ async function main(argv) {
       case "write": await runWrite(dir, emit, log); break;
       case "refgraph": await refGraph(dir, emit); break;
       case "openall": await openAll(dir, emit); break;
+      case "bigwrite": await bigWrite(dir, emit); break;
       case "bench": await cmdBench(dir, bench.rows, bench.iters); break;
       case "bench-serve": await cmdBenchServe(dir, bench.rows, bench.tables); break;
       default: console.error(`unknown command ${cmd}\n${USAGE}`); return 2;

@@ -153,6 +153,9 @@ func round(ctx context.Context, s *suite, dir string) {
 			}
 		}
 	}
+	if canRead && s.version != file.V2_0 {
+		bigCompat(ctx, s, dir)
+	}
 	if canRead && canWrite {
 		graphCompat(ctx, s, dir)
 	}
