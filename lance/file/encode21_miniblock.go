@@ -155,9 +155,10 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *wpage21) bool {
 		}
 	}
 
-	// 2.2: the value buffer of each chunk of strings or scalars is zstd-compressed (general)
+	// 2.2 with Options.Compress: the value buffer of each chunk of strings or scalars is
+	// LZ4-compressed (general)
 	var packed [][]byte
-	if w.large && (lens != nil || (l.lay.kind == kindFixed && l.lay.dim == 0 && l.lay.bits >= 8)) {
+	if w.large && w.opts.Compress && (lens != nil || (l.lay.kind == kindFixed && l.lay.dim == 0 && l.lay.bits >= 8)) {
 		packed = make([][]byte, len(chunks))
 		cur := newValCursor(l.segs)
 		var raw, all []byte

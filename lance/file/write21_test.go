@@ -107,7 +107,7 @@ func TestWrite21MiniBlockInt32Bytes(t *testing.T) {
 		return b.NewArray()
 	}
 	for _, v := range []Version{V2_1, V2_2} {
-		b := write21(t, v, Options{}, as, mk())
+		b := write21(t, v, Options{Compress: true}, as, mk())
 		got, cols := testColumns21(t, b)
 		if got != v || len(cols) != 1 || len(cols[0]) != 1 {
 			t.Fatalf("%s: version %s, %d columns", v, got, len(cols))
@@ -173,7 +173,7 @@ func TestWrite21MiniBlockStringBytes(t *testing.T) {
 	// 2.2: the same buffer, LZ4-compressed (general{lz4, variable{flat(32)}})
 	b = array.NewStringBuilder(memory.DefaultAllocator)
 	b.AppendValues([]string{"ab", "", "cde"}, []bool{true, false, true})
-	_, cols = testColumns21(t, write21(t, V2_2, Options{}, as, b.NewArray()))
+	_, cols = testColumns21(t, write21(t, V2_2, Options{Compress: true}, as, b.NewArray()))
 	p = cols[0][0]
 	want22Chunk(t, p.bufs[0], p.bufs[1], "0300 0600", "0000 0100 0000 fefe",
 		"10000000 12000000 12000000 15000000 6162 636465 484848")
@@ -190,7 +190,7 @@ func TestWrite21ListBytes(t *testing.T) {
 	lb.Append(true) // empty
 	lb.Append(true)
 	vb.Append(3)
-	_, cols := testColumns21(t, write21(t, V2_2, Options{}, as, lb.NewArray()))
+	_, cols := testColumns21(t, write21(t, V2_2, Options{Compress: true}, as, lb.NewArray()))
 	p := cols[0][0]
 	if len(p.bufs) != 3 {
 		t.Fatalf("%d buffers, want metadata, chunks, repetition index", len(p.bufs))

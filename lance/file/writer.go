@@ -21,6 +21,12 @@ type Options struct {
 	// Version is the file format version to write (zero: V2_0). NewWriter refuses a version it
 	// cannot write with *UnsupportedVersionError.
 	Version Version
+	// Compress LZ4-compresses the mini-block values of strings, binaries and scalars in 2.2
+	// files (general compression, which every engine reads). Off by default: on a file of
+	// 8,192 rows it takes the encoding from 0.28 to 1.0 ms, and made the worker's sustained
+	// load throughput 11% lower than at 2.0, for a node table of 400 KB instead of 822 KB (the
+	// engines write about 290 KB).
+	Compress bool
 }
 
 // Writer encodes record batches into one Lance data file (Options.Version: 2.0, 2.1 or 2.2)

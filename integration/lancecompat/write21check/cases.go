@@ -568,5 +568,9 @@ func cases(bigRows int) []*tcase {
 		{name: "grown_by_l8", cols: nodeCols(), rows: 1000, batch: 1000, commits: 1},
 		{name: "grown_by_l12", cols: nodeCols(), rows: 1000, batch: 1000, commits: 1},
 		{name: "node8192", cols: nodeCols(), rows: 8192, batch: 8192, commits: 1},
+		// file.Options.Compress: LZ4 general compression of 2.2 mini-block values
+		{name: "scalars_lz4", cols: scalarCols(), rows: 3000, batch: 1000, commits: 3, empty: true, fo: file.Options{MaxPageRows: 700, Compress: true}},
+		{name: "nested_lz4", cols: nestedCols(), rows: 2000, batch: 500, commits: 2, fo: file.Options{MaxPageRows: 300, Compress: true}},
+		{name: "node8192_lz4", cols: nodeCols(), rows: 8192, batch: 8192, commits: 1, fo: file.Options{Compress: true}},
 	}
 }

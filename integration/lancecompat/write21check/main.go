@@ -329,13 +329,20 @@ func printSizes(dir string) error {
 	for _, v := range versions {
 		for _, n := range []string{"node1000", "node8192"} {
 			var parts []string
-			for _, t := range []string{n, "l12_" + n, "l8_" + n} {
+			tables := []string{n, "l12_" + n, "l8_" + n}
+			if n == "node8192" {
+				tables = append(tables, n+"_lz4")
+			}
+			for _, t := range tables {
 				sz, err := dataBytes(filepath.Join(dir, v.String(), t+".lance"))
 				if err != nil {
 					return err
 				}
 				who := "go"
-				if t != n {
+				switch {
+				case t == n+"_lz4":
+					who = "go-lz4"
+				case t != n:
 					who = strings.SplitN(t, "_", 2)[0]
 				}
 				parts = append(parts, fmt.Sprintf("%s %d", who, sz))
