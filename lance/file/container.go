@@ -341,4 +341,29 @@ func checkSchemaTree(s *schema.Schema) error {
 	return walk(s.Fields, 0)
 }
 
+// appendFileTail appends what follows the page buffers of every file version: the file
+// descriptor (global buffer 0), each column's metadata (meta appends column i's), the column
+// metadata and global buffer offset tables, and the footer naming version major.minor.
+func appendFileTail(dst, gb0 []byte, columns int, meta func(dst []byte, i int) []byte, major, minor uint16) []byte {
+	gb0Pos := uint64(len(dst))
+	dst = append(dst, gb0...)
+	colMetaStart := uint64(len(dst))
+	positions := make([]uint64, 0, 2*columns)
+	for i := range columns {
+		start := len(dst)
+		dst = meta(dst, i)
+		positions = append(positions, uint64(start), uint64(len(dst)-start))
+	}
+	cmoStart := uint64(len(dst))
+	for _, p := range positions {
+		dst = appendU64(dst, p)
+	}
+	gboStart := uint64(len(dst))
+	dst = appendU64(appendU64(dst, gb0Pos), uint64(len(gb0)))
+	return appendFooter(dst, footer{
+		columnMetaStart: colMetaStart, cmoStart: cmoStart, gboStart: gboStart,
+		numGlobalBuffers: 1, numColumns: uint32(columns), major: major, minor: minor,
+	})
+}
+
 func appendU64(dst []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(dst, v) }

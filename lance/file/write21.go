@@ -247,26 +247,9 @@ func (w *writer21) finish(rows int64) []byte {
 		}
 	}
 	w.reserve(metaSize)
-	gb0Pos := uint64(len(w.out))
-	w.out = append(w.out, gb0...)
-	colMetaStart := uint64(len(w.out))
-	positions := make([]uint64, 0, 2*len(w.leaves))
-	for _, l := range w.leaves {
-		start := len(w.out)
-		w.out = appendColumnMetadata21(w.out, l.pages)
-		positions = append(positions, uint64(start), uint64(len(w.out)-start))
-	}
-	cmoStart := uint64(len(w.out))
-	for _, p := range positions {
-		w.out = appendU64(w.out, p)
-	}
-	gboStart := uint64(len(w.out))
-	w.out = appendU64(appendU64(w.out, gb0Pos), uint64(len(gb0)))
-	w.out = appendFooter(w.out, footer{
-		columnMetaStart: colMetaStart, cmoStart: cmoStart, gboStart: gboStart,
-		numGlobalBuffers: 1, numColumns: uint32(len(w.leaves)),
-		major: uint16(w.opts.Version.Major), minor: uint16(w.opts.Version.Minor),
-	})
+	w.out = appendFileTail(w.out, gb0, len(w.leaves), func(dst []byte, i int) []byte {
+		return appendColumnMetadata21(dst, w.leaves[i].pages)
+	}, uint16(w.opts.Version.Major), uint16(w.opts.Version.Minor))
 	out := w.out
 	w.out = nil
 	return out

@@ -259,26 +259,9 @@ func (w *Writer) Finish() ([]byte, error) {
 	}
 	w.reserve(metaSize)
 
-	gb0Pos := uint64(len(w.out))
-	w.out = append(w.out, gb0...)
-	colMetaStart := uint64(len(w.out))
-	positions := make([]uint64, 0, 2*len(w.cols))
-	for _, c := range w.cols {
-		start := len(w.out)
-		w.out = appendColumnMetadata(w.out, c.pages)
-		positions = append(positions, uint64(start), uint64(len(w.out)-start))
-	}
-	cmoStart := uint64(len(w.out))
-	for _, p := range positions {
-		w.out = appendU64(w.out, p)
-	}
-	gboStart := uint64(len(w.out))
-	w.out = appendU64(appendU64(w.out, gb0Pos), uint64(len(gb0)))
-	w.out = appendFooter(w.out, footer{
-		columnMetaStart: colMetaStart, cmoStart: cmoStart, gboStart: gboStart,
-		numGlobalBuffers: 1, numColumns: uint32(len(w.cols)),
-		major: footerMajor, minor: footerMinor,
-	})
+	w.out = appendFileTail(w.out, gb0, len(w.cols), func(dst []byte, i int) []byte {
+		return appendColumnMetadata(dst, w.cols[i].pages)
+	}, footerMajor, footerMinor)
 	out := w.out
 	w.out = nil
 	return out, nil
