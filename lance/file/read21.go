@@ -100,16 +100,9 @@ func (r *Reader) readPage21(st *readState, idx, pi int, p *pageInfo, b array.Bui
 // dictionary and the chunks holding rows [first, first+count): a batched scan of a large page
 // then reads each chunk once instead of the whole page per batch.
 func (r *Reader) readMiniBlockRange(st *readState, p *pageInfo, l *layout21, first, count uint64) (*page21, error) {
-	bufs := make([][]byte, len(p.offsets))
-	for i := range bufs {
-		if i == 1 {
-			continue
-		}
-		b, err := r.read(st.ctx, int64(p.offsets[i]), int64(p.sizes[i]))
-		if err != nil {
-			return nil, err
-		}
-		bufs[i] = b
+	bufs, err := r.pageBuffersButChunks(st, p)
+	if err != nil {
+		return nil, err
 	}
 	spans, err := chunkSpans(l, bufs[0])
 	if err != nil {
@@ -137,11 +130,9 @@ func (r *Reader) readMiniBlockRange(st *readState, p *pageInfo, l *layout21, fir
 	return decodeWindow21(l, bufs, p.rows, first, count, lo, p.sizes[1])
 }
 
-// readMiniBlockListRange fetches of a mini-block list page only the chunks holding rows
-// [first, first+count), found through the repetition index: per chunk, repetition_index_depth+1
-// u64s, the first the number of lists that end in the chunk, the second the number of items
-// after the last of them (a list that goes on into the next chunk).
-func (r *Reader) readMiniBlockListRange(st *readState, p *pageInfo, l *layout21, first, count uint64) (*page21, error) {
+// pageBuffersButChunks fetches every buffer of a mini-block page except buffer 1, the chunks,
+// which a ranged read fetches only in part.
+func (r *Reader) pageBuffersButChunks(st *readState, p *pageInfo) ([][]byte, error) {
 	bufs := make([][]byte, len(p.offsets))
 	for i := range bufs {
 		if i == 1 {
@@ -152,6 +143,18 @@ func (r *Reader) readMiniBlockListRange(st *readState, p *pageInfo, l *layout21,
 			return nil, err
 		}
 		bufs[i] = b
+	}
+	return bufs, nil
+}
+
+// readMiniBlockListRange fetches of a mini-block list page only the chunks holding rows
+// [first, first+count), found through the repetition index: per chunk, repetition_index_depth+1
+// u64s, the first the number of lists that end in the chunk, the second the number of items
+// after the last of them (a list that goes on into the next chunk).
+func (r *Reader) readMiniBlockListRange(st *readState, p *pageInfo, l *layout21, first, count uint64) (*page21, error) {
+	bufs, err := r.pageBuffersButChunks(st, p)
+	if err != nil {
+		return nil, err
 	}
 	spans, err := chunkSpans(l, bufs[0])
 	if err != nil {
