@@ -67,6 +67,19 @@ func (r *Reader) Read(ctx context.Context, fields []*schema.Field, column func(f
 	return array.NewRecord(arrow.NewSchema(afs, nil), cols, length), nil
 }
 
+// columnOf is the file column of field id (named name, for errors): ok false when the file has
+// none, which reads as all nulls; an error when the map points outside the file.
+func (r *Reader) columnOf(st *readState, name string, id int32) (int, bool, error) {
+	idx, ok := st.column(id)
+	if !ok {
+		return 0, false, nil
+	}
+	if idx < 0 || idx >= len(r.cols) {
+		return 0, false, r.fail(-1, "field %q (id %d) maps to column %d, the file has %d columns", name, id, idx, len(r.cols))
+	}
+	return idx, true, nil
+}
+
 // fileColumn maps field ids to columns by the file's own schema.
 func (r *Reader) fileColumn() func(int32) (int, bool) {
 	idx := map[int32]int{}
@@ -99,12 +112,12 @@ func (r *Reader) readField(st *readState, f *schema.Field, dt arrow.DataType, st
 	if r.version != V2_0 {
 		return r.readField21(st, f, dt, start, n)
 	}
-	idx, ok := st.column(f.ID)
+	idx, ok, err := r.columnOf(st, f.Name, f.ID)
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return array.MakeArrayOfNull(st.mem, dt, int(n)), nil
-	}
-	if idx < 0 || idx >= len(r.cols) {
-		return nil, r.fail(-1, "field %q (id %d) maps to column %d, the file has %d columns", f.Name, f.ID, idx, len(r.cols))
 	}
 	col := &r.cols[idx]
 	if top && col.rows != uint64(r.numRows) {

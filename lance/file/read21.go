@@ -26,12 +26,12 @@ func (r *Reader) readField21(st *readState, f *schema.Field, dt arrow.DataType, 
 		}
 		leaf = f.Children[0]
 	}
-	idx, ok := st.column(leaf.ID)
+	idx, ok, err := r.columnOf(st, f.Name, leaf.ID)
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return array.MakeArrayOfNull(st.mem, dt, int(n)), nil
-	}
-	if idx < 0 || idx >= len(r.cols) {
-		return nil, r.fail(-1, "field %q (id %d) maps to column %d, the file has %d columns", f.Name, leaf.ID, idx, len(r.cols))
 	}
 	col := &r.cols[idx]
 	if col.rows != uint64(r.numRows) {

@@ -287,16 +287,7 @@ func (w *writer21) reserve(n int) {
 // buffer appends a page buffer of n bytes, padded to 64, and returns it for filling in. Room
 // must have been reserved for all of a page's buffers first.
 func (w *writer21) buffer(p *wpage21, n int) []byte {
-	pad := padded(n) - n
-	if cap(w.out)-len(w.out) < n+pad {
-		panic("lance file: page buffer not reserved") // a bug in this package, not bad input
-	}
-	start := len(w.out)
-	w.out = w.out[:start+n+pad]
-	for i := start + n; i < len(w.out); i++ {
-		w.out[i] = padByte
-	}
-	p.offsets = append(p.offsets, uint64(start))
-	p.sizes = append(p.sizes, uint64(n))
-	return w.out[start : start+n : start+n]
+	var b []byte
+	w.out, b = appendPageBuffer(w.out, &p.offsets, &p.sizes, n)
+	return b
 }

@@ -174,18 +174,26 @@ func padded(n int) int { return (n + bufferAlign - 1) / bufferAlign * bufferAlig
 // caller must have reserved room for all of a page's buffers first: a later buffer must not move
 // the output while an earlier one is still being filled.
 func (w *Writer) buffer(p *pageMeta, n int) []byte {
+	var b []byte
+	w.out, b = appendPageBuffer(w.out, &p.offsets, &p.sizes, n)
+	return b
+}
+
+// appendPageBuffer is buffer for either writer: it grows out (within its capacity) by n bytes
+// and their padding, records the buffer's position and size, and returns both.
+func appendPageBuffer(out []byte, offsets, sizes *[]uint64, n int) ([]byte, []byte) {
 	pad := padded(n) - n
-	if cap(w.out)-len(w.out) < n+pad {
+	if cap(out)-len(out) < n+pad {
 		panic("lance file: page buffer not reserved") // a bug in this package, not bad input
 	}
-	start := len(w.out)
-	w.out = w.out[:start+n+pad]
-	for i := start + n; i < len(w.out); i++ {
-		w.out[i] = padByte
+	start := len(out)
+	out = out[:start+n+pad]
+	for i := start + n; i < len(out); i++ {
+		out[i] = padByte
 	}
-	p.offsets = append(p.offsets, uint64(start))
-	p.sizes = append(p.sizes, uint64(n))
-	return w.out[start : start+n : start+n]
+	*offsets = append(*offsets, uint64(start))
+	*sizes = append(*sizes, uint64(n))
+	return out, out[start : start+n : start+n]
 }
 
 func (w *Writer) flushFixed(c *column) pageMeta {
