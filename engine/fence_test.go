@@ -3,13 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/internal/fstree"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 )
 
@@ -17,22 +15,11 @@ import (
 // states mean nothing was written or removed in between.
 func treeState(t *testing.T, g *Graph) string {
 	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(rootDir(t, g), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "%s %d %d\n", path, info.Size(), info.ModTime().UnixNano())
-		return nil
-	})
+	s, err := fstree.Snapshot(rootDir(t, g), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.String()
+	return s
 }
 
 // countingFence fails from the nth check on.

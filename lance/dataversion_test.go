@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/omnigraph/omnigraph-worker/internal/fstree"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
@@ -67,24 +67,11 @@ func openFixture(t *testing.T, name string) (*Dataset, string) {
 // treeOf lists every file under dir with its size: what a refused write must leave unchanged.
 func treeOf(t *testing.T, dir string) string {
 	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		lines = append(lines, fmt.Sprintf("%s %d", rel, info.Size()))
-		return nil
-	})
+	s, err := fstree.Snapshot(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
+	return s
 }
 
 // fixtureRows builds rows of the fixtures' schema (id, name, score, tags).
