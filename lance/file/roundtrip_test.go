@@ -21,30 +21,37 @@ func TestRoundTripAllTypes(t *testing.T) {
 				rec := randomRecord(mem, as, 300, rate, 1)
 				defer rec.Release()
 				// non-nullable columns must not get nulls: randomRecord only nulls nullable ones
-				file := writeFile(t, s, opts, rec, 1, 0, 37, 100, 62)
-				r := mustOpen(t, file)
-				if r.NumRows() != 300 || r.NumColumns() != len(s.Flatten()) {
-					t.Fatalf("rows %d columns %d", r.NumRows(), r.NumColumns())
-				}
-				got := readRange(t, r, s.Fields, 0, 300, mem)
-				defer got.Release()
-				for i := range s.Fields {
-					expectArrays(t, s.Fields[i].Name, rec.Column(i), got.Column(i))
-				}
-				// projection of single columns and ranges across page boundaries
-				rng := rand.New(rand.NewSource(2))
-				for k := 0; k < 40; k++ {
-					i := rng.Intn(len(s.Fields))
-					off := rng.Int63n(301)
-					n := rng.Int63n(301 - off)
-					part := readRange(t, r, s.Fields[i:i+1], off, n, mem)
-					want := array.NewSlice(rec.Column(i), off, off+n)
-					expectArrays(t, fmt.Sprintf("%s[%d:%d]", s.Fields[i].Name, off, off+n), want, part.Column(0))
-					want.Release()
-					part.Release()
-				}
+				checkRoundTrip(t, s, opts, rec, len(s.Flatten()), mem)
 			})
 		}
+	}
+}
+
+// checkRoundTrip writes rec's 300 rows in slices, reads them back whole and in 40 random
+// projected ranges (across page boundaries), and compares value by value; columns is the
+// file's expected column count.
+func checkRoundTrip(t *testing.T, s *schema.Schema, opts Options, rec arrow.Record, columns int, mem memory.Allocator) {
+	t.Helper()
+	file := writeFile(t, s, opts, rec, 1, 0, 37, 100, 62)
+	r := mustOpen(t, file)
+	if r.NumRows() != 300 || r.NumColumns() != columns {
+		t.Fatalf("rows %d columns %d", r.NumRows(), r.NumColumns())
+	}
+	got := readRange(t, r, s.Fields, 0, 300, mem)
+	defer got.Release()
+	for i := range s.Fields {
+		expectArrays(t, s.Fields[i].Name, rec.Column(i), got.Column(i))
+	}
+	rng := rand.New(rand.NewSource(2))
+	for k := 0; k < 40; k++ {
+		i := rng.Intn(len(s.Fields))
+		off := rng.Int63n(301)
+		n := rng.Int63n(301 - off)
+		part := readRange(t, r, s.Fields[i:i+1], off, n, mem)
+		want := array.NewSlice(rec.Column(i), off, off+n)
+		expectArrays(t, fmt.Sprintf("%s[%d:%d]", s.Fields[i].Name, off, off+n), want, part.Column(0))
+		want.Release()
+		part.Release()
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand"
 	"strings"
 	"testing"
 
@@ -612,27 +611,7 @@ func TestRoundTrip21AllTypes(t *testing.T) {
 					defer mem.AssertSize(t, 0)
 					rec := randomRecord(mem, as, 300, rate, 1)
 					defer rec.Release()
-					file := writeFile(t, s, opts, rec, 1, 0, 37, 100, 62)
-					r := mustOpen(t, file)
-					if r.NumRows() != 300 || r.NumColumns() != len(ColumnFields(s, v)) {
-						t.Fatalf("rows %d columns %d", r.NumRows(), r.NumColumns())
-					}
-					got := readRange(t, r, s.Fields, 0, 300, mem)
-					defer got.Release()
-					for i := range s.Fields {
-						expectArrays(t, s.Fields[i].Name, rec.Column(i), got.Column(i))
-					}
-					rng := rand.New(rand.NewSource(2))
-					for k := 0; k < 40; k++ {
-						i := rng.Intn(len(s.Fields))
-						off := rng.Int63n(301)
-						n := rng.Int63n(301 - off)
-						part := readRange(t, r, s.Fields[i:i+1], off, n, mem)
-						want := array.NewSlice(rec.Column(i), off, off+n)
-						expectArrays(t, fmt.Sprintf("%s[%d:%d]", s.Fields[i].Name, off, off+n), want, part.Column(0))
-						want.Release()
-						part.Release()
-					}
+					checkRoundTrip(t, s, opts, rec, len(ColumnFields(s, v)), mem)
 				})
 			}
 		}
