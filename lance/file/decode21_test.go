@@ -178,38 +178,10 @@ func TestPage21Refusals(t *testing.T) {
 		{"full-zip buffers", msg(func(e *pb.Encoder) {
 			e.Message(layoutFullZip, func(m *pb.Encoder) { m.Message(7, flatCE(32)); m.PackedUints(8, []uint64{1}) })
 		}), nil, 1, i32, "full-zip page with 0"},
-		{"full-zip items", msg(func(e *pb.Encoder) {
-			e.Message(layoutFullZip, func(m *pb.Encoder) {
-				m.Uint(3, 32)
-				m.Uint(5, 9)
-				m.Message(7, flatCE(32))
-				m.PackedUints(8, []uint64{1})
-			})
-		}), [][]byte{u32s(1, 2)}, 9, i32, "claims 9 items"},
-		{"full-zip trailing bytes", msg(func(e *pb.Encoder) {
-			e.Message(layoutFullZip, func(m *pb.Encoder) {
-				m.Uint(3, 32)
-				m.Uint(5, 1)
-				m.Message(7, flatCE(32))
-				m.PackedUints(8, []uint64{1})
-			})
-		}), [][]byte{u32s(1, 2)}, 1, i32, "bytes after"},
-		{"full-zip odd width", msg(func(e *pb.Encoder) {
-			e.Message(layoutFullZip, func(m *pb.Encoder) {
-				m.Uint(3, 12)
-				m.Uint(5, 1)
-				m.Message(7, flatCE(12))
-				m.PackedUints(8, []uint64{1})
-			})
-		}), [][]byte{u32s(1)}, 1, i32, "values of 12 bits"},
-		{"full-zip length past end", msg(func(e *pb.Encoder) {
-			e.Message(layoutFullZip, func(m *pb.Encoder) {
-				m.Uint(4, 32)
-				m.Uint(5, 1)
-				m.Message(7, varCE(32))
-				m.PackedUints(8, []uint64{1})
-			})
-		}), [][]byte{u32s(100)}, 1, arrow.BinaryTypes.String, "past the end"},
+		{"full-zip items", fullZip(3, 32, 9, flatCE(32)), [][]byte{u32s(1, 2)}, 9, i32, "claims 9 items"},
+		{"full-zip trailing bytes", fullZip(3, 32, 1, flatCE(32)), [][]byte{u32s(1, 2)}, 1, i32, "bytes after"},
+		{"full-zip odd width", fullZip(3, 12, 1, flatCE(12)), [][]byte{u32s(1)}, 1, i32, "values of 12 bits"},
+		{"full-zip length past end", fullZip(4, 32, 1, varCE(32)), [][]byte{u32s(100)}, 1, arrow.BinaryTypes.String, "past the end"},
 		{"constant buffers", msg(func(e *pb.Encoder) {
 			e.Message(layoutConstant, func(m *pb.Encoder) { m.PackedUints(5, []uint64{1}); m.BytesAlways(6, u32s(5)) })
 		}), [][]byte{nil}, 1, i32, "constant layout with 1 buffers"},
@@ -734,4 +706,17 @@ func TestMiniBlockListWindow(t *testing.T) {
 	if _, err := r.readMiniBlockListRange(&readState{ctx: ctx}, &p, &deep, 1, 2); err == nil {
 		t.Error("repetition index of the wrong depth accepted")
 	}
+}
+
+// fullZip is a full-zip layout of items values with one repetition/definition layer;
+// widthField is 3 (bits per value, fixed width) or 4 (bits per offset, variable width).
+func fullZip(widthField pb.Number, bits, items uint64, values pbf) []byte {
+	return msg(func(e *pb.Encoder) {
+		e.Message(layoutFullZip, func(m *pb.Encoder) {
+			m.Uint(widthField, bits)
+			m.Uint(5, items)
+			m.Message(7, values)
+			m.PackedUints(8, []uint64{1})
+		})
+	})
 }
