@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The adversarial suite: hostile bodies and headers, a batch at the limit under both
@@ -86,12 +85,7 @@ func account(t *testing.T, url string, l *ledger, n uint64) []deadLetter {
 // waitStream waits for the worker to create the ingest stream.
 func waitStream(t *testing.T, url string) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := connectJS(t, url)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if s, err := js.Stream(context.Background(), "OMNIGRAPH_DEMO"); err == nil && len(s.CachedInfo().Config.Subjects) == 3 {
 			return
@@ -271,12 +265,7 @@ func TestAdversarialMsgIDReuse(t *testing.T) {
 	l := watchEvents(t, ns.url)
 	w := startWorker(t, root, ns.url, "")
 	waitStream(t, ns.url)
-	nc, err := nats.Connect(ns.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := connectJS(t, ns.url)
 	ctx := context.Background()
 	s, err := js.Stream(ctx, "OMNIGRAPH_DEMO")
 	if err != nil {
@@ -331,12 +320,7 @@ func TestAdversarialBrokerKill(t *testing.T) {
 // waitIdle waits until the worker's consumer has nothing pending or unacknowledged.
 func waitIdle(t *testing.T, url string, w *workerProc) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := connectJS(t, url)
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if c, err := js.Consumer(context.Background(), "OMNIGRAPH_DEMO", "omnigraph-worker"); err == nil {
 			if info, err := c.Info(context.Background()); err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.Delivered.Stream > 0 {

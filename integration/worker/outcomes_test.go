@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/omnigraph/omnigraph-worker/ingest"
 )
@@ -28,12 +27,7 @@ func publishBody(t *testing.T, url, body string, hdr map[string]string) {
 // publishOn publishes one message to subject and waits for JetStream to accept it.
 func publishOn(t *testing.T, url, subject, body string, hdr map[string]string) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := connectJS(t, url)
 	m := nats.NewMsg(subject)
 	m.Data = []byte(body)
 	for k, v := range hdr {

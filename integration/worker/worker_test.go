@@ -187,13 +187,23 @@ func initGraph(t *testing.T) string {
 	return root
 }
 
-func publish(t *testing.T, url string, n int) {
+// connectJS connects to the server at url for the rest of the test.
+func connectJS(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func publish(t *testing.T, url string, n int) {
+	js := connectJS(t, url)
 	ctx := context.Background()
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "OMNIGRAPH_DEMO", Subjects: []string{"omnigraph.demo.ingest", "omnigraph.demo.merge"}, MaxMsgSize: 33619968}); err != nil {
 		t.Fatal(err)
@@ -218,12 +228,7 @@ func batchBody(i int) string {
 
 // waitAcked waits until the worker's durable consumer acknowledged n messages.
 func waitAcked(t *testing.T, url string, n uint64, ws ...*workerProc) {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := connectJS(t, url)
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if c, err := js.Consumer(context.Background(), "OMNIGRAPH_DEMO", "omnigraph-worker"); err == nil {
