@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -54,18 +53,8 @@ func (g *Graph) Root() storage.Store { return g.root }
 // RootLocation is the normalised root location (an absolute path for local roots).
 func (g *Graph) RootLocation() string { return g.rootLoc }
 
-// servableVersions lists the data file versions a graph can be made at: a graph reads its own
-// tables (__manifest first), so this build must both write and read the version.
-func servableVersions() string {
-	var out []string
-	for _, v := range []file.Version{file.V2_0, file.V2_1, file.V2_2} {
-		if servable(v) {
-			out = append(out, v.String())
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
+// servable says whether a graph can be made at v: a graph reads its own tables (__manifest
+// first), so this build must both write and read the version.
 func servable(v file.Version) bool { return file.Writable(v) && file.Readable(v) }
 
 // InitError reports why a graph could not be initialised.
@@ -97,7 +86,7 @@ func Init(ctx context.Context, root storage.Store, source string, opts ...InitOp
 		o.FileVersion = DefaultFileVersion
 	}
 	if !servable(o.FileVersion) {
-		return nil, &InitError{Reason: fmt.Sprintf("Lance data file version %s: this build reads and writes %s", o.FileVersion, servableVersions())}
+		return nil, &InitError{Reason: fmt.Sprintf("Lance data file version %s: this build reads and writes %s", o.FileVersion, file.Versions(servable))}
 	}
 	contract, err := pg.InitContract(source, "")
 	if err != nil {

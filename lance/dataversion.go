@@ -2,7 +2,6 @@ package lance
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/omnigraph/omnigraph-worker/lance/file"
 )
@@ -40,17 +39,6 @@ func (e *DataVersionError) Error() string {
 	return fmt.Sprintf("lance: %s: declares data file version %s; this build writes data files of version %s only and refuses to mix versions in one table", e.Dataset, declared, e.Files)
 }
 
-// supported lists the versions file can read or write, for errors.
-func supported(ok func(file.Version) bool) string {
-	var out []string
-	for _, v := range []file.Version{file.V2_0, file.V2_1, file.V2_2} {
-		if ok(v) {
-			out = append(out, v.String())
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
 // declaredVersion is the data file version m declares. A manifest without data_format is a
 // legacy (0.1) dataset, which this package neither reads nor writes.
 func declaredVersion(m *Manifest) (file.Version, bool) {
@@ -72,7 +60,7 @@ func (d *Dataset) FileVersion() (file.Version, bool) { return declaredVersion(d.
 func (d *Dataset) writeVersion() (file.Version, error) {
 	v, ok := declaredVersion(d.manifest)
 	if !ok || !file.Writable(v) {
-		return file.Version{}, &DataVersionError{Dataset: d.dir.URI(), Op: "write", Declared: d.manifest.DataVersion, Files: supported(file.Writable)}
+		return file.Version{}, &DataVersionError{Dataset: d.dir.URI(), Op: "write", Declared: d.manifest.DataVersion, Files: file.Versions(file.Writable)}
 	}
 	return v, nil
 }
@@ -82,7 +70,7 @@ func (d *Dataset) writeVersion() (file.Version, error) {
 func (d *Dataset) checkReadable() error {
 	v, ok := declaredVersion(d.manifest)
 	if !ok || !file.Readable(v) {
-		return &DataVersionError{Dataset: d.dir.URI(), Op: "read", Declared: d.manifest.DataVersion, Files: supported(file.Readable)}
+		return &DataVersionError{Dataset: d.dir.URI(), Op: "read", Declared: d.manifest.DataVersion, Files: file.Versions(file.Readable)}
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 // the append is refused with *lance.DataVersionError and no audit table appears (a 2.0 audit
 // table in a 2.2 graph would be the first mixed table of that graph).
 func TestAuditTableFollowsGraphFileVersion(t *testing.T) {
-	for _, v := range []file.Version{file.V2_0, file.V2_1, file.V2_2} {
+	for _, v := range file.Known {
 		root, err := storage.Open(t.Context(), fmt.Sprintf("mem://audit-version-%s", v))
 		if err != nil {
 			t.Fatal(err)

@@ -255,7 +255,7 @@ func TestOpen21Versions(t *testing.T) {
 	if _, err := Open(context.Background(), BytesSource(b), "f"); !isFormatError(err) {
 		t.Fatalf("2.1 pages in a 2.0 file: %v", err)
 	}
-	for _, v := range []Version{V2_0, V2_1, V2_2} {
+	for _, v := range Known {
 		if !Readable(v) {
 			t.Fatalf("%s not readable", v)
 		}

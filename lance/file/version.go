@@ -66,17 +66,22 @@ type UnsupportedVersionError struct {
 }
 
 func (e *UnsupportedVersionError) Error() string {
-	return fmt.Sprintf("lance file version %s: this build cannot %s it (it %ss %s)", e.Version, e.Op, e.Op, supportedList(e.Op))
+	ok := Readable
+	if e.Op == "write" {
+		ok = Writable
+	}
+	return fmt.Sprintf("lance file version %s: this build cannot %s it (it %ss %s)", e.Version, e.Op, e.Op, Versions(ok))
 }
 
-func supportedList(op string) string {
-	set := readable
-	if op == "write" {
-		set = writable
-	}
+// Known are the versions this package knows by name, oldest first.
+var Known = []Version{V2_0, V2_1, V2_2}
+
+// Versions lists the known versions ok accepts (Readable, Writable, or a caller's own test),
+// for errors: "2.0, 2.1, 2.2".
+func Versions(ok func(Version) bool) string {
 	var names []string
-	for _, v := range []Version{V2_0, V2_1, V2_2} {
-		if set[v] {
+	for _, v := range Known {
+		if ok(v) {
 			names = append(names, v.String())
 		}
 	}

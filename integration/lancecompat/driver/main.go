@@ -105,7 +105,7 @@ func main() {
 	// graph (which need both) where it does both.
 	var rounds []string
 	for _, engine := range strings.Split(*engines, ",") {
-		for _, v := range []file.Version{file.V2_0, file.V2_1, file.V2_2} {
+		for _, v := range file.Known {
 			ways := directions(v)
 			if ways == "" {
 				continue
