@@ -160,7 +160,6 @@ func main() {
 	// Every official-engine child (bench, bench-serve) reads these.
 	os.Setenv("LANCE_ENGINE", *engineName)
 	os.Setenv("LANCE_DATA_VERSION", v.String())
-	fmt.Printf("bench: official engine %s, data file version %s on both sides\n", *engineName, v)
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(config.Defaults().GCPercent) // the worker in this process runs as `worker run` would
 	}
@@ -171,6 +170,7 @@ func main() {
 		}
 		return
 	}
+	fmt.Printf("bench: official engine %s, data file version %s on both sides\n", *engineName, v)
 	tmp, err := os.MkdirTemp("", "lance-bench-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
