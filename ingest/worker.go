@@ -78,13 +78,13 @@ func (w *Worker) Config() Config { return w.cfg }
 // Setup creates or updates the ingest stream, the dead-letter stream and the durable consumer.
 // One consumer with one message in flight keeps a graph's batches in stream order.
 func (w *Worker) Setup(ctx context.Context) error {
-	if _, err := w.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if err := ensureStream(ctx, w.js, jetstream.StreamConfig{
 		Name: w.cfg.Stream, Subjects: w.cfg.consumed(),
 		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
 	}); err != nil {
 		return fmt.Errorf("ingest: stream %s: %w", w.cfg.Stream, err)
 	}
-	if _, err := w.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if err := ensureStream(ctx, w.js, jetstream.StreamConfig{
 		Name: w.cfg.DLQStream, Subjects: []string{"omnigraph." + w.cfg.Graph + ".dlq.>"},
 		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
 	}); err != nil {
@@ -99,6 +99,18 @@ func (w *Worker) Setup(ctx context.Context) error {
 	}
 	w.cons = cons
 	return nil
+}
+
+// ensureStream creates the stream or updates it to cfg. JetStream's create-or-update is a
+// lookup followed by a create, so when someone else (a producer's tooling, a second worker
+// starting at the same moment) creates the stream in between, the create fails with "stream
+// name already in use"; the stream now exists, and a second create-or-update updates it.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	_, err := js.CreateOrUpdateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		_, err = js.CreateOrUpdateStream(ctx, cfg)
+	}
+	return err
 }
 
 // Run consumes until ctx is cancelled, then stops fetching, lets the in-flight message finish

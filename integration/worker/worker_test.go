@@ -6,6 +6,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -205,7 +206,14 @@ func connectJS(t *testing.T, url string) jetstream.JetStream {
 func publish(t *testing.T, url string, n int) {
 	js := connectJS(t, url)
 	ctx := context.Background()
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "OMNIGRAPH_DEMO", Subjects: []string{"omnigraph.demo.ingest", "omnigraph.demo.merge"}, MaxMsgSize: 33619968}); err != nil {
+	// The worker may create the stream between this lookup and this create: then the second
+	// create-or-update finds it.
+	cfg := jetstream.StreamConfig{Name: "OMNIGRAPH_DEMO", Subjects: []string{"omnigraph.demo.ingest", "omnigraph.demo.merge"}, MaxMsgSize: 33619968}
+	_, err := js.CreateOrUpdateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		_, err = js.CreateOrUpdateStream(ctx, cfg)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
