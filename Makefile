@@ -23,6 +23,9 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './$(NODE_DIR)/node_modules/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@$(GO) mod tidy -diff > .tidy.diff || { echo "go.mod/go.sum are not tidy (go mod tidy):"; cat .tidy.diff; rm -f .tidy.diff; exit 1; }; rm -f .tidy.diff
+	@# Comments, errors and docs cite only what the repository holds (docs/), never notes beside it.
+	@if git grep -nE '\.\./shared|(surface|storage) §|ARCHITECTURE\.md' -- '*.go' '*.md' '*.mjs' '*.sh' 2>/dev/null; then \
+	  echo "the lines above cite files outside the repository: move the facts into docs/"; exit 1; fi
 	$(GO) vet ./...
 
 race:

@@ -194,7 +194,7 @@ func TestReadError(t *testing.T) {
 	}
 }
 
-// Reference loader unit tests (surface §8 "Also worth pinning", loader/mod.rs).
+// Reference loader unit tests (the reference loader's own strict-refusal cases, docs/omnigraph-format.md §1 and §5.1).
 func TestReferenceStrictRefusalCases(t *testing.T) {
 	// strict_graph_batch_rejects_ambiguous_or_noncanonical_json_before_effects: the eight
 	// envelope cases are framing refusals with the reference's message fragment.

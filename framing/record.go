@@ -36,7 +36,7 @@ type Record struct {
 	To   string     // edge only: destination node id, as written
 	// ID is the supplied data.id (always a JSON string), nil when omitted. For an @key node
 	// the engine must check it equals the canonical key id exactly; otherwise it is the
-	// physical id used verbatim (surface §2.2).
+	// physical id used verbatim (docs/omnigraph-format.md §5.2).
 	ID *string
 	// Data holds the members of "data" other than "id", in input order under their decoded
 	// names (which are distinct). Each value is the member's JSON text with insignificant
@@ -75,7 +75,7 @@ func (r *Record) TableKey() string {
 }
 
 // AppendJSON appends the record's canonical line (no newline): envelope members in the
-// order of surface §2.1, "data" always present with its members sorted by name and "id"
+// order of docs/omnigraph-format.md §5.1, "data" always present with its members sorted by name and "id"
 // among them. Parsing the result yields the same record.
 func (r *Record) AppendJSON(dst []byte) []byte {
 	if r.Kind == EdgeRecord {
@@ -120,7 +120,7 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 func (r Record) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
 
 // reservedPhysical reports the field names refused at the top level and inside "data"
-// because they are reserved physical state (surface §2.1, storage §9).
+// because they are reserved physical state (docs/omnigraph-format.md §5.1).
 func reservedPhysical(name string) bool {
 	switch name {
 	case "_tombstone", "_rowid", "_rowaddr", "_rowoffset", "_row_created_at_version", "_row_last_updated_at_version":

@@ -13,7 +13,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/framing"
 )
 
-// CanonicalScalar renders row i of arr as its canonical key string (surface §2.3): strings
+// CanonicalScalar renders row i of arr as its canonical key string (docs/omnigraph-format.md §5.3): strings
 // as is, integers and Date (epoch days) / DateTime (epoch ms) in decimal, Bool as
 // true/false, floats at their stored width as the shortest round-trip decimal without an
 // exponent with ±0 as "0". ok is false for a null (null members exempt a row from
@@ -125,7 +125,7 @@ func FormatTuple(items []string) string {
 	return "(" + strings.Join(items, ", ") + ")"
 }
 
-// UniqueViolation is the reference's @unique message (surface §4):
+// UniqueViolation is the reference's @unique message (docs/omnigraph-format.md §5.6):
 // "@unique violation on T.col: value 'v' held by 'a' and 'b'", composite "T.(a, b)".
 func UniqueViolation(typeName string, columns, key []string, holder, id string) string {
 	return fmt.Sprintf("@unique violation on %s.%s: value '%s' held by '%s' and '%s'",

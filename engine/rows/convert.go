@@ -17,7 +17,7 @@ import (
 
 // column converts one property's JSON values, row by row, into an Arrow builder of the
 // property's exact Arrow type. Messages are the reference's strict-load texts
-// (surface §2.5, §4).
+// (docs/omnigraph-format.md §5.4).
 type column struct {
 	prop    *pg.Property
 	field   string // "data.<name>"
@@ -178,7 +178,7 @@ func (c *column) appendBlob(raw []byte, k jkind) *cellError {
 	enc, ok := strings.CutPrefix(s, "base64:")
 	if !ok {
 		// The worker writes managed blobs only: an external reference needs a graph's
-		// ExternalBlobPolicy, which the direct-store path never has (surface §2.5, §4).
+		// ExternalBlobPolicy, which the direct-store path never has (docs/omnigraph-format.md §5.4).
 		return refuse("external blob URI '%s' is not allowed", s)
 	}
 	if strings.ContainsAny(enc, "\r\n") { // Go's decoder would skip them; the reference refuses
@@ -354,7 +354,7 @@ func containsBackslash(b []byte) bool {
 	return false
 }
 
-// appendDate: integer epoch days, or an ISO YYYY-MM-DD string (surface §2.5).
+// appendDate: integer epoch days, or an ISO YYYY-MM-DD string (docs/omnigraph-format.md §5.4).
 func appendDate(b *array.Date32Builder, raw []byte, k jkind, num jnum, x cellCtx) *cellError {
 	switch k {
 	case jNumber:
@@ -389,7 +389,7 @@ func appendDate(b *array.Date32Builder, raw []byte, k jkind, num jnum, x cellCtx
 	return x.mismatch(pg.Date, raw)
 }
 
-// appendDateTime: integer epoch milliseconds, or an RFC 3339 string (surface §2.5).
+// appendDateTime: integer epoch milliseconds, or an RFC 3339 string (docs/omnigraph-format.md §5.4).
 func appendDateTime(b *array.Date64Builder, raw []byte, k jkind, num jnum, x cellCtx) *cellError {
 	switch k {
 	case jNumber:

@@ -19,7 +19,7 @@ import (
 // row, in the load envelope (the reference's `export` shape): node
 // {"type":"T","data":{…}}, edge {"edge":"E","from":…,"to":…,"data":{…}}, data holding
 // "id" and every property (null ones as null), members sorted by name. Values use the
-// round-trip-safe encodings (surface §2.5, §6): Date as epoch days, DateTime as epoch ms,
+// round-trip-safe encodings (docs/omnigraph-format.md §5.4): Date as epoch days, DateTime as epoch ms,
 // Blob as "base64:<standard padded base64>", floats as the shortest decimal that reads
 // back to the same value at the stored width. Build accepts the lines back unchanged and
 // rebuilds an equal record. Non-finite floats and strings that are not UTF-8 (replaced by

@@ -13,7 +13,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
 )
 
-// Canonical @key ids for every key type (surface §2.3).
+// Canonical @key ids for every key type (docs/omnigraph-format.md §5.3).
 func TestCanonicalIDs(t *testing.T) {
 	cases := []struct {
 		typ, value, want string
@@ -83,7 +83,7 @@ func TestCompositeIDs(t *testing.T) {
 	_, err = run(t, src, Append, Options{}, `{"type":"Slot","data":{"id":"[\"7\", \"acme\"]","tenant":"acme","slot":7}}`)
 	wantInvalid(t, err, 1, "data.id", `node Slot explicit id '["7", "acme"]' does not match its canonical @key id '["7","acme"]'`)
 
-	// Telemetry example (surface §1.6): Sensor site "ams1", serial 42 → ["42","ams1"].
+	// The bundled telemetry example schema: Sensor site "ams1", serial 42 → ["42","ams1"].
 	tel := exampleSchema(t, "telemetry.pg")
 	out = mustRun(t, tel, Merge, `{"type":"Sensor","data":{"site":"ams1","serial":42,"model":"T9","installed":"2026-05-01"}}`)
 	if got := out["node:Sensor"].IDs[0]; got != `["42","ams1"]` {

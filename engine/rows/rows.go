@@ -95,7 +95,7 @@ func (o Options) normalized() Options {
 	return o
 }
 
-// Resource strings (storage §9, surface §4).
+// Resource strings (docs/omnigraph-format.md §2).
 func resourceKeyedEntities(tableKey string) string { return "keyed entities for " + tableKey }
 func resourceKeyedParsedBytes(tableKey string) string {
 	return "keyed parsed entity bytes for " + tableKey

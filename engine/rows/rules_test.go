@@ -98,7 +98,7 @@ func TestDedupeByMode(t *testing.T) {
 	}
 }
 
-// A keyed node listed twice is a @unique violation in every mode (surface §3.1).
+// A keyed node listed twice is a @unique violation in every mode (docs/omnigraph-format.md §5.5).
 func TestDuplicateKeyIsUniqueViolation(t *testing.T) {
 	crm := exampleSchema(t, "crm.pg")
 	a := `{"type":"Person","data":{"email":"a@x.io","name":"A","joined_at":0}}`

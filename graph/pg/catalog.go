@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// Field metadata of physical graph tables (storage §1.1).
+// Field metadata of physical graph tables (docs/omnigraph-format.md §6).
 const (
 	// PrimaryKeyMetadataKey marks `id` as Lance's unenforced primary key
 	// (legacy boolean form, value "true").
