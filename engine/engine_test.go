@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -13,28 +12,16 @@ import (
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
-	"github.com/omnigraph/omnigraph-worker/storage"
 )
-
-func exampleSchema(t testing.TB) string {
-	b, err := os.ReadFile("../graph/pg/testdata/example.pg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
 
 func testGraph(t testing.TB) *Graph {
 	t.Helper()
-	ctx := context.Background()
-	root, err := storage.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Init(ctx, root, exampleSchema(t))
+	root, _ := graphtest.Root(t)
+	g, err := Init(context.Background(), root, graphtest.Schema(t, graphtest.Example))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +120,7 @@ func TestInitAndReopen(t *testing.T) {
 			t.Fatalf("%s: published/HEAD %v, want 1/1", key, v)
 		}
 	}
-	if _, err := Init(ctx, g.root, exampleSchema(t)); err == nil {
+	if _, err := Init(ctx, g.root, graphtest.Schema(t, graphtest.Example)); err == nil {
 		t.Fatal("second init accepted")
 	}
 	if ok, _ := g.root.Exists(ctx, InitClaimFile); ok {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/publisher"
@@ -20,7 +21,7 @@ func TestInitFileVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := Init(t.Context(), root, exampleSchema(t), InitOptions{FileVersion: v})
+		g, err := Init(t.Context(), root, graphtest.Schema(t, graphtest.Example), InitOptions{FileVersion: v})
 		want := v
 		if want.IsZero() {
 			want = DefaultFileVersion

@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 )
 
 // BenchmarkBuild8192: 8,192 keyed Person nodes of example.pg with all six properties
 // (String @key, String, String? @unique, Date?, [String]?, Bool), the keyed ceiling.
 func BenchmarkBuild8192(b *testing.B) {
-	cat := catalog(b, exampleSchema(b, "example.pg"))
+	cat := catalog(b, graphtest.Schema(b, "example.pg"))
 	var sb strings.Builder
 	for i := 0; i < 8192; i++ {
 		fmt.Fprintf(&sb, `{"type":"Person","data":{"handle":"user-%05d","name":"Person Number %d","email":"user%d@example.com","born":"19%02d-%02d-%02d","skills":["go","rust","sql"],"active":%t}}`+"\n",

@@ -12,6 +12,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 )
 
 // fuzzSeeds are batches against graph/pg/testdata/example.pg; they are added in code and
@@ -50,7 +51,7 @@ var fuzzSeeds = []string{
 }
 
 func FuzzBuild(f *testing.F) {
-	cat := catalog(f, exampleSchema(f, "example.pg"))
+	cat := catalog(f, graphtest.Schema(f, "example.pg"))
 	for i, s := range fuzzSeeds {
 		f.Add([]byte(s), uint8(i))
 		f.Add([]byte(s), uint8(i)|0x80)

@@ -3,7 +3,6 @@ package rows
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -82,16 +81,6 @@ func catalog(t testing.TB, src string) *pg.Catalog {
 	}
 	catCache[src] = c.Catalog
 	return c.Catalog
-}
-
-// exampleSchema reads one of graph/pg/testdata/*.pg.
-func exampleSchema(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile("../../graph/pg/testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // parse frames batch lines with the strict parser.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 )
 
 // Canonical @key ids for every key type (docs/omnigraph-format.md §5.3).
@@ -84,7 +85,7 @@ func TestCompositeIDs(t *testing.T) {
 	wantInvalid(t, err, 1, "data.id", `node Slot explicit id '["7", "acme"]' does not match its canonical @key id '["7","acme"]'`)
 
 	// The bundled telemetry example schema: Sensor site "ams1", serial 42 → ["42","ams1"].
-	tel := exampleSchema(t, "telemetry.pg")
+	tel := graphtest.Schema(t, "telemetry.pg")
 	out = mustRun(t, tel, Merge, `{"type":"Sensor","data":{"site":"ams1","serial":42,"model":"T9","installed":"2026-05-01"}}`)
 	if got := out["node:Sensor"].IDs[0]; got != `["42","ams1"]` {
 		t.Fatalf("sensor id %s", got)
@@ -122,7 +123,7 @@ func TestCompositeOrderFollowsPropertyIDs(t *testing.T) {
 }
 
 func TestKeyMissingAndMismatch(t *testing.T) {
-	crm := exampleSchema(t, "crm.pg")
+	crm := graphtest.Schema(t, "crm.pg")
 	_, err := run(t, crm, Merge, Options{}, `{"type":"Person","data":{"name":"A","joined_at":0}}`)
 	wantInvalid(t, err, 1, "data.email", `node Person is missing a non-null @key value`)
 	_, err = run(t, crm, Merge, Options{}, `{"type":"Person","data":{"name":"A","email":null,"joined_at":0}}`)

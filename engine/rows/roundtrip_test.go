@@ -13,6 +13,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 )
 
 // Strings exercising escapes, unicode and emptiness; every one gets a row suffix so
@@ -157,7 +158,7 @@ func exportAll(t *testing.T, cat *pg.Catalog, out map[string]*TableBatch) []byte
 func TestRoundTrip(t *testing.T) {
 	schemas := map[string]string{"allTypes": allTypes}
 	for _, f := range []string{"crm.pg", "docs.pg", "example.pg", "telemetry.pg"} {
-		schemas[f] = exampleSchema(t, f)
+		schemas[f] = graphtest.Schema(t, f)
 	}
 	for name, src := range schemas {
 		for _, mode := range []Mode{Append, Merge, Overwrite} {
@@ -201,7 +202,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestExportShape(t *testing.T) {
-	ex := exampleSchema(t, "example.pg")
+	ex := graphtest.Schema(t, "example.pg")
 	cat := catalog(t, ex)
 	out := mustRun(t, ex, Merge,
 		`{"type":"Project","data":{"org":"acme","slug":"x","name":"X","status":"active","started_at":"2024-01-01T00:00:00Z"}}`,

@@ -10,10 +10,11 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 )
 
 func TestUnknownTypesAndFields(t *testing.T) {
-	crm := exampleSchema(t, "crm.pg")
+	crm := graphtest.Schema(t, "crm.pg")
 	_, err := run(t, crm, Merge, Options{}, `{"type":"Org","data":{"slug":"a","name":"A","tier":"pro"}}`, ``, `{"type":"Nope"}`)
 	wantInvalid(t, err, 3, "type", `unknown node type 'Nope'`)
 	_, err = run(t, crm, Merge, Options{}, `{"edge":"Likes","from":"a","to":"b"}`)
@@ -100,14 +101,14 @@ func TestDedupeByMode(t *testing.T) {
 
 // A keyed node listed twice is a @unique violation in every mode (docs/omnigraph-format.md §5.5).
 func TestDuplicateKeyIsUniqueViolation(t *testing.T) {
-	crm := exampleSchema(t, "crm.pg")
+	crm := graphtest.Schema(t, "crm.pg")
 	a := `{"type":"Person","data":{"email":"a@x.io","name":"A","joined_at":0}}`
 	b := `{"type":"Person","data":{"email":"b@x.io","name":"B","joined_at":0}}`
 	for _, mode := range []Mode{Append, Merge, Overwrite} {
 		_, err := run(t, crm, mode, Options{}, a, b, a)
 		wantInvalid(t, err, 3, "data.email", `@unique violation on Person.email: value 'a@x.io' held by 'a@x.io' and 'a@x.io'`)
 	}
-	tel := exampleSchema(t, "telemetry.pg")
+	tel := graphtest.Schema(t, "telemetry.pg")
 	s := `{"type":"Sensor","data":{"site":"ams1","serial":42,"model":"T9","installed":19000}}`
 	_, err := run(t, tel, Merge, Options{}, s, strings.Replace(s, "T9", "T10", 1))
 	wantInvalid(t, err, 2, "data.serial,data.site",
@@ -143,7 +144,7 @@ func TestUniqueInBatch(t *testing.T) {
 }
 
 func TestRangeAndCheck(t *testing.T) {
-	crm := exampleSchema(t, "crm.pg")
+	crm := graphtest.Schema(t, "crm.pg")
 	p := func(email, age string) string {
 		return `{"type":"Person","data":{"email":"` + email + `","name":"N","joined_at":0,"age":` + age + `}}`
 	}
@@ -207,7 +208,7 @@ func TestCheckUsesUnicodeClasses(t *testing.T) {
 // The phases run in the reference's order: per-line checks for the whole batch first, then
 // per declaration the field check, conversion, ids; then the evaluator; then dedupe.
 func TestViolationOrder(t *testing.T) {
-	crm := exampleSchema(t, "crm.pg")
+	crm := graphtest.Schema(t, "crm.pg")
 	// A bad value on line 1 loses to an unknown type on line 2 (per-line phase first).
 	_, err := run(t, crm, Merge, Options{}, `{"type":"Org","data":{"slug":1}}`, `{"type":"Nope"}`)
 	wantInvalid(t, err, 2, "type", `unknown node type 'Nope'`)
@@ -297,7 +298,7 @@ func TestErrorsAreTyped(t *testing.T) {
 // A parallel build reports exactly the violation a sequential one does, and builds the same
 // batches.
 func TestParallelBuildMatchesSequential(t *testing.T) {
-	crm := exampleSchema(t, "crm.pg")
+	crm := graphtest.Schema(t, "crm.pg")
 	cases := [][]string{
 		{`{"edge":"EmployedBy","from":"a","to":"b","data":{"since":"bad"}}`, `{"type":"Org","data":{"slug":"a","name":"A","tier":"pro","founded":"bad"}}`},
 		{`{"type":"Org","data":{"slug":"a","name":"A","tier":"gold"}}`, `{"edge":"EmployedBy","from":"a","to":"b","data":{"since":"2020-01-01"}}`},

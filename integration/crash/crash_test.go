@@ -21,6 +21,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -167,16 +168,8 @@ func exportLines(t *testing.T, root storage.Store) []string {
 // newGraph initialises a graph from the bundled example schema in a fresh directory.
 func newGraph(t *testing.T) (string, storage.Store, *engine.Graph) {
 	t.Helper()
-	dir := t.TempDir()
-	root, err := storage.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile("../../graph/pg/testdata/example.pg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := engine.Init(context.Background(), root, string(src))
+	root, dir := graphtest.Root(t)
+	g, err := engine.Init(context.Background(), root, graphtest.Schema(t, graphtest.Example))
 	if err != nil {
 		t.Fatal(err)
 	}

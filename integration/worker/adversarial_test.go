@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 )
 
 // The adversarial suite: hostile bodies and headers, a batch at the limit under both
@@ -343,8 +345,9 @@ func smallDisk(t *testing.T, size string) (string, bool) {
 	return dir, true
 }
 
+// initGraphAt initialises the example graph at root with the worker binary.
 func initGraphAt(t *testing.T, root string) {
-	out, err := exec.Command(bin.worker, "init", "--root", root, "--schema", "../../graph/pg/testdata/example.pg").CombinedOutput()
+	out, err := exec.Command(bin.worker, "init", "--root", root, "--schema", graphtest.SchemaPath(graphtest.Example)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("init: %v\n%s", err, out)
 	}

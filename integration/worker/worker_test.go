@@ -181,10 +181,7 @@ func (w *workerProc) terminate(t *testing.T) {
 
 func initGraph(t *testing.T) string {
 	root := filepath.Join(t.TempDir(), "graph")
-	out, err := exec.Command(bin.worker, "init", "--root", root, "--schema", "../../graph/pg/testdata/example.pg").CombinedOutput()
-	if err != nil {
-		t.Fatalf("init: %v\n%s", err, out)
-	}
+	initGraphAt(t, root)
 	return root
 }
 
