@@ -114,6 +114,11 @@ func (g *Graph) createBranch(ctx context.Context, name, from string) error {
 	if err != nil {
 		return err
 	}
+	// A fork is a write of __manifest: a deposed writer must not make one (a fork-on-write
+	// load reaches here before its own intent's fence checks).
+	if err := g.checkFence(ctx, "branch create"); err != nil {
+		return err
+	}
 	mdir := g.root.Sub(publisher.Dir)
 	var createErr error
 	for attempt := 0; attempt < 2; attempt++ {
@@ -198,6 +203,9 @@ func (g *Graph) deleteBranch(ctx context.Context, name string) error {
 	mdir := g.root.Sub(publisher.Dir)
 	ref, err := lance.ReadBranchRef(ctx, mdir, name)
 	if err != nil {
+		return err
+	}
+	if err := g.checkFence(ctx, "branch delete"); err != nil {
 		return err
 	}
 	if err := lance.DeleteBranch(ctx, mdir, name); err != nil {

@@ -161,3 +161,31 @@ func TestRollbackFencedBeforePublish(t *testing.T) {
 		t.Fatal("the rolled-back batch is visible")
 	}
 }
+
+// Creating and deleting branches writes __manifest's branch refs: a writer whose fence fails
+// does neither, not even the fork a load with a base makes before its own intent is armed.
+func TestLostFenceRefusesBranchCreateAndDelete(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	if err := g.CreateBranch(ctx, "keep", ""); err != nil {
+		t.Fatal(err)
+	}
+	lost := errors.New("lease lost")
+	g.SetFence(func(context.Context) error { return lost })
+	before := treeState(t, g)
+	wantFenced(t, g.CreateBranch(ctx, "new", ""), lost, "branch create")
+	wantFenced(t, g.DeleteBranch(ctx, "keep"), lost, "branch delete")
+	_, err := g.Load(ctx, LoadRequest{Mode: "append", Branch: "forked", From: "main",
+		Records: records(t, `{"type":"Person","data":{"handle":"zoe","name":"Z","active":true}}`)})
+	wantFenced(t, err, lost, "branch create")
+	if after := treeState(t, g); after != before {
+		t.Fatalf("a fenced writer changed storage:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	g.SetFence(nil)
+	if err := g.DeleteBranch(ctx, "keep"); err != nil {
+		t.Fatal(err)
+	}
+	if bs, _ := g.Branches(ctx); len(bs) != 0 {
+		t.Fatalf("branches left: %v", bs)
+	}
+}
