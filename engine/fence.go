@@ -15,12 +15,12 @@ type Fence = recovery.Fence
 type FenceError = recovery.FenceError
 
 // SetFence makes f the fence of every write on g from now on: loads, merges and compaction
-// check it before they arm recovery and before they publish, recovery (the heal at the entry
-// of every write, and Recover) before it resolves each intent and before each publish, and
-// Cleanup before it starts and before it removes files, and branch create and delete before
-// they touch a branch ref. The fence belongs to the writer, not
-// to a request: a leased worker sets it when it takes its lease, before its first recovery
-// (and again with each new lease); nil fences nothing.
+// check it before they arm recovery and before they publish; recovery (the heal at the entry
+// of every write, and Recover) before it resolves each intent and before each publish;
+// Cleanup before it starts and before it removes files; branch create and delete before they
+// touch a branch ref. The fence belongs to the writer, not to a request: a leased worker sets
+// it when it takes its lease, before its first recovery (and again with each new lease); nil
+// fences nothing.
 func (g *Graph) SetFence(f Fence) {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
