@@ -22,9 +22,12 @@ func TestSetupRacesAnotherCreator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := New(nc, nil, Config{Graph: "demo"}, nil)
-		if err != nil {
-			t.Fatal(err)
+		// Two workers starting at once, each with its own Worker, beside a producer's tooling.
+		workers := make([]*Worker, 6)
+		for i := range workers {
+			if workers[i], err = New(nc, nil, Config{Graph: "demo"}, nil); err != nil {
+				t.Fatal(err)
+			}
 		}
 		js, _ := jetstream.New(nc)
 		ctx := context.Background()
@@ -35,12 +38,12 @@ func TestSetupRacesAnotherCreator(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				if i%2 == 0 {
-					errs[i] = w.Setup(ctx)
+					errs[i] = workers[i].Setup(ctx)
 					return
 				}
 				// A producer's own idea of the stream: other settings, same name. Its
 				// tooling's errors are its own; only the worker's are checked.
-				_, _ = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: w.cfg.Stream, Subjects: w.cfg.consumed(), MaxMsgs: 1 << 20})
+				_, _ = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: workers[i].cfg.Stream, Subjects: workers[i].cfg.consumed(), MaxMsgs: 1 << 20})
 			}()
 		}
 		wg.Wait()
