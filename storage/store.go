@@ -17,6 +17,7 @@ import (
 	_ "gocloud.dev/blob/azureblob" // registers azblob://
 	_ "gocloud.dev/blob/gcsblob"   // registers gs://
 	_ "gocloud.dev/blob/s3blob"    // registers s3://
+	"gocloud.dev/gcerrors"
 
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
@@ -360,6 +361,14 @@ func (s *store) list(ctx context.Context, full, delim string, withTemp bool) ([]
 		o, err := it.Next(ctx)
 		if err == io.EOF {
 			break
+		}
+		if err != nil && len(files) == 0 && len(dirs) == 0 && gcerrors.Code(err) == gcerrors.NotFound {
+			// Some S3 servers (gofakes3's filesystem backend among them) answer a listing
+			// under a prefix that holds nothing with NoSuchBucket. A bucket that answers is
+			// there, and then nothing is under the prefix; a bucket that does not keeps the error.
+			if ok, aerr := s.b.IsAccessible(ctx); aerr == nil && ok {
+				break
+			}
 		}
 		if err != nil {
 			return nil, nil, err

@@ -43,6 +43,7 @@ var commands = []command{
 	{"dlq", "dead letters: list [--reason R] [--json], show SEQ, replay [--reason R] [--seq A-B] [--mode M] [--branch B --from BASE] [--split] [--dry-run]", cmdDLQ},
 	{"publish", "publish a graph batch to a graph's ingest subject (a producer for scripts)", cmdPublish},
 	{"run", "consume graph batches from NATS JetStream", cmdRun},
+	{"health", "ask a running worker's /readyz (--live: /healthz); exit 0 only on 200", cmdHealth},
 	{"version", "print the version", func(context.Context, []string) error { fmt.Println("omnigraph-worker 0.1.0"); return nil }},
 }
 

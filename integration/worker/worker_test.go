@@ -25,7 +25,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
-var bin struct{ worker, nats string }
+var bin struct{ worker, nats, s3 string }
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "worker-bin-")
@@ -33,8 +33,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	bin.worker, bin.nats = filepath.Join(dir, "worker"), filepath.Join(dir, "nats-server")
-	for out, pkg := range map[string]string{bin.worker: "github.com/omnigraph/omnigraph-worker/cmd/worker", bin.nats: "github.com/nats-io/nats-server/v2"} {
+	bin.worker, bin.nats, bin.s3 = filepath.Join(dir, "worker"), filepath.Join(dir, "nats-server"), filepath.Join(dir, "gofakes3")
+	for out, pkg := range map[string]string{bin.worker: "github.com/omnigraph/omnigraph-worker/cmd/worker", bin.nats: "github.com/nats-io/nats-server/v2",
+		bin.s3: "github.com/johannesboyne/gofakes3/cmd/gofakes3"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
