@@ -35,7 +35,15 @@ func TestSetupRacesAnotherCreator(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				if i%2 == 0 {
-					errs[i] = w.Setup(ctx)
+					// Each its own worker, as separate processes would be: one Worker's Setup
+					// is not for concurrent use (it records the consumer).
+					sw := w
+					if i > 0 {
+						if sw, errs[i] = New(nc, nil, Config{Graph: "demo"}, nil); errs[i] != nil {
+							return
+						}
+					}
+					errs[i] = sw.Setup(ctx)
 					return
 				}
 				// A producer's own idea of the stream: other settings, same name. Its
