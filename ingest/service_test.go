@@ -25,7 +25,9 @@ import (
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
-const serviceTTL = 600 * time.Millisecond
+// serviceTTL is long enough that a renewal (every third of it) does not miss on a busy machine
+// under -race, short enough that a takeover is quick.
+const serviceTTL = 1500 * time.Millisecond
 
 // svcGraph is one graph root on local disk and NATS, shared by the services of a test as
 // processes on one host would share them.
@@ -253,7 +255,7 @@ func TestServiceStandbyTakesOver(t *testing.T) {
 		t.Fatalf("event %+v", ev)
 	}
 	b := sg.run("b")
-	time.Sleep(3 * serviceTTL)
+	time.Sleep(2 * serviceTTL)
 	if got := b.readyz(); got != http.StatusServiceUnavailable || sg.holder() != "a" {
 		t.Fatalf("standby /readyz %d, lease held by %q", got, sg.holder())
 	}
