@@ -1,23 +1,25 @@
 // Package config merges the worker's settings from defaults, a YAML file, OMNIGRAPH_*
-// environment variables and command-line flags (later sources win) into one validated Config.
+// environment variables and command-line flags (later sources win) into one validated Config,
+// and builds from it what the other packages take: ingest.Config, NATS connection options,
+// storage options. It is the only package that reads the environment (through the getenv its
+// caller passes), so every setting has one name, one env spelling and one error form.
 package config
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
 )
 
-// Config is everything `worker run` needs.
+// Config is every setting of the worker's commands: `worker run` uses them all, the other
+// commands bind the ones they take (Bind).
 type Config struct {
 	Root       string        `yaml:"root"`
 	Graph      string        `yaml:"graph"`
@@ -53,30 +55,55 @@ type Config struct {
 	// graph this worker initialises; empty is engine.DefaultFileVersion. An existing graph
 	// keeps the version it was made with, whatever this says.
 	LanceFileVersion string `yaml:"lance_file_version"`
+	// LocalFsync: writes to a local root are fsynced (file and directory) before they count.
+	// Off, a power loss may lose the newest commits, though a crash still never shows a torn
+	// one (storage.WithLocalFsync).
+	LocalFsync bool `yaml:"local_fsync"`
 }
 
-// Defaults are the values before any source is applied.
+// DefaultNATSURL is where the commands other than `run` find NATS when nats_url is not set:
+// they cannot start an embedded server, and `run` starts its embedded one on this port.
+const DefaultNATSURL = "nats://127.0.0.1:4222"
+
+// Defaults are `worker run`'s values before any source is applied.
 func Defaults() Config {
-	return Config{NATSPort: 4222, AckWait: 30 * time.Second, MaxDeliver: 10, LeaseTTL: 10 * time.Second, RetryBudget: 10 * time.Minute, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: 16}
+	return Config{NATSPort: 4222, AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
+		RetryBudget: ingest.DefaultRetryBudget, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout,
+		LocalFsync: true}
 }
 
-// setting is one field: its YAML/env/flag names and how to set it from text.
+// ToolDefaults are the other commands' values before any source is applied: Defaults, with
+// nats_url the local server (DefaultNATSURL) instead of an embedded one.
+func ToolDefaults() Config {
+	c := Defaults()
+	c.NATSURL = DefaultNATSURL
+	return c
+}
+
+// setting is one field: its YAML/env/flag names, how to set it from text, how to show it, and
+// what a value must be (check: nil for any).
 type setting struct {
 	name, help string
 	set        func(c *Config, v string) error
 	get        func(c *Config) string
+	check      func(c *Config) error
 }
 
 func str(get func(c *Config) *string) (func(*Config, string) error, func(*Config) string) {
 	return func(c *Config, v string) error { *get(c) = v; return nil }, func(c *Config) string { return *get(c) }
 }
 
+// reason is a refusal of a setting's value; Load names the setting and source around it.
+type reason string
+
+func (r reason) Error() string { return string(r) }
+
 func settings() []setting {
-	s := func(name, help string, f func(c *Config) *string) setting {
+	s := func(name, help string, f func(c *Config) *string, check func(c *Config) error) setting {
 		set, get := str(f)
-		return setting{name, help, set, get}
+		return setting{name, help, set, get, check}
 	}
-	dur := func(name, help string, f func(c *Config) *time.Duration) setting {
+	dur := func(name, help string, f func(c *Config) *time.Duration, least time.Duration) setting {
 		return setting{name, help, func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -84,9 +111,14 @@ func settings() []setting {
 			}
 			*f(c) = d
 			return nil
-		}, func(c *Config) string { return f(c).String() }}
+		}, func(c *Config) string { return f(c).String() }, func(c *Config) error {
+			if *f(c) < least {
+				return reason("must be at least " + least.String())
+			}
+			return nil
+		}}
 	}
-	num := func(name, help string, f func(c *Config) *int) setting {
+	num := func(name, help string, f func(c *Config) *int, check func(c *Config) error) setting {
 		return setting{name, help, func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -94,31 +126,98 @@ func settings() []setting {
 			}
 			*f(c) = n
 			return nil
-		}, func(c *Config) string { return strconv.Itoa(*f(c)) }}
+		}, func(c *Config) string { return strconv.Itoa(*f(c)) }, check}
+	}
+	onOff := func(name, help string, f func(c *Config) *bool) setting {
+		return setting{name, help, func(c *Config, v string) error {
+			switch strings.ToLower(v) {
+			case "1", "true", "on", "yes":
+				*f(c) = true
+			case "0", "false", "off", "no":
+				*f(c) = false
+			default:
+				return fmt.Errorf("want on or off (true/false, 1/0, yes/no), not %q", v)
+			}
+			return nil
+		}, func(c *Config) string { return strconv.FormatBool(*f(c)) }, nil}
 	}
 	return []setting{
-		s("root", "graph root URI (path, file://, mem://, s3://, gs://, azblob://)", func(c *Config) *string { return &c.Root }),
-		s("graph", "graph name: the <graph> token of omnigraph.<graph>.ingest", func(c *Config) *string { return &c.Graph }),
-		s("schema", "initialise the graph from this .pg schema if the root holds none", func(c *Config) *string { return &c.Schema }),
-		s("nats_url", "NATS server URL; empty starts an embedded JetStream server", func(c *Config) *string { return &c.NATSURL }),
-		s("nats_creds", "NATS credentials file", func(c *Config) *string { return &c.NATSCreds }),
-		s("nats_ca", "CA certificate for NATS TLS", func(c *Config) *string { return &c.NATSCA }),
-		s("nats_cert", "client certificate for NATS TLS", func(c *Config) *string { return &c.NATSCert }),
-		s("nats_key", "client key for NATS TLS", func(c *Config) *string { return &c.NATSKey }),
-		s("nats_dir", "embedded server data directory (default: <root>.nats beside a local root)", func(c *Config) *string { return &c.NATSDir }),
-		num("nats_port", "embedded server port (-1: any free port)", func(c *Config) *int { return &c.NATSPort }),
-		s("stream", "ingest stream name (default OMNIGRAPH_<GRAPH>)", func(c *Config) *string { return &c.Stream }),
-		s("dlq_stream", "dead-letter stream name (default OMNIGRAPH_<GRAPH>_DLQ)", func(c *Config) *string { return &c.DLQStream }),
-		s("consumer", "durable consumer name (default omnigraph-worker)", func(c *Config) *string { return &c.Consumer }),
-		dur("ack_wait", "JetStream AckWait; InProgress is sent every third of it during a commit", func(c *Config) *time.Duration { return &c.AckWait }),
-		num("max_deliver", "deliveries before a message is dead-lettered as max_deliver", func(c *Config) *int { return &c.MaxDeliver }),
-		dur("lease_ttl", "single-writer lease TTL", func(c *Config) *time.Duration { return &c.LeaseTTL }),
-		dur("retry_budget", "how long one message may fail in place: then an unrecognised error is dead-lettered as retry_exhausted, a transient one (storage, NATS) is retried on with the worker reported stalled", func(c *Config) *time.Duration { return &c.RetryBudget }),
-		s("http", "address of /metrics, /healthz and /readyz (empty: none)", func(c *Config) *string { return &c.HTTP }),
-		num("compaction_fanout", "merge the newest run of same-size fragments of a main table once it holds this many (0: no automatic compaction)", func(c *Config) *int { return &c.CompactionFanout }),
-		s("lance_file_version", "Lance data file version of the tables of a graph initialised here: 2.0, 2.1 or 2.2 (default: the engine's, as the reference OmniGraph does); an existing graph keeps its own", func(c *Config) *string { return &c.LanceFileVersion }),
-		num("gc_percent", "the Go collector's GOGC for this process (the GOGC variable wins; -1 turns the collector off, leaving GOMEMLIMIT)", func(c *Config) *int { return &c.GCPercent }),
+		s("root", "graph root URI (path, file://, mem://, s3://, gs://, azblob://)", func(c *Config) *string { return &c.Root }, nil),
+		s("graph", "graph name: the <graph> token of omnigraph.<graph>.ingest", func(c *Config) *string { return &c.Graph }, func(c *Config) error {
+			if c.Graph == "" {
+				return nil // required or not by the command
+			}
+			if err := ingest.CheckGraphName(c.Graph); err != nil {
+				return reason(fmt.Sprintf("%q must be one NATS subject token (no dots, spaces, * or >)", c.Graph))
+			}
+			return nil
+		}),
+		s("schema", "initialise the graph from this .pg schema if the root holds none", func(c *Config) *string { return &c.Schema }, nil),
+		s("nats_url", "NATS server URL (worker run: empty starts an embedded JetStream server)", func(c *Config) *string { return &c.NATSURL }, nil),
+		s("nats_creds", "NATS credentials file", func(c *Config) *string { return &c.NATSCreds }, nil),
+		s("nats_ca", "CA certificate for NATS TLS", func(c *Config) *string { return &c.NATSCA }, nil),
+		s("nats_cert", "client certificate for NATS TLS", func(c *Config) *string { return &c.NATSCert }, func(c *Config) error {
+			if (c.NATSCert == "") != (c.NATSKey == "") {
+				return reason("nats_cert and nats_key go together")
+			}
+			return nil
+		}),
+		s("nats_key", "client key for NATS TLS", func(c *Config) *string { return &c.NATSKey }, nil),
+		s("nats_dir", "embedded server data directory (default: <root>.nats beside a local root)", func(c *Config) *string { return &c.NATSDir }, nil),
+		num("nats_port", "embedded server port (-1: any free port)", func(c *Config) *int { return &c.NATSPort }, nil),
+		s("stream", "ingest stream name (default OMNIGRAPH_<GRAPH>)", func(c *Config) *string { return &c.Stream }, nil),
+		s("dlq_stream", "dead-letter stream name (default OMNIGRAPH_<GRAPH>_DLQ)", func(c *Config) *string { return &c.DLQStream }, nil),
+		s("consumer", "durable consumer name (default "+ingest.DefaultConsumer+")", func(c *Config) *string { return &c.Consumer }, nil),
+		dur("ack_wait", "JetStream AckWait; InProgress is sent every third of it during a commit", func(c *Config) *time.Duration { return &c.AckWait }, time.Second),
+		num("max_deliver", "deliveries before a message is dead-lettered as max_deliver", func(c *Config) *int { return &c.MaxDeliver }, func(c *Config) error {
+			if c.MaxDeliver < 2 {
+				return reason("must be at least 2")
+			}
+			return nil
+		}),
+		dur("lease_ttl", "single-writer lease TTL", func(c *Config) *time.Duration { return &c.LeaseTTL }, 500*time.Millisecond),
+		dur("retry_budget", "how long one message may fail in place: then an unrecognised error is dead-lettered as retry_exhausted, a transient one (storage, NATS) is retried on with the worker reported stalled", func(c *Config) *time.Duration { return &c.RetryBudget }, time.Second),
+		s("http", "address of /metrics, /healthz and /readyz (empty: none)", func(c *Config) *string { return &c.HTTP }, nil),
+		num("compaction_fanout", "merge the newest run of same-size fragments of a main table once it holds this many (0: no automatic compaction)", func(c *Config) *int { return &c.CompactionFanout }, func(c *Config) error {
+			if c.CompactionFanout < 0 || c.CompactionFanout == 1 {
+				return reason("must be 0 (off) or at least 2")
+			}
+			return nil
+		}),
+		s("lance_file_version", "Lance data file version of the tables of a graph initialised here: 2.0, 2.1 or 2.2 (default: the engine's, as the reference OmniGraph does); an existing graph keeps its own", func(c *Config) *string { return &c.LanceFileVersion }, func(c *Config) error {
+			if c.LanceFileVersion == "" {
+				return nil
+			}
+			if _, err := FileVersion(c.LanceFileVersion); err != nil {
+				return reason(err.Error())
+			}
+			return nil
+		}),
+		num("gc_percent", "the Go collector's GOGC for this process (the GOGC variable wins; -1 turns the collector off, leaving GOMEMLIMIT)", func(c *Config) *int { return &c.GCPercent }, func(c *Config) error {
+			if c.GCPercent < -1 || c.GCPercent == 0 {
+				return reason("must be -1 (off) or a positive percentage")
+			}
+			return nil
+		}),
+		onOff("local_fsync", "fsync every write to a local root (file and directory) before it counts; off, a power loss may lose the newest commits, a crash still shows none half-written", func(c *Config) *bool { return &c.LocalFsync }),
 	}
+}
+
+// Names of settings that commands bind as groups (Bind).
+var (
+	// NATSSettings are taken by every command that talks to NATS.
+	NATSSettings = []string{"graph", "nats_url", "nats_creds", "nats_ca", "nats_cert", "nats_key", "stream", "dlq_stream"}
+	// RootSettings are taken by every command that opens a graph root.
+	RootSettings = []string{"local_fsync"}
+)
+
+// AllSettings are the names of every setting, in the order `worker run -h` lists them.
+func AllSettings() []string {
+	var out []string
+	for _, s := range settings() {
+		out = append(out, s.name)
+	}
+	return out
 }
 
 // flagName is the command-line spelling of a setting.
@@ -126,6 +225,9 @@ func flagName(n string) string { return strings.ReplaceAll(n, "_", "-") }
 
 // EnvName is the environment spelling of a setting.
 func EnvName(n string) string { return "OMNIGRAPH_" + strings.ToUpper(n) }
+
+// ConfigEnv names the YAML file when --config does not.
+const ConfigEnv = "OMNIGRAPH_CONFIG"
 
 // Error names the setting and source that are wrong.
 type Error struct {
@@ -136,103 +238,54 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("config %s (from %s): %s", e.Setting, e.Source, e.Reason)
 }
 
-// Load builds the config: defaults, then the YAML file named by --config or OMNIGRAPH_CONFIG,
-// then OMNIGRAPH_* variables, then flags. getenv is os.Getenv outside tests.
+// Load builds `worker run`'s config from args: defaults, then the YAML file named by --config
+// or OMNIGRAPH_CONFIG, then OMNIGRAPH_* variables, then flags, every setting bound, root and
+// graph required. getenv is os.Getenv outside tests.
 func Load(args []string, getenv func(string) string) (*Config, error) {
-	c := Defaults()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	file := fs.String("config", getenv("OMNIGRAPH_CONFIG"), "YAML config file")
-	flagVals := map[string]*string{}
-	for _, s := range settings() {
-		flagVals[s.name] = fs.String(flagName(s.name), "", s.help+" (env "+EnvName(s.name)+")")
-	}
+	l := Bind(fs, Defaults(), AllSettings()...).Require("root", "graph")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, &Error{Setting: "arguments", Source: "command line", Reason: fmt.Sprintf("unexpected %q", fs.Args())}
 	}
-	if *file != "" {
-		raw, err := os.ReadFile(*file)
-		if err != nil {
-			return nil, &Error{Setting: "config", Source: *file, Reason: err.Error()}
-		}
-		dec := yaml.NewDecoder(strings.NewReader(string(raw)))
-		dec.KnownFields(true)
-		var y map[string]yaml.Node
-		if err := dec.Decode(&y); err != nil && !errors.Is(err, io.EOF) {
-			return nil, &Error{Setting: "config", Source: *file, Reason: err.Error()}
-		}
-		known := map[string]setting{}
-		for _, s := range settings() {
-			known[s.name] = s
-		}
-		for k, node := range y {
-			s, ok := known[k]
-			if !ok {
-				name := k
-				if name == "" {
-					name = `""` // an empty key, named visibly
-				}
-				return nil, &Error{Setting: name, Source: fmt.Sprintf("%s line %d", *file, node.Line), Reason: "unknown setting"}
-			}
-			if err := s.set(&c, node.Value); err != nil {
-				return nil, &Error{Setting: k, Source: fmt.Sprintf("%s line %d", *file, node.Line), Reason: err.Error()}
-			}
+	return l.Load(getenv)
+}
+
+// Validate refuses a config `worker run` cannot run with, naming the setting.
+func (c *Config) Validate() error {
+	return c.validate(AllSettings(), []string{"root", "graph"})
+}
+
+// validate checks the named settings, and that the required ones are set.
+func (c *Config) validate(names, required []string) error {
+	bad := func(name, why string) error { return &Error{Setting: name, Source: "merged config", Reason: why} }
+	for _, name := range required {
+		s, _ := lookup(name)
+		if s.get(c) == "" {
+			return bad(name, fmt.Sprintf("is required (--%s, %s or %s: in the --config file)", flagName(name), EnvName(name), name))
 		}
 	}
 	for _, s := range settings() {
-		if v := getenv(EnvName(s.name)); v != "" {
-			if err := s.set(&c, v); err != nil {
-				return nil, &Error{Setting: s.name, Source: EnvName(s.name), Reason: err.Error()}
-			}
+		if s.check == nil || !slices.Contains(names, s.name) {
+			continue
 		}
-	}
-	var ferr error
-	fs.Visit(func(f *flag.Flag) {
-		for _, s := range settings() {
-			if flagName(s.name) == f.Name && ferr == nil {
-				if err := s.set(&c, *flagVals[s.name]); err != nil {
-					ferr = &Error{Setting: s.name, Source: "--" + f.Name, Reason: err.Error()}
-				}
-			}
-		}
-	})
-	if ferr != nil {
-		return nil, ferr
-	}
-	return &c, c.Validate()
-}
-
-// Validate refuses a config the worker cannot run with, naming the setting.
-func (c *Config) Validate() error {
-	bad := func(name, why string) error { return &Error{Setting: name, Source: "merged config", Reason: why} }
-	switch {
-	case c.Root == "":
-		return bad("root", "is required (--root or OMNIGRAPH_ROOT)")
-	case c.Graph == "" || strings.ContainsAny(c.Graph, ". *>\t\r\n"):
-		return bad("graph", fmt.Sprintf("%q must be one NATS subject token (no dots, spaces, * or >)", c.Graph))
-	case c.AckWait < time.Second:
-		return bad("ack_wait", "must be at least 1s")
-	case c.MaxDeliver < 2:
-		return bad("max_deliver", "must be at least 2")
-	case c.LeaseTTL < 500*time.Millisecond:
-		return bad("lease_ttl", "must be at least 500ms")
-	case c.RetryBudget < time.Second:
-		return bad("retry_budget", "must be at least 1s")
-	case c.GCPercent < -1 || c.GCPercent == 0:
-		return bad("gc_percent", "must be -1 (off) or a positive percentage")
-	case c.CompactionFanout < 0 || c.CompactionFanout == 1:
-		return bad("compaction_fanout", "must be 0 (off) or at least 2")
-	case (c.NATSCert == "") != (c.NATSKey == ""):
-		return bad("nats_cert", "nats_cert and nats_key go together")
-	}
-	if c.LanceFileVersion != "" {
-		if _, err := FileVersion(c.LanceFileVersion); err != nil {
-			return bad("lance_file_version", err.Error())
+		if err := s.check(c); err != nil {
+			return bad(s.name, err.Error())
 		}
 	}
 	return nil
+}
+
+// lookup finds a setting by name.
+func lookup(name string) (setting, bool) {
+	for _, s := range settings() {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return setting{}, false
 }
 
 // FileVersion parses a lance_file_version value, refusing a version this build cannot write.

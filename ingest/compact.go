@@ -27,7 +27,7 @@ const compactionPause = time.Minute
 // RecoveryRequired one is finished by the load's own heal, anything else is tried again after
 // compactionPause.
 func (w *Worker) compactIfDue(ctx context.Context, log *zap.Logger) {
-	if w.cfg.CompactionFanout < 0 || time.Now().Before(w.compactAfter) {
+	if w.cfg.CompactionFanout == 0 || time.Now().Before(w.compactAfter) {
 		return
 	}
 	for round := 0; round < compactionRounds && w.g.CompactionDue(w.cfg.CompactionFanout); round++ {

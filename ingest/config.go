@@ -37,52 +37,85 @@ const MaxBatchBytes = 32 << 20
 // server's max_payload must be at least this (the embedded server is configured for it).
 const MaxMessageBytes = MaxBatchBytes + 64<<10
 
-// DefaultRetryBudget is the default Config.RetryBudget: long enough to ride out a store's or a
-// network's bad minutes, short enough that a message failing for a reason nobody recognised
-// does not hold its graph for hours.
-const DefaultRetryBudget = 10 * time.Minute
+// Defaults of Config's zero values (config.Defaults starts from the same ones).
+const (
+	DefaultAckWait    = 30 * time.Second
+	DefaultMaxDeliver = 10
+	DefaultConsumer   = "omnigraph-worker"
+	DefaultRetryMax   = 30 * time.Second
+	// DefaultRetryBudget is long enough to ride out a store's or a network's bad minutes,
+	// short enough that a message failing for a reason nobody recognised does not hold its
+	// graph for hours.
+	DefaultRetryBudget = 10 * time.Minute
+)
 
-// Config names the streams and consumer of one graph and tunes delivery.
+// Config names the streams and consumer of one graph and tunes delivery. The zero value of a
+// field is its default; config.Config.Ingest builds one from the worker's settings.
 type Config struct {
 	Graph      string        // the <graph> subject token
-	Stream     string        // ingest stream; default OMNIGRAPH_<GRAPH>
-	DLQStream  string        // dead-letter stream; default OMNIGRAPH_<GRAPH>_DLQ
-	Consumer   string        // durable pull consumer; default omnigraph-worker
-	AckWait    time.Duration // default 30s; InProgress is sent every AckWait/3 during a load
-	MaxDeliver int           // default 10; the last delivery is dead-lettered instead of retried
-	RetryMax   time.Duration // cap of the in-place retry backoff; default 30s
+	Stream     string        // ingest stream; default StreamName(Graph)
+	DLQStream  string        // dead-letter stream; default DLQStreamName(Graph)
+	Consumer   string        // durable pull consumer; default DefaultConsumer
+	AckWait    time.Duration // default DefaultAckWait; InProgress is sent every AckWait/3 during a load
+	MaxDeliver int           // default DefaultMaxDeliver; the last delivery is dead-lettered instead of retried
+	RetryMax   time.Duration // cap of the in-place retry backoff; default DefaultRetryMax
 	// RetryBudget is how long one message may keep failing in place with an error not known
 	// to be transient before it is dead-lettered as retry_exhausted, or, for a known-transient
 	// error, before the worker reports itself stalled; default DefaultRetryBudget.
 	RetryBudget time.Duration
 	// CompactionFanout is the size-tier fanout of the compaction run between messages
-	// (engine.OptimizeOptions.Fanout); 0 means engine.DefaultCompactionFanout, negative turns
-	// automatic compaction off.
+	// (engine.OptimizeOptions.Fanout): 0 turns automatic compaction off (the same meaning as
+	// the compaction_fanout setting), otherwise at least 2.
 	CompactionFanout int
 }
 
-func (c *Config) withDefaults() error {
-	if c.Graph == "" || strings.ContainsAny(c.Graph, ". *>\t\r\n") {
-		return fmt.Errorf("ingest: graph name %q must be one NATS subject token", c.Graph)
+// GraphNameError is a graph name that cannot be the <graph> token of the graph's subjects.
+type GraphNameError struct{ Name string }
+
+func (e *GraphNameError) Error() string {
+	return fmt.Sprintf("graph name %q must be one NATS subject token (no dots, spaces, * or >)", e.Name)
+}
+
+// CheckGraphName refuses a graph name that is not one NATS subject token.
+func CheckGraphName(name string) error {
+	if name == "" || strings.ContainsAny(name, ". *>\t\r\n") {
+		return &GraphNameError{Name: name}
 	}
-	up := strings.ToUpper(strings.NewReplacer("-", "_").Replace(c.Graph))
+	return nil
+}
+
+// StreamName is the default ingest stream of graph: OMNIGRAPH_<GRAPH>, dashes as underscores.
+func StreamName(graph string) string {
+	return "OMNIGRAPH_" + strings.ToUpper(strings.ReplaceAll(graph, "-", "_"))
+}
+
+// DLQStreamName is the default dead-letter stream of graph: OMNIGRAPH_<GRAPH>_DLQ.
+func DLQStreamName(graph string) string { return StreamName(graph) + "_DLQ" }
+
+func (c *Config) withDefaults() error {
+	if err := CheckGraphName(c.Graph); err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	if c.CompactionFanout < 0 || c.CompactionFanout == 1 {
+		return fmt.Errorf("ingest: compaction fanout %d: want 0 (off) or at least 2", c.CompactionFanout)
+	}
 	if c.Stream == "" {
-		c.Stream = "OMNIGRAPH_" + up
+		c.Stream = StreamName(c.Graph)
 	}
 	if c.DLQStream == "" {
-		c.DLQStream = "OMNIGRAPH_" + up + "_DLQ"
+		c.DLQStream = DLQStreamName(c.Graph)
 	}
 	if c.Consumer == "" {
-		c.Consumer = "omnigraph-worker"
+		c.Consumer = DefaultConsumer
 	}
 	if c.AckWait <= 0 {
-		c.AckWait = 30 * time.Second
+		c.AckWait = DefaultAckWait
 	}
 	if c.MaxDeliver <= 0 {
-		c.MaxDeliver = 10
+		c.MaxDeliver = DefaultMaxDeliver
 	}
 	if c.RetryMax <= 0 {
-		c.RetryMax = 30 * time.Second
+		c.RetryMax = DefaultRetryMax
 	}
 	if c.RetryBudget <= 0 {
 		c.RetryBudget = DefaultRetryBudget

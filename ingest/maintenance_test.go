@@ -24,7 +24,7 @@ func (h *harness) publishMaintenance(body string) {
 // applied in stream order under the worker's lease and reported by events; the graph reads
 // the same; a malformed request is dead-lettered.
 func TestMaintenanceRequests(t *testing.T) {
-	h := start(t, func(w *Worker) { w.cfg.CompactionFanout = -1 })
+	h := start(t, func(w *Worker) { w.cfg.CompactionFanout = 0 })
 	for i := 0; i < 5; i++ {
 		h.publish(fmt.Sprintf(`{"type":"Person","data":{"handle":"p%d","name":"P","active":true}}`, i), map[string]string{HeaderMode: "append"})
 		h.event()

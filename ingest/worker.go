@@ -26,7 +26,8 @@ type Worker struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	g       *engine.Graph
-	log     *zap.Logger
+	log     *zap.Logger // base, with the epoch of the lease in use
+	base    *zap.Logger // the logger New was given, with the graph
 	cons    jetstream.Consumer
 	lease   *Lease
 	metrics *Metrics
@@ -38,11 +39,11 @@ type Worker struct {
 func (w *Worker) UseMetrics(m *Metrics) { w.metrics = m }
 
 // UseLease fences every write with the graph's single-writer lease and stops Run when it is
-// lost.
+// lost. A worker that takes its graph over again after losing it logs the new epoch only.
 func (w *Worker) UseLease(l *Lease) {
 	w.lease = l
 	w.g.SetFence(l.Check)
-	w.log = w.log.With(zap.Uint64("epoch", l.Epoch()))
+	w.log = w.base.With(zap.Uint64("epoch", l.Epoch()))
 }
 
 func (w *Worker) leaseLost() bool {
@@ -69,7 +70,8 @@ func New(nc *nats.Conn, g *engine.Graph, cfg Config, log *zap.Logger) (*Worker, 
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Worker{cfg: cfg, nc: nc, js: js, g: g, log: log.With(zap.String("graph", cfg.Graph))}, nil
+	log = log.With(zap.String("graph", cfg.Graph))
+	return &Worker{cfg: cfg, nc: nc, js: js, g: g, log: log, base: log}, nil
 }
 
 // Config is the effective configuration (defaults filled in).

@@ -14,3 +14,6 @@ func ReadySpares(st Store) int {
 	defer s.spares.mu.Unlock()
 	return len(s.spares.ready)
 }
+
+// LocalFsync reports whether st's local writes are fsynced.
+func LocalFsync(st Store) bool { return !st.(*store).noFsync }

@@ -29,28 +29,7 @@ import (
 // mutex, which two processes can both pass. Writing here also gives every temporary file the
 // one hidden name form "<name>#<digits>".
 
-// localSync says whether local writes are fsynced (file and directory) before they count as
-// done. It is on unless OMNIGRAPH_LOCAL_FSYNC is 0, false or off: without it a process crash
-// still never shows a torn or half-published object (temp + link/rename), but a power loss may
-// lose the newest commits, which is what the official Lance engine's local store risks too.
-var localSync atomic.Bool
-
-func init() {
-	switch strings.ToLower(os.Getenv("OMNIGRAPH_LOCAL_FSYNC")) {
-	case "0", "false", "off", "no":
-		localSync.Store(false)
-	default:
-		localSync.Store(true)
-	}
-}
-
-// SetLocalSync turns fsync of local writes on or off for this process (see localSync).
-func SetLocalSync(on bool) { localSync.Store(on) }
-
-// LocalSync reports whether local writes are fsynced.
-func LocalSync() bool { return localSync.Load() }
-
-func openLocal(path string) (Store, error) {
+func openLocal(path string, o openOptions) (Store, error) {
 	dir, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %q: %w", path, err)
@@ -63,13 +42,20 @@ func openLocal(path string) (Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %q: %w", path, err)
 	}
-	return &store{b: b, scheme: "file", dir: dir, root: true, owner: true, closed: new(atomic.Bool)}, nil
+	return &store{b: b, scheme: "file", dir: dir, root: true, owner: true, closed: new(atomic.Bool), noFsync: o.noFsync}, nil
+}
+
+// localWrite is how a local root writes: through its spare files (nil: none) and with or
+// without fsync (see WithLocalFsync).
+type localWrite struct {
+	sp   *spares
+	sync bool
 }
 
 // localPut publishes a fully written, fsynced file with rename, which replaces the target
 // atomically on POSIX file systems.
-func localPut(ctx context.Context, sp *spares, path string, data []byte) error {
-	staged, err := stage(sp, path, data)
+func localPut(ctx context.Context, lw localWrite, path string, data []byte) error {
+	staged, err := stage(lw, path, data)
 	if err != nil {
 		return err
 	}
@@ -80,11 +66,11 @@ func localPut(ctx context.Context, sp *spares, path string, data []byte) error {
 	if err := os.Rename(staged, path); err != nil {
 		_ = os.Remove(staged)
 		if errors.Is(err, syscall.EXDEV) && filepath.Dir(staged) != filepath.Dir(path) {
-			return localPut(ctx, nil, path, data) // the target is on another file system
+			return localPut(ctx, localWrite{sync: lw.sync}, path, data) // the target is on another file system
 		}
 		return err
 	}
-	syncDir(filepath.Dir(path))
+	syncDir(lw.sync, filepath.Dir(path))
 	return nil
 }
 
@@ -92,8 +78,8 @@ func localPut(ctx context.Context, sp *spares, path string, data []byte) error {
 // check is the kernel's (the file system's), so it is atomic across processes, unlike a stat
 // followed by a rename. The name only ever points at complete, fsynced bytes, so no reader
 // sees a partial manifest.
-func localPutIfAbsent(ctx context.Context, sp *spares, path string, data []byte) error {
-	staged, err := stage(sp, path, data)
+func localPutIfAbsent(ctx context.Context, lw localWrite, path string, data []byte) error {
+	staged, err := stage(lw, path, data)
 	if err != nil {
 		return err
 	}
@@ -109,34 +95,34 @@ func localPutIfAbsent(ctx context.Context, sp *spares, path string, data []byte)
 			return fmt.Errorf("%w: %w", ErrAlreadyExists, err)
 		}
 		if errors.Is(err, syscall.EXDEV) && filepath.Dir(staged) != filepath.Dir(path) {
-			return localPutIfAbsent(ctx, nil, path, data)
+			return localPutIfAbsent(ctx, localWrite{sync: lw.sync}, path, data)
 		}
 		return err
 	}
-	syncDir(filepath.Dir(path))
+	syncDir(lw.sync, filepath.Dir(path))
 	return nil
 }
 
 // stage writes data, fsynced, where it can be renamed or linked to path: into a spare file
 // when one is ready, else into a new temporary file beside path. path's directory exists
 // afterwards.
-func stage(sp *spares, path string, data []byte) (string, error) {
+func stage(lw localWrite, path string, data []byte) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
 		return "", err
 	}
-	if name := sp.take(); name != "" && fillSpare(name, data) == nil {
+	if name := lw.sp.take(); name != "" && fillSpare(name, data, lw.sync) == nil {
 		if err := failpoint.Inject(FailpointSpareFilled); err != nil {
 			_ = os.Remove(name)
 			return "", err
 		}
 		return name, nil
 	}
-	return writeTemp(path, data)
+	return writeTemp(path, data, lw.sync)
 }
 
-// writeTemp writes data to "<path>#<random digits>" in path's directory, fsyncs and closes it.
-// The caller publishes and removes it.
-func writeTemp(path string, data []byte) (string, error) {
+// writeTemp writes data to "<path>#<random digits>" in path's directory, fsyncs (when sync)
+// and closes it. The caller publishes and removes it.
+func writeTemp(path string, data []byte, sync bool) (string, error) {
 	for range 100 {
 		tmp := path + "#" + strconv.FormatUint(rand.Uint64(), 10)
 		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
@@ -146,7 +132,7 @@ func writeTemp(path string, data []byte) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := writeClose(f, data); err != nil {
+		if err := writeClose(f, data, sync); err != nil {
 			_ = os.Remove(tmp)
 			return "", err
 		}
@@ -155,10 +141,10 @@ func writeTemp(path string, data []byte) (string, error) {
 	return "", fmt.Errorf("no free temporary name next to %s", path)
 }
 
-// writeClose writes data to f, fsyncs it when local writes are fsynced, and closes it.
-func writeClose(f *os.File, data []byte) error {
+// writeClose writes data to f, fsyncs it when sync, and closes it.
+func writeClose(f *os.File, data []byte, sync bool) error {
 	_, err := f.Write(data)
-	if err == nil && localSync.Load() {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -170,8 +156,8 @@ func writeClose(f *os.File, data []byte) error {
 // syncDir makes a just-published name durable. It is best effort: the object is already
 // visible, so reporting a failure here would tell the caller that a write it can read back
 // had failed.
-func syncDir(dir string) {
-	if !localSync.Load() {
+func syncDir(sync bool, dir string) {
+	if !sync {
 		return
 	}
 	if d, err := os.Open(dir); err == nil {

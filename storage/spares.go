@@ -311,12 +311,12 @@ func (p *spares) close() {
 	p.drain()
 }
 
-// fillSpare writes data into the spare file name (fsynced when local writes are); on failure the
-// spare is removed.
-func fillSpare(name string, data []byte) error {
+// fillSpare writes data into the spare file name (fsynced when sync); on failure the spare is
+// removed.
+func fillSpare(name string, data []byte, sync bool) error {
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
 	if err == nil {
-		err = writeClose(f, data)
+		err = writeClose(f, data, sync)
 	}
 	if err != nil {
 		_ = os.Remove(name)

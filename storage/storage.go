@@ -109,13 +109,31 @@ type Object struct {
 	ModTime time.Time // last modified, as the store reports it (zero when it does not)
 }
 
+// Option adjusts how Open opens a store.
+type Option func(*openOptions)
+
+type openOptions struct {
+	noFsync bool
+}
+
+// WithLocalFsync says whether a local root fsyncs each written file and its directory before
+// the write counts as done (the default). Off, a process crash still never shows a torn or
+// half-published object (temp file, then link or rename), but a power loss may lose the newest
+// commits, which is what the official Lance engine's local store risks too. Other schemes
+// ignore it.
+func WithLocalFsync(on bool) Option { return func(o *openOptions) { o.noFsync = !on } }
+
 // Open opens the store named by uri (see the package comment for the schemes).
-func Open(ctx context.Context, uri string) (Store, error) {
+func Open(ctx context.Context, uri string, opts ...Option) (Store, error) {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if uri == "" {
 		return nil, fmt.Errorf("storage: open: empty URI")
 	}
 	if !strings.Contains(uri, "://") {
-		return openLocal(uri)
+		return openLocal(uri, o)
 	}
 	u, err := url.Parse(uri)
 	if err != nil {
@@ -133,7 +151,7 @@ func Open(ctx context.Context, uri string) (Store, error) {
 		if !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("storage: open %q: file URI path must be absolute", uri)
 		}
-		return openLocal(p)
+		return openLocal(p, o)
 	case "mem":
 		return openMem(u)
 	case "s3", "gs", "azblob":

@@ -50,20 +50,45 @@ func TestFileSuiteWithSpares(t *testing.T) {
 	})
 }
 
-// Without fsync (OMNIGRAPH_LOCAL_FSYNC=0) the local store keeps every other guarantee: the same
-// suite passes.
+// Without fsync (storage.WithLocalFsync(false), the worker's local_fsync off) the local store
+// keeps every other guarantee: the same suite passes.
 func TestFileSuiteWithoutFsync(t *testing.T) {
-	storage.SetLocalSync(false)
-	t.Cleanup(func() { storage.SetLocalSync(true) })
-	if storage.LocalSync() {
-		t.Fatal("SetLocalSync(false) did not take")
-	}
 	storagetest.Run(t, func(t *testing.T) storage.Store {
 		dir := filepath.Join(t.TempDir(), "root")
-		s := openT(t, "file://"+filepath.ToSlash(dir))
+		s, err := storage.Open(context.Background(), "file://"+filepath.ToSlash(dir), storage.WithLocalFsync(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if storage.LocalFsync(s) {
+			t.Fatal("WithLocalFsync(false) did not take")
+		}
 		t.Cleanup(func() { storagetest.AssertNoTempFiles(t, dir) })
 		return s
 	})
+}
+
+// The fsync mode is the Open's, not the process's: a store opened without the option fsyncs
+// while another is open without, and a Sub writes as its root does.
+func TestLocalFsyncIsPerStore(t *testing.T) {
+	ctx := context.Background()
+	durable := openT(t, t.TempDir())
+	fast, err := storage.Open(ctx, t.TempDir(), storage.WithLocalFsync(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Close()
+	explicit, err := storage.Open(ctx, t.TempDir(), storage.WithLocalFsync(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer explicit.Close()
+	if !storage.LocalFsync(durable) || !storage.LocalFsync(explicit) || storage.LocalFsync(fast) {
+		t.Fatalf("default %v, on %v, off %v", storage.LocalFsync(durable), storage.LocalFsync(explicit), storage.LocalFsync(fast))
+	}
+	if storage.LocalFsync(fast.Sub("t")) || !storage.LocalFsync(durable.Sub("t")) {
+		t.Fatal("a Sub does not write as its root")
+	}
 }
 
 func TestRelativePathSuite(t *testing.T) {

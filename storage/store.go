@@ -40,7 +40,12 @@ type store struct {
 	// it would read as "already exists".
 	closed *atomic.Bool
 	spares *spares // local roots: files created ahead of writes (shared with Subs)
+	// noFsync: local writes skip fsync (WithLocalFsync(false)); the zero value is durable.
+	noFsync bool
 }
+
+// localWrite is how this local root writes.
+func (s *store) localWrite() localWrite { return localWrite{sp: s.spares, sync: !s.noFsync} }
 
 var errClosed = errors.New("store is closed")
 
@@ -299,7 +304,7 @@ func (s *store) Put(ctx context.Context, key string, data []byte) error {
 	full, err := s.begin(ctx, "storage.put", key)
 	if err == nil {
 		if s.local() {
-			err = localPut(ctx, s.spares, s.path(full), data)
+			err = localPut(ctx, s.localWrite(), s.path(full), data)
 		} else {
 			err = s.b.WriteAll(ctx, full, data, writeOpts)
 		}
@@ -311,7 +316,7 @@ func (s *store) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 	full, err := s.begin(ctx, "storage.put_if_absent", key)
 	if err == nil {
 		if s.local() {
-			err = localPutIfAbsent(ctx, s.spares, s.path(full), data)
+			err = localPutIfAbsent(ctx, s.localWrite(), s.path(full), data)
 		} else {
 			// s3blob, gcsblob and azureblob send this as a conditional PUT (If-None-Match: *,
 			// ifGenerationMatch=0, If-None-Match: * respectively), so the service decides;

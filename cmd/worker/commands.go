@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -65,11 +64,26 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func openRoot(ctx context.Context, uri string) (storage.Store, error) {
+// bindSettings declares the config settings of the named groups (config.NATSSettings,
+// config.RootSettings) and --config on fs, with the tools' defaults: the same names, variables
+// and errors as `worker run`.
+func bindSettings(fs *flag.FlagSet, groups ...[]string) *config.Loader {
+	var names []string
+	for _, g := range groups {
+		names = append(names, g...)
+	}
+	return config.Bind(fs, config.ToolDefaults(), names...)
+}
+
+// loadSettings merges the bound settings once the flags are parsed.
+func loadSettings(l *config.Loader) (*config.Config, error) { return l.Load(getenv) }
+
+// openRoot opens the graph root at uri as c says (local_fsync).
+func openRoot(ctx context.Context, uri string, c *config.Config) (storage.Store, error) {
 	if uri == "" {
 		return nil, &usageError{msg: "--root is required"}
 	}
-	return storage.Open(ctx, uri)
+	return storage.Open(ctx, uri, c.StorageOptions()...)
 }
 
 // liveWorkerError refuses a direct write to a root that a `worker run` is serving.
@@ -108,8 +122,8 @@ func forceFlag(fs *flag.FlagSet) *bool {
 
 // openGraph opens the graph at uri: read-write (full recovery on open, refused while a worker
 // serves the root unless force) or read-only. The returned close releases the store.
-func openGraph(ctx context.Context, uri string, readWrite, force bool) (*engine.Graph, func(), error) {
-	st, err := openRoot(ctx, uri)
+func openGraph(ctx context.Context, uri string, c *config.Config, readWrite, force bool) (*engine.Graph, func(), error) {
+	st, err := openRoot(ctx, uri, c)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,11 +148,16 @@ func cmdInit(ctx context.Context, args []string) error {
 	root := fs.String("root", "", "graph root URI (path, file://, mem://, s3://, gs://, azblob://)")
 	schemaPath := fs.String("schema", "", "the .pg schema file")
 	fileVersion := fs.String("lance-file-version", "", "Lance data file version of every table: 2.0, 2.1 or 2.2 (default: the engine's)")
+	settings := bindSettings(fs, config.RootSettings)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *schemaPath == "" {
 		return &usageError{msg: "--schema is required"}
+	}
+	c, err := loadSettings(settings)
+	if err != nil {
+		return err
 	}
 	var o engine.InitOptions
 	if *fileVersion != "" {
@@ -152,7 +171,7 @@ func cmdInit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openRoot(ctx, *root)
+	st, err := openRoot(ctx, *root, c)
 	if err != nil {
 		return err
 	}
@@ -174,11 +193,16 @@ func cmdLoad(ctx context.Context, args []string) error {
 	msgID := fs.String("msg-id", "", "receipt key: a batch whose receipt is already visible on the branch is not applied again")
 	from := fs.String("from", "", "fork --branch from this base first if it does not exist")
 	force := forceFlag(fs)
+	settings := bindSettings(fs, config.RootSettings)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return &usageError{msg: "load takes one FILE argument (- for standard input)"}
+	}
+	c, err := loadSettings(settings)
+	if err != nil {
+		return err
 	}
 	in, err := openInput(fs.Arg(0))
 	if err != nil {
@@ -189,7 +213,7 @@ func cmdLoad(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	g, closeGraph, err := openGraph(ctx, *root, true, *force)
+	g, closeGraph, err := openGraph(ctx, *root, c, true, *force)
 	if err != nil {
 		return err
 	}
@@ -221,13 +245,18 @@ func cmdOptimize(ctx context.Context, args []string) error {
 	if *fanout < 2 {
 		return &usageError{msg: "--fanout must be at least 2"}
 	}
-	if !to.one() || fs.NArg() != 0 {
-		return &usageError{msg: "optimize needs exactly one of --root (compact now) or --graph (ask the graph's worker)"}
+	const usage = "optimize needs exactly one of --root (compact now) or --graph (ask the graph's worker)"
+	if fs.NArg() != 0 {
+		return &usageError{msg: usage}
 	}
-	if *to.graph != "" {
-		return publishMaintenance(ctx, *to.natsURL, *to.graph, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout}, *actor)
+	c, err := to.resolve(usage)
+	if err != nil {
+		return err
 	}
-	g, closeGraph, err := openGraph(ctx, *to.root, true, *force)
+	if c.Graph != "" {
+		return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout}, *actor)
+	}
+	g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
 	if err != nil {
 		return err
 	}
@@ -258,13 +287,18 @@ func cmdCleanup(ctx context.Context, args []string) error {
 	if err != nil {
 		return &usageError{msg: "--older-than: " + err.Error()}
 	}
-	if !to.one() || fs.NArg() != 0 {
-		return &usageError{msg: "cleanup needs exactly one of --root (clean up now) or --graph (ask the graph's worker)"}
+	const usage = "cleanup needs exactly one of --root (clean up now) or --graph (ask the graph's worker)"
+	if fs.NArg() != 0 {
+		return &usageError{msg: usage}
 	}
-	if *to.graph != "" {
-		return publishMaintenance(ctx, *to.natsURL, *to.graph, ingest.MaintenanceRequestBody{Op: "cleanup", Keep: *keep, OlderThan: *olderThan, DryRun: !*confirm}, "")
+	c, err := to.resolve(usage)
+	if err != nil {
+		return err
 	}
-	g, closeGraph, err := openGraph(ctx, *to.root, true, *force)
+	if c.Graph != "" {
+		return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "cleanup", Keep: *keep, OlderThan: *olderThan, DryRun: !*confirm}, "")
+	}
+	g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
 	if err != nil {
 		return err
 	}
@@ -287,10 +321,15 @@ func cmdExport(ctx context.Context, args []string) error {
 	root := fs.String("root", "", "graph root URI")
 	branch := fs.String("branch", "main", "branch to export")
 	version := fs.Uint64("version", 0, "__manifest version to export (0: latest)")
+	settings := bindSettings(fs, config.RootSettings)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	g, closeGraph, err := openGraph(ctx, *root, false, false)
+	c, err := loadSettings(settings)
+	if err != nil {
+		return err
+	}
+	g, closeGraph, err := openGraph(ctx, *root, c, false, false)
 	if err != nil {
 		return err
 	}
@@ -303,10 +342,15 @@ func cmdCommits(ctx context.Context, args []string) error {
 	root := fs.String("root", "", "graph root URI")
 	branch := fs.String("branch", "main", "branch")
 	asJSON := fs.Bool("json", false, "print JSON")
+	settings := bindSettings(fs, config.RootSettings)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	g, closeGraph, err := openGraph(ctx, *root, false, false)
+	c, err := loadSettings(settings)
+	if err != nil {
+		return err
+	}
+	g, closeGraph, err := openGraph(ctx, *root, c, false, false)
 	if err != nil {
 		return err
 	}
@@ -335,7 +379,7 @@ func orDash(s *string) string {
 }
 
 func cmdRun(ctx context.Context, args []string) error {
-	c, err := config.Load(args, os.Getenv)
+	c, err := config.Load(args, getenv)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -346,14 +390,12 @@ func cmdRun(ctx context.Context, args []string) error {
 		}
 		return &usageError{msg: err.Error()}
 	}
-	root, graph, natsURL, natsDir, natsPort, creds, schemaPath := &c.Root, &c.Graph, &c.NATSURL, &c.NATSDir, &c.NATSPort, &c.NATSCreds, &c.Schema
-	ackWait, maxDeliver, leaseTTL, httpAddr := &c.AckWait, &c.MaxDeliver, &c.LeaseTTL, &c.HTTP
 	log, err := zap.NewProduction()
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
-	if gogc := os.Getenv("GOGC"); gogc == "" {
+	if gogc := getenv("GOGC"); gogc == "" {
 		debug.SetGCPercent(c.GCPercent)
 		log.Info("collector", zap.Int("gc_percent", c.GCPercent))
 	} else {
@@ -361,24 +403,24 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	// Under a container's memory limit, the collector runs earlier as the heap nears it
 	// (gc_percent lets the heap grow to several times the live data otherwise).
-	if os.Getenv("GOMEMLIMIT") == "" {
+	if getenv("GOMEMLIMIT") == "" {
 		if hard, ok := memlimit.FromCgroup("/sys/fs/cgroup"); ok {
 			debug.SetMemoryLimit(memlimit.Soft(hard))
 			log.Info("memory limit", zap.Int64("cgroup_bytes", hard), zap.Int64("soft_limit_bytes", memlimit.Soft(hard)))
 		}
 	}
-	st, err := openRoot(ctx, *root)
+	st, err := openRoot(ctx, c.Root, c)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	storage.KeepSpares(st) // a long-lived writer: its files are created ahead of its commits
 	// Read-only until this process holds the lease: full recovery restores tables, which is
-	// only safe with no other writer alive, so it runs after the lease is ours.
+	// only safe with no other writer alive, so the service runs it once the lease is ours.
 	g, err := engine.OpenReadOnly(ctx, st)
-	if err != nil && *schemaPath != "" {
+	if err != nil && c.Schema != "" {
 		if ok, _ := st.Exists(ctx, "__schema_state.json"); !ok {
-			src, rerr := os.ReadFile(*schemaPath)
+			src, rerr := os.ReadFile(c.Schema)
 			if rerr != nil {
 				return rerr
 			}
@@ -388,16 +430,16 @@ func cmdRun(ctx context.Context, args []string) error {
 			}
 			g, err = engine.Init(ctx, st, string(src), o)
 			if err == nil {
-				log.Info("initialised graph", zap.String("root", st.URI()), zap.String("schema", *schemaPath))
+				log.Info("initialised graph", zap.String("root", st.URI()), zap.String("schema", c.Schema))
 			}
 		}
 	}
 	if err != nil {
 		return err
 	}
-	url := *natsURL
+	url := c.NATSURL
 	if url == "" {
-		dir := *natsDir
+		dir := c.NATSDir
 		if dir == "" {
 			loc := strings.TrimSuffix(st.Location(""), "/")
 			if strings.Contains(loc, "://") {
@@ -406,7 +448,7 @@ func cmdRun(ctx context.Context, args []string) error {
 				dir = loc + ".nats"
 			}
 		}
-		ns, err := ingest.StartEmbedded(dir, *natsPort)
+		ns, err := ingest.StartEmbedded(dir, c.NATSPort)
 		if err != nil {
 			return err
 		}
@@ -414,17 +456,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		url = ns.ClientURL()
 		log.Info("embedded NATS JetStream", zap.String("url", url), zap.String("store", dir))
 	}
-	var opts []nats.Option
-	if *creds != "" {
-		opts = append(opts, nats.UserCredentials(*creds))
-	}
-	if c.NATSCA != "" {
-		opts = append(opts, nats.RootCAs(c.NATSCA))
-	}
-	if c.NATSCert != "" {
-		opts = append(opts, nats.ClientCert(c.NATSCert, c.NATSKey))
-	}
-	nc, err := connectNATS(ctx, url, append(opts, nats.Name("omnigraph-worker"), nats.MaxReconnects(-1)), log)
+	nc, err := connectNATS(ctx, url, append(c.NATSOptions("omnigraph-worker"), nats.MaxReconnects(-1)), log)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while waiting for NATS: nothing was taken from the stream
@@ -432,67 +464,11 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	defer nc.Drain()
-	fanout := c.CompactionFanout
-	if fanout == 0 {
-		fanout = -1 // off
-	}
-	w, err := ingest.New(nc, g, ingest.Config{Graph: *graph, Stream: c.Stream, DLQStream: c.DLQStream, Consumer: c.Consumer,
-		AckWait: *ackWait, MaxDeliver: *maxDeliver, CompactionFanout: fanout, RetryBudget: c.RetryBudget}, log)
+	svc, err := ingest.NewService(nc, g, c.Ingest(), ingest.WithLogger(log), ingest.WithHTTP(c.HTTP), ingest.WithLeaseTTL(c.LeaseTTL))
 	if err != nil {
 		return err
 	}
-	if err := w.Setup(ctx); err != nil {
-		return err
-	}
-	metrics := ingest.NewMetrics()
-	w.UseMetrics(metrics)
-	if *httpAddr != "" {
-		srv := &http.Server{Addr: *httpAddr, Handler: metrics.Handler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Warn("metrics server", zap.Error(err))
-			}
-		}()
-		defer srv.Close()
-		log.Info("metrics", zap.String("addr", *httpAddr))
-	}
-	cfg := w.Config()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	host, _ := os.Hostname()
-	holder := fmt.Sprintf("%s:%d", host, os.Getpid())
-	for {
-		log.Info("waiting for the single-writer lease", zap.String("graph", cfg.Graph), zap.String("holder", holder))
-		lease, err := ingest.AcquireLease(ctx, js, cfg.Graph, holder, *leaseTTL)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		w.UseLease(lease)
-		out, err := g.Recover(ctx)
-		if err != nil {
-			_ = lease.Release(context.Background())
-			return fmt.Errorf("recovery before consuming: %w", err)
-		}
-		for _, o := range out {
-			log.Info("recovered", zap.String("operation", o.OperationID), zap.String("action", o.Action), zap.String("commit", o.GraphCommitID))
-		}
-		log.Info("ready", zap.String("publish_to", cfg.IngestSubject()), zap.String("events", cfg.EventSubject()),
-			zap.String("dead_letters", "omnigraph."+cfg.Graph+".dlq.>"), zap.Uint64("epoch", lease.Epoch()))
-		err = w.Run(ctx)
-		metrics.SetLease(false)
-		if errors.Is(err, ingest.ErrLeaseLost) {
-			continue // back to standby
-		}
-		relCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = lease.Release(relCtx)
-		cancel()
-		return err
-	}
+	return svc.Run(ctx)
 }
 
 // connectNATS connects to url, waiting with backoff while no server answers (a worker started
@@ -524,10 +500,15 @@ func cmdRecover(ctx context.Context, args []string) error {
 	root := fs.String("root", "", "graph root URI")
 	list := fs.Bool("list", false, "only list pending recovery sidecars; change nothing")
 	force := forceFlag(fs)
+	settings := bindSettings(fs, config.RootSettings)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	st, err := openRoot(ctx, *root)
+	c, err := loadSettings(settings)
+	if err != nil {
+		return err
+	}
+	st, err := openRoot(ctx, *root, c)
 	if err != nil {
 		return err
 	}
@@ -591,8 +572,7 @@ func cmdRecover(ctx context.Context, args []string) error {
 
 func cmdPublish(ctx context.Context, args []string) error {
 	fs := newFlags("publish")
-	graph := fs.String("graph", "", "graph name")
-	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	settings := bindSettings(fs, config.NATSSettings).Require("graph")
 	branch := fs.String("branch", "", "Omnigraph-Branch header (default main)")
 	from := fs.String("from", "", "Omnigraph-From header: fork the branch from this base if missing")
 	mode := fs.String("mode", "", "Omnigraph-Mode header: merge (default), append or overwrite")
@@ -602,8 +582,12 @@ func cmdPublish(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *graph == "" || fs.NArg() != 1 {
-		return &usageError{msg: "publish needs --graph and one FILE argument (- for standard input)"}
+	if fs.NArg() != 1 {
+		return &usageError{msg: "publish needs one FILE argument (- for standard input)"}
+	}
+	c, err := loadSettings(settings)
+	if err != nil {
+		return err
 	}
 	if *timeout <= 0 {
 		return &usageError{msg: "publish --timeout must be positive"}
@@ -622,12 +606,12 @@ func cmdPublish(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	nc, js, err := connectJetStream(*natsURL)
+	nc, js, err := connectJetStream(c, "omnigraph-worker publish")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	cfg := ingest.Config{Graph: *graph}
+	cfg := c.Ingest()
 	m := nats.NewMsg(cfg.IngestSubject())
 	m.Data = body
 	for k, v := range map[string]string{ingest.HeaderBranch: *branch, ingest.HeaderFrom: *from, ingest.HeaderMode: *mode,
@@ -661,10 +645,15 @@ func cmdBranch(ctx context.Context, args []string) error {
 	from := fs.String("from", "main", "create: the branch to fork from")
 	asJSON := fs.Bool("json", false, "list: print JSON")
 	force := forceFlag(fs)
+	settings := bindSettings(fs, config.RootSettings)
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	g, closeGraph, err := openGraph(ctx, *root, false, false)
+	c, err := loadSettings(settings)
+	if err != nil {
+		return err
+	}
+	g, closeGraph, err := openGraph(ctx, *root, c, false, false)
 	if err != nil {
 		return err
 	}
@@ -711,11 +700,12 @@ func openInput(path string) (io.ReadCloser, error) {
 	return os.Open(path)
 }
 
-// connectJetStream connects a producer or operator tool to NATS.
-func connectJetStream(url string) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(url)
+// connectJetStream connects a producer or operator tool to NATS with c's settings (URL,
+// credentials, TLS), as the connection named client.
+func connectJetStream(c *config.Config, client string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(c.NATSURL, c.NATSOptions(client)...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", c.NATSURL, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 )
 
@@ -19,8 +20,7 @@ func cmdDLQ(ctx context.Context, args []string) error {
 		return &usageError{msg: "dlq needs a subcommand: list, show or replay"}
 	}
 	fs := newFlags("dlq " + args[0])
-	graph := fs.String("graph", "", "graph name")
-	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	settings := bindSettings(fs, config.NATSSettings).Require("graph")
 	reason := fs.String("reason", "", "only dead letters of this reason (key_conflict, resource_limit, invalid, branch_missing, merge_conflict, msg_id_reused, storage_refused, retry_exhausted, max_deliver)")
 	asJSON := fs.Bool("json", false, "print JSON (list)")
 	seqRange := fs.String("seq", "", "replay only dead-letter sequences A-B (or one sequence)")
@@ -32,15 +32,16 @@ func cmdDLQ(ctx context.Context, args []string) error {
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	if *graph == "" {
-		return &usageError{msg: "--graph is required"}
+	c, err := loadSettings(settings)
+	if err != nil {
+		return err
 	}
-	nc, js, err := connectJetStream(*natsURL)
+	nc, js, err := connectJetStream(c, "omnigraph-worker dlq")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	cfg := ingest.Config{Graph: *graph}
+	cfg := c.Ingest()
 	switch args[0] {
 	case "list":
 		dls, err := ingest.DeadLetters(ctx, js, cfg, *reason)

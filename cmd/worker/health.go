@@ -11,14 +11,24 @@ import (
 
 // cmdHealth asks a running worker's /readyz (or /healthz with --live) and exits 0 only when
 // it answers 200: a container healthcheck or an exec probe that needs no curl in the image.
+// It reads the worker's http setting as `run` does, so in the worker's own environment
+// (OMNIGRAPH_HTTP, its --config file) it needs no flag.
 func cmdHealth(ctx context.Context, args []string) error {
 	fs := newFlags("health")
-	addr := fs.String("http", "127.0.0.1:9464", "the worker's metrics and health address (its --http)")
+	settings := bindSettings(fs, []string{"http"})
 	live := fs.Bool("live", false, "ask /healthz (the process answers) instead of /readyz (it holds the lease and consumes)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	c, err := loadSettings(settings) // the worker's own http setting, from the same sources
+	if err != nil {
+		return err
+	}
+	if c.HTTP == "" {
+		return &usageError{msg: "health needs the worker's --http address (its metrics are off when it is empty)"}
+	}
+	addr := &c.HTTP
 	path := "/readyz"
 	if *live {
 		path = "/healthz"

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/omnigraph/omnigraph-worker/config"
 )
 
 // Exit codes: distinct per error kind, so scripts can route failures without parsing text.
@@ -24,6 +26,11 @@ const (
 	exitBranchMissing    = 8
 	exitMergeConflict    = 9
 )
+
+// getenv is the process environment as the commands see it: they pass it to config, the one
+// reader of OMNIGRAPH_* settings, and read nothing else but the Go runtime's GOGC and
+// GOMEMLIMIT. Tests replace it.
+var getenv = os.Getenv
 
 type command struct {
 	name, summary string
@@ -85,7 +92,8 @@ func exitCode(err error) int {
 		return exitOK
 	}
 	var ue *usageError
-	if errors.As(err, &ue) {
+	var ce *config.Error
+	if errors.As(err, &ue) || errors.As(err, &ce) {
 		return exitUsage
 	}
 	return kindExit(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/publisher"
@@ -29,13 +30,18 @@ func cmdMerge(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *source == "" || !to.one() || fs.NArg() != 0 {
-		return &usageError{msg: "merge needs --source and exactly one of --root (merge now) or --graph (publish a merge request)"}
+	const usage = "merge needs --source and exactly one of --root (merge now) or --graph (publish a merge request)"
+	if *source == "" || fs.NArg() != 0 {
+		return &usageError{msg: usage}
 	}
-	if *to.graph != "" {
-		return publishMerge(ctx, *to.natsURL, *to.graph, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID)
+	c, err := to.resolve(usage)
+	if err != nil {
+		return err
 	}
-	g, closeGraph, err := openGraph(ctx, *to.root, true, *force)
+	if c.Graph != "" {
+		return publishMerge(ctx, c, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID)
+	}
+	g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
 	if err != nil {
 		return err
 	}
@@ -56,40 +62,59 @@ func cmdMerge(ctx context.Context, args []string) error {
 
 // requestTarget is the --root or --graph of a command that either writes a graph directly or
 // asks the graph's worker to, by a request it applies in stream order under its lease.
-type requestTarget struct{ root, graph, natsURL *string }
+type requestTarget struct {
+	root     *string
+	settings *config.Loader
+}
 
-// targetFlags declares --root (help: what it does directly), --graph (help: the request it
-// publishes) and --nats-url.
+// targetFlags declares --root (help: what it does directly), and the NATS settings (--graph,
+// --nats-url, credentials, TLS) with the root settings (local_fsync) from config.
 func targetFlags(fs *flag.FlagSet, direct, request string) requestTarget {
 	return requestTarget{
-		root:    fs.String("root", "", "graph root URI: "+direct),
-		graph:   fs.String("graph", "", "graph name: publish "+request+" instead"),
-		natsURL: fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL (with --graph)"),
+		root:     fs.String("root", "", "graph root URI: "+direct+" (or --graph: publish "+request+" instead)"),
+		settings: bindSettings(fs, config.NATSSettings, config.RootSettings),
 	}
 }
 
-// one reports whether exactly one of --root and --graph was given.
-func (t requestTarget) one() bool { return (*t.root == "") != (*t.graph == "") }
+// resolve merges the settings and picks the way: a config with a Graph publishes the request,
+// one without works on --root directly. --root and --graph together on the command line are
+// refused with usage; a graph named only by the environment or the config file gives way to
+// --root, so that a worker's own environment does not stop its operator's direct tools.
+func (t requestTarget) resolve(usage string) (*config.Config, error) {
+	c, err := loadSettings(t.settings)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case *t.root != "" && t.settings.Flagged("graph"):
+		return nil, &usageError{msg: usage}
+	case *t.root != "":
+		c.Graph = ""
+	case c.Graph == "":
+		return nil, &usageError{msg: usage}
+	}
+	return c, nil
+}
 
-func publishMerge(ctx context.Context, url, graph string, body ingest.MergeRequestBody, actor, msgID string) error {
-	cfg := ingest.Config{Graph: graph}
-	return publishRequest(ctx, url, cfg.MergeSubject(), body, actor, msgID)
+func publishMerge(ctx context.Context, c *config.Config, body ingest.MergeRequestBody, actor, msgID string) error {
+	cfg := c.Ingest()
+	return publishRequest(ctx, c, cfg.MergeSubject(), body, actor, msgID)
 }
 
 // publishMaintenance asks a graph's worker to optimize or clean up (its event reports what it
 // did).
-func publishMaintenance(ctx context.Context, url, graph string, body ingest.MaintenanceRequestBody, actor string) error {
-	cfg := ingest.Config{Graph: graph}
-	return publishRequest(ctx, url, cfg.MaintenanceSubject(), body, actor, "")
+func publishMaintenance(ctx context.Context, c *config.Config, body ingest.MaintenanceRequestBody, actor string) error {
+	cfg := c.Ingest()
+	return publishRequest(ctx, c, cfg.MaintenanceSubject(), body, actor, "")
 }
 
 // publishRequest publishes a JSON request to subject and waits for JetStream to store it.
-func publishRequest(ctx context.Context, url, subject string, body any, actor, msgID string) error {
+func publishRequest(ctx context.Context, c *config.Config, subject string, body any, actor, msgID string) error {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	nc, js, err := connectJetStream(url)
+	nc, js, err := connectJetStream(c, "omnigraph-worker request")
 	if err != nil {
 		return err
 	}

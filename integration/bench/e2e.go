@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
 )
@@ -37,7 +38,9 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 	if err != nil {
 		return err
 	}
-	w, err := ingest.New(nc, g, ingest.Config{Graph: "bench"}, nil)
+	c := config.Defaults() // the worker runs as `worker run` would, automatic compaction included
+	c.Graph = "bench"
+	w, err := ingest.New(nc, g, c.Ingest(), nil)
 	if err != nil {
 		return err
 	}

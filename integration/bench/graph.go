@@ -18,7 +18,7 @@ import (
 // newBenchGraph makes a graph the way the worker's run command holds one: a local root that
 // keeps spare files.
 func newBenchGraph(ctx context.Context, dir string) (*engine.Graph, error) {
-	root, err := storage.Open(ctx, dir)
+	root, err := storage.Open(ctx, dir, storage.WithLocalFsync(localFsync))
 	if err != nil {
 		return nil, err
 	}

@@ -129,8 +129,12 @@ const benchRounds = 5
 // fileVersion is the data file version of every table the Go side creates (-lance-version).
 var fileVersion = engine.DefaultFileVersion
 
-// durability labels the Go side's bench lines: fsync (the default) or none.
-var durability = "fsync"
+// durability labels the Go side's bench lines: fsync (the default) or none; localFsync is the
+// same as the storage option every graph root of the Go side is opened with.
+var (
+	durability = "fsync"
+	localFsync = true
+)
 
 func main() {
 	script := flag.String("script", "integration/lancecompat/compat.mjs", "path of compat.mjs")
@@ -164,6 +168,7 @@ func main() {
 		debug.SetGCPercent(config.Defaults().GCPercent) // the worker in this process runs as `worker run` would
 	}
 	if *mergeChild != "" {
+		localFsync = *fsync != "off" // the parent passes its durability down
 		if err := runMergeChild(ctx, *mergeChild, *mergeDir, *mergeRows, *mergeNoProof); err != nil {
 			fmt.Fprintln(os.Stderr, "merge child:", err)
 			os.Exit(1)
@@ -209,7 +214,7 @@ func main() {
 		os.Exit(2)
 	}
 	for _, sync := range modes {
-		storage.SetLocalSync(sync)
+		localFsync = sync
 		durability = map[bool]string{true: "fsync", false: "none"}[sync]
 		dir := filepath.Join(tmp, durability)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -237,7 +242,7 @@ func main() {
 	}
 	// The aged measurement (minutes of aging) runs once, last, with the default durability.
 	if (*only == "" || *only == "graph") && *agedCommits > 0 {
-		storage.SetLocalSync(true)
+		localFsync = true
 		durability = "fsync"
 		if err := agedBench(ctx, tmp, *iters, *agedRows, *agedCommits, *agedSameTable, *agedFanout); err != nil {
 			fmt.Fprintln(os.Stderr, "aged bench:", err)

@@ -43,7 +43,7 @@ func runMergeChild(ctx context.Context, step, dir string, rows int, noProof bool
 		}
 		return nil
 	}
-	root, err := storage.Open(ctx, dir)
+	root, err := storage.Open(ctx, dir, storage.WithLocalFsync(localFsync))
 	if err != nil {
 		return err
 	}
@@ -80,12 +80,10 @@ func mergeChild(ctx context.Context, args ...string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, append([]string{"-lance-version", fileVersion.String()}, args...)...)
+	fsync := map[bool]string{true: "on", false: "off"}[localFsync]
+	cmd := exec.CommandContext(ctx, self, append([]string{"-lance-version", fileVersion.String(), "-fsync", fsync}, args...)...)
 	cmd.Stderr = os.Stderr
 	cmd.Env = os.Environ()
-	if durability == "none" {
-		cmd.Env = append(cmd.Env, "OMNIGRAPH_LOCAL_FSYNC=0")
-	}
 	return cmd.Output()
 }
 

@@ -1,0 +1,135 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Loader merges the settings one command takes. Bind declares them on the command's flag set;
+// after the flag set is parsed, Load applies defaults, the --config file, OMNIGRAPH_* variables
+// and flags, in that order, to those settings only: a command reads no variable and no file
+// key of a setting it does not take, though an unknown key in the file is still refused.
+type Loader struct {
+	fs       *flag.FlagSet
+	defaults Config
+	names    []string
+	required []string
+	file     *string
+	vals     map[string]*string
+}
+
+// Bind declares --config and a flag per named setting (its name with dashes: nats_url is
+// --nats-url) on fs, each listing its variable and its default from defaults. Unknown names
+// panic: they are the caller's constants.
+func Bind(fs *flag.FlagSet, defaults Config, names ...string) *Loader {
+	l := &Loader{fs: fs, defaults: defaults, names: names, vals: map[string]*string{}}
+	l.file = fs.String("config", "", "YAML config file (env "+ConfigEnv+")")
+	for _, name := range names {
+		s, ok := lookup(name)
+		if !ok {
+			panic("config: Bind of unknown setting " + name)
+		}
+		help := s.help + " (env " + EnvName(name) + ")"
+		// The default is shown only: Load applies a flag only when it was given, so that the
+		// file and the environment can set what the command line leaves alone.
+		l.vals[name] = fs.String(flagName(name), s.get(&defaults), help)
+	}
+	return l
+}
+
+// Require makes Load refuse a config in which any of names is empty.
+func (l *Loader) Require(names ...string) *Loader {
+	l.required = append(l.required, names...)
+	return l
+}
+
+// Flagged reports whether the setting name was given on the command line (after Parse).
+func (l *Loader) Flagged(name string) bool {
+	given := false
+	l.fs.Visit(func(f *flag.Flag) { given = given || f.Name == flagName(name) })
+	return given
+}
+
+// Load merges the bound settings and validates them. Call it after the flag set is parsed;
+// getenv is os.Getenv outside tests.
+func (l *Loader) Load(getenv func(string) string) (*Config, error) {
+	c := l.defaults
+	bound := func(name string) bool { return slices.Contains(l.names, name) }
+	file := *l.file
+	if !l.Flagged("config") {
+		file = getenv(ConfigEnv)
+	}
+	if file != "" {
+		if err := l.applyFile(&c, file, bound); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range l.names {
+		s, _ := lookup(name)
+		if v := getenv(EnvName(name)); v != "" {
+			if err := s.set(&c, v); err != nil {
+				return nil, &Error{Setting: name, Source: EnvName(name), Reason: err.Error()}
+			}
+		}
+	}
+	for _, name := range l.names {
+		if !l.Flagged(name) {
+			continue
+		}
+		s, _ := lookup(name)
+		if err := s.set(&c, *l.vals[name]); err != nil {
+			return nil, &Error{Setting: name, Source: "--" + flagName(name), Reason: err.Error()}
+		}
+	}
+	if err := c.validate(l.names, l.required); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// applyFile sets the bound settings the YAML file names. Every key must be a setting, bound
+// or not: one file serves every command, and a misspelt key is refused wherever it is read.
+func (l *Loader) applyFile(c *Config, file string, bound func(string) bool) error {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return &Error{Setting: "config", Source: file, Reason: err.Error()}
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
+	dec.KnownFields(true)
+	var y map[string]yaml.Node
+	if err := dec.Decode(&y); err != nil && !errors.Is(err, io.EOF) {
+		return &Error{Setting: "config", Source: file, Reason: err.Error()}
+	}
+	// Keys in file order, so that of two bad keys the first is named, whatever map order.
+	keys := make([]string, 0, len(y))
+	for k := range y {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return y[a].Line - y[b].Line })
+	for _, k := range keys {
+		node := y[k]
+		where := fmt.Sprintf("%s line %d", file, node.Line)
+		s, ok := lookup(k)
+		if !ok {
+			name := k
+			if name == "" {
+				name = `""` // an empty key, named visibly
+			}
+			return &Error{Setting: name, Source: where, Reason: "unknown setting"}
+		}
+		if !bound(k) {
+			continue
+		}
+		if err := s.set(c, node.Value); err != nil {
+			return &Error{Setting: k, Source: where, Reason: err.Error()}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package config
+
+import (
+	"github.com/nats-io/nats.go"
+
+	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+// Ingest is the ingest configuration of c's graph, the stream and consumer names filled in
+// with ingest's defaults where c leaves them empty (ingest computes those names; this only
+// asks it), so that a tool reading a graph's dead letters finds the streams its worker made.
+func (c *Config) Ingest() ingest.Config {
+	ic := ingest.Config{Graph: c.Graph, Stream: c.Stream, DLQStream: c.DLQStream, Consumer: c.Consumer,
+		AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, RetryBudget: c.RetryBudget, CompactionFanout: c.CompactionFanout}
+	if c.Graph != "" {
+		if ic.Stream == "" {
+			ic.Stream = ingest.StreamName(c.Graph)
+		}
+		if ic.DLQStream == "" {
+			ic.DLQStream = ingest.DLQStreamName(c.Graph)
+		}
+	}
+	if ic.Consumer == "" {
+		ic.Consumer = ingest.DefaultConsumer
+	}
+	return ic
+}
+
+// NATSOptions are the connection options of c's NATS settings (credentials, TLS), the
+// connection named client as the server's monitoring shows it.
+func (c *Config) NATSOptions(client string) []nats.Option {
+	opts := []nats.Option{nats.Name(client)}
+	if c.NATSCreds != "" {
+		opts = append(opts, nats.UserCredentials(c.NATSCreds))
+	}
+	if c.NATSCA != "" {
+		opts = append(opts, nats.RootCAs(c.NATSCA))
+	}
+	if c.NATSCert != "" {
+		opts = append(opts, nats.ClientCert(c.NATSCert, c.NATSKey))
+	}
+	return opts
+}
+
+// StorageOptions are the options of storage.Open for a graph root under c.
+func (c *Config) StorageOptions() []storage.Option {
+	return []storage.Option{storage.WithLocalFsync(c.LocalFsync)}
+}

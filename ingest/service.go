@@ -1,0 +1,245 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/omnigraph/omnigraph-worker/engine"
+)
+
+// DefaultLeaseTTL is the single-writer lease's TTL when NewService is given none: a standby
+// takes over about this long after its leader stopped renewing.
+const DefaultLeaseTTL = 10 * time.Second
+
+// releaseTimeout bounds the lease release on the way out: a NATS that does not answer then
+// only delays the takeover until the lease expires.
+const releaseTimeout = 2 * time.Second
+
+// Service is what `worker run` does for one graph: wait as a standby until it holds the
+// graph's single-writer lease, run full recovery under it, consume until stopped, and go back
+// to standby whenever the lease is lost; with the metrics and health HTTP server beside it.
+type Service struct {
+	w        *Worker
+	g        *engine.Graph
+	log      *zap.Logger
+	metrics  *Metrics
+	httpAddr string
+	httpLn   net.Listener
+	leaseTTL time.Duration
+	holder   string
+}
+
+type serviceOpts struct {
+	log      *zap.Logger
+	metrics  *Metrics
+	httpAddr string
+	httpLn   net.Listener
+	leaseTTL time.Duration
+	holder   string
+}
+
+// ServiceOpt configures NewService.
+type ServiceOpt func(*serviceOpts) error
+
+// WithLogger logs the service and its worker to l (default: nothing).
+func WithLogger(l *zap.Logger) ServiceOpt {
+	return func(o *serviceOpts) error {
+		if l == nil {
+			return errors.New("ingest: WithLogger(nil)")
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// WithMetrics records the worker's metrics in m, served on the HTTP address (default: its own).
+func WithMetrics(m *Metrics) ServiceOpt {
+	return func(o *serviceOpts) error {
+		if m == nil {
+			return errors.New("ingest: WithMetrics(nil)")
+		}
+		o.metrics = m
+		return nil
+	}
+}
+
+// WithHTTP serves /metrics, /healthz and /readyz on addr while Run runs ("" serves nothing,
+// the default). Run fails at once when addr cannot be listened on.
+func WithHTTP(addr string) ServiceOpt {
+	return func(o *serviceOpts) error { o.httpAddr = addr; return nil }
+}
+
+// WithHTTPListener serves the HTTP endpoints on ln instead of an address; Run closes it when
+// it returns.
+func WithHTTPListener(ln net.Listener) ServiceOpt {
+	return func(o *serviceOpts) error {
+		if ln == nil {
+			return errors.New("ingest: WithHTTPListener(nil)")
+		}
+		o.httpLn = ln
+		return nil
+	}
+}
+
+// WithLeaseTTL sets the single-writer lease's TTL (default DefaultLeaseTTL).
+func WithLeaseTTL(d time.Duration) ServiceOpt {
+	return func(o *serviceOpts) error {
+		if d <= 0 {
+			return fmt.Errorf("ingest: lease TTL %v: want a positive duration", d)
+		}
+		o.leaseTTL = d
+		return nil
+	}
+}
+
+// WithHolder names this process in the lease (default <hostname>:<pid>).
+func WithHolder(h string) ServiceOpt {
+	return func(o *serviceOpts) error {
+		if h == "" {
+			return errors.New("ingest: WithHolder(\"\")")
+		}
+		o.holder = h
+		return nil
+	}
+}
+
+// RecoveryError is a full recovery that failed after the lease was taken, before consuming.
+// The lease is released by then, so another worker may try.
+type RecoveryError struct{ Err error }
+
+func (e *RecoveryError) Error() string { return "recovery before consuming: " + e.Err.Error() }
+func (e *RecoveryError) Unwrap() error { return e.Err }
+
+// NewService prepares the service of graph g, opened read-only: it writes nothing before it
+// holds the lease.
+func NewService(nc *nats.Conn, g *engine.Graph, cfg Config, opts ...ServiceOpt) (*Service, error) {
+	o := serviceOpts{log: zap.NewNop(), leaseTTL: DefaultLeaseTTL}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.holder == "" {
+		host, _ := os.Hostname()
+		o.holder = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if o.metrics == nil {
+		o.metrics = NewMetrics()
+	}
+	w, err := New(nc, g, cfg, o.log)
+	if err != nil {
+		return nil, err
+	}
+	w.UseMetrics(o.metrics)
+	return &Service{w: w, g: g, log: o.log.With(zap.String("graph", w.cfg.Graph)), metrics: o.metrics,
+		httpAddr: o.httpAddr, httpLn: o.httpLn, leaseTTL: o.leaseTTL, holder: o.holder}, nil
+}
+
+// Config is the effective configuration (defaults filled in).
+func (s *Service) Config() Config { return s.w.Config() }
+
+// Metrics are the service's metrics.
+func (s *Service) Metrics() *Metrics { return s.metrics }
+
+// Run serves until ctx ends (nil: the message in flight finished, the lease released) or
+// something fails that waiting cannot mend: the HTTP address, the streams' setup, the lease
+// bucket, a recovery (a *RecoveryError), a consumer that cannot go on. The lease is released
+// and the HTTP server closed before it returns.
+func (s *Service) Run(ctx context.Context) error {
+	stopHTTP, err := s.serveHTTP()
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+	if err := s.w.Setup(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	for {
+		s.log.Info("waiting for the single-writer lease", zap.String("holder", s.holder))
+		lease, err := AcquireLease(ctx, s.w.js, s.w.cfg.Graph, s.holder, s.leaseTTL)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		err = s.lead(ctx, lease)
+		s.metrics.SetLease(false)
+		if errors.Is(err, ErrLeaseLost) {
+			s.log.Warn("lease lost: back to standby")
+			continue
+		}
+		s.release(lease)
+		return err
+	}
+}
+
+// lead runs the graph under lease: full recovery (the only point where tables may be
+// restored, so only with no other writer alive), then consumption until ctx ends or the
+// lease is lost (ErrLeaseLost).
+func (s *Service) lead(ctx context.Context, lease *Lease) error {
+	s.w.UseLease(lease)
+	out, err := s.g.Recover(ctx)
+	for _, o := range out {
+		s.w.log.Info("recovered", zap.String("operation", o.OperationID), zap.String("action", o.Action), zap.String("commit", o.GraphCommitID))
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return nil
+	case errors.Is(err, ErrLeaseLost):
+		return ErrLeaseLost
+	default:
+		return &RecoveryError{Err: err}
+	}
+	cfg := s.w.cfg
+	s.w.log.Info("ready", zap.String("publish_to", cfg.IngestSubject()), zap.String("events", cfg.EventSubject()),
+		zap.String("dead_letters", "omnigraph."+cfg.Graph+".dlq.>"))
+	return s.w.Run(ctx)
+}
+
+// release gives the lease up so that a standby takes over at once rather than at its expiry.
+func (s *Service) release(l *Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		s.log.Warn("lease not released; a standby takes over when it expires", zap.Error(err))
+	}
+}
+
+// serveHTTP starts the metrics and health server; stop closes it and waits for it to end.
+func (s *Service) serveHTTP() (stop func(), err error) {
+	ln := s.httpLn
+	if ln == nil {
+		if s.httpAddr == "" {
+			return func() {}, nil
+		}
+		if ln, err = net.Listen("tcp", s.httpAddr); err != nil {
+			return nil, fmt.Errorf("ingest: metrics server: %w", err)
+		}
+	}
+	srv := &http.Server{Handler: s.metrics.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Warn("metrics server", zap.Error(err))
+		}
+	}()
+	s.log.Info("metrics", zap.String("addr", ln.Addr().String()))
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, nil
+}
