@@ -35,7 +35,13 @@ func TestSetupRacesAnotherCreator(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				if i%2 == 0 {
-					errs[i] = w.Setup(ctx)
+					// Each its own worker, as processes starting at the same moment are: one
+					// Worker's Setup is not meant for concurrent calls.
+					w, err := New(nc, nil, Config{Graph: "demo"}, nil)
+					if err == nil {
+						err = w.Setup(ctx)
+					}
+					errs[i] = err
 					return
 				}
 				// A producer's own idea of the stream: other settings, same name. Its
