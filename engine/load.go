@@ -264,29 +264,6 @@ func stage(ctx context.Context, ds *lance.Dataset, mode rows.Mode, t *plannedTab
 	}
 }
 
-// checkNoDrift requires the table's Lance HEAD to equal its manifest pin.
-func checkNoDrift(ctx context.Context, ds *lance.Dataset, e publisher.TableEntry) error {
-	latest, err := ds.Latest(ctx)
-	if err != nil {
-		return err
-	}
-	if latest.Version() != e.Version {
-		return &DriftError{TableKey: e.TableKey, Head: latest.Version(), Published: e.Version}
-	}
-	return nil
-}
-
-// DriftError is a table whose Lance HEAD is ahead of its published version with no recovery
-// sidecar covering it: nothing this writer can resolve.
-type DriftError struct {
-	TableKey        string
-	Head, Published uint64
-}
-
-func (e *DriftError) Error() string {
-	return fmt.Sprintf("table %s is at Lance HEAD version %d, ahead of published dataset version %d, moved by a writer outside a graph commit; restore the table to version %d (a Lance restore) before writing", e.TableKey, e.Head, e.Published, e.Published)
-}
-
 func summarize(req *LoadRequest, batches map[string]*rows.TableBatch) *LoadResult {
 	r := &LoadResult{Branch: ids.BranchKey(req.Branch), Mode: req.Mode, Nodes: []TypeCount{}, Edges: []TypeCount{}}
 	if req.Actor != "" {

@@ -209,6 +209,9 @@ func TestRecoveryFailsClosedOnBuriedEffect(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "buried") {
 		t.Fatalf("want a fail-closed refusal, got %v", err)
 	}
+	if errs.Kind(err) != errs.KindTableDrift || !errs.NeedsOperator(err) {
+		t.Fatalf("a foreign commit over an intent's effect: kind %q", errs.Kind(err))
+	}
 	if l, _ := recovery.List(ctx, g.root); len(l) != 1 {
 		t.Fatal("the sidecar must stay for inspection")
 	}
@@ -230,8 +233,13 @@ func TestForeignDriftIsNotAdopted(t *testing.T) {
 		t.Fatalf("recover: %+v %v", out, err)
 	}
 	var de *DriftError
-	if _, err := load(t, g, "append", people[1]); !errors.As(err, &de) || !strings.Contains(err.Error(), "restore the table to version") {
+	_, err = load(t, g, "append", people[1])
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "worker recover --root <root> --restore-drift") || de.Path == "" ||
+		!strings.Contains(err.Error(), de.Path) {
 		t.Fatalf("write over uncovered drift: %v", err)
+	}
+	if errs.Kind(err) != errs.KindTableDrift || errs.ExitCode(err) != errs.ExitOperator {
+		t.Fatalf("drift: kind %q", errs.Kind(err))
 	}
 }
 
@@ -267,8 +275,16 @@ func TestCorruptSidecarRefusedLoudly(t *testing.T) {
 		t.Fatal(err)
 	}
 	var se *recovery.SidecarError
-	if _, err := Open(ctx, g.root); !errors.As(err, &se) {
+	_, err := Open(ctx, g.root)
+	if !errors.As(err, &se) {
 		t.Fatalf("open with a corrupt sidecar: %v", err)
+	}
+	if errs.Kind(err) != errs.KindCorrupt || !errs.NeedsOperator(err) {
+		t.Fatalf("corrupt sidecar: kind %q", errs.Kind(err))
+	}
+	// A write meets it in its heal, and so does the worker: the graph needs an operator.
+	if _, err := load(t, g, "append", people[0]); errs.Kind(err) != errs.KindCorrupt {
+		t.Fatalf("write over a corrupt sidecar: kind %q: %v", errs.Kind(err), err)
 	}
 	if ok, _ := g.root.Exists(ctx, name); !ok {
 		t.Fatal("the corrupt sidecar was removed")

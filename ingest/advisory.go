@@ -9,6 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"go.uber.org/zap"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
 )
 
 // maxDeliverAdvisory is the server's notice that a message exhausted MaxDeliver
@@ -79,12 +81,12 @@ func (w *Worker) deadLetterStored(ctx context.Context, a maxDeliverAdvisory) err
 	}
 	reason := fmt.Sprintf("delivered %d times without being acknowledged (max_deliver)", a.Deliveries)
 	detail, _ := json.Marshal(map[string]any{"deliveries": a.Deliveries, "stream_seq": a.StreamSeq})
-	err = w.publishDeadLetter(ctx, letter{reason: "max_deliver", kind: "max_deliver", text: reason, detail: detail, data: m.Data, header: m.Header,
+	err = w.publishDeadLetter(ctx, letter{reason: errs.ReasonMaxDeliver, kind: errs.ReasonMaxDeliver, text: reason, detail: detail, data: m.Data, header: m.Header,
 		stream: a.Stream, subject: m.Subject, seq: a.StreamSeq, deliveries: a.Deliveries})
 	if err != nil {
 		return err
 	}
-	w.metrics.message(outcomeDeadLetter, 0, len(m.Data), 0, "max_deliver")
+	w.metrics.message(outcomeDeadLetter, 0, len(m.Data), 0, errs.ReasonMaxDeliver)
 	w.log.Warn("dead-lettered after max_deliver", zap.Uint64("seq", a.StreamSeq), zap.Uint64("deliveries", a.Deliveries))
 	return nil
 }

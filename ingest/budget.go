@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
-	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
@@ -32,7 +31,8 @@ func (c errClass) String() string {
 	return [...]string{"unknown", "transient", "refused"}[c]
 }
 
-// classify sorts an error that is not one of the permanent typed errors.
+// classify sorts an error that is neither permanent nor one that needs an operator (the
+// catalogue of graph/errs decides those before).
 func classify(err error) errClass {
 	switch storage.Classify(err) {
 	case storage.Refused:
@@ -42,13 +42,6 @@ func classify(err error) errClass {
 	}
 	switch errs.Kind(err) {
 	case errs.KindRecoveryRequired, errs.KindReadSetChanged, errs.KindPublishedDatasetVersionMismatch:
-		return classTransient
-	}
-	// A table of the graph declares a Lance file version this build cannot read or write (an
-	// engine newer than this build rewrote it): the graph needs an operator, the batch is
-	// fine. Held and reported as a stall, never dead-lettered.
-	var dv *lance.DataVersionError
-	if errors.As(err, &dv) {
 		return classTransient
 	}
 	for _, e := range []error{nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrDisconnected, nats.ErrNoResponders, ErrLeaseLost} {
@@ -77,6 +70,9 @@ type budget struct {
 	since    time.Time
 	attempts int
 	stalled  bool
+	// operator is the kind of the error holding the message until an operator fixes the
+	// graph; "" when none is.
+	operator string
 }
 
 // failed records a failed attempt and returns the cause to dead-letter the message with, or
@@ -133,8 +129,36 @@ func (b *budget) failedDeadLetter(err error) {
 	}
 }
 
-// end clears a stall when the message got through (or went back to the stream).
+// needsOperator records an attempt that failed with an error the catalogue says needs an
+// operator: the graph is at fault, not the message. The worker stops consuming at once and
+// says so (error log, /readyz 503 "operator required: <kind>: …", omnigraph_operator_required
+// and omnigraph_stalled); the message is held, neither dead-lettered nor given back, and tried
+// again every retryIn so that an operator's fix is noticed. The retry budget does not run
+// meanwhile: it is for errors that may pass by themselves.
+func (b *budget) needsOperator(err error, retryIn time.Duration) {
+	b.attempts++
+	kind := errs.Kind(err)
+	b.operator = kind
+	reason := fmt.Sprintf("%s: %s (stream seq %d held, %d attempts)", kind, boundedText(err.Error()), b.seq, b.attempts)
+	b.w.metrics.setOperator(kind, reason)
+	b.w.log.Error("operator required: the graph needs an operator before this message can be applied; it is held and tried again",
+		zap.String("kind", kind), zap.Uint64("seq", b.seq), zap.Int("attempts", b.attempts), zap.Duration("retry_in", retryIn), zap.Error(err))
+}
+
+// operatorDone clears the operator hold: the last attempt failed otherwise (what says so), or
+// the message went through or back to the stream.
+func (b *budget) operatorDone(what string) {
+	if b.operator != "" {
+		b.w.metrics.setOperator("", "")
+		b.w.log.Info("operator hold over: "+what, zap.String("kind", b.operator), zap.Uint64("seq", b.seq), zap.Int("attempts", b.attempts))
+		b.operator = ""
+	}
+}
+
+// end clears a stall and an operator hold when the message got through (or went back to the
+// stream).
 func (b *budget) end() {
+	b.operatorDone("the message went through or back to the stream")
 	if b.stalled {
 		b.w.metrics.setStalled("")
 		b.w.log.Info("stall over", zap.Uint64("seq", b.seq), zap.Int("attempts", b.attempts))

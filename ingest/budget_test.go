@@ -99,10 +99,14 @@ func TestTransientErrorPastBudgetStallsVisibly(t *testing.T) {
 }
 
 // A table at a Lance file version this build cannot read or write is the graph's problem, not
-// the batch's: the message is held and the stall reported, never dead-lettered.
-func TestDataVersionErrorIsHeldNotDeadLettered(t *testing.T) {
+// the batch's: it needs an operator, so the worker holds the message and stops consuming
+// (TestOperatorRequiredStopsConsumptionVisibly shows the hold), never dead-letters it.
+func TestDataVersionErrorNeedsAnOperator(t *testing.T) {
 	err := fmt.Errorf("load: %w", &lance.DataVersionError{Dataset: "nodes/x", Op: "write", Declared: "2.3", Files: "2.0, 2.1, 2.2"})
-	if c := classify(err); c != classTransient {
-		t.Fatalf("classified %s, want transient", c)
+	if errs.Kind(err) != errs.KindDataVersion || !errs.NeedsOperator(err) || errs.Permanent(err) {
+		t.Fatalf("kind %q operator %v permanent %v", errs.Kind(err), errs.NeedsOperator(err), errs.Permanent(err))
+	}
+	if k, _ := errs.Lookup(errs.KindDataVersion); k.DeadLetter != "" {
+		t.Fatalf("data_version is dead-lettered as %q", k.DeadLetter)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
 )
 
 // Metrics are the worker's Prometheus metrics, written in the text exposition format by hand
@@ -32,6 +34,10 @@ type Metrics struct {
 	counts      []uint64
 	sum         float64
 	n           uint64
+
+	// operatorKind and operator are the kind and the reason of the error that holds the
+	// message in flight until an operator fixes the graph ("" when none does).
+	operatorKind, operator string
 }
 
 // NewMetrics returns empty metrics.
@@ -122,6 +128,16 @@ func (m *Metrics) setStalled(reason string) {
 	}
 }
 
+// setOperator records the kind and reason of the error that needs an operator, or "" when no
+// error does any more.
+func (m *Metrics) setOperator(kind, reason string) {
+	if m != nil {
+		m.mu.Lock()
+		m.operatorKind, m.operator = kind, reason
+		m.mu.Unlock()
+	}
+}
+
 func (m *Metrics) setPending(n uint64) {
 	if m != nil {
 		m.mu.Lock()
@@ -158,7 +174,14 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	single("omnigraph_compaction_seconds_total", "counter", "Time spent in automatic compaction.", m.compactSecs)
 	single("omnigraph_lease_held", "gauge", "1 while this worker holds its graph's single-writer lease.", b2i(m.leaseHeld))
 	single("omnigraph_consumer_pending", "gauge", "Messages waiting in the consumer.", m.pending)
-	single("omnigraph_stalled", "gauge", "1 while a message is held past its retry budget on a known-transient error (the reason is on /readyz).", b2i(m.stalled != ""))
+	single("omnigraph_stalled", "gauge", "1 while the message in flight is held: past its retry budget on a known-transient error, or until an operator fixes the graph (the reason is on /readyz).",
+		b2i(m.stalled != "" || m.operator != ""))
+	fmt.Fprintf(&b, "# HELP omnigraph_operator_required 1 for the kind of error that holds the message in flight until an operator fixes the graph.\n# TYPE omnigraph_operator_required gauge\n")
+	for _, k := range errs.Catalogue() {
+		if k.NeedsOperator {
+			fmt.Fprintf(&b, "omnigraph_operator_required{kind=%q} %d\n", k.Kind, b2i(m.operator != "" && m.operatorKind == k.Kind))
+		}
+	}
 	labelled("omnigraph_retry_budget_exhausted_total", "Messages whose retry budget ran out, by action: stalled (known-transient error, held and retried) or dead_lettered (retry_exhausted).", "action", m.budgetSpent)
 	fmt.Fprintf(&b, "# HELP omnigraph_commit_seconds Message processing time of committed batches.\n# TYPE omnigraph_commit_seconds histogram\n")
 	for i, ub := range m.buckets {
@@ -177,7 +200,7 @@ func b2i(v bool) int {
 }
 
 // Handler serves /metrics, /healthz (the process is up) and /readyz (consuming, lease held, not
-// stalled past a retry budget: a stall answers 503 with its reason).
+// held for an operator, not stalled past a retry budget: each answers 503 with its reason).
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
@@ -187,10 +210,14 @@ func (m *Metrics) Handler() http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		m.mu.Lock()
-		ready, stalled := m.ready, m.stalled
+		ready, stalled, operator := m.ready, m.stalled, m.operator
 		m.mu.Unlock()
 		if !ready {
 			http.Error(w, "not consuming (standby or starting)", http.StatusServiceUnavailable)
+			return
+		}
+		if operator != "" {
+			http.Error(w, "operator required: "+operator, http.StatusServiceUnavailable)
 			return
 		}
 		if stalled != "" {

@@ -228,7 +228,10 @@ func (w *Worker) handle(stop context.Context, msg jetstream.Msg) {
 		rows = res.entities
 	}
 	if out == outcomeDeadLetter {
-		reason = errs.Kind(err)
+		reason = deadLetterReason(errs.Kind(err))
+		if w.lastDelivery(meta) {
+			reason = errs.ReasonMaxDeliver
+		}
 	}
 	w.metrics.message(out, rows, len(msg.Data()), took, reason)
 	fields := []zap.Field{zap.String("outcome", string(out)), zap.Duration("took", took)}
@@ -255,10 +258,10 @@ func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
 }
 
 func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) (outcome, *applied, error) {
-	if meta.NumDelivered >= uint64(w.cfg.MaxDeliver) && meta.NumDelivered > 1 {
+	if w.lastDelivery(meta) {
 		// Delivered this often without an ack: something kills the worker on this message.
 		err := &errs.InvalidInput{Reason: fmt.Sprintf("delivered %d times without being acknowledged (max_deliver %d)", meta.NumDelivered, w.cfg.MaxDeliver)}
-		return w.deadLetter(stop, ctx, msg, meta, "max_deliver", err)
+		return w.deadLetter(stop, ctx, msg, meta, errs.ReasonMaxDeliver, err)
 	}
 	// The payload is hashed for the receipt while the body is framed (32 MiB take ~20 ms).
 	sum := make(chan [sha256.Size]byte, 1)
@@ -314,13 +317,22 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 				err = rerr
 			}
 		}
-		if cause := spent.failed(err); cause != nil {
-			return w.deadLetter(stop, ctx, msg, meta, "", cause)
-		}
-		wait := retry.NextBackOff()
-		if !spent.stalled {
-			w.log.Warn("failure, retrying in place", zap.Uint64("seq", meta.Sequence.Stream), zap.Stringer("class", classify(err)),
-				zap.Duration("in", wait), zap.Error(err))
+		var wait time.Duration
+		if errs.NeedsOperator(err) {
+			// Nothing but an operator gets past it, so the retries only watch for the fix:
+			// at the backoff's cap from the first, not from 100 ms up.
+			wait = w.cfg.RetryMax
+			spent.needsOperator(err, wait)
+		} else {
+			spent.operatorDone("the error that needed an operator is gone")
+			if cause := spent.failed(err); cause != nil {
+				return w.deadLetter(stop, ctx, msg, meta, "", cause)
+			}
+			wait = retry.NextBackOff()
+			if !spent.stalled {
+				w.log.Warn("failure, retrying in place", zap.Uint64("seq", meta.Sequence.Stream), zap.Stringer("class", classify(err)),
+					zap.Duration("in", wait), zap.Error(err))
+			}
 		}
 		select {
 		case <-stop.Done():
@@ -329,6 +341,21 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 		case <-time.After(wait):
 		}
 	}
+}
+
+// lastDelivery reports whether the message is on its last delivery, which the worker
+// dead-letters as max_deliver instead of applying once more.
+func (w *Worker) lastDelivery(meta *jetstream.MsgMetadata) bool {
+	return meta.NumDelivered >= uint64(w.cfg.MaxDeliver) && meta.NumDelivered > 1
+}
+
+// deadLetterReason is the catalogue's dead-letter reason of kind (the kind itself for a kind
+// the catalogue does not dead-letter under a reason, as before there was one).
+func deadLetterReason(kind string) string {
+	if k, ok := errs.Lookup(kind); ok && k.DeadLetter != "" {
+		return k.DeadLetter
+	}
+	return kind
 }
 
 // deadLetter publishes the message to omnigraph.<graph>.dlq.<reason> with the original body and
@@ -340,7 +367,7 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 func (w *Worker) deadLetter(stop, ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, cause error) (outcome, *applied, error) {
 	kind := errs.Kind(cause)
 	if reason == "" {
-		reason = kind
+		reason = deadLetterReason(kind)
 	}
 	l := letter{reason: reason, kind: kind, text: cause.Error(), detail: boundedDetail(errs.Detail(cause)), data: msg.Data(), header: msg.Headers(),
 		stream: meta.Stream, subject: msg.Subject(), seq: meta.Sequence.Stream, deliveries: meta.NumDelivered}

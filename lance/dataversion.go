@@ -39,6 +39,16 @@ func (e *DataVersionError) Error() string {
 	return fmt.Sprintf("lance: %s: declares data file version %s; this build writes data files of version %s only and refuses to mix versions in one table", e.Dataset, declared, e.Files)
 }
 
+// ErrorKind is "data_version": the dataset, not the operation's input, is at fault, and only a
+// build that reads and writes its version (or a rewrite of the table) gets past it. Callers
+// that route errors by a kind string use it.
+func (e *DataVersionError) ErrorKind() string { return "data_version" }
+
+// ErrorDetail names the dataset and both versions for callers that report an error's fields.
+func (e *DataVersionError) ErrorDetail() map[string]any {
+	return map[string]any{"dataset": e.Dataset, "op": e.Op, "declared": e.Declared, "files": e.Files}
+}
+
 // declaredVersion is the data file version m declares. A manifest without data_format is a
 // legacy (0.1) dataset, which this package neither reads nor writes.
 func declaredVersion(m *Manifest) (file.Version, bool) {

@@ -19,6 +19,11 @@ func (e *FormatError) Error() string {
 	return fmt.Sprintf("lance: %s: %s", e.File, e.Reason)
 }
 
+// ErrorKind is "corrupt": a stored Lance file that does not decode is the dataset's fault and
+// no retry of the operation reads it differently. Callers that route errors by a kind string
+// use it.
+func (e *FormatError) ErrorKind() string { return "corrupt" }
+
 // CommitConflictError is returned when the version a staged transaction would create already
 // exists: someone else committed first. Nothing of this transaction became visible.
 type CommitConflictError struct {

@@ -34,6 +34,14 @@ type StampError struct {
 
 func (e *StampError) Error() string { return "__manifest: " + e.Reason }
 
+// ErrorKind is errs.KindManifestStamp: the graph needs an operator, not a retry.
+func (e *StampError) ErrorKind() string { return errs.KindManifestStamp }
+
+// ErrorDetail gives the stamp found ("" when missing) and the refusal.
+func (e *StampError) ErrorDetail() map[string]any {
+	return map[string]any{"found": e.Found, "reason": e.Reason}
+}
+
 func checkStamp(s *schema.Schema) error {
 	raw, ok := s.Metadata[StampKey]
 	if !ok {
@@ -46,7 +54,7 @@ func checkStamp(s *schema.Schema) error {
 	case v < StampVersion:
 		return &StampError{Found: string(raw), Reason: fmt.Sprintf("internal schema version %d is older than %d: rebuild the graph (export, init, load)", v, StampVersion)}
 	case v > StampVersion:
-		return &StampError{Found: string(raw), Reason: fmt.Sprintf("internal schema version %d is newer than %d: upgrade omnigraph", v, StampVersion)}
+		return &StampError{Found: string(raw), Reason: fmt.Sprintf("internal schema version %d is newer than %d: upgrade omnigraph-worker to a build that writes it", v, StampVersion)}
 	}
 	return nil
 }

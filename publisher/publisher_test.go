@@ -16,6 +16,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
@@ -240,10 +241,40 @@ func TestStampRefusals(t *testing.T) {
 		if !errors.As(err, &se) {
 			t.Fatalf("stamp %q: %v", stamp, err)
 		}
-		want := map[string]string{"5": "rebuild", "7": "upgrade", "x": "unreadable", "": "missing"}[stamp]
+		want := map[string]string{"5": "rebuild", "7": "upgrade omnigraph-worker", "x": "unreadable", "": "missing"}[stamp]
 		if !strings.Contains(se.Error(), want) {
 			t.Fatalf("stamp %q: message %q lacks %q", stamp, se.Error(), want)
 		}
+		if errs.Kind(err) != errs.KindManifestStamp || !errs.NeedsOperator(err) {
+			t.Fatalf("stamp %q: kind %q", stamp, errs.Kind(err))
+		}
+	}
+}
+
+// A __manifest whose rows do not fold (here a graph_head row without its metadata) is refused
+// as corrupt, naming the row: the graph needs an operator.
+func TestUnfoldableManifestIsCorrupt(t *testing.T) {
+	ctx := context.Background()
+	root, err := storage.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := schema.FromArrow(ManifestSchema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := rowsRecord([]Row{{ObjectID: "graph_head:main", ObjectType: TypeGraphHead}})
+	defer rec.Release()
+	if _, err := lance.Create(ctx, root.Sub(Dir), s, []arrow.Record{rec}, lance.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(root, "").Snapshot(ctx)
+	var me *ManifestError
+	if !errors.As(err, &me) || me.ObjectID != "graph_head:main" || !strings.Contains(err.Error(), "graph_head without metadata") {
+		t.Fatalf("snapshot of an unfoldable manifest: %v", err)
+	}
+	if errs.Kind(err) != errs.KindCorrupt || !errs.NeedsOperator(err) {
+		t.Fatalf("kind %q", errs.Kind(err))
 	}
 }
 

@@ -163,7 +163,7 @@ func recordRows(rec arrow.Record) ([]Row, []uint64, error) {
 	col := func(name string) (arrow.Array, error) {
 		idx := rec.Schema().FieldIndices(name)
 		if len(idx) == 0 {
-			return nil, fmt.Errorf("publisher: __manifest scan lacks column %q", name)
+			return nil, &ManifestError{Reason: fmt.Sprintf("scan lacks column %q", name)}
 		}
 		return rec.Column(idx[0]), nil
 	}

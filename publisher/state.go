@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/lance"
 )
@@ -158,7 +159,7 @@ func (s *State) apply(rows []Row, addrs []uint64) error {
 			s.addr[r.ObjectID] = lance.RowAddress(addrs[i])
 		}
 		if err := s.applyRow(r); err != nil {
-			return fmt.Errorf("publisher: __manifest row %q: %w", r.ObjectID, err)
+			return &ManifestError{ObjectID: r.ObjectID, Reason: err.Error(), Err: err}
 		}
 	}
 	return s.checkAliases()
@@ -279,9 +280,30 @@ func (s *State) checkAliases() error {
 	seen := map[string]ids.TableIdentity{}
 	for _, t := range s.Tables() {
 		if other, dup := seen[t.TableKey]; dup {
-			return fmt.Errorf("publisher: table key %s is bound to both %s and %s", t.TableKey, other, t.Identity)
+			return &ManifestError{Reason: fmt.Sprintf("table key %s is bound to both %s and %s", t.TableKey, other, t.Identity)}
 		}
 		seen[t.TableKey] = t.Identity
 	}
 	return nil
 }
+
+// ManifestError is a __manifest whose rows do not fold into one graph state: a row that is not
+// canonical or not decodable, a table key bound to two live identities, a column missing. No
+// write of this build makes one, so no retry gets past it.
+type ManifestError struct {
+	ObjectID string // the offending row; "" when no single row is to blame
+	Reason   string
+	Err      error // the decoding error, when there is one
+}
+
+func (e *ManifestError) Error() string {
+	if e.ObjectID != "" {
+		return fmt.Sprintf("publisher: __manifest row %q: %s", e.ObjectID, e.Reason)
+	}
+	return "publisher: __manifest: " + e.Reason
+}
+
+func (e *ManifestError) Unwrap() error { return e.Err }
+
+// ErrorKind is errs.KindCorrupt: the graph needs an operator, not a retry.
+func (e *ManifestError) ErrorKind() string { return errs.KindCorrupt }

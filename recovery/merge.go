@@ -96,7 +96,7 @@ func observeMerge(ctx context.Context, root storage.Store, sc *Sidecar, st *publ
 			}
 		}
 		if e, ok := st.Table(t.pin.TableKey); !ok || e.Identity != t.pin.Identity || e.Version != t.pin.ExpectedVersion {
-			return nil, fmt.Errorf("table %s: the target manifest no longer pins it at %d; refusing to guess", t.pin.TableKey, t.pin.ExpectedVersion)
+			return nil, refuseState(t.pin.TableKey, false, ": the target manifest no longer pins it at %d; refusing to guess", t.pin.ExpectedVersion)
 		}
 		rel, err := t.pin.relPath(rootLoc)
 		if err != nil {
@@ -117,7 +117,7 @@ func observeMerge(ctx context.Context, root storage.Store, sc *Sidecar, st *publ
 		t.created = t.firstTouch()
 		if t.effect.Kind.Kind == RefOnlyFork {
 			if t.head != t.effect.Kind.SourceVersion {
-				return nil, fmt.Errorf("table %s: the ref-only fork moved to %d past its source version %d (foreign commits); refusing", t.pin.TableKey, t.head, t.effect.Kind.SourceVersion)
+				return nil, refuseState(t.pin.TableKey, true, ": the ref-only fork moved to %d past its source version %d (foreign commits); refusing", t.head, t.effect.Kind.SourceVersion)
 			}
 			out = append(out, t)
 			continue
@@ -135,7 +135,7 @@ func observeMerge(ctx context.Context, root storage.Store, sc *Sidecar, st *publ
 func (t *mergeObs) matchChain(ctx context.Context) error {
 	base := t.pin.ExpectedVersion
 	if t.head < base {
-		return fmt.Errorf("table %s: Lance HEAD %d is behind its pin %d (invariant violation); refusing", t.pin.TableKey, t.head, base)
+		return refuseState(t.pin.TableKey, false, ": Lance HEAD %d is behind its pin %d (invariant violation); refusing", t.head, base)
 	}
 	for _, planned := range t.effect.Kind.PlannedTransactions {
 		v := base + uint64(t.prefix) + 1
@@ -165,7 +165,7 @@ func (t *mergeObs) matchChain(ctx context.Context) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("table %s: version %d above the merge's %d planned steps is not this merge's (foreign or non-contiguous); refusing", t.pin.TableKey, top+1, t.prefix)
+	return refuseState(t.pin.TableKey, true, ": version %d above the merge's %d planned steps is not this merge's (foreign or non-contiguous); refusing", top+1, t.prefix)
 }
 
 // rollMergeForward publishes the confirmed delta under the original merge lineage.

@@ -87,13 +87,13 @@ func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar, fence
 	for _, pin := range sc.Tables {
 		e, ok := st.Table(pin.TableKey)
 		if !ok || e.Identity != pin.Identity {
-			return o, fmt.Errorf("table %s (%s) is no longer registered on main", pin.TableKey, pin.Identity)
+			return o, refuseState(pin.TableKey, false, " (%s) is no longer registered on main", pin.Identity)
 		}
 		if e.Version >= pin.PostCommitPin {
 			continue
 		}
 		if e.Version != pin.ExpectedVersion {
-			return o, fmt.Errorf("table %s: manifest pointer %d is behind the intent's expected version %d; refusing", pin.TableKey, e.Version, pin.ExpectedVersion)
+			return o, refuseState(pin.TableKey, false, ": manifest pointer %d is behind the intent's expected version %d; refusing", e.Version, pin.ExpectedVersion)
 		}
 		rel, err := pin.relPath(rootLoc)
 		if err != nil {
@@ -112,16 +112,16 @@ func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar, fence
 				return o, err
 			}
 			if txn.Op.Kind != lance.OpRewrite || txn.ReadVersion != pin.ExpectedVersion {
-				return o, fmt.Errorf("table %s: version %d is a %s read from %d, not this intent's Rewrite of %d; refusing", pin.TableKey, head, txn.Op.Kind, txn.ReadVersion, pin.ExpectedVersion)
+				return o, refuseState(pin.TableKey, true, ": version %d is a %s read from %d, not this intent's Rewrite of %d; refusing", head, txn.Op.Kind, txn.ReadVersion, pin.ExpectedVersion)
 			}
 			req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: pin.Identity, TableKey: pin.TableKey, Version: head,
 				RowCount: ds.CountRows(), Meta: publisher.VersionMetadata(ds)})
 			req.Expected[pin.Identity] = publisher.Expectation{TableKey: pin.TableKey, Version: pin.ExpectedVersion}
 			o.Tables = append(o.Tables, TableOutcome{TableKey: pin.TableKey, FromVersion: pin.ExpectedVersion, ToVersion: head})
 		case head < pin.ExpectedVersion:
-			return o, fmt.Errorf("table %s: Lance HEAD %d is behind its manifest pin %d (invariant violation); refusing", pin.TableKey, head, pin.ExpectedVersion)
+			return o, refuseState(pin.TableKey, false, ": Lance HEAD %d is behind its manifest pin %d (invariant violation); refusing", head, pin.ExpectedVersion)
 		default:
-			return o, fmt.Errorf("table %s moved from %d to %d past this intent's single Rewrite; refusing", pin.TableKey, pin.ExpectedVersion, head)
+			return o, refuseState(pin.TableKey, true, " moved from %d to %d past this intent's single Rewrite; refusing", pin.ExpectedVersion, head)
 		}
 	}
 	if len(req.Updates) == 0 {

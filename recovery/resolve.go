@@ -149,7 +149,7 @@ func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode
 	allForward := true
 	for _, t := range obs {
 		if t.class == InvariantViolation {
-			return o, fmt.Errorf("table %s: Lance HEAD %d is behind its manifest pin %d (invariant violation); refusing", t.pin.TableKey, t.head, t.pinned)
+			return o, refuseState(t.pin.TableKey, false, ": Lance HEAD %d is behind its manifest pin %d (invariant violation); refusing", t.head, t.pinned)
 		}
 		owned = owned || t.ownAt != 0
 		allForward = allForward && t.class == RolledPastExpected
@@ -412,9 +412,9 @@ func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publish
 		}
 		switch {
 		case t.ownAt == 0:
-			return Outcome{}, fmt.Errorf("table %s moved from %d to %d without this intent's transaction (foreign effect); refusing to restore through it", t.pin.TableKey, t.pinned, t.head)
+			return Outcome{}, refuseState(t.pin.TableKey, true, " moved from %d to %d without this intent's transaction (foreign effect); refusing to restore through it", t.pinned, t.head)
 		case t.ownAt != t.head && !t.restored:
-			return Outcome{}, fmt.Errorf("table %s: this intent's effect at version %d is buried under HEAD %d; refusing to restore through it", t.pin.TableKey, t.ownAt, t.head)
+			return Outcome{}, refuseState(t.pin.TableKey, true, ": this intent's effect at version %d is buried under HEAD %d; refusing to restore through it", t.ownAt, t.head)
 		}
 		from := t.head
 		if t.restored {

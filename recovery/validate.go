@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 )
 
@@ -42,6 +43,21 @@ type SidecarError struct {
 
 func (e *SidecarError) Error() string {
 	return "recovery sidecar " + strconv.Quote(e.File) + ": " + e.Reason
+}
+
+// ErrorKind routes a refused sidecar: one written by another generation of the format is
+// errs.KindDataVersion, every other refusal errs.KindCorrupt. Either way the graph needs an
+// operator and the sidecar stays where it is.
+func (e *SidecarError) ErrorKind() string {
+	if e.Kind == KindFutureVersion || e.Kind == KindPreIdentity {
+		return errs.KindDataVersion
+	}
+	return errs.KindCorrupt
+}
+
+// ErrorDetail names the sidecar and what is wrong with it.
+func (e *SidecarError) ErrorDetail() map[string]any {
+	return map[string]any{"file": e.File, "refusal": string(e.Kind), "reason": e.Reason}
 }
 
 func refuse(file string, kind ErrorKind, format string, args ...any) *SidecarError {

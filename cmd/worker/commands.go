@@ -31,25 +31,8 @@ import (
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
-func kindExit(err error) int {
-	switch errs.Kind(err) {
-	case errs.KindInvalid:
-		return exitInvalid
-	case errs.KindKeyConflict:
-		return exitKeyConflict
-	case errs.KindResourceLimit:
-		return exitResourceLimit
-	case errs.KindRecoveryRequired:
-		return exitRecoveryRequired
-	case errs.KindReadSetChanged, errs.KindPublishedDatasetVersionMismatch:
-		return exitConflict
-	case errs.KindBranchMissing:
-		return exitBranchMissing
-	case errs.KindMergeConflict:
-		return exitMergeConflict
-	}
-	return exitInternal
-}
+// kindExit is the catalogue's exit code of err's kind (exitInternal for an error of no kind).
+func kindExit(err error) int { return errs.ExitCode(err) }
 
 func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -499,6 +482,7 @@ func cmdRecover(ctx context.Context, args []string) error {
 	fs := newFlags("recover")
 	root := fs.String("root", "", "graph root URI")
 	list := fs.Bool("list", false, "only list pending recovery sidecars; change nothing")
+	restoreDrift := fs.Bool("restore-drift", false, "then restore every table a writer outside a graph commit moved (table_drift) to its published version, and publish it")
 	force := forceFlag(fs)
 	settings := bindSettings(fs, config.RootSettings)
 	if err := parse(fs, args); err != nil {
@@ -566,6 +550,17 @@ func cmdRecover(ctx context.Context, args []string) error {
 	}
 	if err == nil && len(out) == 0 {
 		fmt.Println("no pending recovery sidecars")
+	}
+	if err != nil || !*restoreDrift {
+		return err
+	}
+	restored, err := g.RestoreDrift(ctx)
+	for _, r := range restored {
+		fmt.Printf("restored %s on %s: Lance HEAD %d back to published version %d (as version %d, commit %s)\n",
+			r.TableKey, r.Branch, r.Head, r.Published, r.Restored, r.GraphCommitID)
+	}
+	if err == nil && len(restored) == 0 {
+		fmt.Println("no drifted tables")
 	}
 	return err
 }

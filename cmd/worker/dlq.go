@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/config"
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 )
 
@@ -21,7 +23,7 @@ func cmdDLQ(ctx context.Context, args []string) error {
 	}
 	fs := newFlags("dlq " + args[0])
 	settings := bindSettings(fs, config.NATSSettings).Require("graph")
-	reason := fs.String("reason", "", "only dead letters of this reason (key_conflict, resource_limit, invalid, branch_missing, merge_conflict, msg_id_reused, storage_refused, retry_exhausted, max_deliver)")
+	reason := fs.String("reason", "", "only dead letters of this reason ("+strings.Join(errs.DeadLetterReasons(), ", ")+")")
 	asJSON := fs.Bool("json", false, "print JSON (list)")
 	seqRange := fs.String("seq", "", "replay only dead-letter sequences A-B (or one sequence)")
 	mode := fs.String("mode", "", "replay with this Omnigraph-Mode (e.g. merge)")
@@ -34,6 +36,9 @@ func cmdDLQ(ctx context.Context, args []string) error {
 	}
 	c, err := loadSettings(settings)
 	if err != nil {
+		return err
+	}
+	if err := checkReason(*reason); err != nil {
 		return err
 	}
 	nc, js, err := connectJetStream(c, "omnigraph-worker dlq")
@@ -113,4 +118,13 @@ func cmdDLQ(ctx context.Context, args []string) error {
 		return err
 	}
 	return &usageError{msg: "dlq subcommands: list, show, replay"}
+}
+
+// checkReason refuses a --reason no dead letter can have, which would otherwise list or replay
+// nothing without a word.
+func checkReason(reason string) error {
+	if reason == "" || slices.Contains(errs.DeadLetterReasons(), reason) {
+		return nil
+	}
+	return &usageError{msg: fmt.Sprintf("--reason %q is not a dead-letter reason (%s)", reason, strings.Join(errs.DeadLetterReasons(), ", "))}
 }

@@ -11,20 +11,15 @@ import (
 	"syscall"
 
 	"github.com/omnigraph/omnigraph-worker/config"
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
 )
 
-// Exit codes: distinct per error kind, so scripts can route failures without parsing text.
+// Exit codes: one per error kind (graph/errs's catalogue gives each kind its code; the kinds
+// that need an operator share one), so scripts can route failures without parsing text.
 const (
-	exitOK               = 0
-	exitInternal         = 1
-	exitUsage            = 2
-	exitInvalid          = 3
-	exitKeyConflict      = 4
-	exitResourceLimit    = 5
-	exitRecoveryRequired = 6
-	exitConflict         = 7
-	exitBranchMissing    = 8
-	exitMergeConflict    = 9
+	exitOK       = errs.ExitOK
+	exitInternal = errs.ExitInternal
+	exitUsage    = errs.ExitUsage
 )
 
 // getenv is the process environment as the commands see it: they pass it to config, the one
@@ -46,7 +41,7 @@ var commands = []command{
 	{"merge", "merge --source S [--target T] [--delete-source] into one commit (--root), or publish the request (--graph)", cmdMerge},
 	{"optimize", "compact main's tables (fragment runs; --all for everything Lance would) in one commit", cmdOptimize},
 	{"cleanup", "remove old versions and the files only they name (--keep N [--older-than 7d]; a preview unless --confirm)", cmdCleanup},
-	{"recover", "resolve pending recovery sidecars (--list to only show them)", cmdRecover},
+	{"recover", "resolve pending recovery sidecars (--list to only show them; --restore-drift also puts drifted tables back)", cmdRecover},
 	{"dlq", "dead letters: list [--reason R] [--json], show SEQ, replay [--reason R] [--seq A-B] [--mode M] [--branch B --from BASE] [--split] [--dry-run]", cmdDLQ},
 	{"publish", "publish a graph batch to a graph's ingest subject (a producer for scripts)", cmdPublish},
 	{"run", "consume graph batches from NATS JetStream", cmdRun},

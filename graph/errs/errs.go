@@ -6,7 +6,10 @@
 // Every type is returned as a pointer (*KeyConflict, …) and found with errors.As through
 // any amount of fmt.Errorf("…: %w") wrapping.
 //
-// Kind, Detail and Permanent read the first typed error in the chain (errors.As order).
+// Kind, Detail and Permanent read the first typed error in the chain (errors.As order); types
+// of other packages declare their kind through Classified. What each kind means for the worker
+// and the CLI (permanence, operator, exit code, dead-letter reason) is the catalogue's
+// (catalogue.go): the one list docs, help and routing derive from.
 package errs
 
 import (
@@ -16,8 +19,8 @@ import (
 	"strings"
 )
 
-// Stable kinds returned by Kind. The dead-letter subject suffix uses them
-// (docs/omnigraph-format.md §3: key_conflict, resource_limit, invalid, branch_missing, …).
+// Stable kinds returned by Kind for this package's types. The dead-letter subject suffix uses
+// them (docs/omnigraph-format.md §3: key_conflict, resource_limit, invalid, branch_missing, …).
 const (
 	KindKeyConflict                     = "key_conflict"
 	KindResourceLimit                   = "resource_limit"
@@ -30,8 +33,8 @@ const (
 	KindMsgIDReused                     = "msg_id_reused"
 	KindStorageRefused                  = "storage_refused"
 	KindRetryExhausted                  = "retry_exhausted"
-	// KindUnknown is the kind of a non-nil error that carries none of this package's types
-	// (storage, network, context, …). The worker treats it as transient.
+	// KindUnknown is the kind of a non-nil error that carries no kind (storage, network,
+	// context, …).
 	KindUnknown = "unknown"
 )
 
@@ -40,7 +43,6 @@ const (
 type typed interface {
 	error
 	kind() string
-	permanent() bool
 	detail() map[string]any
 }
 
@@ -54,8 +56,7 @@ type KeyConflict struct {
 // Error is the reference display: "node type 'X' already has this id".
 func (e *KeyConflict) Error() string { return typeSubject(e.TypeKey) + " already has this id" }
 
-func (e *KeyConflict) kind() string    { return KindKeyConflict }
-func (e *KeyConflict) permanent() bool { return true }
+func (e *KeyConflict) kind() string { return KindKeyConflict }
 func (e *KeyConflict) detail() map[string]any {
 	d := map[string]any{"type_key": e.TypeKey}
 	if e.EntityID != nil {
@@ -77,8 +78,7 @@ func (e *ResourceLimitExceeded) Error() string {
 	return fmt.Sprintf("resource limit exceeded for %s: actual %d, limit %d", e.Resource, e.Actual, e.Limit)
 }
 
-func (e *ResourceLimitExceeded) kind() string    { return KindResourceLimit }
-func (e *ResourceLimitExceeded) permanent() bool { return true }
+func (e *ResourceLimitExceeded) kind() string { return KindResourceLimit }
 func (e *ResourceLimitExceeded) detail() map[string]any {
 	return map[string]any{"resource": e.Resource, "limit": e.Limit, "actual": e.Actual}
 }
@@ -117,8 +117,7 @@ func (e *MergeConflicts) Error() string {
 	return b.String()
 }
 
-func (e *MergeConflicts) kind() string    { return KindMergeConflict }
-func (e *MergeConflicts) permanent() bool { return true }
+func (e *MergeConflicts) kind() string { return KindMergeConflict }
 func (e *MergeConflicts) detail() map[string]any {
 	return map[string]any{"source": e.Source, "target": e.Target, "merge_conflicts": e.Conflicts}
 }
@@ -134,8 +133,7 @@ func (e *RecoveryRequired) Error() string {
 	return "recovery required for operation " + e.OperationID + ": " + e.Reason
 }
 
-func (e *RecoveryRequired) kind() string    { return KindRecoveryRequired }
-func (e *RecoveryRequired) permanent() bool { return false }
+func (e *RecoveryRequired) kind() string { return KindRecoveryRequired }
 func (e *RecoveryRequired) detail() map[string]any {
 	return map[string]any{"operation_id": e.OperationID, "reason": e.Reason}
 }
@@ -153,8 +151,7 @@ func (e *ReadSetChanged) Error() string {
 		e.Member, orAbsent(e.Expected), orAbsent(e.Actual))
 }
 
-func (e *ReadSetChanged) kind() string    { return KindReadSetChanged }
-func (e *ReadSetChanged) permanent() bool { return false }
+func (e *ReadSetChanged) kind() string { return KindReadSetChanged }
 func (e *ReadSetChanged) detail() map[string]any {
 	return map[string]any{"member": e.Member, "expected": ptrValue(e.Expected), "actual": ptrValue(e.Actual)}
 }
@@ -172,8 +169,7 @@ func (e *PublishedDatasetVersionMismatch) Error() string {
 		datasetSubject(e.TypeKey), e.ExpectedPublishedDatasetVersion, e.ActualPublishedDatasetVersion)
 }
 
-func (e *PublishedDatasetVersionMismatch) kind() string    { return KindPublishedDatasetVersionMismatch }
-func (e *PublishedDatasetVersionMismatch) permanent() bool { return false }
+func (e *PublishedDatasetVersionMismatch) kind() string { return KindPublishedDatasetVersionMismatch }
 func (e *PublishedDatasetVersionMismatch) detail() map[string]any {
 	return map[string]any{
 		"type_key":                           e.TypeKey,
@@ -189,8 +185,7 @@ type BranchNotFound struct {
 
 func (e *BranchNotFound) Error() string { return "branch '" + e.Branch + "' not found" }
 
-func (e *BranchNotFound) kind() string    { return KindBranchMissing }
-func (e *BranchNotFound) permanent() bool { return true }
+func (e *BranchNotFound) kind() string { return KindBranchMissing }
 func (e *BranchNotFound) detail() map[string]any {
 	return map[string]any{"branch": e.Branch}
 }
@@ -211,8 +206,7 @@ func (e *MsgIDReused) Error() string {
 		e.MsgID, e.GraphCommitID, e.AppliedPayloadSHA256, e.PayloadSHA256)
 }
 
-func (e *MsgIDReused) kind() string    { return KindMsgIDReused }
-func (e *MsgIDReused) permanent() bool { return true }
+func (e *MsgIDReused) kind() string { return KindMsgIDReused }
 func (e *MsgIDReused) detail() map[string]any {
 	return map[string]any{"msg_id": e.MsgID, "payload_sha256": e.PayloadSHA256, "applied_payload_sha256": e.AppliedPayloadSHA256,
 		"graph_commit_id": e.GraphCommitID}
@@ -231,9 +225,8 @@ type StorageRefused struct {
 func (e *StorageRefused) Error() string {
 	return "storage refused " + e.Op + " of '" + e.Key + "': " + e.Reason
 }
-func (e *StorageRefused) Unwrap() error   { return e.Cause }
-func (e *StorageRefused) kind() string    { return KindStorageRefused }
-func (e *StorageRefused) permanent() bool { return true }
+func (e *StorageRefused) Unwrap() error { return e.Cause }
+func (e *StorageRefused) kind() string  { return KindStorageRefused }
 func (e *StorageRefused) detail() map[string]any {
 	return map[string]any{"op": e.Op, "key": e.Key, "reason": e.Reason}
 }
@@ -252,8 +245,7 @@ func (e *RetryExhausted) Error() string {
 	return fmt.Sprintf("retry budget %s spent: %d attempts over %s, last: %s", e.Budget, e.Attempts, e.FailingFor, e.Last)
 }
 
-func (e *RetryExhausted) kind() string    { return KindRetryExhausted }
-func (e *RetryExhausted) permanent() bool { return true }
+func (e *RetryExhausted) kind() string { return KindRetryExhausted }
 func (e *RetryExhausted) detail() map[string]any {
 	return map[string]any{"retry_budget": e.Budget, "failing_for": e.FailingFor, "attempts": e.Attempts, "last_error": e.Last}
 }
@@ -287,8 +279,7 @@ func (e *InvalidInput) Error() string {
 	return b.String()
 }
 
-func (e *InvalidInput) kind() string    { return KindInvalid }
-func (e *InvalidInput) permanent() bool { return true }
+func (e *InvalidInput) kind() string { return KindInvalid }
 func (e *InvalidInput) detail() map[string]any {
 	return map[string]any{"line": e.Line, "field": e.Field, "reason": e.Reason}
 }
@@ -303,8 +294,8 @@ type LineError struct {
 func (e *LineError) Error() string { return "line " + strconv.Itoa(e.Line) + ": " + e.Err.Error() }
 func (e *LineError) Unwrap() error { return e.Err }
 
-// Kind returns the routing kind of err's first typed error: "" for nil, KindUnknown for an
-// error chain without one.
+// Kind returns the routing kind of err: its first typed error of this package, else its first
+// Classified error of another package; "" for nil, KindUnknown for an error chain with neither.
 func Kind(err error) string {
 	if err == nil {
 		return ""
@@ -313,27 +304,34 @@ func Kind(err error) string {
 	if errors.As(err, &t) {
 		return t.kind()
 	}
+	if _, k, ok := classified(err); ok {
+		return k
+	}
 	return KindUnknown
 }
 
-// Detail returns the fields of err's first typed error as JSON-able values keyed by their
+// Detail returns the fields of the error Kind reads as JSON-able values keyed by their
 // snake_case names (uint64 stays uint64, absent optionals are nil or left out as the HTTP
-// surface does); nil when err has no typed error.
+// surface does); nil when err has no typed error, or its Classified error no ErrorDetail.
 func Detail(err error) map[string]any {
+	if err == nil {
+		return nil
+	}
 	var t typed
-	if err != nil && errors.As(err, &t) {
+	if errors.As(err, &t) {
 		return t.detail()
+	}
+	if c, _, ok := classified(err); ok {
+		if d, ok := c.(Detailed); ok {
+			return d.ErrorDetail()
+		}
 	}
 	return nil
 }
 
-// Permanent reports whether retrying the same input can never succeed: KeyConflict,
-// ResourceLimitExceeded, MergeConflicts, MsgIDReused, InvalidInput and BranchNotFound. Everything else (including untyped
-// errors) may succeed on a later attempt.
-func Permanent(err error) bool {
-	var t typed
-	return err != nil && errors.As(err, &t) && t.permanent()
-}
+// Permanent reports whether retrying the same input can never succeed, as the catalogue says
+// for err's kind. Untyped errors, and errors that need an operator, may succeed later.
+func Permanent(err error) bool { return err != nil && byKind[Kind(err)].Permanent }
 
 // typeSubject renders a type key the way the reference does: "node type 'X'",
 // "edge type 'X'", otherwise "dataset 'K'".

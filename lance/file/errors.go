@@ -31,6 +31,17 @@ func (e *FormatError) Error() string {
 
 func (e *FormatError) Unwrap() error { return e.Err }
 
+// ErrorKind is "data_version" when the file is of a version this package does not read (the
+// routable cause), otherwise "corrupt": the bytes are the file's fault and no retry reads them
+// differently. Callers that route errors by a kind string use it.
+func (e *FormatError) ErrorKind() string {
+	var uv *UnsupportedVersionError
+	if errors.As(e.Err, &uv) {
+		return uv.ErrorKind()
+	}
+	return "corrupt"
+}
+
 // decodeError is what the page decoders return: they know what is wrong but not which file or
 // page they are looking at. The reader turns it into a FormatError with the page's location.
 type decodeError struct{ reason string }

@@ -73,6 +73,10 @@ func (e *UnsupportedVersionError) Error() string {
 	return fmt.Sprintf("lance file version %s: this build cannot %s it (it %ss %s)", e.Version, e.Op, e.Op, Versions(ok))
 }
 
+// ErrorKind is "data_version": another build (or none yet) reads or writes this version.
+// Callers that route errors by a kind string use it.
+func (e *UnsupportedVersionError) ErrorKind() string { return "data_version" }
+
 // Known are the versions this package knows by name, oldest first.
 var Known = []Version{V2_0, V2_1, V2_2}
 
