@@ -69,3 +69,39 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A Run that ends because the lease was lost (its context still alive, the service about to
+// stand by and perhaps run again) leaves nothing of it running either: the pending-count
+// poller and the advisory watcher end with Run, not with the service's context.
+func TestLostLeaseRunLeavesNoGoroutines(t *testing.T) {
+	ctx := context.Background()
+	var lease *Lease
+	h := start(t, func(w *Worker) {
+		var err error
+		if lease, err = AcquireLease(ctx, w.js, "demo", "goroutines", 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		w.UseLease(lease)
+		w.UseMetrics(NewMetrics())
+	})
+	h.publish(batch, nil)
+	h.event()
+	lease.markLost()
+	err := <-h.done
+	h.done <- err
+	if err != ErrLeaseLost {
+		t.Fatalf("run: %v, want ErrLeaseLost", err)
+	}
+	_ = lease.Release(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := ownGoroutines()
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines still running after Run returned ErrLeaseLost:\n\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

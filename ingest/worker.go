@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -128,18 +129,21 @@ func (w *Worker) Run(ctx context.Context) error {
 		lost = w.lease.Lost()
 	}
 	w.log.Info("consuming", zap.String("subject", w.cfg.IngestSubject()), zap.String("merge_subject", w.cfg.MergeSubject()), zap.String("stream", w.cfg.Stream))
+	// The watchers end with this Run, whatever ends it (a lost lease leaves ctx alive), and
+	// Run returns only after they did: a Run that follows never shares the worker with them.
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go func() {
+	var watchers sync.WaitGroup
+	defer func() { stopWatch(); watchers.Wait() }()
+	watchers.Go(func() {
 		if err := w.WatchMaxDeliveries(watchCtx); err != nil {
 			w.log.Warn("max-deliver advisories not watched", zap.Error(err))
 		}
-	}()
+	})
 	if w.metrics != nil {
 		w.metrics.SetReady(true)
 		w.metrics.SetLease(w.lease != nil)
 		defer w.metrics.SetReady(false)
-		go w.watchPending(ctx)
+		watchers.Go(func() { w.watchPending(watchCtx) })
 	}
 	for {
 		err := w.consume(ctx, lost)
