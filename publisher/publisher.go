@@ -132,7 +132,7 @@ func (p *Publisher) Snapshot(ctx context.Context) (*State, error) {
 		}
 		return nil, err
 	}
-	st, err := p.scan(ctx, ds)
+	st, err := p.load(ctx, ds)
 	if err != nil {
 		return nil, err
 	}
@@ -146,21 +146,33 @@ func (p *Publisher) SnapshotAt(ctx context.Context, version uint64) (*State, err
 	if err != nil {
 		return nil, err
 	}
-	return p.scan(ctx, ds)
+	return p.load(ctx, ds)
 }
 
 // Dataset is the __manifest version the current snapshot was read from.
 func (p *Publisher) Dataset() *lance.Dataset { return p.ds }
 
-func (p *Publisher) scan(ctx context.Context, ds *lance.Dataset) (*State, error) {
+// load builds the state of ds: from a checkpoint and the rows after it when one checks out,
+// else by folding every row.
+func (p *Publisher) load(ctx context.Context, ds *lance.Dataset) (*State, error) {
 	if err := checkStamp(ds.Schema()); err != nil {
 		return nil, err
 	}
-	cols := []string{"object_id", "object_type", "location", "metadata", "table_key", "stable_table_id",
-		"table_incarnation_id", "table_version", "table_branch", "row_count"}
+	st, status, err := p.fromCheckpoint(ctx, ds)
+	if err != nil || st != nil {
+		return st, err
+	}
+	if st, err = p.scan(ctx, ds); err != nil {
+		return nil, err
+	}
+	st.CheckpointStatus = "full scan: " + status
+	return st, nil
+}
+
+func (p *Publisher) scan(ctx context.Context, ds *lance.Dataset) (*State, error) {
 	st := newState(p.branch)
-	st.ManifestVersion = ds.Version()
-	err := ds.Each(ctx, lance.ScanOptions{Columns: cols, WithRowAddress: true}, func(rec arrow.Record) error {
+	st.ManifestVersion, st.ds = ds.Version(), ds
+	err := ds.Each(ctx, lance.ScanOptions{Columns: manifestColumns, WithRowAddress: true}, func(rec arrow.Record) error {
 		rows, addrs, err := recordRows(rec)
 		if err != nil {
 			return err
@@ -231,6 +243,7 @@ type Result struct {
 	ManifestVersion uint64
 	CommitID        string
 	ParentCommitID  string
+	Commit          Commit // the graph_commit row written (with a lineage)
 	State           *State
 }
 
@@ -386,12 +399,17 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 		p.ds, p.state = nil, nil
 		return nil, err
 	}
-	st.ManifestVersion = newVersion
+	st.ManifestVersion, st.ds = newVersion, ds
 	p.ds = ds
 	p.compact(ctx)
+	p.maybeCheckpoint(ctx)
 	res := &Result{ManifestVersion: newVersion, State: st}
 	if req.Lineage != nil {
 		res.CommitID = req.Lineage.CommitID
+		res.Commit = Commit{ID: res.CommitID, ManifestVersion: newVersion}
+		if h := st.lineageHead; h != nil && h.ID == res.CommitID {
+			res.Commit = *h
+		}
 		if parent != nil {
 			res.ParentCommitID = parent.ID
 		}
@@ -439,7 +457,7 @@ func (p *Publisher) compact(ctx context.Context) {
 			return
 		}
 		p.ds = ds
-		p.state.ManifestVersion = ds.Version()
+		p.state.ManifestVersion, p.state.ds = ds.Version(), ds
 	}
 }
 
@@ -459,24 +477,6 @@ func (p *Publisher) readdress(ctx context.Context, ds *lance.Dataset, ids []uint
 		}
 		return nil
 	})
-}
-
-// lookupRow finds the row of an object id by scanning the manifest's ids: the slow path for a
-// row written again whose address the state does not keep (never, in this writer's own use).
-func lookupRow(ctx context.Context, ds *lance.Dataset, objectID string) (lance.RowAddress, bool, error) {
-	var at lance.RowAddress
-	found := false
-	err := ds.Each(ctx, lance.ScanOptions{Columns: []string{"object_id"}, WithRowAddress: true}, func(rec arrow.Record) error {
-		oid := rec.Column(0).(*array.String)
-		addr := rec.Column(1).(*array.Uint64)
-		for i := 0; i < oid.Len(); i++ {
-			if oid.Value(i) == objectID {
-				at, found = lance.RowAddress(addr.Value(i)), true
-			}
-		}
-		return nil
-	})
-	return at, found, err
 }
 
 // pendingRows builds the rows of one attempt: registrations, table versions, lineage, receipt.
@@ -518,11 +518,17 @@ func (p *Publisher) pendingRows(st *State, req *Request, newVersion uint64) ([]R
 		rows = append(rows, versionRow(u))
 	}
 	if l := req.Lineage; l != nil {
-		parent := ""
+		parent, lin := "", *l
 		if h := st.lineageHead; h != nil {
 			parent = h.ID
+			// A commit is never older than its parent: lineage walks stop at the first common
+			// ancestor in created_at order (engine merge), which needs that even across a
+			// writer whose clock is behind the last one's.
+			if lin.CreatedAt <= h.Meta.CreatedAt {
+				lin.CreatedAt = h.Meta.CreatedAt + 1
+			}
 		}
-		rows = append(rows, lineageRows(p.branch, *l, parent, newVersion)...)
+		rows = append(rows, lineageRows(p.branch, lin, parent, newVersion)...)
 		if rc := req.Receipt; rc != nil {
 			r := *rc
 			r.GraphCommitID = l.CommitID
