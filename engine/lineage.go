@@ -16,6 +16,11 @@ type lineage struct {
 	states []*publisher.State
 }
 
+// commits is where a walk reads commits: get returns ok=false for an id without a row.
+type commits interface {
+	get(id string, below uint64) (publisher.Commit, bool, error)
+}
+
 func (l *lineage) get(id string, below uint64) (publisher.Commit, bool, error) {
 	for _, s := range l.states {
 		c, ok, err := s.Commit(l.ctx, id, below)
@@ -83,10 +88,13 @@ var errNotMonotonic = fmt.Errorf("engine: created_at does not increase along a p
 // along every parent edge, a commit comes off the queue only after all its descendants, so its
 // marks are complete and the first one marked twice is exactly the newest common ancestor:
 // the walk visits the commits since the fork, not the history. Every commit this build writes
-// is newer than its parents (the publisher and the merge make sure); a walk that meets an edge
-// where that fails (a graph another writer made under a clock that went back) falls back to
-// the exhaustive walk over both ancestries.
-func relate(l *lineage, tHead, sHead string) (relation, error) {
+// is newer than its parents (the publisher and the merge make sure), and wall clocks give the
+// same for other writers. A walk that meets an edge where it fails (a writer whose clock went
+// back), among the commits it visits or at the base's own parents, falls back to the
+// exhaustive walk over both ancestries. A skewed edge further back, below a commit older than
+// the base, stays unseen; the base returned is then still a common ancestor of both heads,
+// though it may differ from the one the exhaustive walk picks by created_at alone.
+func relate(l commits, tHead, sHead string) (relation, error) {
 	r, err := relateOrdered(l, tHead, sHead)
 	if err == errNotMonotonic {
 		return relateExhaustive(l, tHead, sHead)
@@ -94,7 +102,7 @@ func relate(l *lineage, tHead, sHead string) (relation, error) {
 	return r, err
 }
 
-func (l *lineage) head(id string) (publisher.Commit, error) {
+func head(l commits, id string) (publisher.Commit, error) {
 	c, ok, err := l.get(id, 0)
 	if err == nil && !ok {
 		err = fmt.Errorf("merge: head commit %q has no graph_commit row", id)
@@ -102,15 +110,15 @@ func (l *lineage) head(id string) (publisher.Commit, error) {
 	return c, err
 }
 
-func relateOrdered(l *lineage, tHead, sHead string) (relation, error) {
+func relateOrdered(l commits, tHead, sHead string) (relation, error) {
 	if tHead == "" || sHead == "" {
 		return relation{}, &noCommonAncestor{tHead, sHead}
 	}
-	t, err := l.head(tHead)
+	t, err := head(l, tHead)
 	if err != nil {
 		return relation{}, err
 	}
-	s, err := l.head(sHead)
+	s, err := head(l, sHead)
 	if err != nil {
 		return relation{}, err
 	}
@@ -131,6 +139,15 @@ func relateOrdered(l *lineage, tHead, sHead string) (relation, error) {
 		it := heap.Pop(q).(*walkItem)
 		delete(queued, it.c.ID)
 		if it.flags == fromTarget|fromSource {
+			// The base's own parents must be older: a skewed clock right at the base is the
+			// one a stop here would otherwise never see.
+			for _, pid := range []string{it.c.Meta.ParentCommitID, it.c.Meta.MergedParentCommitID} {
+				if p, ok, err := l.get(pid, 0); err != nil {
+					return relation{}, err
+				} else if ok && !newer(&it.c, &p) {
+					return relation{}, errNotMonotonic
+				}
+			}
 			switch it.c.ID {
 			case sHead:
 				return relation{outcome: OutcomeAlreadyUpToDate, source: s}, nil
@@ -165,7 +182,7 @@ func relateOrdered(l *lineage, tHead, sHead string) (relation, error) {
 
 // ancestry is every commit reachable from head through parents and merged parents (a merged
 // parent whose row lives only on a deleted branch ends its path).
-func ancestry(l *lineage, head string) (map[string]bool, error) {
+func ancestry(l commits, head string) (map[string]bool, error) {
 	seen := map[string]bool{}
 	stack := []string{head}
 	for len(stack) > 0 {
@@ -186,8 +203,8 @@ func ancestry(l *lineage, head string) (map[string]bool, error) {
 	return seen, nil
 }
 
-func relateExhaustive(l *lineage, tHead, sHead string) (relation, error) {
-	s, err := l.head(sHead)
+func relateExhaustive(l commits, tHead, sHead string) (relation, error) {
+	s, err := head(l, sHead)
 	if err != nil {
 		return relation{}, err
 	}
@@ -203,7 +220,7 @@ func relateExhaustive(l *lineage, tHead, sHead string) (relation, error) {
 		return relation{}, err
 	}
 	if ancS[tHead] {
-		t, err := l.head(tHead)
+		t, err := head(l, tHead)
 		return relation{outcome: OutcomeFastForward, base: t, source: s}, err
 	}
 	var best *publisher.Commit

@@ -34,8 +34,11 @@ import (
 // the rows of the fragments above the checkpoint's highest id. A compaction's fragment holds
 // rows the checkpoint already folded; folding is idempotent for them (heads and registrations
 // are the live row, versions and tombstones take maxima, the key filters and caches are sets).
-// Anything else (a Lance restore of __manifest, a branch deleted and made again, a file from
-// another graph) breaks one of the checks in validate, and the state is scanned whole.
+// A branch deleted and made again, a checkpoint from another graph, a fragment id taken twice,
+// deletions undone, or a head or registration row gone without a replacement (what a Lance
+// restore of __manifest leaves) fail the checks in validate and loadCheckpoint, and the state
+// is scanned whole. A restore followed by further publishes can pass them: whoever restores
+// __manifest by hand must delete the branch's checkpoints too (docs/manifest-checkpoint.md).
 
 // CheckpointDir is where a branch's checkpoints live, under its Lance directory in __manifest
 // (tree/<branch>/ for a branch), so that deleting the branch or the graph takes them along.
@@ -57,8 +60,16 @@ var checkpointMagic = []byte("OMNIGRAPH-CKPT\n\x00")
 const recentCommitsKept = 4096
 
 type ckptFragment struct {
-	ID   uint64 `json:"id"`
-	Path string `json:"path"`
+	ID      uint64 `json:"id"`
+	Path    string `json:"path"`
+	Deleted uint64 `json:"deleted_rows"`
+}
+
+func deletedRows(f *lance.Fragment) uint64 {
+	if f.Deletion == nil {
+		return 0
+	}
+	return f.Deletion.NumDeletedRows
 }
 
 type ckptRegistration struct {
@@ -152,7 +163,8 @@ func encodeCheckpoint(s *State, ident lance.BranchIdentifier) ([]byte, error) {
 	h := checkpointHeader{Format: checkpointFormat, Branch: s.Branch, BranchIdentifier: ident, ManifestVersion: s.ManifestVersion,
 		MaxFragmentID: maxFragmentID(m), Heads: s.Heads, Addresses: map[string]uint64{}}
 	for i := range m.Fragments {
-		h.Fragments = append(h.Fragments, ckptFragment{ID: m.Fragments[i].ID, Path: fragmentPath(&m.Fragments[i])})
+		f := &m.Fragments[i]
+		h.Fragments = append(h.Fragments, ckptFragment{ID: f.ID, Path: fragmentPath(f), Deleted: deletedRows(f)})
 	}
 	for id, r := range s.registrations {
 		h.Registrations = append(h.Registrations, ckptRegistration{Stable: id.StableTableID, Inc: id.TableIncarnationID, TableKey: r.tableKey, Path: r.path})
@@ -237,9 +249,9 @@ func (h *checkpointHeader) validate(ds *lance.Dataset, branch string, ident lanc
 	case h.ManifestVersion > ds.Version():
 		return nil, fmt.Errorf("of version %d, newer than %d", h.ManifestVersion, ds.Version())
 	}
-	had := map[uint64]string{}
+	had := map[uint64]ckptFragment{}
 	for _, f := range h.Fragments {
-		had[f.ID] = f.Path
+		had[f.ID] = f
 	}
 	latestMax := maxFragmentID(m)
 	if h.MaxFragmentID != nil && (latestMax == nil || *latestMax < *h.MaxFragmentID) {
@@ -252,9 +264,12 @@ func (h *checkpointHeader) validate(ds *lance.Dataset, branch string, ident lanc
 			fold = append(fold, f.ID)
 			continue
 		}
-		p, ok := had[f.ID]
-		if !ok || p != fragmentPath(f) {
+		c, ok := had[f.ID]
+		if !ok || c.Path != fragmentPath(f) {
 			return nil, fmt.Errorf("fragment %d is not the one the checkpoint folded", f.ID)
+		}
+		if deletedRows(f) < c.Deleted {
+			return nil, fmt.Errorf("fragment %d has fewer deleted rows than it had (a restore?)", f.ID)
 		}
 	}
 	return fold, nil
@@ -396,6 +411,18 @@ func (p *Publisher) loadCheckpoint(ctx context.Context, ds *lance.Dataset, key s
 		})
 		if err != nil {
 			return nil, err
+		}
+	}
+	// The rows replaced in place (heads, registrations) must still be where the checkpoint
+	// or the fold put them: one whose fragment is gone without the fold bringing the row back
+	// means rows the checkpoint folded are no longer in the manifest.
+	live := map[uint64]bool{}
+	for _, f := range ds.Manifest().Fragments {
+		live[f.ID] = true
+	}
+	for oid, a := range st.addr {
+		if !live[a.Fragment()] {
+			return nil, &CheckpointError{Key: key, Reason: fmt.Sprintf("row %s is gone from the manifest (a restore?)", oid)}
 		}
 	}
 	st.ManifestVersion = ds.Version()
