@@ -345,64 +345,10 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 	if err := st.checkNewBindings(req.Registrations); err != nil {
 		return nil, err
 	}
-	var remove []lance.RowAddress
-	for i := range rows {
-		r := &rows[i]
-		if a, ok := st.addr[r.ObjectID]; ok {
-			remove = append(remove, a)
-		} else if !replacedInPlace(r.ObjectType) && st.held(r) {
-			a, ok, err := lookupRow(ctx, p.ds, r.ObjectID)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				remove = append(remove, a)
-			}
-		}
-	}
-	rec := rowsRecord(rows)
-	defer rec.Release()
-	staged, err := p.ds.StageRewriteRows(ctx, remove, []arrow.Record{rec}, stageOptions)
-	if err != nil {
-		return nil, err
-	}
-	if req.BeforeCommit != nil {
-		// The data and deletion files are written now, unreferenced until the commit, so that
-		// they land while the caller finishes its own step.
-		if err := staged.WriteTransaction(ctx); err != nil {
-			return nil, err
-		}
-		if err := req.BeforeCommit(); err != nil {
-			return nil, err
-		}
-	}
-	if err := failpoint.Inject("publisher.before_commit"); err != nil {
-		return nil, err
-	}
-	ds, err := p.ds.Commit(ctx, staged)
-	if err != nil {
-		return nil, err
-	}
-	added := ds.AddedFragments(p.ds.Manifest())
-	if len(added) != 1 || added[0].PhysicalRows != uint64(len(rows)) {
-		p.ds, p.state = nil, nil // committed but unexpected: rescan on next use
-		return nil, fmt.Errorf("publisher: commit added %d fragments, want one of %d rows", len(added), len(rows))
-	}
-	addrs := make([]uint64, len(rows))
-	for i := range rows {
-		addrs[i] = added[0].ID<<32 | uint64(i)
-	}
-	// Fold the committed rows in place: the state is the writer's own and copying it per
-	// publish would make every commit cost as much as the whole manifest.
 	parent := st.lineageHead
-	if err := st.apply(rows, addrs); err != nil {
-		p.ds, p.state = nil, nil
+	if err := p.write(ctx, st, rows, newVersion, req.BeforeCommit, false); err != nil {
 		return nil, err
 	}
-	st.ManifestVersion, st.ds = newVersion, ds
-	p.ds = ds
-	p.compact(ctx)
-	p.maybeCheckpoint(ctx)
 	res := &Result{ManifestVersion: newVersion, State: st}
 	if req.Lineage != nil {
 		res.CommitID = req.Lineage.CommitID
@@ -415,6 +361,70 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 		}
 	}
 	return res, nil
+}
+
+// write commits rows as one new __manifest version (replacing the rows of the same object ids)
+// and folds them into st, the state of the version before.
+// fresh says the rows not replaced in place are known to be new (no lookup for an old row).
+func (p *Publisher) write(ctx context.Context, st *State, rows []Row, newVersion uint64, beforeCommit func() error, fresh bool) error {
+	var remove []lance.RowAddress
+	for i := range rows {
+		r := &rows[i]
+		if a, ok := st.addr[r.ObjectID]; ok {
+			remove = append(remove, a)
+		} else if !fresh && !replacedInPlace(r.ObjectType) && st.held(r) {
+			a, ok, err := lookupRow(ctx, p.ds, r.ObjectID)
+			if err != nil {
+				return err
+			}
+			if ok {
+				remove = append(remove, a)
+			}
+		}
+	}
+	rec := rowsRecord(rows)
+	defer rec.Release()
+	staged, err := p.ds.StageRewriteRows(ctx, remove, []arrow.Record{rec}, stageOptions)
+	if err != nil {
+		return err
+	}
+	if beforeCommit != nil {
+		// The data and deletion files are written now, unreferenced until the commit, so that
+		// they land while the caller finishes its own step.
+		if err := staged.WriteTransaction(ctx); err != nil {
+			return err
+		}
+		if err := beforeCommit(); err != nil {
+			return err
+		}
+	}
+	if err := failpoint.Inject("publisher.before_commit"); err != nil {
+		return err
+	}
+	ds, err := p.ds.Commit(ctx, staged)
+	if err != nil {
+		return err
+	}
+	added := ds.AddedFragments(p.ds.Manifest())
+	if len(added) != 1 || added[0].PhysicalRows != uint64(len(rows)) {
+		p.ds, p.state = nil, nil // committed but unexpected: rescan on next use
+		return fmt.Errorf("publisher: commit added %d fragments, want one of %d rows", len(added), len(rows))
+	}
+	addrs := make([]uint64, len(rows))
+	for i := range rows {
+		addrs[i] = added[0].ID<<32 | uint64(i)
+	}
+	// Fold the committed rows in place: the state is the writer's own and copying it per
+	// publish would make every commit cost as much as the whole manifest.
+	if err := st.apply(rows, addrs); err != nil {
+		p.ds, p.state = nil, nil
+		return err
+	}
+	st.ManifestVersion, st.ds = newVersion, ds
+	p.ds = ds
+	p.compact(ctx)
+	p.maybeCheckpoint(ctx)
+	return nil
 }
 
 // stageOptions: __manifest commits record their transactions inline only (no _transactions/
