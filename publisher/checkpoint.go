@@ -3,7 +3,6 @@ package publisher
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/lance"
@@ -157,7 +157,9 @@ func (c *ckptCommit) commit() Commit {
 }
 
 // encodeCheckpoint lays a state out: magic, header length (u32 LE), header JSON, the receipt
-// key filter, the commit key filter, and the SHA-256 of everything before it.
+// key filter, the commit key filter, and the xxhash64 (LE) of everything before it. The sum
+// guards against torn and damaged files, not against forgery; xxhash reads the ~10 MB of a
+// million messages' filters in about a millisecond, where SHA-256 took 8 on the open path.
 func encodeCheckpoint(s *State, ident lance.BranchIdentifier) ([]byte, error) {
 	m := s.ds.Manifest()
 	h := checkpointHeader{Format: checkpointFormat, Branch: s.Branch, BranchIdentifier: ident, ManifestVersion: s.ManifestVersion,
@@ -197,17 +199,16 @@ func encodeCheckpoint(s *State, ident lance.BranchIdentifier) ([]byte, error) {
 	out = append(out, hj...)
 	out = s.receiptKeys.marshal(out)
 	out = s.commitKeys.marshal(out)
-	sum := sha256.Sum256(out)
-	return append(out, sum[:]...), nil
+	return binary.LittleEndian.AppendUint64(out, xxhash.Sum64(out)), nil
 }
 
 // decodeCheckpoint checks a checkpoint's integrity and reads it back.
 func decodeCheckpoint(b []byte) (*checkpointHeader, *keyFilter, *keyFilter, error) {
-	if len(b) < len(checkpointMagic)+4+sha256.Size || !bytes.Equal(b[:len(checkpointMagic)], checkpointMagic) {
+	if len(b) < len(checkpointMagic)+4+8 || !bytes.Equal(b[:len(checkpointMagic)], checkpointMagic) {
 		return nil, nil, nil, errors.New("not a checkpoint (magic)")
 	}
-	body, sum := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+	body, sum := b[:len(b)-8], binary.LittleEndian.Uint64(b[len(b)-8:])
+	if xxhash.Sum64(body) != sum {
 		return nil, nil, nil, errors.New("checksum mismatch (torn or altered)")
 	}
 	rest := body[len(checkpointMagic):]
