@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 )
@@ -135,5 +137,67 @@ func TestMergeBaseFoundPastTheCommitCache(t *testing.T) {
 		if !strings.Contains(out, fmt.Sprintf(`"handle":"p%d"`, i)) {
 			t.Fatalf("p%d missing after the merge:\n%s", i, out)
 		}
+	}
+}
+
+// A receipt lookup that cannot read __manifest fails the message (to be retried in place):
+// it is neither applied (here it would be: its body is new) nor reported already applied.
+func TestHistoryReadFailuresFailTheMessage(t *testing.T) {
+	smallMemory(t, 2, 2<<10, 1<<20)
+	ctx := context.Background()
+	g := testGraph(t)
+	for i := 1; i <= 10; i++ {
+		rc := &publisher.Receipt{MsgID: fmt.Sprintf("m-%d", i), PayloadSHA256: "x"}
+		if _, err := g.Load(ctx, LoadRequest{Mode: ModeAppend, Records: records(t, personN(i)), Receipt: rc}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := failpoint.Enable("publisher.lookup", "error(EIO)"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Load(ctx, LoadRequest{Mode: ModeAppend, Records: records(t, personN(500)), Receipt: &publisher.Receipt{MsgID: "m-1", PayloadSHA256: "x"}})
+	failpoint.Disable("publisher.lookup")
+	if !errors.Is(err, syscall.EIO) || res != nil {
+		t.Fatalf("redelivery with __manifest unreadable: %+v %v", res, err)
+	}
+	if res, err := g.Load(ctx, LoadRequest{Mode: ModeAppend, Records: records(t, personN(1)), Receipt: &publisher.Receipt{MsgID: "m-1", PayloadSHA256: "x"}}); err != nil || !res.AlreadyApplied {
+		t.Fatalf("redelivery once readable: %+v %v", res, err)
+	}
+}
+
+// A merge whose base lies past the commit cache fails, writing nothing, when __manifest cannot
+// be read for it, and goes through once it can.
+func TestMergeWalkReadFailureFailsTheMerge(t *testing.T) {
+	smallMemory(t, 4, 1<<10, 1<<20)
+	ctx := context.Background()
+	g := testGraph(t)
+	if _, err := g.Load(ctx, LoadRequest{Branch: "s", From: "main", Mode: ModeAppend, Records: records(t, personN(0))}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 20; i++ {
+		branch := map[bool]string{true: "s", false: ""}[i%2 == 1]
+		if _, err := g.Load(ctx, LoadRequest{Branch: branch, Mode: ModeAppend, Records: records(t, personN(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g2, err := Open(ctx, g.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := g2.Snapshot(ctx, "")
+	v := before.ManifestVersion
+	if err := failpoint.Enable("publisher.lookup", "error(EIO)"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = g2.Merge(ctx, MergeRequest{Source: "s", Target: "main"})
+	failpoint.Disable("publisher.lookup")
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("merge with __manifest unreadable: %v", err)
+	}
+	if st, _ := g2.Snapshot(ctx, ""); st.ManifestVersion != v {
+		t.Fatal("the failed merge wrote")
+	}
+	if res, err := g2.Merge(ctx, MergeRequest{Source: "s", Target: "main"}); err != nil || res.Outcome != OutcomeMerged {
+		t.Fatalf("merge once readable: %+v %v", res, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/lance"
 )
 
@@ -25,6 +26,9 @@ var errStopScan = errors.New("publisher: scan stopped")
 
 // lookupRow finds the address of an object id's live row, if there is one.
 func lookupRow(ctx context.Context, ds *lance.Dataset, objectID string) (lance.RowAddress, bool, error) {
+	if err := failpoint.Inject("publisher.lookup"); err != nil {
+		return 0, false, err
+	}
 	var at lance.RowAddress
 	found := false
 	err := ds.Each(ctx, lance.ScanOptions{Columns: []string{"object_id"}, WithRowAddress: true}, func(rec arrow.Record) error {
@@ -100,6 +104,9 @@ func (h *refHeap) Pop() any {
 // or below manifest version below (0: no bound): a lineage walk goes from newer to older
 // commits, so one scan serves the steps after the miss too. It returns whether want exists.
 func loadCommits(ctx context.Context, ds *lance.Dataset, want string, below uint64, n int) ([]Commit, bool, error) {
+	if err := failpoint.Inject("publisher.lookup"); err != nil {
+		return nil, false, err
+	}
 	var wantRef *commitRef
 	kept := &refHeap{}
 	cols := []string{"object_id", "object_type", "table_version"}
