@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -108,15 +109,17 @@ func (g *Graph) Cleanup(ctx context.Context, o CleanupOptions) (*CleanupResult, 
 	}
 	for i := range branches {
 		for j := i + 1; j < len(branches); j++ {
-			_, base, err := relate(states[i], states[j], headOf(states[i], branches[i]), headOf(states[j], branches[j]))
-			if err != nil || base == "" {
-				continue // no common ancestor: no merge between them can be planned either
+			rel, err := relate(&lineage{ctx: ctx, states: []*publisher.State{states[i], states[j]}}, headOf(states[i], branches[i]), headOf(states[j], branches[j]))
+			var none *noCommonAncestor
+			if errors.As(err, &none) || err == nil && rel.base.ID == "" {
+				continue // no common ancestor (or nothing to merge): no merge reads a base
 			}
-			if c, ok := lookupCommit(base, states[i], states[j]); ok {
-				b := normBranch(derefOr(c.Branch))
-				if h, ok := manifestHorizon[b]; ok && c.ManifestVersion < h {
-					manifestHorizon[b] = c.ManifestVersion
-				}
+			if err != nil {
+				return nil, err
+			}
+			b := normBranch(derefOr(rel.base.Branch))
+			if h, ok := manifestHorizon[b]; ok && rel.base.ManifestVersion < h {
+				manifestHorizon[b] = rel.base.ManifestVersion
 			}
 		}
 	}

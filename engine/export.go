@@ -71,8 +71,12 @@ func (g *Graph) Commits(ctx context.Context, branch string) ([]CommitInfo, error
 	if err != nil {
 		return nil, err
 	}
-	out := make([]CommitInfo, 0, len(st.Commits))
-	for _, c := range st.Commits {
+	cs, err := st.AllCommits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CommitInfo, 0, len(cs))
+	for _, c := range cs {
 		out = append(out, commitInfo(c))
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -163,12 +163,16 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 	}
 	p := &prepared{state: st}
 	if req.Receipt != nil {
-		if rc, ok := st.Receipt(req.Receipt.ReceiptKey()); ok {
+		rc, ok, err := st.Receipt(ctx, req.Receipt.ReceiptKey())
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			if err := sameBody(req.Receipt, rc); err != nil {
 				return nil, err
 			}
-			p.result = g.appliedResult(req, st, rc)
-			return p, nil
+			p.result, err = g.appliedResult(ctx, req, st, rc)
+			return p, err
 		}
 	}
 	if p.identifier, err = pub.BranchIdentifier(ctx); err != nil {
@@ -295,15 +299,24 @@ func sameBody(msg *publisher.Receipt, rc publisher.Receipt) error {
 	return &errs.MsgIDReused{MsgID: msg.ReceiptKey(), PayloadSHA256: msg.PayloadSHA256, AppliedPayloadSHA256: rc.PayloadSHA256, GraphCommitID: rc.GraphCommitID}
 }
 
-func (g *Graph) appliedResult(req *LoadRequest, st *publisher.State, rc publisher.Receipt) *LoadResult {
+func (g *Graph) appliedResult(ctx context.Context, req *LoadRequest, st *publisher.State, rc publisher.Receipt) (*LoadResult, error) {
 	r := &LoadResult{Branch: ids.BranchKey(req.Branch), Mode: req.Mode, Nodes: []TypeCount{}, Edges: []TypeCount{}, AlreadyApplied: true}
-	if c, ok := st.Commits[rc.GraphCommitID]; ok {
-		r.Commit = commitInfo(c)
-	} else {
-		r.Commit = CommitInfo{GraphCommitID: rc.GraphCommitID, GraphManifestVersion: rc.ManifestVersion}
-	}
+	ci, err := receiptCommit(ctx, st, rc)
+	r.Commit = ci
 	r.ActorID = r.Commit.ActorID
-	return r
+	return r, err
+}
+
+// receiptCommit describes the commit a receipt names (read back when it is no longer cached).
+func receiptCommit(ctx context.Context, st *publisher.State, rc publisher.Receipt) (CommitInfo, error) {
+	c, ok, err := st.Commit(ctx, rc.GraphCommitID, rc.ManifestVersion)
+	if err != nil {
+		return CommitInfo{}, err
+	}
+	if !ok {
+		return CommitInfo{GraphCommitID: rc.GraphCommitID, GraphManifestVersion: rc.ManifestVersion}, nil
+	}
+	return commitInfo(c), nil
 }
 
 func commitInfo(c publisher.Commit) CommitInfo {
@@ -464,8 +477,7 @@ func (g *Graph) publish(ctx context.Context, req *LoadRequest, p *prepared, comm
 		return nil, err
 	}
 	res := p.result
-	c := out.State.Commits[commitID]
-	res.Commit = commitInfo(c)
+	res.Commit = commitInfo(out.Commit)
 	return res, nil
 }
 

@@ -122,14 +122,18 @@ func (g *Graph) merge(ctx context.Context, req *MergeRequest) (*MergeResult, err
 		return nil, err
 	}
 	if req.Receipt != nil {
-		if rc, ok := tst.Receipt(req.Receipt.ReceiptKey()); ok {
+		rc, ok, err := tst.Receipt(ctx, req.Receipt.ReceiptKey())
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			if err := sameBody(req.Receipt, rc); err != nil {
 				return nil, err
 			}
 			res.Outcome, res.AlreadyApplied = OutcomeMerged, true
-			ci := CommitInfo{GraphCommitID: rc.GraphCommitID, GraphManifestVersion: rc.ManifestVersion}
-			if c, ok := tst.Commits[rc.GraphCommitID]; ok {
-				ci = commitInfo(c)
+			ci, err := receiptCommit(ctx, tst, rc)
+			if err != nil {
+				return nil, err
 			}
 			res.Commit = &ci
 			return res, nil
@@ -153,19 +157,18 @@ func (g *Graph) merge(ctx context.Context, req *MergeRequest) (*MergeResult, err
 		tHeadRow = &h
 	}
 	tHead, sHead := headOf(tst, req.Target), headOf(sst, req.Source)
-	outcome, baseID, err := relate(tst, sst, tHead, sHead)
+	rel, err := relate(&lineage{ctx: ctx, states: []*publisher.State{tst, sst}}, tHead, sHead)
 	if err != nil {
 		return nil, err
 	}
-	res.Outcome = outcome
-	if outcome == OutcomeAlreadyUpToDate {
+	res.Outcome = rel.outcome
+	if rel.outcome == OutcomeAlreadyUpToDate {
 		return res, nil
 	}
 	bst := tst
-	if baseID != tHead {
-		c, _ := lookupCommit(baseID, tst, sst)
-		if bst, err = publisher.Open(g.root, derefOr(c.Branch)).SnapshotAt(ctx, c.ManifestVersion); err != nil {
-			return nil, fmt.Errorf("merge: read the merge base %s: %w", baseID, err)
+	if rel.base.ID != tHead {
+		if bst, err = publisher.Open(g.root, derefOr(rel.base.Branch)).SnapshotAt(ctx, rel.base.ManifestVersion); err != nil {
+			return nil, fmt.Errorf("merge: read the merge base %s: %w", rel.base.ID, err)
 		}
 	}
 	plan, err := g.planMerge(ctx, req, bst, sst, tst)
@@ -177,6 +180,11 @@ func (g *Graph) merge(ctx context.Context, req *MergeRequest) (*MergeResult, err
 	}
 	m := &mergeRun{g: g, req: req, plan: plan, ident: tIdent, head: tHeadRow, sourceHead: sHead,
 		commitID: ids.NewULID(), createdAt: time.Now().UnixMicro()}
+	// Newer than both parents, whatever the clocks said (relate relies on it); the publisher
+	// sees to the target-side parent.
+	if m.createdAt <= rel.source.Meta.CreatedAt {
+		m.createdAt = rel.source.Meta.CreatedAt + 1
+	}
 	if err := m.revalidate(ctx); err != nil {
 		return nil, err
 	}
@@ -198,66 +206,6 @@ func headOf(st *publisher.State, branch string) string {
 		return c.ID
 	}
 	return ""
-}
-
-func lookupCommit(id string, states ...*publisher.State) (publisher.Commit, bool) {
-	for _, s := range states {
-		if c, ok := s.Commits[id]; ok {
-			return c, true
-		}
-	}
-	return publisher.Commit{}, false
-}
-
-// ancestry is every commit reachable from head through parents and merged parents, over the
-// commit rows of both branches' manifests (a merged parent whose row lives only on a deleted
-// branch ends its path).
-func ancestry(tst, sst *publisher.State, head string) map[string]bool {
-	seen := map[string]bool{}
-	stack := []string{head}
-	for len(stack) > 0 {
-		id := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if id == "" || seen[id] {
-			continue
-		}
-		seen[id] = true
-		if c, ok := lookupCommit(id, tst, sst); ok {
-			stack = append(stack, c.Meta.ParentCommitID, c.Meta.MergedParentCommitID)
-		}
-	}
-	return seen
-}
-
-// relate classifies the two heads: the source already in the target's history, the target in
-// the source's (a fast-forward from base = the target head), or diverged; for diverged heads
-// the base is the newest common ancestor.
-func relate(tst, sst *publisher.State, tHead, sHead string) (string, string, error) {
-	ancT := ancestry(tst, sst, tHead)
-	if ancT[sHead] {
-		return OutcomeAlreadyUpToDate, "", nil
-	}
-	ancS := ancestry(tst, sst, sHead)
-	if ancS[tHead] {
-		return OutcomeFastForward, tHead, nil
-	}
-	var best *publisher.Commit
-	for id := range ancS {
-		if !ancT[id] {
-			continue
-		}
-		c, ok := lookupCommit(id, tst, sst)
-		if !ok {
-			continue
-		}
-		if best == nil || c.Meta.CreatedAt > best.Meta.CreatedAt || c.Meta.CreatedAt == best.Meta.CreatedAt && c.ID > best.ID {
-			best = &c
-		}
-	}
-	if best == nil {
-		return "", "", fmt.Errorf("merge: heads %s and %s share no ancestor commit", tHead, sHead)
-	}
-	return OutcomeMerged, best.ID, nil
 }
 
 // openAt opens a table at exactly a manifest pointer.

@@ -267,7 +267,7 @@ func (m *mergeRun) publish(ctx context.Context) (*CommitInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	ci := commitInfo(out.State.Commits[m.commitID])
+	ci := commitInfo(out.Commit)
 	return &ci, nil
 }
 

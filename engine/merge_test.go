@@ -452,7 +452,7 @@ func TestMergeRecoveryCompensatesWhenTargetMoved(t *testing.T) {
 		t.Fatalf("main after compensation:\n%s", got)
 	}
 	st, _ := g.Snapshot(ctx, "")
-	if _, ok := st.Commits[winner]; !ok {
+	if _, ok, _ := st.Commit(ctx, winner, 0); !ok {
 		t.Fatal("the winner's commit is gone")
 	}
 	// The merge can be run again against the new head.

@@ -294,7 +294,7 @@ func (g *Graph) publishCompaction(ctx context.Context, o OptimizeOptions, plans 
 		res.Tables = append(res.Tables, TableCompaction{TableKey: p.key, FromVersion: p.entry.Version, ToVersion: p.committed.Version(),
 			FragmentsBefore: p.before, FragmentsRemoved: p.c.FragmentsRemoved(), FragmentsAdded: p.c.FragmentsAdded(), RowsRewritten: p.c.RowsRewritten()})
 	}
-	ci := commitInfo(out.State.Commits[commitID])
+	ci := commitInfo(out.Commit)
 	res.Commit = &ci
 	return res, nil
 }

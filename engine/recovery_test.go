@@ -100,7 +100,7 @@ func TestOpenRollsArmedIntentBack(t *testing.T) {
 		t.Fatalf("audit %+v", rows)
 	}
 	st, _ := g2.Snapshot(ctx, "")
-	if c := st.Commits[rows[0].GraphCommitID]; c.Meta.ActorID != recovery.RecoveryActor {
+	if c, _, _ := st.Commit(ctx, rows[0].GraphCommitID, 0); c.Meta.ActorID != recovery.RecoveryActor {
 		t.Fatalf("rollback commit %+v", c)
 	}
 	if _, err := load(t, g2, "append", people...); err != nil {

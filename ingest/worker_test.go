@@ -176,7 +176,7 @@ func TestCommitThenAckThenEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256([]byte(batch))
-	rc, ok := st.Receipt("b-1")
+	rc, ok, _ := st.Receipt(context.Background(), "b-1")
 	if !ok || rc.Stream != h.w.cfg.Stream || rc.Sequence != 1 || rc.MsgID != "b-1" || rc.PayloadSHA256 != hex.EncodeToString(sum[:]) || rc.GraphCommitID != ev.GraphCommitID {
 		t.Fatalf("receipt %+v %v", rc, ok)
 	}

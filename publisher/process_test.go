@@ -42,8 +42,8 @@ func TestTwoProcessPublishersFormLinearChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Commits) != 1+2*each {
-		t.Fatalf("%d commits, want %d", len(st.Commits), 1+2*each)
+	if cs, err := st.AllCommits(context.Background()); err != nil || len(cs) != 1+2*each {
+		t.Fatalf("%d commits, want %d (%v)", len(cs), 1+2*each, err)
 	}
 	assertLinear(t, st)
 }

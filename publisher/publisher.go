@@ -140,7 +140,7 @@ func (p *Publisher) Snapshot(ctx context.Context) (*State, error) {
 		}
 		return nil, err
 	}
-	st, err := p.scan(ctx, ds)
+	st, err := p.load(ctx, ds)
 	if err != nil {
 		return nil, err
 	}
@@ -154,21 +154,33 @@ func (p *Publisher) SnapshotAt(ctx context.Context, version uint64) (*State, err
 	if err != nil {
 		return nil, err
 	}
-	return p.scan(ctx, ds)
+	return p.load(ctx, ds)
 }
 
 // Dataset is the __manifest version the current snapshot was read from.
 func (p *Publisher) Dataset() *lance.Dataset { return p.ds }
 
-func (p *Publisher) scan(ctx context.Context, ds *lance.Dataset) (*State, error) {
+// load builds the state of ds: from a checkpoint and the rows after it when one checks out,
+// else by folding every row.
+func (p *Publisher) load(ctx context.Context, ds *lance.Dataset) (*State, error) {
 	if err := checkStamp(ds.Schema()); err != nil {
 		return nil, err
 	}
-	cols := []string{"object_id", "object_type", "location", "metadata", "table_key", "stable_table_id",
-		"table_incarnation_id", "table_version", "table_branch", "row_count"}
+	st, status, err := p.fromCheckpoint(ctx, ds)
+	if err != nil || st != nil {
+		return st, err
+	}
+	if st, err = p.scan(ctx, ds); err != nil {
+		return nil, err
+	}
+	st.CheckpointStatus = "full scan: " + status
+	return st, nil
+}
+
+func (p *Publisher) scan(ctx context.Context, ds *lance.Dataset) (*State, error) {
 	st := newState(p.branch)
-	st.ManifestVersion = ds.Version()
-	err := ds.Each(ctx, lance.ScanOptions{Columns: cols, WithRowAddress: true}, func(rec arrow.Record) error {
+	st.ManifestVersion, st.ds = ds.Version(), ds
+	err := ds.Each(ctx, lance.ScanOptions{Columns: manifestColumns, WithRowAddress: true}, func(rec arrow.Record) error {
 		rows, addrs, err := recordRows(rec)
 		if err != nil {
 			return err
@@ -239,6 +251,7 @@ type Result struct {
 	ManifestVersion uint64
 	CommitID        string
 	ParentCommitID  string
+	Commit          Commit // the graph_commit row written (with a lineage)
 	State           *State
 }
 
@@ -340,15 +353,37 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 	if err := st.checkNewBindings(req.Registrations); err != nil {
 		return nil, err
 	}
+	parent := st.lineageHead
+	if err := p.write(ctx, st, rows, newVersion, req.BeforeCommit, false); err != nil {
+		return nil, err
+	}
+	res := &Result{ManifestVersion: newVersion, State: st}
+	if req.Lineage != nil {
+		res.CommitID = req.Lineage.CommitID
+		res.Commit = Commit{ID: res.CommitID, ManifestVersion: newVersion}
+		if h := st.lineageHead; h != nil && h.ID == res.CommitID {
+			res.Commit = *h
+		}
+		if parent != nil {
+			res.ParentCommitID = parent.ID
+		}
+	}
+	return res, nil
+}
+
+// write commits rows as one new __manifest version (replacing the rows of the same object ids)
+// and folds them into st, the state of the version before.
+// fresh says the rows not replaced in place are known to be new (no lookup for an old row).
+func (p *Publisher) write(ctx context.Context, st *State, rows []Row, newVersion uint64, beforeCommit func() error, fresh bool) error {
 	var remove []lance.RowAddress
 	for i := range rows {
 		r := &rows[i]
 		if a, ok := st.addr[r.ObjectID]; ok {
 			remove = append(remove, a)
-		} else if !replacedInPlace(r.ObjectType) && st.held(r) {
+		} else if !fresh && !replacedInPlace(r.ObjectType) && st.held(r) {
 			a, ok, err := lookupRow(ctx, p.ds, r.ObjectID)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if ok {
 				remove = append(remove, a)
@@ -359,29 +394,29 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 	defer rec.Release()
 	staged, err := p.ds.StageRewriteRows(ctx, remove, []arrow.Record{rec}, stageOptions)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if req.BeforeCommit != nil {
+	if beforeCommit != nil {
 		// The data and deletion files are written now, unreferenced until the commit, so that
 		// they land while the caller finishes its own step.
 		if err := staged.WriteTransaction(ctx); err != nil {
-			return nil, err
+			return err
 		}
-		if err := req.BeforeCommit(); err != nil {
-			return nil, err
+		if err := beforeCommit(); err != nil {
+			return err
 		}
 	}
 	if err := failpoint.Inject("publisher.before_commit"); err != nil {
-		return nil, err
+		return err
 	}
 	ds, err := p.ds.Commit(ctx, staged)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	added := ds.AddedFragments(p.ds.Manifest())
 	if len(added) != 1 || added[0].PhysicalRows != uint64(len(rows)) {
 		p.ds, p.state = nil, nil // committed but unexpected: rescan on next use
-		return nil, fmt.Errorf("publisher: commit added %d fragments, want one of %d rows", len(added), len(rows))
+		return fmt.Errorf("publisher: commit added %d fragments, want one of %d rows", len(added), len(rows))
 	}
 	addrs := make([]uint64, len(rows))
 	for i := range rows {
@@ -389,22 +424,15 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 	}
 	// Fold the committed rows in place: the state is the writer's own and copying it per
 	// publish would make every commit cost as much as the whole manifest.
-	parent := st.lineageHead
 	if err := st.apply(rows, addrs); err != nil {
 		p.ds, p.state = nil, nil
-		return nil, err
+		return err
 	}
-	st.ManifestVersion = newVersion
+	st.ManifestVersion, st.ds = newVersion, ds
 	p.ds = ds
 	p.compact(ctx)
-	res := &Result{ManifestVersion: newVersion, State: st}
-	if req.Lineage != nil {
-		res.CommitID = req.Lineage.CommitID
-		if parent != nil {
-			res.ParentCommitID = parent.ID
-		}
-	}
-	return res, nil
+	p.maybeCheckpoint(ctx)
+	return nil
 }
 
 // stageOptions: __manifest commits record their transactions inline only (no _transactions/
@@ -447,7 +475,7 @@ func (p *Publisher) compact(ctx context.Context) {
 			return
 		}
 		p.ds = ds
-		p.state.ManifestVersion = ds.Version()
+		p.state.ManifestVersion, p.state.ds = ds.Version(), ds
 	}
 }
 
@@ -467,24 +495,6 @@ func (p *Publisher) readdress(ctx context.Context, ds *lance.Dataset, ids []uint
 		}
 		return nil
 	})
-}
-
-// lookupRow finds the row of an object id by scanning the manifest's ids: the slow path for a
-// row written again whose address the state does not keep (never, in this writer's own use).
-func lookupRow(ctx context.Context, ds *lance.Dataset, objectID string) (lance.RowAddress, bool, error) {
-	var at lance.RowAddress
-	found := false
-	err := ds.Each(ctx, lance.ScanOptions{Columns: []string{"object_id"}, WithRowAddress: true}, func(rec arrow.Record) error {
-		oid := rec.Column(0).(*array.String)
-		addr := rec.Column(1).(*array.Uint64)
-		for i := 0; i < oid.Len(); i++ {
-			if oid.Value(i) == objectID {
-				at, found = lance.RowAddress(addr.Value(i)), true
-			}
-		}
-		return nil
-	})
-	return at, found, err
 }
 
 // pendingRows builds the rows of one attempt: registrations, table versions, lineage, receipt.
@@ -526,11 +536,17 @@ func (p *Publisher) pendingRows(st *State, req *Request, newVersion uint64) ([]R
 		rows = append(rows, versionRow(u))
 	}
 	if l := req.Lineage; l != nil {
-		parent := ""
+		parent, lin := "", *l
 		if h := st.lineageHead; h != nil {
 			parent = h.ID
+			// A commit is never older than its parent: lineage walks stop at the first common
+			// ancestor in created_at order (engine merge), which needs that even across a
+			// writer whose clock is behind the last one's.
+			if lin.CreatedAt <= h.Meta.CreatedAt {
+				lin.CreatedAt = h.Meta.CreatedAt + 1
+			}
 		}
-		rows = append(rows, lineageRows(p.branch, *l, parent, newVersion)...)
+		rows = append(rows, lineageRows(p.branch, lin, parent, newVersion)...)
 		if rc := req.Receipt; rc != nil {
 			r := *rc
 			r.GraphCommitID = l.CommitID

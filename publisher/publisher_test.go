@@ -93,12 +93,13 @@ func TestPublishWithExactHeadAndReceipt(t *testing.T) {
 	}
 	for _, st := range []*State{res.State, cold} {
 		tb, _ := st.Table("node:Person")
-		rc, ok := st.Receipt("m-1")
+		rc, ok, _ := st.Receipt(ctx, "m-1")
 		if tb.Version != 2 || tb.RowCount != 10 || !ok || rc.GraphCommitID != c1 || rc.ManifestVersion != 2 || rc.Sequence != 7 {
 			t.Fatalf("state: table %+v receipt %+v %v", tb, rc, ok)
 		}
-		if h, _ := st.Head(""); h != c1 || st.Commits[c1].Meta.ParentCommitID != g || st.Commits[c1].Meta.ActorID != "alice" {
-			t.Fatalf("lineage: head %s commit %+v", h, st.Commits[c1])
+		c, _, _ := st.Commit(ctx, c1, 0)
+		if h, _ := st.Head(""); h != c1 || c.Meta.ParentCommitID != g || c.Meta.ActorID != "alice" {
+			t.Fatalf("lineage: head %s commit %+v", h, c)
 		}
 	}
 	// The stale head is refused, typed, with both values.
@@ -206,7 +207,11 @@ func assertLinear(t *testing.T, st *State) {
 	// require each one's parent to be the commit before it.
 	var cs []Commit
 	seen := map[uint64]bool{}
-	for _, c := range st.Commits {
+	all, err := st.AllCommits(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range all {
 		if seen[c.ManifestVersion] {
 			t.Fatalf("two commits at manifest version %d", c.ManifestVersion)
 		}
@@ -318,10 +323,13 @@ func TestCompactionKeepsManifestSmallAndCorrect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h, _ := cold.Head(""); h != last || len(cold.Commits) != 301 {
-		t.Fatalf("cold head %s (want %s), %d commits", h, last, len(cold.Commits))
+	if cs, _ := cold.AllCommits(ctx); len(cs) != 301 {
+		t.Fatalf("%d commits", len(cs))
 	}
-	if rc, ok := cold.Receipt("299"); !ok || rc.GraphCommitID != last {
+	if h, _ := cold.Head(""); h != last {
+		t.Fatalf("cold head %s (want %s)", h, last)
+	}
+	if rc, ok, _ := cold.Receipt(ctx, "299"); !ok || rc.GraphCommitID != last {
 		t.Fatalf("receipt %+v %v", rc, ok)
 	}
 	tb, _ := cold.Table("node:Person")

@@ -1,9 +1,11 @@
 package publisher
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync/atomic"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
@@ -42,16 +44,20 @@ type versionEntry struct {
 
 // State is the folded content of one __manifest version on one branch. A single writer keeps
 // it and folds its own publishes in, so a commit never rescans the whole manifest.
+//
+// What it holds does not grow with the messages ever applied, but for two key filters of a few
+// bits a key: heads, tables, registrations and tombstones (which follow the schema and the
+// branches), the newest RecentReceipts receipts, and commits up to CommitCacheBytes. Any
+// older receipt or commit is found exactly in __manifest (Receipt, Commit), behind the filter
+// that rules out, without reading storage, every key never written.
 type State struct {
 	ManifestVersion uint64
 	Branch          string
 	Heads           map[string]string // branch key -> head commit id (absence preserved)
-	Commits         map[string]Commit
 
 	registrations map[ids.TableIdentity]registration
 	versions      map[ids.TableIdentity]versionEntry
 	tombstones    map[ids.TableIdentity]uint64
-	receipts      map[string]Receipt
 	// addr: object_id -> row of the rows a publish replaces in place (graph heads, table
 	// registrations). Every other row is written once under a fresh id, so holding an address
 	// per row (most of them commits, receipts and table versions, one or more per message)
@@ -59,6 +65,23 @@ type State struct {
 	// and the publish looks its old row up (lookupRow).
 	addr        map[string]lance.RowAddress
 	lineageHead *Commit
+
+	receiptKeys *keyFilter // object ids of every ingest_receipt row
+	commitKeys  *keyFilter // ids of every graph_commit row
+	recent      *receiptWindow
+	commits     *commitCache
+
+	// ds is the __manifest version the state describes: where its exact lookups read.
+	ds *lance.Dataset
+	// checkpointed is the highest fragment id the newest checkpoint of this state covers
+	// (rows in fragments above it are what the next open folds on top of the checkpoint);
+	// hasCheckpoint says whether one exists at all.
+	checkpointed  uint64
+	hasCheckpoint bool
+	// CheckpointStatus says how the state was built: from which checkpoint, or why a full
+	// scan (none, or one refused and why).
+	CheckpointStatus string
+	lookups          atomic.Int64
 }
 
 // replacedInPlace says whether rows of an object type are rewritten under the same id.
@@ -67,16 +90,15 @@ func replacedInPlace(objectType string) bool {
 }
 
 // held says whether the state may already hold a row with r's object id, for a row of a type
-// whose addresses it does not keep: a commit or receipt it has seen, a table version not above
-// the newest one it has seen for that table (every row ever written is at or below it).
+// whose addresses it does not keep: a commit or receipt the key filters cannot rule out, a
+// table version not above the newest one it has seen for that table (every row ever written
+// is at or below it).
 func (s *State) held(r *Row) bool {
 	switch r.ObjectType {
 	case TypeGraphCommit:
-		_, ok := s.Commits[r.ObjectID]
-		return ok
+		return s.commitKeys.mayContain(r.ObjectID)
 	case TypeIngestReceipt:
-		_, ok := s.receipts[r.ObjectID[len(TypeIngestReceipt)+1:]]
-		return ok
+		return s.receiptKeys.mayContain(r.ObjectID)
 	case TypeTableVersion:
 		id, err := identityOf(r)
 		if err != nil || r.TableVersion == nil {
@@ -89,9 +111,10 @@ func (s *State) held(r *Row) bool {
 }
 
 func newState(branch string) *State {
-	return &State{Branch: branch, Heads: map[string]string{}, Commits: map[string]Commit{},
+	return &State{Branch: branch, Heads: map[string]string{},
 		registrations: map[ids.TableIdentity]registration{}, versions: map[ids.TableIdentity]versionEntry{},
-		tombstones: map[ids.TableIdentity]uint64{}, receipts: map[string]Receipt{}, addr: map[string]lance.RowAddress{}}
+		tombstones: map[ids.TableIdentity]uint64{}, addr: map[string]lance.RowAddress{},
+		receiptKeys: &keyFilter{}, commitKeys: &keyFilter{}, recent: newReceiptWindow(RecentReceipts), commits: newCommitCache(CommitCacheBytes)}
 }
 
 // Head is the exact graph_head of a branch: ok=false when the row is absent (a fresh branch).
@@ -103,11 +126,74 @@ func (s *State) Head(branch string) (string, bool) {
 // LineageHead is the newest visible graph commit: the parent of the next one.
 func (s *State) LineageHead() *Commit { return s.lineageHead }
 
-// Receipt looks up an ingest receipt by key (message id or stream:sequence).
-func (s *State) Receipt(key string) (Receipt, bool) {
-	r, ok := s.receipts[key]
-	return r, ok
+// Receipt looks up an ingest receipt by key (message id or stream:sequence), exactly: from the
+// recent receipts, else (when the key filter cannot rule the key out) from __manifest.
+func (s *State) Receipt(ctx context.Context, key string) (Receipt, bool, error) {
+	if rc, ok := s.recent.get(key); ok {
+		return rc, true, nil
+	}
+	oid := ReceiptObjectID(key)
+	if !s.receiptKeys.mayContain(oid) {
+		return Receipt{}, false, nil
+	}
+	s.lookups.Add(1)
+	row, ok, err := lookupObject(ctx, s.ds, oid)
+	if err != nil || !ok {
+		return Receipt{}, false, err
+	}
+	rc, err := receiptOf(row)
+	if err != nil {
+		return Receipt{}, false, fmt.Errorf("publisher: __manifest row %q: %w", oid, err)
+	}
+	return rc, true, nil
 }
+
+// Commit looks up a graph commit by id, exactly: from the lineage head and the commit cache,
+// else (when the key filter cannot rule the id out) from __manifest, loading with it the
+// newest commits up to its manifest version below (0: any), which is where a lineage walk
+// goes next.
+func (s *State) Commit(ctx context.Context, id string, below uint64) (Commit, bool, error) {
+	if h := s.lineageHead; h != nil && h.ID == id {
+		return *h, true, nil
+	}
+	if c, ok := s.commits.get(id); ok {
+		return c, true, nil
+	}
+	if id == "" || !s.commitKeys.mayContain(id) {
+		return Commit{}, false, nil
+	}
+	s.lookups.Add(1)
+	// Half the cache: the walk's own newer commits stay.
+	cs, ok, err := loadCommits(ctx, s.ds, id, below, s.commits.max/2/commitBytes(&Commit{ID: id}))
+	if err != nil {
+		return Commit{}, false, err
+	}
+	var want Commit
+	for _, c := range cs {
+		if c.ID == id {
+			want = c
+		} else {
+			s.commits.put(c)
+		}
+	}
+	if ok {
+		s.commits.put(want)
+	}
+	return want, ok, nil
+}
+
+// AllCommits reads every graph commit of the state's manifest version (a full scan).
+func (s *State) AllCommits(ctx context.Context) ([]Commit, error) {
+	s.lookups.Add(1)
+	return allCommits(ctx, s.ds)
+}
+
+// DiskLookups counts the state's reads of __manifest past its memory: exact receipt and commit
+// lookups and commit loads.
+func (s *State) DiskLookups() int64 { return s.lookups.Load() }
+
+// FilterBytes is the memory of the state's two key filters.
+func (s *State) FilterBytes() int { return s.receiptKeys.bytes() + s.commitKeys.bytes() }
 
 // Tables lists the live tables sorted by table key.
 func (s *State) Tables() []TableEntry {
@@ -214,17 +300,12 @@ func (s *State) applyRow(r *Row) error {
 			s.tombstones[id] = *r.TableVersion
 		}
 	case TypeGraphCommit:
-		var meta GraphCommitMetadata
-		if r.Metadata != nil {
-			if err := json.Unmarshal([]byte(*r.Metadata), &meta); err != nil {
-				return err
-			}
+		c, err := commitOf(r)
+		if err != nil {
+			return err
 		}
-		c := Commit{ID: r.ObjectID, Branch: r.TableBranch, Meta: meta}
-		if r.TableVersion != nil {
-			c.ManifestVersion = *r.TableVersion
-		}
-		s.Commits[c.ID] = c
+		s.commitKeys.add(c.ID)
+		s.commits.put(c)
 		if h := s.lineageHead; h == nil || commitAfter(c, *h) {
 			s.lineageHead = &c
 		}
@@ -238,19 +319,42 @@ func (s *State) applyRow(r *Row) error {
 		}
 		s.Heads[r.ObjectID[len("graph_head:"):]] = meta.HeadCommitID
 	case TypeIngestReceipt:
-		var rc Receipt
-		if r.Metadata == nil {
-			return fmt.Errorf("receipt without metadata")
-		}
-		if err := json.Unmarshal([]byte(*r.Metadata), &rc); err != nil {
+		rc, err := receiptOf(r)
+		if err != nil {
 			return err
 		}
-		if r.TableVersion != nil {
-			rc.ManifestVersion = *r.TableVersion
-		}
-		s.receipts[r.ObjectID[len(TypeIngestReceipt)+1:]] = rc
+		s.receiptKeys.add(r.ObjectID)
+		s.recent.put(r.ObjectID[len(TypeIngestReceipt)+1:], rc)
 	}
 	return nil
+}
+
+func commitOf(r *Row) (Commit, error) {
+	var meta GraphCommitMetadata
+	if r.Metadata != nil {
+		if err := json.Unmarshal([]byte(*r.Metadata), &meta); err != nil {
+			return Commit{}, err
+		}
+	}
+	c := Commit{ID: r.ObjectID, Branch: r.TableBranch, Meta: meta}
+	if r.TableVersion != nil {
+		c.ManifestVersion = *r.TableVersion
+	}
+	return c, nil
+}
+
+func receiptOf(r *Row) (Receipt, error) {
+	var rc Receipt
+	if r.Metadata == nil {
+		return rc, fmt.Errorf("receipt without metadata")
+	}
+	if err := json.Unmarshal([]byte(*r.Metadata), &rc); err != nil {
+		return rc, err
+	}
+	if r.TableVersion != nil {
+		rc.ManifestVersion = *r.TableVersion
+	}
+	return rc, nil
 }
 
 // commitAfter orders graph commits by (manifest version, created_at, id).

@@ -74,7 +74,11 @@ func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar, fence
 	}
 	// The roll-forward publishes under the intent's operation id (a ULID no writer uses as a
 	// commit id), so a pass that died after that publish finds it and only finalizes.
-	if _, ok := st.Commits[sc.OperationID]; ok {
+	_, visible, err := st.Commit(ctx, sc.OperationID, 0)
+	if err != nil {
+		return o, err
+	}
+	if visible {
 		for _, pin := range sc.Tables {
 			if e, ok := st.Table(pin.TableKey); ok && e.Identity == pin.Identity && e.Version == pin.PostCommitPin {
 				o.Tables = append(o.Tables, TableOutcome{TableKey: pin.TableKey, FromVersion: pin.ExpectedVersion, ToVersion: pin.PostCommitPin})

@@ -190,13 +190,19 @@ func openIntent(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode,
 	case err != nil:
 		return o, nil, nil, true, err
 	}
-	if _, ok := st.Commits[commitID]; ok {
-		o, err = finalize(ctx, root, sc, RolledForward, commitID, forward)
-		return o, nil, nil, true, err
-	}
-	if _, ok := st.Commits[rollbackID]; ok {
-		o, err = finalize(ctx, root, sc, RolledBack, rollbackID, back)
-		return o, nil, nil, true, err
+	for _, c := range []struct {
+		id      string
+		outcome string
+		tables  []TableOutcome
+	}{{commitID, RolledForward, forward}, {rollbackID, RolledBack, back}} {
+		_, visible, err := st.Commit(ctx, c.id, 0)
+		if err != nil {
+			return o, nil, nil, true, err
+		}
+		if visible {
+			o, err = finalize(ctx, root, sc, c.outcome, c.id, c.tables)
+			return o, nil, nil, true, err
+		}
 	}
 	return o, pub, st, false, nil
 }

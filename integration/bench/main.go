@@ -18,6 +18,8 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -143,7 +145,11 @@ func main() {
 	agedCommits := flag.Int("aged-commits", 10_000, "prior commits before the aged load measurement (0 skips it)")
 	agedFanout := flag.Int("aged-compaction-fanout", 16, "compact the aged graph between its commits as `worker run` does at this compaction_fanout (0: never)")
 	agedSameTable := flag.Bool("aged-same-table", false, "the aged graph's one-row commits go to the measured table (fragment growth) instead of another")
-	only := flag.String("only", "", "run only the lance, graph, e2e or merge benchmarks")
+	only := flag.String("only", "", "run only the lance, graph, e2e, merge or history benchmarks")
+	historyChild := flag.String("history-child", "", "internal: build|open, for the history bench's child processes")
+	historyDir := flag.String("history-dir", "", "internal: the history bench graph")
+	historyN := flag.Int("history-n", 0, "internal: messages in the history bench graph")
+	historySizes := flag.String("history-messages", "10000,1000000", "the history bench's history sizes, in applied messages (the first and the last are compared)")
 	mergeChild := flag.String("merge-child", "", "internal: setup|run, for the merge bench's child processes")
 	mergeDir := flag.String("merge-dir", "", "internal: the merge bench graph")
 	mergeRows := flag.Int("merge-rows", 0, "internal: rows on the merge bench branch")
@@ -171,6 +177,13 @@ func main() {
 		localFsync = *fsync != "off" // the parent passes its durability down
 		if err := runMergeChild(ctx, *mergeChild, *mergeDir, *mergeRows, *mergeNoProof); err != nil {
 			fmt.Fprintln(os.Stderr, "merge child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *historyChild != "" {
+		if err := runHistoryChild(ctx, *historyChild, *historyDir, *historyN); err != nil {
+			fmt.Fprintln(os.Stderr, "history child:", err)
 			os.Exit(1)
 		}
 		return
@@ -238,6 +251,23 @@ func main() {
 				fmt.Fprintln(os.Stderr, "graph bench:", err)
 				os.Exit(1)
 			}
+		}
+	}
+	if *only == "" || *only == "history" {
+		localFsync = true
+		durability = "fsync"
+		var sizes []int
+		for _, f := range strings.Split(*historySizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "-history-messages %q: want positive counts\n", *historySizes)
+				os.Exit(2)
+			}
+			sizes = append(sizes, n)
+		}
+		if err := historyBench(ctx, tmp, sizes); err != nil {
+			fmt.Fprintln(os.Stderr, "history bench:", err)
+			os.Exit(1)
 		}
 	}
 	// The aged measurement (minutes of aging) runs once, last, with the default durability.

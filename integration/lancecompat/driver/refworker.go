@@ -18,7 +18,6 @@ import (
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
-	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
@@ -210,11 +209,11 @@ func (rw *refWorker) publish(ctx context.Context, b refWorkerBatch, wait bool) e
 func (rw *refWorker) waitReceipt(ctx context.Context, msgID string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st, err := rw.snapshot(ctx)
+		ok, err := rw.hasReceipt(ctx, msgID)
 		if err != nil {
 			return err
 		}
-		if _, ok := st.Receipt(msgID); ok {
+		if ok {
 			return nil
 		}
 		if rw.live != nil && rw.live.exited() {
@@ -227,17 +226,23 @@ func (rw *refWorker) waitReceipt(ctx context.Context, msgID string) error {
 	}
 }
 
-func (rw *refWorker) snapshot(ctx context.Context) (*publisher.State, error) {
+// hasReceipt says whether main's manifest holds the receipt of msgID.
+func (rw *refWorker) hasReceipt(ctx context.Context, msgID string) (bool, error) {
 	root, err := storage.Open(ctx, rw.rootDir)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	defer root.Close()
 	g, err := engine.OpenReadOnly(ctx, root)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	return g.Snapshot(ctx, "")
+	st, err := g.Snapshot(ctx, "")
+	if err != nil {
+		return false, err
+	}
+	_, ok, err := st.Receipt(ctx, msgID)
+	return ok, err
 }
 
 // checkExport runs `worker export` of main and compares it with what b promises.
@@ -318,9 +323,9 @@ func (rw *refWorker) crash(ctx context.Context) error {
 	if ds == nil || ds.Version() != 1 || len(audit) != 0 {
 		return fmt.Errorf("the audit table before recovery: %d rows, dataset %v; want the official engine's empty version 1", len(audit), ds != nil)
 	}
-	if st, err := rw.snapshot(ctx); err != nil {
+	if ok, err := rw.hasReceipt(ctx, refWorkerCrashed.msgID); err != nil {
 		return err
-	} else if _, ok := st.Receipt(refWorkerCrashed.msgID); ok {
+	} else if ok {
 		return errors.New("the killed load's batch is already visible")
 	}
 	return nil
