@@ -5,7 +5,7 @@ GOFLAGS   ?=
 export GOFLAGS
 
 SHELL     := /bin/bash
-.PHONY: run test unit race lance-compat bench crash fuzz vet build npm clean
+.PHONY: run test unit race lance-compat bench crash fuzz vet build npm clean soak
 
 build:
 	$(GO) build -o bin/worker ./cmd/worker
@@ -52,6 +52,12 @@ crash:
 
 bench: npm
 	$(GO) run ./integration/bench -script $(NODE_DIR)/compat.mjs
+
+# `worker run` under a steady stream (SOAK_MINUTES, default 10) with its memory, descriptors
+# and goroutines printed each minute and their slopes at the end; not part of `make test`.
+SOAK_MINUTES ?= 10
+soak:
+	$(GO) run ./integration/soak -minutes $(SOAK_MINUTES)
 
 # Short fuzz runs of every parser; corpora live in testdata/fuzz of each package.
 FUZZTIME ?= 20s
