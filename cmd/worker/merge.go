@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 
@@ -13,12 +12,13 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/publisher"
+
+	"github.com/spf13/pflag"
 )
 
 // cmdMerge merges a branch directly on a graph root (--root), or publishes a merge request to
 // a graph's merge subject for the running worker to apply in stream order (--graph).
-func cmdMerge(ctx context.Context, args []string) error {
-	fs := newFlags("merge")
+func cmdMerge(fs *pflag.FlagSet) runFunc {
 	to := targetFlags(fs, "merge directly", "a merge request to omnigraph.<graph>.merge")
 	source := fs.String("source", "", "the branch to merge")
 	target := fs.String("target", "main", "the branch to merge into")
@@ -27,49 +27,48 @@ func cmdMerge(ctx context.Context, args []string) error {
 	msgID := fs.String("msg-id", "", "receipt key (direct) or Nats-Msg-Id (with --graph)")
 	noProof := fs.Bool("no-certified-route", false, "always use the ordinary diff (for comparisons)")
 	force := forceFlag(fs)
-	if err := parse(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, args []string) error {
+		const usage = "merge needs --source and exactly one of --root (merge now) or --graph (publish a merge request)"
+		if *source == "" || len(args) != 0 {
+			return &usageError{msg: usage}
+		}
+		c, err := to.resolve(usage)
+		if err != nil {
+			return err
+		}
+		if c.Graph != "" {
+			return publishMerge(ctx, c, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID)
+		}
+		g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
+		if err != nil {
+			return err
+		}
+		defer closeGraph()
+		req := engine.MergeRequest{Source: *source, Target: *target, DeleteSource: *deleteSource, Actor: *actor, NoCertifiedRoute: *noProof}
+		if *msgID != "" {
+			req.Receipt = &publisher.Receipt{MsgID: *msgID}
+		}
+		res, err := g.Merge(ctx, req)
+		if err != nil {
+			return err
+		}
+		if res.BranchDeleteError != "" {
+			fmt.Fprintln(os.Stderr, "warning: merged, but the source branch was not deleted:", res.BranchDeleteError)
+		}
+		return printJSON(res)
 	}
-	const usage = "merge needs --source and exactly one of --root (merge now) or --graph (publish a merge request)"
-	if *source == "" || fs.NArg() != 0 {
-		return &usageError{msg: usage}
-	}
-	c, err := to.resolve(usage)
-	if err != nil {
-		return err
-	}
-	if c.Graph != "" {
-		return publishMerge(ctx, c, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID)
-	}
-	g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
-	if err != nil {
-		return err
-	}
-	defer closeGraph()
-	req := engine.MergeRequest{Source: *source, Target: *target, DeleteSource: *deleteSource, Actor: *actor, NoCertifiedRoute: *noProof}
-	if *msgID != "" {
-		req.Receipt = &publisher.Receipt{MsgID: *msgID}
-	}
-	res, err := g.Merge(ctx, req)
-	if err != nil {
-		return err
-	}
-	if res.BranchDeleteError != "" {
-		fmt.Fprintln(os.Stderr, "warning: merged, but the source branch was not deleted:", res.BranchDeleteError)
-	}
-	return printJSON(res)
 }
 
 // requestTarget is the --root or --graph of a command that either writes a graph directly or
 // asks the graph's worker to, by a request it applies in stream order under its lease.
 type requestTarget struct {
 	root     *string
-	settings *config.Loader
+	settings *boundSettings
 }
 
 // targetFlags declares --root (help: what it does directly), and the NATS settings (--graph,
 // --nats-url, credentials, TLS) with the root settings (local_fsync) from config.
-func targetFlags(fs *flag.FlagSet, direct, request string) requestTarget {
+func targetFlags(fs *pflag.FlagSet, direct, request string) requestTarget {
 	return requestTarget{
 		root:     fs.String("root", "", "graph root URI: "+direct+" (or --graph: publish "+request+" instead)"),
 		settings: bindSettings(fs, config.NATSSettings, config.RootSettings),
@@ -81,7 +80,7 @@ func targetFlags(fs *flag.FlagSet, direct, request string) requestTarget {
 // refused with usage; a graph named only by the environment or the config file gives way to
 // --root, so that a worker's own environment does not stop its operator's direct tools.
 func (t requestTarget) resolve(usage string) (*config.Config, error) {
-	c, err := loadSettings(t.settings)
+	c, err := t.settings.load()
 	if err != nil {
 		return nil, err
 	}

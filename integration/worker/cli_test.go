@@ -1,0 +1,73 @@
+package worker
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runWorker runs the binary with args and returns its stdout, stderr and exit status.
+func runWorker(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin.worker, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return stdout.String(), stderr.String(), 0
+	case errors.As(err, &ee):
+		return stdout.String(), stderr.String(), ee.ExitCode()
+	}
+	t.Fatalf("worker %s: %v", strings.Join(args, " "), err)
+	return "", "", 0
+}
+
+// The command line a new user meets: help everywhere exits 0, --version, defaults in the
+// help, shell completion, flags after arguments, usage errors exit 2.
+func TestCLIHelpVersionCompletion(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"load", "-h"}, {"branch", "-h"}, {"branch", "create", "--help"}, {"dlq", "show", "-h"}, {"run", "-h"}} {
+		out, errOut, code := runWorker(t, args...)
+		if code != 0 || !strings.Contains(out, "Usage:") || strings.Contains(errOut, "error") {
+			t.Errorf("worker %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	if out, _, code := runWorker(t, "--version"); code != 0 || out != "omnigraph-worker 0.1.0\n" {
+		t.Errorf("--version: exit %d %q", code, out)
+	}
+	if out, _, _ := runWorker(t, "load", "-h"); !strings.Contains(out, `(default "merge")`) || !strings.Contains(out, "(env OMNIGRAPH_LOCAL_FSYNC)") {
+		t.Errorf("load -h shows no defaults or variables:\n%s", out)
+	}
+	if out, _, code := runWorker(t, "completion", "bash"); code != 0 || !strings.Contains(out, "__start_worker") {
+		t.Errorf("completion bash: exit %d", code)
+	}
+	for _, args := range [][]string{nil, {"bogus"}, {"load", "--nope", "x"}, {"branch"}} {
+		if _, errOut, code := runWorker(t, args...); code != 2 || !strings.Contains(errOut, "error:") {
+			t.Errorf("worker %s: exit %d, want 2\n%s", strings.Join(args, " "), code, errOut)
+		}
+	}
+}
+
+// Flags after the positional argument count; a key conflict names the id and exits with the
+// catalogue's code.
+func TestCLIInterspersedFlagsAndConflictID(t *testing.T) {
+	root := initGraph(t)
+	if out, errOut, code := runWorker(t, "branch", "create", "--root", root, "x1", "--from", "main"); code != 0 || out != "created branch x1\n" {
+		t.Fatalf("branch create with a flag after NAME: exit %d\n%s%s", code, out, errOut)
+	}
+	batch := filepath.Join(t.TempDir(), "b.ndjson")
+	if err := os.WriteFile(batch, []byte(batchBody(0)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runWorker(t, "load", batch, "--root", root, "--mode", "append"); code != 0 {
+		t.Fatalf("load: exit %d\n%s", code, errOut)
+	}
+	_, errOut, code := runWorker(t, "load", batch, "--root", root, "--mode", "append")
+	if code != 4 || !strings.Contains(errOut, `already has this id (id "w0")`) {
+		t.Fatalf("second append: exit %d, want 4 naming w0\n%s", code, errOut)
+	}
+}
