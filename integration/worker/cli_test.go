@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -70,4 +71,65 @@ func TestCLIInterspersedFlagsAndConflictID(t *testing.T) {
 	if code != 4 || !strings.Contains(errOut, `already has this id (id "w0")`) {
 		t.Fatalf("second append: exit %d, want 4 naming w0\n%s", code, errOut)
 	}
+}
+
+// `publish` refuses locally, with the catalogue's exit code, what the worker would
+// dead-letter without reading the graph: nothing reaches the stream; --no-validate publishes
+// it as it is.
+func TestCLIPublishValidates(t *testing.T) {
+	ns := startNATS(t)
+	publish(t, ns.url, 0) // the stream, empty
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good.ndjson", batchBody(0))
+	notJSON := file("bad.ndjson", `{"type":"Person","data":{`)
+	huge := file("huge.ndjson", strings.Repeat(" ", 33<<20))
+	pub := []string{"publish", "--graph", "demo", "--nats-url", ns.url}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{notJSON}, 3, "line 1"},
+		{[]string{good, "--mode", "upsert"}, 3, `unknown load mode "upsert"`},
+		{[]string{good, "--branch", "a..b"}, 3, "--branch"},
+		{[]string{huge}, 5, "resource limit exceeded"},
+		{[]string{huge, "--no-validate"}, 5, "nats_message_body_bytes"},
+	} {
+		_, errOut, code := runWorker(t, append(append([]string{}, pub...), c.args...)...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("publish %v: exit %d, want %d with %q\n%s", c.args, code, c.code, c.want, errOut)
+		}
+	}
+	if n := streamMsgs(t, ns.url, "OMNIGRAPH_DEMO"); n != 0 {
+		t.Fatalf("%d refused batches reached the stream", n)
+	}
+	for _, args := range [][]string{{good}, {notJSON, "--no-validate"}} {
+		if out, errOut, code := runWorker(t, append(append([]string{}, pub...), args...)...); code != 0 || !strings.Contains(out, "published to omnigraph.demo.ingest") {
+			t.Fatalf("publish %v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	if n := streamMsgs(t, ns.url, "OMNIGRAPH_DEMO"); n != 2 {
+		t.Fatalf("%d messages stored, want the good batch and the unvalidated one", n)
+	}
+}
+
+// streamMsgs is the number of messages stream holds.
+func streamMsgs(t *testing.T, url, stream string) uint64 {
+	t.Helper()
+	s, err := connectJS(t, url).Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
 }
