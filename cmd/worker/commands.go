@@ -241,6 +241,7 @@ func cmdOptimize(fs *pflag.FlagSet) runFunc {
 	fanout := fs.Int("fanout", engine.DefaultCompactionFanout, "size-tier fanout: merge the newest fragments once one size tier among them holds this many")
 	actor := fs.String("actor", "", "actor id recorded on the commit")
 	force := forceFlag(fs)
+	wait := waitFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		if *fanout < 2 {
 			return &usageError{msg: "--fanout must be at least 2"}
@@ -254,7 +255,7 @@ func cmdOptimize(fs *pflag.FlagSet) runFunc {
 			return err
 		}
 		if c.Graph != "" {
-			return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout}, *actor)
+			return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout}, *actor, wait)
 		}
 		g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
 		if err != nil {
@@ -277,6 +278,7 @@ func cmdCleanup(fs *pflag.FlagSet) runFunc {
 	olderThan := fs.String("older-than", "", "also keep every version younger than this (units s m h d w, e.g. 7d)")
 	confirm := fs.Bool("confirm", false, "remove; without it the command only reports what it would remove")
 	force := forceFlag(fs)
+	wait := waitFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		if *keep < 1 {
 			return &usageError{msg: "cleanup needs --keep N (N >= 1)"}
@@ -294,7 +296,7 @@ func cmdCleanup(fs *pflag.FlagSet) runFunc {
 			return err
 		}
 		if c.Graph != "" {
-			return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "cleanup", Keep: *keep, OlderThan: *olderThan, DryRun: !*confirm}, "")
+			return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "cleanup", Keep: *keep, OlderThan: *olderThan, DryRun: !*confirm}, "", wait)
 		}
 		g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
 		if err != nil {

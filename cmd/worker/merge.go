@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -27,6 +28,7 @@ func cmdMerge(fs *pflag.FlagSet) runFunc {
 	msgID := fs.String("msg-id", "", "receipt key (direct) or Nats-Msg-Id (with --graph)")
 	noProof := fs.Bool("no-certified-route", false, "always use the ordinary diff (for comparisons)")
 	force := forceFlag(fs)
+	wait := waitFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		const usage = "merge needs --source and exactly one of --root (merge now) or --graph (publish a merge request)"
 		if *source == "" || len(args) != 0 {
@@ -37,7 +39,7 @@ func cmdMerge(fs *pflag.FlagSet) runFunc {
 			return err
 		}
 		if c.Graph != "" {
-			return publishMerge(ctx, c, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID)
+			return publishMerge(ctx, c, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID, wait)
 		}
 		g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
 		if err != nil {
@@ -95,20 +97,24 @@ func (t requestTarget) resolve(usage string) (*config.Config, error) {
 	return c, nil
 }
 
-func publishMerge(ctx context.Context, c *config.Config, body ingest.MergeRequestBody, actor, msgID string) error {
+func publishMerge(ctx context.Context, c *config.Config, body ingest.MergeRequestBody, actor, msgID string, w waitOptions) error {
 	cfg := c.Ingest()
-	return publishRequest(ctx, c, cfg.MergeSubject(), body, actor, msgID)
+	return publishRequest(ctx, c, cfg.MergeSubject(), body, actor, msgID, w)
 }
 
 // publishMaintenance asks a graph's worker to optimize or clean up (its event reports what it
 // did).
-func publishMaintenance(ctx context.Context, c *config.Config, body ingest.MaintenanceRequestBody, actor string) error {
+func publishMaintenance(ctx context.Context, c *config.Config, body ingest.MaintenanceRequestBody, actor string, w waitOptions) error {
 	cfg := c.Ingest()
-	return publishRequest(ctx, c, cfg.MaintenanceSubject(), body, actor, "")
+	return publishRequest(ctx, c, cfg.MaintenanceSubject(), body, actor, "", w)
 }
 
-// publishRequest publishes a JSON request to subject and waits for JetStream to store it.
-func publishRequest(ctx context.Context, c *config.Config, subject string, body any, actor, msgID string) error {
+// publishRequest publishes a JSON request to subject, waits for JetStream to store it, then
+// (unless --no-wait) for its outcome: the event it is printed, a dead letter is the error.
+func publishRequest(ctx context.Context, c *config.Config, subject string, body any, actor, msgID string, w waitOptions) error {
+	if *w.timeout <= 0 {
+		return &usageError{msg: "--wait-timeout must be positive"}
+	}
 	data, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -131,5 +137,21 @@ func publishRequest(ctx context.Context, c *config.Config, subject string, body 
 		return err
 	}
 	fmt.Printf("published to %s: stream %s sequence %d duplicate %v\n", m.Subject, ack.Stream, ack.Sequence, ack.Duplicate)
-	return nil
+	if *w.noWait {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, *w.timeout)
+	defer cancel()
+	ev, err := awaitOutcome(wctx, js, c.Ingest(), ack.Stream, ack.Sequence)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return &waitTimeoutError{Stream: ack.Stream, Seq: ack.Sequence, Timeout: *w.timeout}
+	}
+	if err != nil {
+		return err
+	}
+	var v any
+	if err := json.Unmarshal(ev, &v); err != nil {
+		return err
+	}
+	return printJSON(v)
 }

@@ -133,3 +133,39 @@ func streamMsgs(t *testing.T, url, stream string) uint64 {
 	}
 	return info.State.Msgs
 }
+
+// merge, optimize and cleanup --graph wait for their request's outcome in the events stream
+// (or its dead letter) and exit by it; the event stays in the stream for a pipeline that was
+// not listening.
+func TestCLIRequestsWaitForOutcome(t *testing.T) {
+	ns := startNATS(t)
+	root := initGraph(t)
+	w := startWorker(t, root, ns.url, "")
+	publishBody(t, ns.url, batchBody(0), map[string]string{"Omnigraph-Branch": "stage", "Omnigraph-From": "main", "Omnigraph-Mode": "append"})
+	waitAcked(t, ns.url, 1, w)
+	req := []string{"--graph", "demo", "--nats-url", ns.url, "--wait-timeout", "60s"}
+	out, errOut, code := runWorker(t, append([]string{"merge", "--source", "stage"}, req...)...)
+	if code != 0 || !strings.Contains(out, `"kind": "merge"`) || !strings.Contains(out, `"source_sequence": 2`) {
+		t.Fatalf("merge --graph: exit %d\n%s%s\n%s", code, out, errOut, w.out)
+	}
+	out, errOut, code = runWorker(t, append([]string{"merge", "--source", "nowhere"}, req...)...)
+	if code != 8 || !strings.Contains(errOut, "dead-lettered the request as branch_missing") {
+		t.Fatalf("merge of a missing branch: exit %d, want 8\n%s%s", code, out, errOut)
+	}
+	if out, _, code := runWorker(t, append([]string{"optimize"}, req...)...); code != 0 || !strings.Contains(out, `"kind": "optimize"`) {
+		t.Fatalf("optimize --graph: exit %d\n%s", code, out)
+	}
+	out, _, code = runWorker(t, append([]string{"cleanup", "--keep", "1", "--no-wait"}, req...)...)
+	if code != 0 || strings.Contains(out, `"kind"`) || !strings.Contains(out, "sequence 5") {
+		t.Fatalf("cleanup --no-wait: exit %d\n%s", code, out)
+	}
+	waitAcked(t, ns.url, 5, w)
+	// Every outcome is stored: load, merge, optimize and cleanup (the dead letter is not an event).
+	if n := streamMsgs(t, ns.url, "OMNIGRAPH_DEMO_EVENTS"); n != 4 {
+		t.Fatalf("events stream holds %d events, want 4", n)
+	}
+	w.terminate(t)
+	if _, errOut, code := runWorker(t, append([]string{"optimize", "--wait-timeout", "1s"}, req[:len(req)-2]...)...); code != 1 || !strings.Contains(errOut, "no outcome of request 6") {
+		t.Fatalf("optimize with no worker: exit %d\n%s", code, errOut)
+	}
+}
