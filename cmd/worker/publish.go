@@ -74,8 +74,8 @@ func cmdPublish(fs *pflag.FlagSet) runFunc {
 			}
 		}
 		if limit := ingest.MaxBodyBytes(m.Subject, m.Header); len(body) > limit {
-			return fmt.Errorf("JetStream stores at most %d bytes in one message on %s with these headers (32 MiB counting subject and headers): split the batch: %w",
-				limit, m.Subject, &errs.ResourceLimitExceeded{Resource: "nats_message_body_bytes", Limit: uint64(limit), Actual: uint64(len(body))})
+			return fmt.Errorf("the batch is %d bytes; JetStream stores at most %d in one message on %s with these headers (32 MiB counting subject and headers): split it (%w)",
+				len(body), limit, m.Subject, &errs.ResourceLimitExceeded{Resource: "nats_message_body_bytes", Limit: uint64(limit), Actual: uint64(len(body))})
 		}
 		pctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
