@@ -21,22 +21,26 @@ import (
 // Config is every setting of the worker's commands: `worker run` uses them all, the other
 // commands bind the ones they take (Bind).
 type Config struct {
-	Root       string        `yaml:"root"`
-	Graph      string        `yaml:"graph"`
-	Schema     string        `yaml:"schema"`
-	NATSURL    string        `yaml:"nats_url"`
-	NATSCreds  string        `yaml:"nats_creds"`
-	NATSCA     string        `yaml:"nats_ca"`
-	NATSCert   string        `yaml:"nats_cert"`
-	NATSKey    string        `yaml:"nats_key"`
-	NATSDir    string        `yaml:"nats_dir"`
-	NATSPort   int           `yaml:"nats_port"`
-	Stream     string        `yaml:"stream"`
-	DLQStream  string        `yaml:"dlq_stream"`
-	Consumer   string        `yaml:"consumer"`
-	AckWait    time.Duration `yaml:"ack_wait"`
-	MaxDeliver int           `yaml:"max_deliver"`
-	LeaseTTL   time.Duration `yaml:"lease_ttl"`
+	Root      string `yaml:"root"`
+	Graph     string `yaml:"graph"`
+	Schema    string `yaml:"schema"`
+	NATSURL   string `yaml:"nats_url"`
+	NATSCreds string `yaml:"nats_creds"`
+	NATSCA    string `yaml:"nats_ca"`
+	NATSCert  string `yaml:"nats_cert"`
+	NATSKey   string `yaml:"nats_key"`
+	NATSDir   string `yaml:"nats_dir"`
+	NATSPort  int    `yaml:"nats_port"`
+	Stream    string `yaml:"stream"`
+	DLQStream string `yaml:"dlq_stream"`
+	// EventsStream stores omnigraph.<graph>.events, so that a pipeline that was down, or a
+	// CLI waiting for its request's outcome, still finds every event.
+	EventsStream string        `yaml:"events_stream"`
+	EventsMaxAge time.Duration `yaml:"events_max_age"`
+	Consumer     string        `yaml:"consumer"`
+	AckWait      time.Duration `yaml:"ack_wait"`
+	MaxDeliver   int           `yaml:"max_deliver"`
+	LeaseTTL     time.Duration `yaml:"lease_ttl"`
 	// RetryBudget is how long one message may keep failing in place: past it, an error not
 	// known to be transient is dead-lettered as retry_exhausted, and a known-transient one
 	// (storage or NATS unwell) keeps being retried with the worker reported stalled.
@@ -68,7 +72,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 // Defaults are `worker run`'s values before any source is applied.
 func Defaults() Config {
 	return Config{NATSPort: 4222, AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
-		RetryBudget: ingest.DefaultRetryBudget, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout,
+		RetryBudget: ingest.DefaultRetryBudget, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout,
 		LocalFsync: true}
 }
 
@@ -167,6 +171,8 @@ func settings() []setting {
 		num("nats_port", "embedded server port (-1: any free port)", func(c *Config) *int { return &c.NATSPort }, nil),
 		s("stream", "ingest stream name (default OMNIGRAPH_<GRAPH>)", func(c *Config) *string { return &c.Stream }, nil),
 		s("dlq_stream", "dead-letter stream name (default OMNIGRAPH_<GRAPH>_DLQ)", func(c *Config) *string { return &c.DLQStream }, nil),
+		s("events_stream", "events stream name (default OMNIGRAPH_<GRAPH>_EVENTS)", func(c *Config) *string { return &c.EventsStream }, nil),
+		dur("events_max_age", "how long the events stream keeps an event", func(c *Config) *time.Duration { return &c.EventsMaxAge }, time.Minute),
 		s("consumer", "durable consumer name (default "+ingest.DefaultConsumer+")", func(c *Config) *string { return &c.Consumer }, nil),
 		dur("ack_wait", "JetStream AckWait; InProgress is sent every third of it during a commit", func(c *Config) *time.Duration { return &c.AckWait }, time.Second),
 		num("max_deliver", "deliveries before a message is dead-lettered as max_deliver", func(c *Config) *int { return &c.MaxDeliver }, func(c *Config) error {
@@ -206,7 +212,7 @@ func settings() []setting {
 // Names of settings that commands bind as groups (Bind).
 var (
 	// NATSSettings are taken by every command that talks to NATS.
-	NATSSettings = []string{"graph", "nats_url", "nats_creds", "nats_ca", "nats_cert", "nats_key", "stream", "dlq_stream"}
+	NATSSettings = []string{"graph", "nats_url", "nats_creds", "nats_ca", "nats_cert", "nats_key", "stream", "dlq_stream", "events_stream"}
 	// RootSettings are taken by every command that opens a graph root.
 	RootSettings = []string{"local_fsync"}
 )

@@ -11,7 +11,7 @@ import (
 // with ingest's defaults where c leaves them empty (ingest computes those names; this only
 // asks it), so that a tool reading a graph's dead letters finds the streams its worker made.
 func (c *Config) Ingest() ingest.Config {
-	ic := ingest.Config{Graph: c.Graph, Stream: c.Stream, DLQStream: c.DLQStream, Consumer: c.Consumer,
+	ic := ingest.Config{Graph: c.Graph, Stream: c.Stream, DLQStream: c.DLQStream, EventsStream: c.EventsStream, EventsMaxAge: c.EventsMaxAge, Consumer: c.Consumer,
 		AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, RetryBudget: c.RetryBudget, CompactionFanout: c.CompactionFanout}
 	if c.Graph != "" {
 		if ic.Stream == "" {
@@ -19,6 +19,9 @@ func (c *Config) Ingest() ingest.Config {
 		}
 		if ic.DLQStream == "" {
 			ic.DLQStream = ingest.DLQStreamName(c.Graph)
+		}
+		if ic.EventsStream == "" {
+			ic.EventsStream = ingest.EventsStreamName(c.Graph)
 		}
 	}
 	if ic.Consumer == "" {

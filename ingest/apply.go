@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -164,9 +165,18 @@ func (w *Worker) publishEvent(res *applied, meta *jetstream.MsgMetadata, receipt
 	ev.Graph, ev.SourceStream, ev.SourceSequence, ev.SourceMsgID = w.cfg.Graph, meta.Stream, meta.Sequence.Stream, receipt.MsgID
 	b, err := json.Marshal(ev)
 	if err == nil {
-		err = w.nc.Publish(w.cfg.EventSubject(), b)
+		// The events stream stores it; the id makes the event of a message applied again after
+		// a redelivery (already_applied) a duplicate of the first, which stays.
+		m := nats.NewMsg(w.cfg.EventSubject())
+		m.Data = b
+		m.Header.Set(HeaderMsgID, EventMsgID(meta.Stream, meta.Sequence.Stream))
+		err = w.nc.PublishMsg(m)
 	}
 	if err != nil {
 		w.log.Warn("commit event not published", zap.Error(err))
 	}
 }
+
+// EventMsgID is the Nats-Msg-Id of the event of message seq of stream: a CLI waiting for its
+// request's outcome reads it from the events stream by this id.
+func EventMsgID(stream string, seq uint64) string { return fmt.Sprintf("event:%s:%d", stream, seq) }

@@ -47,18 +47,24 @@ const (
 	// short enough that a message failing for a reason nobody recognised does not hold its
 	// graph for hours.
 	DefaultRetryBudget = 10 * time.Minute
+	// DefaultEventsMaxAge keeps a week of events: a pipeline down over a weekend still finds
+	// the merge it chains on.
+	DefaultEventsMaxAge = 7 * 24 * time.Hour
 )
 
 // Config names the streams and consumer of one graph and tunes delivery. The zero value of a
 // field is its default; config.Config.Ingest builds one from the worker's settings.
 type Config struct {
-	Graph      string        // the <graph> subject token
-	Stream     string        // ingest stream; default StreamName(Graph)
-	DLQStream  string        // dead-letter stream; default DLQStreamName(Graph)
-	Consumer   string        // durable pull consumer; default DefaultConsumer
-	AckWait    time.Duration // default DefaultAckWait; InProgress is sent every AckWait/3 during a load
-	MaxDeliver int           // default DefaultMaxDeliver; the last delivery is dead-lettered instead of retried
-	RetryMax   time.Duration // cap of the in-place retry backoff; default DefaultRetryMax
+	Graph     string // the <graph> subject token
+	Stream    string // ingest stream; default StreamName(Graph)
+	DLQStream string // dead-letter stream; default DLQStreamName(Graph)
+	// EventsStream stores the graph's events subject; default EventsStreamName(Graph).
+	EventsStream string
+	EventsMaxAge time.Duration // how long EventsStream keeps an event; default DefaultEventsMaxAge
+	Consumer     string        // durable pull consumer; default DefaultConsumer
+	AckWait      time.Duration // default DefaultAckWait; InProgress is sent every AckWait/3 during a load
+	MaxDeliver   int           // default DefaultMaxDeliver; the last delivery is dead-lettered instead of retried
+	RetryMax     time.Duration // cap of the in-place retry backoff; default DefaultRetryMax
 	// RetryBudget is how long one message may keep failing in place with an error not known
 	// to be transient before it is dead-lettered as retry_exhausted, or, for a known-transient
 	// error, before the worker reports itself stalled; default DefaultRetryBudget.
@@ -92,6 +98,9 @@ func StreamName(graph string) string {
 // DLQStreamName is the default dead-letter stream of graph: OMNIGRAPH_<GRAPH>_DLQ.
 func DLQStreamName(graph string) string { return StreamName(graph) + "_DLQ" }
 
+// EventsStreamName is the default events stream of graph: OMNIGRAPH_<GRAPH>_EVENTS.
+func EventsStreamName(graph string) string { return StreamName(graph) + "_EVENTS" }
+
 func (c *Config) withDefaults() error {
 	if err := CheckGraphName(c.Graph); err != nil {
 		return fmt.Errorf("ingest: %w", err)
@@ -104,6 +113,12 @@ func (c *Config) withDefaults() error {
 	}
 	if c.DLQStream == "" {
 		c.DLQStream = DLQStreamName(c.Graph)
+	}
+	if c.EventsStream == "" {
+		c.EventsStream = EventsStreamName(c.Graph)
+	}
+	if c.EventsMaxAge <= 0 {
+		c.EventsMaxAge = DefaultEventsMaxAge
 	}
 	if c.Consumer == "" {
 		c.Consumer = DefaultConsumer

@@ -78,7 +78,7 @@ func New(nc *nats.Conn, g *engine.Graph, cfg Config, log *zap.Logger) (*Worker, 
 // Config is the effective configuration (defaults filled in).
 func (w *Worker) Config() Config { return w.cfg }
 
-// Setup creates or updates the ingest stream, the dead-letter stream and the durable consumer.
+// Setup creates or updates the ingest, dead-letter and events streams and the durable consumer.
 // One consumer with one message in flight keeps a graph's batches in stream order.
 func (w *Worker) Setup(ctx context.Context) error {
 	if err := ensureStream(ctx, w.js, jetstream.StreamConfig{
@@ -92,6 +92,13 @@ func (w *Worker) Setup(ctx context.Context) error {
 		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
 	}); err != nil {
 		return fmt.Errorf("ingest: dead-letter stream %s: %w", w.cfg.DLQStream, err)
+	}
+	// Events are kept for events_max_age, deduplicated by the request they report.
+	if err := ensureStream(ctx, w.js, jetstream.StreamConfig{
+		Name: w.cfg.EventsStream, Subjects: []string{w.cfg.EventSubject()},
+		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxAge: w.cfg.EventsMaxAge,
+	}); err != nil {
+		return fmt.Errorf("ingest: events stream %s: %w", w.cfg.EventsStream, err)
 	}
 	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.cfg.Stream, jetstream.ConsumerConfig{
 		Durable: w.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.cfg.AckWait,

@@ -17,6 +17,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/config"
@@ -34,32 +35,55 @@ import (
 // kindExit is the catalogue's exit code of err's kind (exitInternal for an error of no kind).
 func kindExit(err error) int { return errs.ExitCode(err) }
 
-func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
-	return fs
-}
-
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return &usageError{msg: err.Error()}
-	}
-	return nil
+// boundSettings are the config settings of a command (config.Bind), declared on a Go flag set
+// and carried onto the command's pflag set.
+type boundSettings struct {
+	*config.Loader
+	gofs *flag.FlagSet
+	fs   *pflag.FlagSet
 }
 
 // bindSettings declares the config settings of the named groups (config.NATSSettings,
 // config.RootSettings) and --config on fs, with the tools' defaults: the same names, variables
 // and errors as `worker run`.
-func bindSettings(fs *flag.FlagSet, groups ...[]string) *config.Loader {
+func bindSettings(fs *pflag.FlagSet, groups ...[]string) *boundSettings {
 	var names []string
 	for _, g := range groups {
 		names = append(names, g...)
 	}
-	return config.Bind(fs, config.ToolDefaults(), names...)
+	return bindConfig(fs, config.ToolDefaults(), names...)
 }
 
-// loadSettings merges the bound settings once the flags are parsed.
-func loadSettings(l *config.Loader) (*config.Config, error) { return l.Load(getenv) }
+// bindConfig binds names with defaults through config.Bind, which takes a Go flag set: the
+// Go flags are added to fs, and load tells the Go set which of them the command line gave.
+func bindConfig(fs *pflag.FlagSet, defaults config.Config, names ...string) *boundSettings {
+	gofs := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	l := config.Bind(gofs, defaults, names...)
+	fs.AddGoFlagSet(gofs)
+	return &boundSettings{Loader: l, gofs: gofs, fs: fs}
+}
+
+// require makes load refuse a config in which any of names is empty.
+func (b *boundSettings) require(names ...string) *boundSettings {
+	b.Require(names...)
+	return b
+}
+
+// load merges the bound settings once the flags are parsed. pflag sets a Go flag's value but
+// not the Go set's record of what was given, which config reads to rank a flag above the file
+// and the environment: setting each given flag again on the Go set records it.
+func (b *boundSettings) load() (*config.Config, error) {
+	var err error
+	b.fs.Visit(func(f *pflag.Flag) {
+		if b.gofs.Lookup(f.Name) != nil && err == nil {
+			err = b.gofs.Set(f.Name, f.Value.String())
+		}
+	})
+	if err != nil {
+		return nil, &usageError{msg: err.Error()}
+	}
+	return b.Load(getenv)
+}
 
 // openRoot opens the graph root at uri as c says (local_fsync).
 func openRoot(ctx context.Context, uri string, c *config.Config) (storage.Store, error) {
@@ -99,7 +123,7 @@ func refuseLiveWorker(st storage.Store, force bool) error {
 }
 
 // forceFlag is the override of refuseLiveWorker on commands that write the graph directly.
-func forceFlag(fs *flag.FlagSet) *bool {
+func forceFlag(fs *pflag.FlagSet) *bool {
 	return fs.Bool("force", false, "write even though a running `worker run` seems to serve this root")
 }
 
@@ -126,49 +150,46 @@ func openGraph(ctx context.Context, uri string, c *config.Config, readWrite, for
 	return g, func() { st.Close() }, nil
 }
 
-func cmdInit(ctx context.Context, args []string) error {
-	fs := newFlags("init")
+func cmdInit(fs *pflag.FlagSet) runFunc {
 	root := fs.String("root", "", "graph root URI (path, file://, mem://, s3://, gs://, azblob://)")
 	schemaPath := fs.String("schema", "", "the .pg schema file")
 	fileVersion := fs.String("lance-file-version", "", "Lance data file version of every table: 2.0, 2.1 or 2.2 (default: the engine's)")
 	settings := bindSettings(fs, config.RootSettings)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *schemaPath == "" {
-		return &usageError{msg: "--schema is required"}
-	}
-	c, err := loadSettings(settings)
-	if err != nil {
-		return err
-	}
-	var o engine.InitOptions
-	if *fileVersion != "" {
-		v, err := config.FileVersion(*fileVersion)
-		if err != nil {
-			return &usageError{msg: "--lance-file-version: " + err.Error()}
+	return func(ctx context.Context, args []string) error {
+		if *schemaPath == "" {
+			return &usageError{msg: "--schema is required"}
 		}
-		o.FileVersion = v
+		c, err := settings.load()
+		if err != nil {
+			return err
+		}
+		var o engine.InitOptions
+		if *fileVersion != "" {
+			v, err := config.FileVersion(*fileVersion)
+			if err != nil {
+				return &usageError{msg: "--lance-file-version: " + err.Error()}
+			}
+			o.FileVersion = v
+		}
+		src, err := os.ReadFile(*schemaPath)
+		if err != nil {
+			return err
+		}
+		st, err := openRoot(ctx, *root, c)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		g, err := engine.Init(ctx, st, string(src), o)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("initialised %s: %d node types, %d edge types\n", st.URI(), len(g.Catalog().Nodes), len(g.Catalog().Edges))
+		return nil
 	}
-	src, err := os.ReadFile(*schemaPath)
-	if err != nil {
-		return err
-	}
-	st, err := openRoot(ctx, *root, c)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	g, err := engine.Init(ctx, st, string(src), o)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("initialised %s: %d node types, %d edge types\n", st.URI(), len(g.Catalog().Nodes), len(g.Catalog().Edges))
-	return nil
 }
 
-func cmdLoad(ctx context.Context, args []string) error {
-	fs := newFlags("load")
+func cmdLoad(fs *pflag.FlagSet) runFunc {
 	root := fs.String("root", "", "graph root URI")
 	branch := fs.String("branch", "main", "target branch")
 	mode := fs.String("mode", "merge", "append (strict insert), merge (upsert) or overwrite")
@@ -177,120 +198,117 @@ func cmdLoad(ctx context.Context, args []string) error {
 	from := fs.String("from", "", "fork --branch from this base first if it does not exist")
 	force := forceFlag(fs)
 	settings := bindSettings(fs, config.RootSettings)
-	if err := parse(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return &usageError{msg: "load takes one FILE argument (- for standard input)"}
+		}
+		c, err := settings.load()
+		if err != nil {
+			return err
+		}
+		in, err := openInput(args[0])
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		recs, err := framing.Parse(in, framing.DefaultLimits())
+		if err != nil {
+			return err
+		}
+		g, closeGraph, err := openGraph(ctx, *root, c, true, *force)
+		if err != nil {
+			return err
+		}
+		defer closeGraph()
+		req := engine.LoadRequest{Branch: *branch, From: *from, Mode: rows.Mode(*mode), Actor: *actor, Records: recs}
+		if *msgID != "" {
+			req.Receipt = &publisher.Receipt{MsgID: *msgID}
+		}
+		res, err := g.Load(ctx, req)
+		if err != nil {
+			return err
+		}
+		return printJSON(res)
 	}
-	if fs.NArg() != 1 {
-		return &usageError{msg: "load takes one FILE argument (- for standard input)"}
-	}
-	c, err := loadSettings(settings)
-	if err != nil {
-		return err
-	}
-	in, err := openInput(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	recs, err := framing.Parse(in, framing.DefaultLimits())
-	if err != nil {
-		return err
-	}
-	g, closeGraph, err := openGraph(ctx, *root, c, true, *force)
-	if err != nil {
-		return err
-	}
-	defer closeGraph()
-	req := engine.LoadRequest{Branch: *branch, From: *from, Mode: rows.Mode(*mode), Actor: *actor, Records: recs}
-	if *msgID != "" {
-		req.Receipt = &publisher.Receipt{MsgID: *msgID}
-	}
-	res, err := g.Load(ctx, req)
-	if err != nil {
-		return err
-	}
-	return printJSON(res)
 }
 
 // cmdOptimize compacts a graph directly (--root, for a graph no worker serves: `worker run`
 // compacts its own graph as it goes) or asks the graph's worker to (--graph: a maintenance
 // request it applies in stream order under its lease).
-func cmdOptimize(ctx context.Context, args []string) error {
-	fs := newFlags("optimize")
+func cmdOptimize(fs *pflag.FlagSet) runFunc {
 	to := targetFlags(fs, "compact directly", "a maintenance request to omnigraph.<graph>.maintenance")
 	all := fs.Bool("all", false, "rewrite every fragment Lance's planner would (small ones and ones with many deletions), not only full size-tier runs")
 	fanout := fs.Int("fanout", engine.DefaultCompactionFanout, "size-tier fanout: merge the newest fragments once one size tier among them holds this many")
 	actor := fs.String("actor", "", "actor id recorded on the commit")
 	force := forceFlag(fs)
-	if err := parse(fs, args); err != nil {
-		return err
+	wait := waitFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		if *fanout < 2 {
+			return &usageError{msg: "--fanout must be at least 2"}
+		}
+		const usage = "optimize needs exactly one of --root (compact now) or --graph (ask the graph's worker)"
+		if len(args) != 0 {
+			return &usageError{msg: usage}
+		}
+		c, err := to.resolve(usage)
+		if err != nil {
+			return err
+		}
+		if c.Graph != "" {
+			return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout}, *actor, wait)
+		}
+		g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
+		if err != nil {
+			return err
+		}
+		defer closeGraph()
+		res, err := g.Optimize(ctx, engine.OptimizeOptions{Fanout: *fanout, All: *all, Actor: *actor})
+		if err != nil {
+			return err
+		}
+		return printJSON(res)
 	}
-	if *fanout < 2 {
-		return &usageError{msg: "--fanout must be at least 2"}
-	}
-	const usage = "optimize needs exactly one of --root (compact now) or --graph (ask the graph's worker)"
-	if fs.NArg() != 0 {
-		return &usageError{msg: usage}
-	}
-	c, err := to.resolve(usage)
-	if err != nil {
-		return err
-	}
-	if c.Graph != "" {
-		return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout}, *actor)
-	}
-	g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
-	if err != nil {
-		return err
-	}
-	defer closeGraph()
-	res, err := g.Optimize(ctx, engine.OptimizeOptions{Fanout: *fanout, All: *all, Actor: *actor})
-	if err != nil {
-		return err
-	}
-	return printJSON(res)
 }
 
 // cmdCleanup removes old versions directly (--root, a graph no worker serves) or asks the
 // graph's worker to (--graph); a preview unless --confirm.
-func cmdCleanup(ctx context.Context, args []string) error {
-	fs := newFlags("cleanup")
+func cmdCleanup(fs *pflag.FlagSet) runFunc {
 	to := targetFlags(fs, "clean up directly", "a maintenance request to omnigraph.<graph>.maintenance")
 	keep := fs.Int("keep", 0, "newest versions to keep on each branch of every dataset (10 is a good start; below 3 loses recent history)")
 	olderThan := fs.String("older-than", "", "also keep every version younger than this (units s m h d w, e.g. 7d)")
 	confirm := fs.Bool("confirm", false, "remove; without it the command only reports what it would remove")
 	force := forceFlag(fs)
-	if err := parse(fs, args); err != nil {
-		return err
+	wait := waitFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		if *keep < 1 {
+			return &usageError{msg: "cleanup needs --keep N (N >= 1)"}
+		}
+		age, err := ingest.ParseAge(*olderThan)
+		if err != nil {
+			return &usageError{msg: "--older-than: " + err.Error()}
+		}
+		const usage = "cleanup needs exactly one of --root (clean up now) or --graph (ask the graph's worker)"
+		if len(args) != 0 {
+			return &usageError{msg: usage}
+		}
+		c, err := to.resolve(usage)
+		if err != nil {
+			return err
+		}
+		if c.Graph != "" {
+			return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "cleanup", Keep: *keep, OlderThan: *olderThan, DryRun: !*confirm}, "", wait)
+		}
+		g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
+		if err != nil {
+			return err
+		}
+		defer closeGraph()
+		res, err := g.Cleanup(ctx, engine.CleanupOptions{Keep: *keep, OlderThan: age, DryRun: !*confirm})
+		if err != nil {
+			return err
+		}
+		return printJSON(res)
 	}
-	if *keep < 1 {
-		return &usageError{msg: "cleanup needs --keep N (N >= 1)"}
-	}
-	age, err := ingest.ParseAge(*olderThan)
-	if err != nil {
-		return &usageError{msg: "--older-than: " + err.Error()}
-	}
-	const usage = "cleanup needs exactly one of --root (clean up now) or --graph (ask the graph's worker)"
-	if fs.NArg() != 0 {
-		return &usageError{msg: usage}
-	}
-	c, err := to.resolve(usage)
-	if err != nil {
-		return err
-	}
-	if c.Graph != "" {
-		return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "cleanup", Keep: *keep, OlderThan: *olderThan, DryRun: !*confirm}, "")
-	}
-	g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
-	if err != nil {
-		return err
-	}
-	defer closeGraph()
-	res, err := g.Cleanup(ctx, engine.CleanupOptions{Keep: *keep, OlderThan: age, DryRun: !*confirm})
-	if err != nil {
-		return err
-	}
-	return printJSON(res)
 }
 
 func printJSON(v any) error {
@@ -299,59 +317,55 @@ func printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-func cmdExport(ctx context.Context, args []string) error {
-	fs := newFlags("export")
+func cmdExport(fs *pflag.FlagSet) runFunc {
 	root := fs.String("root", "", "graph root URI")
 	branch := fs.String("branch", "main", "branch to export")
 	version := fs.Uint64("version", 0, "__manifest version to export (0: latest)")
 	settings := bindSettings(fs, config.RootSettings)
-	if err := parse(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, args []string) error {
+		c, err := settings.load()
+		if err != nil {
+			return err
+		}
+		g, closeGraph, err := openGraph(ctx, *root, c, false, false)
+		if err != nil {
+			return err
+		}
+		defer closeGraph()
+		return g.Export(ctx, *branch, *version, os.Stdout)
 	}
-	c, err := loadSettings(settings)
-	if err != nil {
-		return err
-	}
-	g, closeGraph, err := openGraph(ctx, *root, c, false, false)
-	if err != nil {
-		return err
-	}
-	defer closeGraph()
-	return g.Export(ctx, *branch, *version, os.Stdout)
 }
 
-func cmdCommits(ctx context.Context, args []string) error {
-	fs := newFlags("commits")
+func cmdCommits(fs *pflag.FlagSet) runFunc {
 	root := fs.String("root", "", "graph root URI")
 	branch := fs.String("branch", "main", "branch")
 	asJSON := fs.Bool("json", false, "print JSON")
 	settings := bindSettings(fs, config.RootSettings)
-	if err := parse(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, args []string) error {
+		c, err := settings.load()
+		if err != nil {
+			return err
+		}
+		g, closeGraph, err := openGraph(ctx, *root, c, false, false)
+		if err != nil {
+			return err
+		}
+		defer closeGraph()
+		cs, err := g.Commits(ctx, *branch)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(cs)
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "COMMIT\tVERSION\tBRANCH\tACTOR\tCREATED")
+		for _, c := range cs {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.GraphCommitID, c.GraphManifestVersion, orDash(c.GraphBranch), orDash(c.ActorID),
+				time.UnixMicro(c.CreatedAt).UTC().Format(time.RFC3339))
+		}
+		return tw.Flush()
 	}
-	c, err := loadSettings(settings)
-	if err != nil {
-		return err
-	}
-	g, closeGraph, err := openGraph(ctx, *root, c, false, false)
-	if err != nil {
-		return err
-	}
-	defer closeGraph()
-	cs, err := g.Commits(ctx, *branch)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(cs)
-	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COMMIT\tVERSION\tBRANCH\tACTOR\tCREATED")
-	for _, c := range cs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.GraphCommitID, c.GraphManifestVersion, orDash(c.GraphBranch), orDash(c.ActorID),
-			time.UnixMicro(c.CreatedAt).UTC().Format(time.RFC3339))
-	}
-	return tw.Flush()
 }
 
 func orDash(s *string) string {
@@ -361,17 +375,22 @@ func orDash(s *string) string {
 	return *s
 }
 
-func cmdRun(ctx context.Context, args []string) error {
-	c, err := config.Load(args, getenv)
+// cmdRun binds every setting, as config.Load does, root and graph required.
+func cmdRun(fs *pflag.FlagSet) runFunc {
+	settings := bindConfig(fs, config.Defaults(), config.AllSettings()...).require("root", "graph")
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 0 {
+			return &usageError{msg: fmt.Sprintf("run takes no arguments (got %q)", args)}
+		}
+		return serve(ctx, settings)
+	}
+}
+
+// serve is `worker run` once its command line is parsed.
+func serve(ctx context.Context, settings *boundSettings) error {
+	c, err := settings.load()
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		var ce *config.Error
-		if errors.As(err, &ce) {
-			return err
-		}
-		return &usageError{msg: err.Error()}
+		return err
 	}
 	log, err := zap.NewProduction()
 	if err != nil {
@@ -478,213 +497,150 @@ func connectNATS(ctx context.Context, url string, opts []nats.Option, log *zap.L
 	}
 }
 
-func cmdRecover(ctx context.Context, args []string) error {
-	fs := newFlags("recover")
+func cmdRecover(fs *pflag.FlagSet) runFunc {
 	root := fs.String("root", "", "graph root URI")
 	list := fs.Bool("list", false, "only list pending recovery sidecars; change nothing")
 	restoreDrift := fs.Bool("restore-drift", false, "then restore every table a writer outside a graph commit moved (table_drift) to its published version, and publish it")
 	force := forceFlag(fs)
 	settings := bindSettings(fs, config.RootSettings)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	c, err := loadSettings(settings)
-	if err != nil {
-		return err
-	}
-	st, err := openRoot(ctx, *root, c)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if *list {
-		listed, err := recovery.List(ctx, st)
+	return func(ctx context.Context, args []string) error {
+		c, err := settings.load()
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "OPERATION\tKIND\tBRANCH\tPHASE\tTABLES\tSTARTED")
-		for _, l := range listed {
-			sc, ok, err := recovery.Read(ctx, st, l.Name)
+		st, err := openRoot(ctx, *root, c)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if *list {
+			listed, err := recovery.List(ctx, st)
 			if err != nil {
 				return err
 			}
-			if !ok {
-				continue
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "OPERATION\tKIND\tBRANCH\tPHASE\tTABLES\tSTARTED")
+			for _, l := range listed {
+				sc, ok, err := recovery.Read(ctx, st, l.Name)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
+				phase, tables := "-", []string{}
+				if sc.ProtocolV3 != nil {
+					phase = string(sc.ProtocolV3.EffectPhase)
+				}
+				for _, t := range sc.Tables {
+					tables = append(tables, t.TableKey)
+				}
+				started := "-"
+				if us, err := strconv.ParseInt(sc.StartedAt, 10, 64); err == nil {
+					started = time.UnixMicro(us).UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sc.OperationID, sc.WriterKind, orDash(sc.Branch), phase, strings.Join(tables, ","), started)
 			}
-			phase, tables := "-", []string{}
-			if sc.ProtocolV3 != nil {
-				phase = string(sc.ProtocolV3.EffectPhase)
-			}
-			for _, t := range sc.Tables {
-				tables = append(tables, t.TableKey)
-			}
-			started := "-"
-			if us, err := strconv.ParseInt(sc.StartedAt, 10, 64); err == nil {
-				started = time.UnixMicro(us).UTC().Format(time.RFC3339)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sc.OperationID, sc.WriterKind, orDash(sc.Branch), phase, strings.Join(tables, ","), started)
+			return tw.Flush()
 		}
-		return tw.Flush()
-	}
-	if err := refuseLiveWorker(st, *force); err != nil {
-		return err
-	}
-	g, err := engine.OpenReadOnly(ctx, st)
-	if err != nil {
-		return err
-	}
-	out, err := g.Recover(ctx)
-	for _, o := range out {
-		fmt.Printf("%s %s on %s", o.Action, o.OperationID, o.Branch)
-		if o.GraphCommitID != "" {
-			fmt.Printf(" (commit %s)", o.GraphCommitID)
+		if err := refuseLiveWorker(st, *force); err != nil {
+			return err
 		}
-		for _, t := range o.Tables {
-			fmt.Printf(" %s:%d->%d", t.TableKey, t.FromVersion, t.ToVersion)
-		}
-		if o.Reason != "" {
-			fmt.Printf(": %s", o.Reason)
-		}
-		fmt.Println()
-	}
-	if err == nil && len(out) == 0 {
-		fmt.Println("no pending recovery sidecars")
-	}
-	if err != nil || !*restoreDrift {
-		return err
-	}
-	restored, err := g.RestoreDrift(ctx)
-	for _, r := range restored {
-		fmt.Printf("restored %s on %s: Lance HEAD %d back to published version %d (as version %d, commit %s)\n",
-			r.TableKey, r.Branch, r.Head, r.Published, r.Restored, r.GraphCommitID)
-	}
-	if err == nil && len(restored) == 0 {
-		fmt.Println("no drifted tables")
-	}
-	return err
-}
-
-func cmdPublish(ctx context.Context, args []string) error {
-	fs := newFlags("publish")
-	settings := bindSettings(fs, config.NATSSettings).Require("graph")
-	branch := fs.String("branch", "", "Omnigraph-Branch header (default main)")
-	from := fs.String("from", "", "Omnigraph-From header: fork the branch from this base if missing")
-	mode := fs.String("mode", "", "Omnigraph-Mode header: merge (default), append or overwrite")
-	actor := fs.String("actor", "", "Omnigraph-Actor header")
-	msgID := fs.String("msg-id", "", "Nats-Msg-Id header (producer dedupe and receipt key)")
-	timeout := fs.Duration("timeout", time.Minute, "how long to wait for JetStream to store the batch (a 32 MiB batch can take more than the client's default 5s)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return &usageError{msg: "publish needs one FILE argument (- for standard input)"}
-	}
-	c, err := loadSettings(settings)
-	if err != nil {
-		return err
-	}
-	if *timeout <= 0 {
-		return &usageError{msg: "publish --timeout must be positive"}
-	}
-	for flag, name := range map[string]string{"--branch": *branch, "--from": *from} {
-		if err := engine.CheckBranchName(flag, name); err != nil {
-			return err // the worker would dead-letter it: refuse it before it is queued
-		}
-	}
-	in, err := openInput(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	body, err := io.ReadAll(in)
-	in.Close()
-	if err != nil {
-		return err
-	}
-	nc, js, err := connectJetStream(c, "omnigraph-worker publish")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	cfg := c.Ingest()
-	m := nats.NewMsg(cfg.IngestSubject())
-	m.Data = body
-	for k, v := range map[string]string{ingest.HeaderBranch: *branch, ingest.HeaderFrom: *from, ingest.HeaderMode: *mode,
-		ingest.HeaderActor: *actor, ingest.HeaderMsgID: *msgID} {
-		if v != "" {
-			m.Header.Set(k, v)
-		}
-	}
-	if limit := ingest.MaxBodyBytes(m.Subject, m.Header); len(body) > limit {
-		return fmt.Errorf("the batch is %d bytes; JetStream stores at most %d in one message on %s with these headers (32 MiB counting subject and headers): split it", len(body), limit, m.Subject)
-	}
-	pctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	ack, err := js.PublishMsg(pctx, m)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("JetStream did not confirm the %d-byte batch within %v (--timeout); it may have stored it all the same, so only a publish with the same --msg-id is a safe retry: %w", len(body), *timeout, err)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Printf("published to %s: stream %s sequence %d duplicate %v\n", m.Subject, ack.Stream, ack.Sequence, ack.Duplicate)
-	return nil
-}
-
-func cmdBranch(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &usageError{msg: "branch needs a subcommand: create, list or delete"}
-	}
-	fs := newFlags("branch " + args[0])
-	root := fs.String("root", "", "graph root URI")
-	from := fs.String("from", "main", "create: the branch to fork from")
-	asJSON := fs.Bool("json", false, "list: print JSON")
-	force := forceFlag(fs)
-	settings := bindSettings(fs, config.RootSettings)
-	if err := parse(fs, args[1:]); err != nil {
-		return err
-	}
-	c, err := loadSettings(settings)
-	if err != nil {
-		return err
-	}
-	g, closeGraph, err := openGraph(ctx, *root, c, false, false)
-	if err != nil {
-		return err
-	}
-	defer closeGraph()
-	switch args[0] {
-	case "list":
-		bs, err := g.Branches(ctx)
+		g, err := engine.OpenReadOnly(ctx, st)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return printJSON(bs)
+		out, err := g.Recover(ctx)
+		for _, o := range out {
+			fmt.Printf("%s %s on %s", o.Action, o.OperationID, o.Branch)
+			if o.GraphCommitID != "" {
+				fmt.Printf(" (commit %s)", o.GraphCommitID)
+			}
+			for _, t := range o.Tables {
+				fmt.Printf(" %s:%d->%d", t.TableKey, t.FromVersion, t.ToVersion)
+			}
+			if o.Reason != "" {
+				fmt.Printf(": %s", o.Reason)
+			}
+			fmt.Println()
 		}
-		fmt.Println("main")
-		for _, b := range bs {
-			fmt.Printf("%s (from %s at manifest version %d)\n", b.Name, b.ParentBranch, b.ParentVersion)
+		if err == nil && len(out) == 0 {
+			fmt.Println("no pending recovery sidecars")
 		}
-		return nil
-	case "create", "delete":
-		if fs.NArg() != 1 {
-			return &usageError{msg: "branch " + args[0] + " takes one NAME"}
-		}
-		if err := refuseLiveWorker(g.Root(), *force); err != nil {
+		if err != nil || !*restoreDrift {
 			return err
 		}
-		if args[0] == "create" {
-			err = g.CreateBranch(ctx, fs.Arg(0), *from)
-		} else {
-			err = g.DeleteBranch(ctx, fs.Arg(0))
+		restored, err := g.RestoreDrift(ctx)
+		for _, r := range restored {
+			fmt.Printf("restored %s on %s: Lance HEAD %d back to published version %d (as version %d, commit %s)\n",
+				r.TableKey, r.Branch, r.Head, r.Published, r.Restored, r.GraphCommitID)
 		}
-		if err == nil {
-			fmt.Printf("%s branch %s\n", map[string]string{"create": "created", "delete": "deleted"}[args[0]], fs.Arg(0))
+		if err == nil && len(restored) == 0 {
+			fmt.Println("no drifted tables")
 		}
 		return err
 	}
-	return &usageError{msg: "branch subcommands: create, list, delete"}
+}
+
+// cmdBranch is `branch create|list|delete`: each subcommand declares only the flags it takes.
+func cmdBranch(sub string) func(fs *pflag.FlagSet) runFunc {
+	return func(fs *pflag.FlagSet) runFunc {
+		root := fs.String("root", "", "graph root URI")
+		from, asJSON, force := new(string), new(bool), new(bool)
+		switch sub {
+		case "create":
+			from = fs.String("from", "main", "the branch to fork from")
+			force = forceFlag(fs)
+		case "delete":
+			force = forceFlag(fs)
+		case "list":
+			asJSON = fs.Bool("json", false, "print JSON")
+		}
+		settings := bindSettings(fs, config.RootSettings)
+		return func(ctx context.Context, args []string) error {
+			if sub != "list" && len(args) != 1 {
+				return &usageError{msg: "branch " + sub + " takes one NAME"}
+			}
+			if sub == "list" && len(args) != 0 {
+				return &usageError{msg: "branch list takes no arguments"}
+			}
+			c, err := settings.load()
+			if err != nil {
+				return err
+			}
+			g, closeGraph, err := openGraph(ctx, *root, c, false, false)
+			if err != nil {
+				return err
+			}
+			defer closeGraph()
+			if sub == "list" {
+				bs, err := g.Branches(ctx)
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					return printJSON(bs)
+				}
+				fmt.Println("main")
+				for _, b := range bs {
+					fmt.Printf("%s (from %s at manifest version %d)\n", b.Name, b.ParentBranch, b.ParentVersion)
+				}
+				return nil
+			}
+			if err := refuseLiveWorker(g.Root(), *force); err != nil {
+				return err
+			}
+			if sub == "create" {
+				err = g.CreateBranch(ctx, args[0], *from)
+			} else {
+				err = g.DeleteBranch(ctx, args[0])
+			}
+			if err == nil {
+				fmt.Printf("%s branch %s\n", map[string]string{"create": "created", "delete": "deleted"}[sub], args[0])
+			}
+			return err
+		}
+	}
 }
 
 // openInput opens a batch file, or standard input for "-".

@@ -11,34 +11,48 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 )
 
 // cmdDLQ is the operators' dead-letter tool: list, show, replay.
-func cmdDLQ(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &usageError{msg: "dlq needs a subcommand: list, show or replay"}
+func cmdDLQ(sub string) func(fs *pflag.FlagSet) runFunc {
+	return func(fs *pflag.FlagSet) runFunc {
+		settings := bindSettings(fs, config.NATSSettings).require("graph")
+		reason, asJSON, seqRange, mode, branch, from, split, dryRun := new(string), new(bool), new(string), new(string), new(string), new(string), new(bool), new(bool)
+		if sub != "show" {
+			reason = fs.String("reason", "", "only dead letters of this reason ("+strings.Join(errs.DeadLetterReasons(), ", ")+")")
+		}
+		switch sub {
+		case "list":
+			asJSON = fs.Bool("json", false, "print JSON")
+		case "replay":
+			seqRange = fs.String("seq", "", "replay only dead-letter sequences A-B (or one sequence)")
+			mode = fs.String("mode", "", "replay with this Omnigraph-Mode (e.g. merge)")
+			branch = fs.String("branch", "", "replay into this branch (e.g. a quarantine branch)")
+			from = fs.String("from", "", "with --branch: fork it from this base if missing")
+			split = fs.Bool("split", false, "replay split into batches under the limits, nodes before edges")
+			dryRun = fs.Bool("dry-run", false, "show what a replay would do, changing nothing")
+		}
+		return func(ctx context.Context, args []string) error {
+			if sub != "show" && len(args) != 0 {
+				return &usageError{msg: "dlq " + sub + " takes no arguments"}
+			}
+			return dlq(ctx, sub, args, settings, *reason, *asJSON, *seqRange, *mode, *branch, *from, *split, *dryRun)
+		}
 	}
-	fs := newFlags("dlq " + args[0])
-	settings := bindSettings(fs, config.NATSSettings).Require("graph")
-	reason := fs.String("reason", "", "only dead letters of this reason ("+strings.Join(errs.DeadLetterReasons(), ", ")+")")
-	asJSON := fs.Bool("json", false, "print JSON (list)")
-	seqRange := fs.String("seq", "", "replay only dead-letter sequences A-B (or one sequence)")
-	mode := fs.String("mode", "", "replay with this Omnigraph-Mode (e.g. merge)")
-	branch := fs.String("branch", "", "replay into this branch (e.g. a quarantine branch)")
-	from := fs.String("from", "", "with --branch: fork it from this base if missing")
-	split := fs.Bool("split", false, "replay split into batches under the limits, nodes before edges")
-	dryRun := fs.Bool("dry-run", false, "show what a replay would do")
-	if err := parse(fs, args[1:]); err != nil {
+}
+
+// dlq runs a dlq subcommand once its command line is parsed.
+func dlq(ctx context.Context, sub string, args []string, settings *boundSettings, reason string, asJSON bool, seqRange, mode, branch, from string, split, dryRun bool) error {
+	if err := checkReason(reason); err != nil {
 		return err
 	}
-	c, err := loadSettings(settings)
+	c, err := settings.load()
 	if err != nil {
-		return err
-	}
-	if err := checkReason(*reason); err != nil {
 		return err
 	}
 	nc, js, err := connectJetStream(c, "omnigraph-worker dlq")
@@ -47,13 +61,13 @@ func cmdDLQ(ctx context.Context, args []string) error {
 	}
 	defer nc.Close()
 	cfg := c.Ingest()
-	switch args[0] {
+	switch sub {
 	case "list":
-		dls, err := ingest.DeadLetters(ctx, js, cfg, *reason)
+		dls, err := ingest.DeadLetters(ctx, js, cfg, reason)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if asJSON {
 			return printJSON(dls)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
@@ -67,10 +81,10 @@ func cmdDLQ(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	case "show":
-		if fs.NArg() != 1 {
+		if len(args) != 1 {
 			return &usageError{msg: "dlq show takes one SEQ"}
 		}
-		seq, err := strconv.ParseUint(fs.Arg(0), 10, 64)
+		seq, err := strconv.ParseUint(args[0], 10, 64)
 		if err != nil {
 			return &usageError{msg: "SEQ must be a number"}
 		}
@@ -100,9 +114,9 @@ func cmdDLQ(ctx context.Context, args []string) error {
 		}
 		return fmt.Errorf("no dead letter with sequence %d", seq)
 	case "replay":
-		o := ingest.ReplayOptions{Reason: *reason, Mode: *mode, Branch: *branch, From: *from, Split: *split, DryRun: *dryRun}
-		if *seqRange != "" {
-			a, b, ok := strings.Cut(*seqRange, "-")
+		o := ingest.ReplayOptions{Reason: reason, Mode: mode, Branch: branch, From: from, Split: split, DryRun: dryRun}
+		if seqRange != "" {
+			a, b, ok := strings.Cut(seqRange, "-")
 			if !ok {
 				b = a
 			}

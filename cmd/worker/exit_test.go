@@ -66,7 +66,7 @@ func TestDLQReasons(t *testing.T) {
 			t.Errorf("%s: %v", r, err)
 		}
 	}
-	err := cmdDLQ(context.Background(), []string{"list", "--graph", "g", "--reason", "nope"})
+	err := run("dlq", "list", "--graph", "g", "--reason", "nope")
 	if exitCode(err) != exitUsage {
 		t.Fatalf("dlq list --reason nope: %v", err)
 	}
@@ -123,7 +123,7 @@ func TestRecoverRestoresDrift(t *testing.T) {
 	if exitCode(err) != errs.ExitOperator || !strings.Contains(err.Error(), "worker recover --root <root> --restore-drift") {
 		t.Fatalf("load over drift: exit %d, %v", exitCode(err), err)
 	}
-	if err := cmdRecover(ctx, []string{"--root", dir, "--restore-drift"}); err != nil {
+	if err := run("recover", "--root", dir, "--restore-drift"); err != nil {
 		t.Fatal(err)
 	}
 	g, err = engine.Open(ctx, root)

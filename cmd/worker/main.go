@@ -8,7 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
@@ -22,31 +26,50 @@ const (
 	exitUsage    = errs.ExitUsage
 )
 
+// version is what `worker version` and `worker --version` print.
+const version = "0.1.0"
+
 // getenv is the process environment as the commands see it: they pass it to config, the one
 // reader of OMNIGRAPH_* settings, and read nothing else but the Go runtime's GOGC and
 // GOMEMLIMIT. Tests replace it.
 var getenv = os.Getenv
 
+// runFunc runs a command on its positional arguments, once its flags are parsed.
+type runFunc func(ctx context.Context, args []string) error
+
+// command is one verb: build declares its flags on the verb's flag set and returns what runs
+// it; a verb with subs (branch, dlq) only groups them.
 type command struct {
-	name, summary string
-	run           func(ctx context.Context, args []string) error
+	name, args, summary string
+	build               func(fs *pflag.FlagSet) runFunc
+	subs                []command
 }
 
 var commands = []command{
-	{"init", "create a graph from a .pg schema", cmdInit},
-	{"load", "apply an NDJSON graph batch as one commit", cmdLoad},
-	{"export", "write a branch's rows as NDJSON in the load envelope", cmdExport},
-	{"commits", "list a branch's graph commits", cmdCommits},
-	{"branch", "graph branches: create NAME [--from B], list [--json], delete NAME", cmdBranch},
-	{"merge", "merge --source S [--target T] [--delete-source] into one commit (--root), or publish the request (--graph)", cmdMerge},
-	{"optimize", "compact main's tables (fragment runs; --all for everything Lance would) in one commit", cmdOptimize},
-	{"cleanup", "remove old versions and the files only they name (--keep N [--older-than 7d]; a preview unless --confirm)", cmdCleanup},
-	{"recover", "resolve pending recovery sidecars (--list to only show them; --restore-drift also puts drifted tables back)", cmdRecover},
-	{"dlq", "dead letters: list [--reason R] [--json], show SEQ, replay [--reason R] [--seq A-B] [--mode M] [--branch B --from BASE] [--split] [--dry-run]", cmdDLQ},
-	{"publish", "publish a graph batch to a graph's ingest subject (a producer for scripts)", cmdPublish},
-	{"run", "consume graph batches from NATS JetStream", cmdRun},
-	{"health", "ask a running worker's /readyz (--live: /healthz); exit 0 only on 200", cmdHealth},
-	{"version", "print the version", func(context.Context, []string) error { fmt.Println("omnigraph-worker 0.1.0"); return nil }},
+	{name: "init", summary: "create a graph from a .pg schema", build: cmdInit},
+	{name: "load", args: "FILE", summary: "apply an NDJSON graph batch as one commit (FILE - for standard input)", build: cmdLoad},
+	{name: "export", summary: "write a branch's rows as NDJSON in the load envelope", build: cmdExport},
+	{name: "commits", summary: "list a branch's graph commits", build: cmdCommits},
+	{name: "branch", summary: "graph branches: create NAME [--from B], list [--json], delete NAME", subs: []command{
+		{name: "create", args: "NAME", summary: "create branch NAME from --from", build: cmdBranch("create")},
+		{name: "list", summary: "list the branches", build: cmdBranch("list")},
+		{name: "delete", args: "NAME", summary: "delete branch NAME", build: cmdBranch("delete")},
+	}},
+	{name: "merge", summary: "merge --source S [--target T] [--delete-source] into one commit (--root), or ask the graph's worker (--graph) and wait for its outcome", build: cmdMerge},
+	{name: "optimize", summary: "compact main's tables (fragment runs; --all for everything Lance would) in one commit", build: cmdOptimize},
+	{name: "cleanup", summary: "remove old versions and the files only they name (--keep N [--older-than 7d]; a preview unless --confirm)", build: cmdCleanup},
+	{name: "recover", summary: "resolve pending recovery sidecars (--list to only show them; --restore-drift also puts drifted tables back)", build: cmdRecover},
+	{name: "dlq", summary: "dead letters: list [--reason R] [--json], show SEQ, replay [--reason R] [--seq A-B] [--mode M] [--branch B --from BASE] [--split] [--dry-run]", subs: []command{
+		{name: "list", summary: "list dead letters", build: cmdDLQ("list")},
+		{name: "show", args: "SEQ", summary: "show one dead letter: its headers and body", build: cmdDLQ("show")},
+		{name: "replay", summary: "republish dead letters to the subject they came from", build: cmdDLQ("replay")},
+	}},
+	{name: "publish", args: "FILE", summary: "validate a graph batch and publish it to a graph's ingest subject (a producer for scripts; FILE - for standard input)", build: cmdPublish},
+	{name: "run", summary: "consume graph batches from NATS JetStream", build: cmdRun},
+	{name: "health", summary: "ask a running worker's /readyz (--live: /healthz); exit 0 only on 200", build: cmdHealth},
+	{name: "version", summary: "print the version", build: func(*pflag.FlagSet) runFunc {
+		return func(context.Context, []string) error { fmt.Println("omnigraph-worker " + version); return nil }
+	}},
 }
 
 // usageError is a bad command line.
@@ -54,32 +77,85 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: worker <command> [flags]\n\ncommands:")
-	for _, c := range commands {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", c.name, c.summary)
+// newRoot builds the command tree afresh (flags hold their parsed values, so each run gets
+// its own).
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:                        "worker",
+		Short:                      "omnigraph-worker: a JetStream worker that applies graph batches, and its tools",
+		Version:                    version,
+		SilenceErrors:              true, // main prints the error and exits by its kind
+		SilenceUsage:               true,
+		Args:                       cobra.ArbitraryArgs,
+		SuggestionsMinimumDistance: 2,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				cmd.SetOut(os.Stderr)
+				_ = cmd.Help()
+				return &usageError{msg: "a command is required"}
+			}
+			return unknown(cmd, args[0])
+		},
 	}
-	fmt.Fprintln(os.Stderr, "\nRun 'worker <command> -h' for a command's flags.")
+	root.SetVersionTemplate("omnigraph-worker {{.Version}}\n")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &usageError{msg: fmt.Sprintf("%v (see 'worker %s --help')", err, strings.TrimPrefix(cmd.CommandPath(), "worker "))}
+	})
+	for _, c := range commands {
+		root.AddCommand(c.cobra())
+	}
+	return root
+}
+
+// unknown refuses a command name with cobra's suggestions.
+func unknown(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return &usageError{msg: msg}
+}
+
+func (c command) cobra() *cobra.Command {
+	use := c.name
+	if c.args != "" {
+		use += " " + c.args
+	}
+	cc := &cobra.Command{Use: use, Short: c.summary, Args: cobra.ArbitraryArgs, SuggestionsMinimumDistance: 2}
+	if c.subs != nil {
+		names := make([]string, len(c.subs))
+		for i, s := range c.subs {
+			names[i] = s.name
+			cc.AddCommand(s.cobra())
+		}
+		cc.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return &usageError{msg: c.name + " needs a subcommand: " + strings.Join(names, ", ")}
+			}
+			return unknown(cmd, args[0])
+		}
+		return cc
+	}
+	run := c.build(cc.Flags())
+	cc.RunE = func(cmd *cobra.Command, args []string) error { return run(cmd.Context(), args) }
+	return cc
+}
+
+// execute runs the command line args (without the program name).
+func execute(ctx context.Context, args []string) error {
+	root := newRoot()
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(exitUsage)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	for _, c := range commands {
-		if c.name == os.Args[1] {
-			err := c.run(ctx, os.Args[2:])
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "error:", err)
-			}
-			os.Exit(exitCode(err))
-		}
+	err := execute(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", describe(err))
 	}
-	usage()
-	os.Exit(exitUsage)
+	os.Exit(exitCode(err))
 }
 
 func exitCode(err error) int {
@@ -88,8 +164,21 @@ func exitCode(err error) int {
 	}
 	var ue *usageError
 	var ce *config.Error
-	if errors.As(err, &ue) || errors.As(err, &ce) {
+	var lw *liveWorkerError
+	// A served root is refused for how the command was invoked (stop the worker or --force),
+	// not for anything in the graph.
+	if errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &lw) {
 		return exitUsage
 	}
 	return kindExit(err)
+}
+
+// describe is err as the CLI prints it: with the entity id of a key conflict, which the
+// error's reference text leaves out but a user needs to find the row.
+func describe(err error) string {
+	var kc *errs.KeyConflict
+	if errors.As(err, &kc) && kc.EntityID != nil {
+		return fmt.Sprintf("%v (id %q)", err, *kc.EntityID)
+	}
+	return err.Error()
 }

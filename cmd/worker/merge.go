@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"os"
 
@@ -13,12 +13,13 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/publisher"
+
+	"github.com/spf13/pflag"
 )
 
 // cmdMerge merges a branch directly on a graph root (--root), or publishes a merge request to
 // a graph's merge subject for the running worker to apply in stream order (--graph).
-func cmdMerge(ctx context.Context, args []string) error {
-	fs := newFlags("merge")
+func cmdMerge(fs *pflag.FlagSet) runFunc {
 	to := targetFlags(fs, "merge directly", "a merge request to omnigraph.<graph>.merge")
 	source := fs.String("source", "", "the branch to merge")
 	target := fs.String("target", "main", "the branch to merge into")
@@ -27,49 +28,49 @@ func cmdMerge(ctx context.Context, args []string) error {
 	msgID := fs.String("msg-id", "", "receipt key (direct) or Nats-Msg-Id (with --graph)")
 	noProof := fs.Bool("no-certified-route", false, "always use the ordinary diff (for comparisons)")
 	force := forceFlag(fs)
-	if err := parse(fs, args); err != nil {
-		return err
+	wait := waitFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		const usage = "merge needs --source and exactly one of --root (merge now) or --graph (publish a merge request)"
+		if *source == "" || len(args) != 0 {
+			return &usageError{msg: usage}
+		}
+		c, err := to.resolve(usage)
+		if err != nil {
+			return err
+		}
+		if c.Graph != "" {
+			return publishMerge(ctx, c, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID, wait)
+		}
+		g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
+		if err != nil {
+			return err
+		}
+		defer closeGraph()
+		req := engine.MergeRequest{Source: *source, Target: *target, DeleteSource: *deleteSource, Actor: *actor, NoCertifiedRoute: *noProof}
+		if *msgID != "" {
+			req.Receipt = &publisher.Receipt{MsgID: *msgID}
+		}
+		res, err := g.Merge(ctx, req)
+		if err != nil {
+			return err
+		}
+		if res.BranchDeleteError != "" {
+			fmt.Fprintln(os.Stderr, "warning: merged, but the source branch was not deleted:", res.BranchDeleteError)
+		}
+		return printJSON(res)
 	}
-	const usage = "merge needs --source and exactly one of --root (merge now) or --graph (publish a merge request)"
-	if *source == "" || fs.NArg() != 0 {
-		return &usageError{msg: usage}
-	}
-	c, err := to.resolve(usage)
-	if err != nil {
-		return err
-	}
-	if c.Graph != "" {
-		return publishMerge(ctx, c, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID)
-	}
-	g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
-	if err != nil {
-		return err
-	}
-	defer closeGraph()
-	req := engine.MergeRequest{Source: *source, Target: *target, DeleteSource: *deleteSource, Actor: *actor, NoCertifiedRoute: *noProof}
-	if *msgID != "" {
-		req.Receipt = &publisher.Receipt{MsgID: *msgID}
-	}
-	res, err := g.Merge(ctx, req)
-	if err != nil {
-		return err
-	}
-	if res.BranchDeleteError != "" {
-		fmt.Fprintln(os.Stderr, "warning: merged, but the source branch was not deleted:", res.BranchDeleteError)
-	}
-	return printJSON(res)
 }
 
 // requestTarget is the --root or --graph of a command that either writes a graph directly or
 // asks the graph's worker to, by a request it applies in stream order under its lease.
 type requestTarget struct {
 	root     *string
-	settings *config.Loader
+	settings *boundSettings
 }
 
 // targetFlags declares --root (help: what it does directly), and the NATS settings (--graph,
 // --nats-url, credentials, TLS) with the root settings (local_fsync) from config.
-func targetFlags(fs *flag.FlagSet, direct, request string) requestTarget {
+func targetFlags(fs *pflag.FlagSet, direct, request string) requestTarget {
 	return requestTarget{
 		root:     fs.String("root", "", "graph root URI: "+direct+" (or --graph: publish "+request+" instead)"),
 		settings: bindSettings(fs, config.NATSSettings, config.RootSettings),
@@ -81,7 +82,7 @@ func targetFlags(fs *flag.FlagSet, direct, request string) requestTarget {
 // refused with usage; a graph named only by the environment or the config file gives way to
 // --root, so that a worker's own environment does not stop its operator's direct tools.
 func (t requestTarget) resolve(usage string) (*config.Config, error) {
-	c, err := loadSettings(t.settings)
+	c, err := t.settings.load()
 	if err != nil {
 		return nil, err
 	}
@@ -96,20 +97,24 @@ func (t requestTarget) resolve(usage string) (*config.Config, error) {
 	return c, nil
 }
 
-func publishMerge(ctx context.Context, c *config.Config, body ingest.MergeRequestBody, actor, msgID string) error {
+func publishMerge(ctx context.Context, c *config.Config, body ingest.MergeRequestBody, actor, msgID string, w waitOptions) error {
 	cfg := c.Ingest()
-	return publishRequest(ctx, c, cfg.MergeSubject(), body, actor, msgID)
+	return publishRequest(ctx, c, cfg.MergeSubject(), body, actor, msgID, w)
 }
 
 // publishMaintenance asks a graph's worker to optimize or clean up (its event reports what it
 // did).
-func publishMaintenance(ctx context.Context, c *config.Config, body ingest.MaintenanceRequestBody, actor string) error {
+func publishMaintenance(ctx context.Context, c *config.Config, body ingest.MaintenanceRequestBody, actor string, w waitOptions) error {
 	cfg := c.Ingest()
-	return publishRequest(ctx, c, cfg.MaintenanceSubject(), body, actor, "")
+	return publishRequest(ctx, c, cfg.MaintenanceSubject(), body, actor, "", w)
 }
 
-// publishRequest publishes a JSON request to subject and waits for JetStream to store it.
-func publishRequest(ctx context.Context, c *config.Config, subject string, body any, actor, msgID string) error {
+// publishRequest publishes a JSON request to subject, waits for JetStream to store it, then
+// (unless --no-wait) for its outcome: the event it is printed, a dead letter is the error.
+func publishRequest(ctx context.Context, c *config.Config, subject string, body any, actor, msgID string, w waitOptions) error {
+	if *w.timeout <= 0 {
+		return &usageError{msg: "--wait-timeout must be positive"}
+	}
 	data, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -132,5 +137,21 @@ func publishRequest(ctx context.Context, c *config.Config, subject string, body 
 		return err
 	}
 	fmt.Printf("published to %s: stream %s sequence %d duplicate %v\n", m.Subject, ack.Stream, ack.Sequence, ack.Duplicate)
-	return nil
+	if *w.noWait {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, *w.timeout)
+	defer cancel()
+	ev, err := awaitOutcome(wctx, js, c.Ingest(), ack.Stream, ack.Sequence)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return &waitTimeoutError{Stream: ack.Stream, Seq: ack.Sequence, Timeout: *w.timeout}
+	}
+	if err != nil {
+		return err
+	}
+	var v any
+	if err := json.Unmarshal(ev, &v); err != nil {
+		return err
+	}
+	return printJSON(v)
 }

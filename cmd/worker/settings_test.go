@@ -51,13 +51,9 @@ func writeTemp(t *testing.T, name, text string) string {
 	return p
 }
 
+// run runs `worker name args...` as main does, without exiting.
 func run(name string, args ...string) error {
-	for _, c := range commands {
-		if c.name == name {
-			return c.run(context.Background(), args)
-		}
-	}
-	panic("no command " + name)
+	return execute(context.Background(), append([]string{name}, args...))
 }
 
 // Every command that talks to NATS takes the NATS settings by the same names from the same

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/pflag"
+
+	"github.com/omnigraph/omnigraph-worker/config"
+	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/framing"
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/ingest"
+)
+
+// cmdPublish is a producer for scripts. Unless --no-validate, it refuses what the worker would
+// dead-letter without looking at the graph (framing, the mode, branch names) before it is
+// queued, with the exit code of the worker's reason, as `load` does.
+func cmdPublish(fs *pflag.FlagSet) runFunc {
+	settings := bindSettings(fs, config.NATSSettings).require("graph")
+	branch := fs.String("branch", "", "Omnigraph-Branch header (default main)")
+	from := fs.String("from", "", "Omnigraph-From header: fork the branch from this base if missing")
+	mode := fs.String("mode", "", "Omnigraph-Mode header: merge (default), append or overwrite")
+	actor := fs.String("actor", "", "Omnigraph-Actor header")
+	msgID := fs.String("msg-id", "", "Nats-Msg-Id header (producer dedupe and receipt key)")
+	timeout := fs.Duration("timeout", time.Minute, "how long to wait for JetStream to store the batch (a 32 MiB batch can take more than the client's default 5s)")
+	noValidate := fs.Bool("no-validate", false, "publish the batch as it is, without framing it and checking its headers first (the worker dead-letters what it refuses)")
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return &usageError{msg: "publish needs one FILE argument (- for standard input)"}
+		}
+		c, err := settings.load()
+		if err != nil {
+			return err
+		}
+		if *timeout <= 0 {
+			return &usageError{msg: "publish --timeout must be positive"}
+		}
+		if !*noValidate {
+			if err := checkHeaders(*branch, *from, *mode); err != nil {
+				return err
+			}
+		}
+		in, err := openInput(args[0])
+		if err != nil {
+			return err
+		}
+		body, err := io.ReadAll(in)
+		in.Close()
+		if err != nil {
+			return err
+		}
+		if !*noValidate {
+			if err := checkBatch(body); err != nil {
+				return err
+			}
+		}
+		nc, js, err := connectJetStream(c, "omnigraph-worker publish")
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		cfg := c.Ingest()
+		m := nats.NewMsg(cfg.IngestSubject())
+		m.Data = body
+		for k, v := range map[string]string{ingest.HeaderBranch: *branch, ingest.HeaderFrom: *from, ingest.HeaderMode: *mode,
+			ingest.HeaderActor: *actor, ingest.HeaderMsgID: *msgID} {
+			if v != "" {
+				m.Header.Set(k, v)
+			}
+		}
+		if limit := ingest.MaxBodyBytes(m.Subject, m.Header); len(body) > limit {
+			return fmt.Errorf("the batch is %d bytes; JetStream stores at most %d in one message on %s with these headers (32 MiB counting subject and headers): split it (%w)",
+				len(body), limit, m.Subject, &errs.ResourceLimitExceeded{Resource: "nats_message_body_bytes", Limit: uint64(limit), Actual: uint64(len(body))})
+		}
+		pctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		ack, err := js.PublishMsg(pctx, m)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("JetStream did not confirm the %d-byte batch within %v (--timeout); it may have stored it all the same, so only a publish with the same --msg-id is a safe retry: %w", len(body), *timeout, err)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Printf("published to %s: stream %s sequence %d duplicate %v\n", m.Subject, ack.Stream, ack.Sequence, ack.Duplicate)
+		return nil
+	}
+}
+
+// checkHeaders refuses the headers the worker refuses before it reads the body.
+func checkHeaders(branch, from, mode string) error {
+	for flag, name := range map[string]string{"--branch": branch, "--from": from} {
+		if err := engine.CheckBranchName(flag, name); err != nil {
+			return err
+		}
+	}
+	switch engine.Mode(mode) {
+	case "", engine.ModeAppend, engine.ModeMerge, engine.ModeOverwrite:
+		return nil
+	}
+	return &errs.InvalidInput{Field: "--mode", Reason: fmt.Sprintf("unknown load mode %q (want append, merge or overwrite)", mode)}
+}
+
+// checkBatch frames body as the worker does (framing.ParseBytes, default limits): a batch that
+// fails here is one the worker would dead-letter as invalid or resource_limit.
+func checkBatch(body []byte) error {
+	if _, err := framing.ParseBytes(body, framing.DefaultLimits()); err != nil {
+		return fmt.Errorf("the batch was not published (--no-validate publishes it as it is): %w", err)
+	}
+	return nil
+}
