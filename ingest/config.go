@@ -23,8 +23,11 @@ const (
 	HeaderOrigStream  = "Omnigraph-Original-Stream"
 	HeaderOrigSubject = "Omnigraph-Original-Subject"
 	HeaderOrigSeq     = "Omnigraph-Original-Sequence"
-	HeaderDeliveries  = "Omnigraph-Delivery-Count"
-	HeaderDeadAt      = "Omnigraph-Dead-Lettered-At"
+	// HeaderOrigMsgID is the producer's Nats-Msg-Id on a dead letter (whose own Nats-Msg-Id
+	// is dlq:<stream>:<seq>); a replay keeps it, so a batch dead-lettered again still names it.
+	HeaderOrigMsgID  = "Omnigraph-Original-Msg-Id"
+	HeaderDeliveries = "Omnigraph-Delivery-Count"
+	HeaderDeadAt     = "Omnigraph-Dead-Lettered-At"
 	// HeaderBodyOmitted marks a dead letter sent by reference: its value is the body's size,
 	// and the body is the original message (Omnigraph-Original-Stream and -Sequence).
 	HeaderBodyOmitted = "Omnigraph-Body-Omitted"

@@ -85,10 +85,15 @@ type ReplayOptions struct {
 	From       string // Omnigraph-From for that branch
 	Split      bool   // split into batches under the limits, nodes before edges
 	DryRun     bool
-	MaxReplays int // loop guard: a batch replayed this often is not replayed again (default 3)
+	MaxReplays int // loop guard: a batch replayed this often is not replayed again (default DefaultMaxReplays)
 }
 
-// ReplayResult counts what a replay did.
+// DefaultMaxReplays is the loop guard's default: a batch replayed this often already is left
+// in place, since it keeps failing for a reason a replay does not change.
+const DefaultMaxReplays = 3
+
+// ReplayResult counts what a replay did (with DryRun, what it would do): dead letters
+// replayed, the messages they became, and those the loop guard left in place.
 type ReplayResult struct {
 	Replayed, Published, Skipped int
 }
@@ -114,7 +119,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 		return res, err
 	}
 	if o.MaxReplays <= 0 {
-		o.MaxReplays = 3
+		o.MaxReplays = DefaultMaxReplays
 	}
 	// A replay into a branch no branch can have would only be dead-lettered again.
 	if err := engine.CheckBranchName("--branch", o.Branch); err != nil {
@@ -164,6 +169,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 		}
 		if o.DryRun {
 			res.Replayed++
+			res.Published += len(bodies)
 			progress(fmt.Sprintf("[%d/%d] dlq seq %d (%s): would publish %d message(s)", i+1, len(dls), d.Seq, d.Reason, len(bodies)))
 			continue
 		}
@@ -175,8 +181,11 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 			m := nats.NewMsg(subject)
 			m.Data = body
 			for k, vs := range d.Header {
-				if strings.HasPrefix(k, "Omnigraph-Error") || strings.HasPrefix(k, "Omnigraph-Original") || k == HeaderDeliveries || k == HeaderDeadAt ||
-					k == HeaderMsgID || k == HeaderBodyOmitted {
+				// The producer's message id stays as Omnigraph-Original-Msg-Id and is not
+				// restored as Nats-Msg-Id: inside JetStream's duplicate window the stream would
+				// drop the replay as a duplicate of the dead-lettered original.
+				if strings.HasPrefix(k, "Omnigraph-Error") || (strings.HasPrefix(k, "Omnigraph-Original") && k != HeaderOrigMsgID) ||
+					k == HeaderDeliveries || k == HeaderDeadAt || k == HeaderMsgID || k == HeaderBodyOmitted {
 					continue
 				}
 				for _, v := range vs {

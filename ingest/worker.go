@@ -477,6 +477,9 @@ func (w *Worker) deadLetterMsg(l letter) *nats.Msg {
 	out.Header.Set(HeaderOrigSeq, strconv.FormatUint(l.seq, 10))
 	out.Header.Set(HeaderDeliveries, strconv.FormatUint(l.deliveries, 10))
 	out.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
+	if id := l.header.Get(HeaderMsgID); id != "" && out.Header.Get(HeaderOrigMsgID) == "" {
+		out.Header.Set(HeaderOrigMsgID, id) // a replayed batch already carries its producer's
+	}
 	out.Header.Set(HeaderMsgID, fmt.Sprintf("dlq:%s:%d", l.stream, l.seq))
 	return out
 }

@@ -128,7 +128,14 @@ func dlq(ctx context.Context, sub string, args []string, settings *boundSettings
 			}
 		}
 		res, err := ingest.Replay(ctx, js, cfg, o, func(line string) { fmt.Println(line) })
-		fmt.Printf("replayed %d dead letter(s) as %d message(s); %d left by the loop guard\n", res.Replayed, res.Published, res.Skipped)
+		verb := "replayed"
+		if dryRun {
+			verb = "would replay"
+		}
+		fmt.Printf("%s %d dead letter(s) as %d message(s); %d left in place by the loop guard\n", verb, res.Replayed, res.Published, res.Skipped)
+		if err == nil && res.Skipped > 0 {
+			err = &loopGuardError{left: res.Skipped}
+		}
 		return err
 	}
 	return &usageError{msg: "dlq subcommands: list, show, replay"}
@@ -141,4 +148,12 @@ func checkReason(reason string) error {
 		return nil
 	}
 	return &usageError{msg: fmt.Sprintf("--reason %q is not a dead-letter reason (%s)", reason, strings.Join(errs.DeadLetterReasons(), ", "))}
+}
+
+// loopGuardError says that dead letters were left in place because they had been replayed too
+// often already: the replay did not do all it was asked, so the command fails.
+type loopGuardError struct{ left int }
+
+func (e *loopGuardError) Error() string {
+	return fmt.Sprintf("%d dead letter(s) left in place by the loop guard (replayed %d times already): look at them with `dlq show`; they would only fail again", e.left, ingest.DefaultMaxReplays)
 }
