@@ -177,7 +177,7 @@ func settings() []setting {
 		}),
 		dur("lease_ttl", "single-writer lease TTL", func(c *Config) *time.Duration { return &c.LeaseTTL }, 500*time.Millisecond),
 		dur("retry_budget", "how long one message may fail in place: then an unrecognised error is dead-lettered as retry_exhausted, a transient one (storage, NATS) is retried on with the worker reported stalled", func(c *Config) *time.Duration { return &c.RetryBudget }, time.Second),
-		s("http", "address of /metrics, /healthz and /readyz (empty: none)", func(c *Config) *string { return &c.HTTP }, nil),
+		s("http", "address of the Prometheus /metrics (Go, process and omnigraph_* metrics), /healthz and /readyz; default 127.0.0.1:9464, so http://127.0.0.1:9464/metrics (empty: none; an address in use fails at start)", func(c *Config) *string { return &c.HTTP }, nil),
 		num("compaction_fanout", "merge the newest run of same-size fragments of a main table once it holds this many (0: no automatic compaction)", func(c *Config) *int { return &c.CompactionFanout }, func(c *Config) error {
 			if c.CompactionFanout < 0 || c.CompactionFanout == 1 {
 				return reason("must be 0 (off) or at least 2")
