@@ -59,6 +59,8 @@ type Config struct {
 	// Off, a power loss may lose the newest commits, though a crash still never shows a torn
 	// one (storage.WithLocalFsync).
 	LocalFsync bool `yaml:"local_fsync"`
+	// LogLevel is the least level `worker run` logs: debug, info, warn or error.
+	LogLevel string `yaml:"log_level"`
 }
 
 // DefaultNATSURL is where the commands other than `run` find NATS when nats_url is not set:
@@ -69,7 +71,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 func Defaults() Config {
 	return Config{NATSPort: 4222, AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
 		RetryBudget: ingest.DefaultRetryBudget, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout,
-		LocalFsync: true}
+		LocalFsync: true, LogLevel: "info"}
 }
 
 // ToolDefaults are the other commands' values before any source is applied: Defaults, with
@@ -196,6 +198,12 @@ func settings() []setting {
 		num("gc_percent", "the Go collector's GOGC for this process (the GOGC variable wins; -1 turns the collector off, leaving GOMEMLIMIT)", func(c *Config) *int { return &c.GCPercent }, func(c *Config) error {
 			if c.GCPercent < -1 || c.GCPercent == 0 {
 				return reason("must be -1 (off) or a positive percentage")
+			}
+			return nil
+		}),
+		s("log_level", "least level logged: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }, func(c *Config) error {
+			if _, err := LogLevel(c.LogLevel); err != nil {
+				return reason(err.Error())
 			}
 			return nil
 		}),

@@ -241,6 +241,11 @@ func (w *Worker) handle(stop context.Context, msg jetstream.Msg) {
 	if err != nil {
 		fields = append(fields, zap.Error(err))
 	}
+	if out == outcomeDeadLetter {
+		// A dead letter is a batch that will not be applied: someone must look at it.
+		log.Warn("message", append(fields, zap.String("reason", reason))...)
+		return
+	}
 	log.Info("message", fields...)
 }
 

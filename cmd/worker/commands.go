@@ -373,10 +373,11 @@ func cmdRun(ctx context.Context, args []string) error {
 		}
 		return &usageError{msg: err.Error()}
 	}
-	log, err := zap.NewProduction()
+	log, restoreLog, err := c.Logger(os.Stderr)
 	if err != nil {
 		return err
 	}
+	defer restoreLog()
 	defer log.Sync()
 	if gogc := getenv("GOGC"); gogc == "" {
 		debug.SetGCPercent(c.GCPercent)
