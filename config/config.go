@@ -8,6 +8,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -155,7 +156,12 @@ func settings() []setting {
 			return nil
 		}),
 		s("schema", "initialise the graph from this .pg schema if the root holds none", func(c *Config) *string { return &c.Schema }, nil),
-		s("nats_url", "NATS server URL (worker run: empty starts an embedded JetStream server)", func(c *Config) *string { return &c.NATSURL }, nil),
+		s("nats_url", "NATS server URL, or several separated by commas: nats://, tls://, ws:// or wss:// (the NATS_URL variable when this is not set; worker run: empty starts an embedded JetStream server)", func(c *Config) *string { return &c.NATSURL }, func(c *Config) error {
+			if err := CheckNATSURL(c.NATSURL); err != nil {
+				return reason(err.Error())
+			}
+			return nil
+		}),
 		s("nats_creds", "NATS credentials file", func(c *Config) *string { return &c.NATSCreds }, nil),
 		s("nats_ca", "CA certificate for NATS TLS", func(c *Config) *string { return &c.NATSCA }, nil),
 		s("nats_cert", "client certificate for NATS TLS", func(c *Config) *string { return &c.NATSCert }, func(c *Config) error {
@@ -166,7 +172,12 @@ func settings() []setting {
 		}),
 		s("nats_key", "client key for NATS TLS", func(c *Config) *string { return &c.NATSKey }, nil),
 		s("nats_dir", "embedded server data directory (default: <root>.nats beside a local root)", func(c *Config) *string { return &c.NATSDir }, nil),
-		num("nats_port", "embedded server port (-1: any free port)", func(c *Config) *int { return &c.NATSPort }, nil),
+		num("nats_port", "embedded server port (-1: any free port)", func(c *Config) *int { return &c.NATSPort }, func(c *Config) error {
+			if c.NATSPort < -1 || c.NATSPort > 65535 {
+				return reason("must be a port from 1 to 65535, or -1 for any free port")
+			}
+			return nil
+		}),
 		s("stream", "ingest stream name (default OMNIGRAPH_<GRAPH>)", func(c *Config) *string { return &c.Stream }, nil),
 		s("dlq_stream", "dead-letter stream name (default OMNIGRAPH_<GRAPH>_DLQ)", func(c *Config) *string { return &c.DLQStream }, nil),
 		s("consumer", "durable consumer name (default "+ingest.DefaultConsumer+")", func(c *Config) *string { return &c.Consumer }, nil),
@@ -243,7 +254,39 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Setting == "config" {
+		// The file itself (unreadable, not YAML): its name is the whole story.
+		return fmt.Sprintf("config file %s: %s", e.Source, e.Reason)
+	}
 	return fmt.Sprintf("config %s (from %s): %s", e.Setting, e.Source, e.Reason)
+}
+
+// NATSURLEnv is the variable every NATS tool reads for the server URL; nats_url falls back to
+// it when OMNIGRAPH_NATS_URL is not set.
+const NATSURLEnv = "NATS_URL"
+
+// CheckNATSURL refuses a nats_url value nats.Connect would misread: each comma-separated URL
+// must have a nats, tls, ws or wss scheme and a host. Empty is allowed (no URL).
+func CheckNATSURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	for one := range strings.SplitSeq(v, ",") {
+		one = strings.TrimSpace(one)
+		u, err := url.Parse(one)
+		if err != nil {
+			return fmt.Errorf("%q is not a URL: %w", one, err)
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("%q: want a nats://, tls://, ws:// or wss:// URL", one)
+		}
+		if u.Hostname() == "" {
+			return fmt.Errorf("%q has no host", one)
+		}
+	}
+	return nil
 }
 
 // Load builds `worker run`'s config from args: defaults, then the YAML file named by --config
@@ -263,12 +306,20 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 
 // Validate refuses a config `worker run` cannot run with, naming the setting.
 func (c *Config) Validate() error {
-	return c.validate(AllSettings(), []string{"root", "graph"})
+	return c.validate(AllSettings(), []string{"root", "graph"}, nil)
 }
 
-// validate checks the named settings, and that the required ones are set.
-func (c *Config) validate(names, required []string) error {
-	bad := func(name, why string) error { return &Error{Setting: name, Source: "merged config", Reason: why} }
+// validate checks the named settings, and that the required ones are set. sources says where
+// each value came from (flag, variable, file line), for the error; a setting not in it is
+// named as from the merged config.
+func (c *Config) validate(names, required []string, sources map[string]string) error {
+	bad := func(name, why string) error {
+		src, ok := sources[name]
+		if !ok {
+			src = "merged config"
+		}
+		return &Error{Setting: name, Source: src, Reason: why}
+	}
 	for _, name := range required {
 		s, _ := lookup(name)
 		if s.get(c) == "" {
