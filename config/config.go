@@ -62,6 +62,12 @@ type Config struct {
 	LocalFsync bool `yaml:"local_fsync"`
 	// LogLevel is the least level `worker run` logs: debug, info, warn or error.
 	LogLevel string `yaml:"log_level"`
+	// StreamMaxAge, StreamMaxBytes, DLQMaxAge and DLQMaxBytes cap the ingest and dead-letter
+	// streams (0: unlimited); the worker applies them to streams that already exist too.
+	StreamMaxAge   time.Duration `yaml:"stream_max_age"`
+	StreamMaxBytes int           `yaml:"stream_max_bytes"`
+	DLQMaxAge      time.Duration `yaml:"dlq_max_age"`
+	DLQMaxBytes    int           `yaml:"dlq_max_bytes"`
 }
 
 // DefaultNATSURL is where the commands other than `run` find NATS when nats_url is not set:
@@ -218,7 +224,22 @@ func settings() []setting {
 			}
 			return nil
 		}),
+		dur("stream_max_age", "drop ingest-stream messages older than this (0: keep them)", func(c *Config) *time.Duration { return &c.StreamMaxAge }, 0),
+		num("stream_max_bytes", "drop the oldest ingest-stream messages past this many bytes (0: no limit)", func(c *Config) *int { return &c.StreamMaxBytes }, nonNegative("stream_max_bytes")),
+		dur("dlq_max_age", "drop dead letters older than this (0: keep them)", func(c *Config) *time.Duration { return &c.DLQMaxAge }, 0),
+		num("dlq_max_bytes", "drop the oldest dead letters past this many bytes (0: no limit)", func(c *Config) *int { return &c.DLQMaxBytes }, nonNegative("dlq_max_bytes")),
 		onOff("local_fsync", "fsync every write to a local root (file and directory) before it counts; off, a power loss may lose the newest commits, a crash still shows none half-written", func(c *Config) *bool { return &c.LocalFsync }),
+	}
+}
+
+// nonNegative is the check of a count where 0 means no limit.
+func nonNegative(name string) func(c *Config) error {
+	return func(c *Config) error {
+		s, _ := lookup(name)
+		if strings.HasPrefix(s.get(c), "-") {
+			return reason("must be 0 (no limit) or positive")
+		}
+		return nil
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // NATS_URL, the variable every NATS tool reads, is nats_url's fallback: OMNIGRAPH_NATS_URL and
@@ -63,5 +64,25 @@ func TestNATSSettingsRefused(t *testing.T) {
 		if err := CheckNATSURL(ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
 		}
+	}
+}
+
+// The stream limits reach ingest.Config; a negative one is refused with its source.
+func TestStreamLimits(t *testing.T) {
+	c, err := Load([]string{"--root", "/r", "--graph", "g", "--stream-max-age", "24h", "--dlq-max-bytes", "1048576"},
+		env(map[string]string{"OMNIGRAPH_STREAM_MAX_BYTES": "1073741824", "OMNIGRAPH_DLQ_MAX_AGE": "168h"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic := c.Ingest()
+	if ic.StreamMaxAge != 24*time.Hour || ic.StreamMaxBytes != 1<<30 || ic.DLQMaxAge != 168*time.Hour || ic.DLQMaxBytes != 1<<20 {
+		t.Fatalf("%+v", ic)
+	}
+	if _, err := Load([]string{"--root", "/r", "--graph", "g", "--stream-max-bytes", "-5"}, env(nil)); err == nil ||
+		!strings.Contains(err.Error(), "config stream_max_bytes (from --stream-max-bytes): must be 0") {
+		t.Fatalf("err %v", err)
+	}
+	if d := Defaults(); d.StreamMaxAge != 0 || d.StreamMaxBytes != 0 || d.DLQMaxAge != 0 || d.DLQMaxBytes != 0 {
+		t.Fatalf("defaults %+v", d)
 	}
 }
