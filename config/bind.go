@@ -61,22 +61,32 @@ func (l *Loader) Flagged(name string) bool {
 // getenv is os.Getenv outside tests.
 func (l *Loader) Load(getenv func(string) string) (*Config, error) {
 	c := l.defaults
+	// sources is where each set value came from, so that a refusal names it.
+	sources := map[string]string{}
 	bound := func(name string) bool { return slices.Contains(l.names, name) }
 	file := *l.file
 	if !l.Flagged("config") {
 		file = getenv(ConfigEnv)
 	}
 	if file != "" {
-		if err := l.applyFile(&c, file, bound); err != nil {
+		if err := l.applyFile(&c, file, bound, sources); err != nil {
 			return nil, err
 		}
 	}
 	for _, name := range l.names {
 		s, _ := lookup(name)
-		if v := getenv(EnvName(name)); v != "" {
+		env := EnvName(name)
+		v := getenv(env)
+		if v == "" && name == "nats_url" {
+			// Every NATS tool honours NATS_URL; ours does too, below its own spelling.
+			env = NATSURLEnv
+			v = getenv(env)
+		}
+		if v != "" {
 			if err := s.set(&c, v); err != nil {
-				return nil, &Error{Setting: name, Source: EnvName(name), Reason: err.Error()}
+				return nil, &Error{Setting: name, Source: env, Reason: err.Error()}
 			}
+			sources[name] = env
 		}
 	}
 	for _, name := range l.names {
@@ -87,8 +97,9 @@ func (l *Loader) Load(getenv func(string) string) (*Config, error) {
 		if err := s.set(&c, *l.vals[name]); err != nil {
 			return nil, &Error{Setting: name, Source: "--" + flagName(name), Reason: err.Error()}
 		}
+		sources[name] = "--" + flagName(name)
 	}
-	if err := c.validate(l.names, l.required); err != nil {
+	if err := c.validate(l.names, l.required, sources); err != nil {
 		return nil, err
 	}
 	return &c, nil
@@ -96,7 +107,7 @@ func (l *Loader) Load(getenv func(string) string) (*Config, error) {
 
 // applyFile sets the bound settings the YAML file names. Every key must be a setting, bound
 // or not: one file serves every command, and a misspelt key is refused wherever it is read.
-func (l *Loader) applyFile(c *Config, file string, bound func(string) bool) error {
+func (l *Loader) applyFile(c *Config, file string, bound func(string) bool, sources map[string]string) error {
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		return &Error{Setting: "config", Source: file, Reason: err.Error()}
@@ -130,6 +141,7 @@ func (l *Loader) applyFile(c *Config, file string, bound func(string) bool) erro
 		if err := s.set(c, node.Value); err != nil {
 			return &Error{Setting: k, Source: where, Reason: err.Error()}
 		}
+		sources[k] = where
 	}
 	return nil
 }

@@ -82,8 +82,8 @@ func TestToolErrors(t *testing.T) {
 	}{
 		{[]string{"--config", typo}, nil, "config nats_ulr (from " + typo + " line 2): unknown setting"},
 		{nil, map[string]string{"OMNIGRAPH_CONFIG": typo}, "config nats_ulr (from " + typo + " line 2): unknown setting"},
-		{[]string{"--graph", "a.b"}, nil, `config graph (from merged config): "a.b" must be one NATS subject token`},
-		{[]string{"--nats-cert", "c.pem"}, nil, "config nats_cert (from merged config): nats_cert and nats_key go together"},
+		{[]string{"--graph", "a.b"}, nil, `config graph (from --graph): "a.b" must be one NATS subject token`},
+		{[]string{"--nats-cert", "c.pem"}, nil, "config nats_cert (from --nats-cert): nats_cert and nats_key go together"},
 		{nil, map[string]string{"OMNIGRAPH_LOCAL_FSYNC": "maybe"}, `config local_fsync (from OMNIGRAPH_LOCAL_FSYNC): want on or off`},
 		{[]string{"--local-fsync", "sometimes"}, nil, `config local_fsync (from --local-fsync): want on or off`},
 	}

@@ -8,6 +8,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,14 @@ type Config struct {
 	// Off, a power loss may lose the newest commits, though a crash still never shows a torn
 	// one (storage.WithLocalFsync).
 	LocalFsync bool `yaml:"local_fsync"`
+	// LogLevel is the least level `worker run` logs: debug, info, warn or error.
+	LogLevel string `yaml:"log_level"`
+	// StreamMaxAge, StreamMaxBytes, DLQMaxAge and DLQMaxBytes cap the ingest and dead-letter
+	// streams (0: unlimited); the worker applies them to streams that already exist too.
+	StreamMaxAge   time.Duration `yaml:"stream_max_age"`
+	StreamMaxBytes int           `yaml:"stream_max_bytes"`
+	DLQMaxAge      time.Duration `yaml:"dlq_max_age"`
+	DLQMaxBytes    int           `yaml:"dlq_max_bytes"`
 }
 
 // DefaultNATSURL is where the commands other than `run` find NATS when nats_url is not set:
@@ -73,7 +82,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 func Defaults() Config {
 	return Config{NATSPort: 4222, AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
 		RetryBudget: ingest.DefaultRetryBudget, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout,
-		LocalFsync: true}
+		LocalFsync: true, LogLevel: "info"}
 }
 
 // ToolDefaults are the other commands' values before any source is applied: Defaults, with
@@ -157,7 +166,12 @@ func settings() []setting {
 			return nil
 		}),
 		s("schema", "initialise the graph from this .pg schema if the root holds none", func(c *Config) *string { return &c.Schema }, nil),
-		s("nats_url", "NATS server URL (worker run: empty starts an embedded JetStream server)", func(c *Config) *string { return &c.NATSURL }, nil),
+		s("nats_url", "NATS server URL, or several separated by commas: nats://, tls://, ws:// or wss:// (the NATS_URL variable when this is not set; worker run: empty starts an embedded JetStream server)", func(c *Config) *string { return &c.NATSURL }, func(c *Config) error {
+			if err := CheckNATSURL(c.NATSURL); err != nil {
+				return reason(err.Error())
+			}
+			return nil
+		}),
 		s("nats_creds", "NATS credentials file", func(c *Config) *string { return &c.NATSCreds }, nil),
 		s("nats_ca", "CA certificate for NATS TLS", func(c *Config) *string { return &c.NATSCA }, nil),
 		s("nats_cert", "client certificate for NATS TLS", func(c *Config) *string { return &c.NATSCert }, func(c *Config) error {
@@ -168,7 +182,12 @@ func settings() []setting {
 		}),
 		s("nats_key", "client key for NATS TLS", func(c *Config) *string { return &c.NATSKey }, nil),
 		s("nats_dir", "embedded server data directory (default: <root>.nats beside a local root)", func(c *Config) *string { return &c.NATSDir }, nil),
-		num("nats_port", "embedded server port (-1: any free port)", func(c *Config) *int { return &c.NATSPort }, nil),
+		num("nats_port", "embedded server port (-1: any free port)", func(c *Config) *int { return &c.NATSPort }, func(c *Config) error {
+			if c.NATSPort < -1 || c.NATSPort > 65535 {
+				return reason("must be a port from 1 to 65535, or -1 for any free port")
+			}
+			return nil
+		}),
 		s("stream", "ingest stream name (default OMNIGRAPH_<GRAPH>)", func(c *Config) *string { return &c.Stream }, nil),
 		s("dlq_stream", "dead-letter stream name (default OMNIGRAPH_<GRAPH>_DLQ)", func(c *Config) *string { return &c.DLQStream }, nil),
 		s("events_stream", "events stream name (default OMNIGRAPH_<GRAPH>_EVENTS)", func(c *Config) *string { return &c.EventsStream }, nil),
@@ -183,7 +202,7 @@ func settings() []setting {
 		}),
 		dur("lease_ttl", "single-writer lease TTL", func(c *Config) *time.Duration { return &c.LeaseTTL }, 500*time.Millisecond),
 		dur("retry_budget", "how long one message may fail in place: then an unrecognised error is dead-lettered as retry_exhausted, a transient one (storage, NATS) is retried on with the worker reported stalled", func(c *Config) *time.Duration { return &c.RetryBudget }, time.Second),
-		s("http", "address of /metrics, /healthz and /readyz (empty: none)", func(c *Config) *string { return &c.HTTP }, nil),
+		s("http", "address of the Prometheus /metrics (Go, process and omnigraph_* metrics), /healthz and /readyz; default 127.0.0.1:9464, so http://127.0.0.1:9464/metrics (empty: none; an address in use fails at start)", func(c *Config) *string { return &c.HTTP }, nil),
 		num("compaction_fanout", "merge the newest run of same-size fragments of a main table once it holds this many (0: no automatic compaction)", func(c *Config) *int { return &c.CompactionFanout }, func(c *Config) error {
 			if c.CompactionFanout < 0 || c.CompactionFanout == 1 {
 				return reason("must be 0 (off) or at least 2")
@@ -205,7 +224,28 @@ func settings() []setting {
 			}
 			return nil
 		}),
+		s("log_level", "least level logged: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }, func(c *Config) error {
+			if _, err := LogLevel(c.LogLevel); err != nil {
+				return reason(err.Error())
+			}
+			return nil
+		}),
+		dur("stream_max_age", "drop ingest-stream messages older than this (0: keep them)", func(c *Config) *time.Duration { return &c.StreamMaxAge }, 0),
+		num("stream_max_bytes", "drop the oldest ingest-stream messages past this many bytes (0: no limit)", func(c *Config) *int { return &c.StreamMaxBytes }, nonNegative("stream_max_bytes")),
+		dur("dlq_max_age", "drop dead letters older than this (0: keep them)", func(c *Config) *time.Duration { return &c.DLQMaxAge }, 0),
+		num("dlq_max_bytes", "drop the oldest dead letters past this many bytes (0: no limit)", func(c *Config) *int { return &c.DLQMaxBytes }, nonNegative("dlq_max_bytes")),
 		onOff("local_fsync", "fsync every write to a local root (file and directory) before it counts; off, a power loss may lose the newest commits, a crash still shows none half-written", func(c *Config) *bool { return &c.LocalFsync }),
+	}
+}
+
+// nonNegative is the check of a count where 0 means no limit.
+func nonNegative(name string) func(c *Config) error {
+	return func(c *Config) error {
+		s, _ := lookup(name)
+		if strings.HasPrefix(s.get(c), "-") {
+			return reason("must be 0 (no limit) or positive")
+		}
+		return nil
 	}
 }
 
@@ -241,7 +281,39 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Setting == "config" {
+		// The file itself (unreadable, not YAML): its name is the whole story.
+		return fmt.Sprintf("config file %s: %s", e.Source, e.Reason)
+	}
 	return fmt.Sprintf("config %s (from %s): %s", e.Setting, e.Source, e.Reason)
+}
+
+// NATSURLEnv is the variable every NATS tool reads for the server URL; nats_url falls back to
+// it when OMNIGRAPH_NATS_URL is not set.
+const NATSURLEnv = "NATS_URL"
+
+// CheckNATSURL refuses a nats_url value nats.Connect would misread: each comma-separated URL
+// must have a nats, tls, ws or wss scheme and a host. Empty is allowed (no URL).
+func CheckNATSURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	for one := range strings.SplitSeq(v, ",") {
+		one = strings.TrimSpace(one)
+		u, err := url.Parse(one)
+		if err != nil {
+			return fmt.Errorf("%q is not a URL: %w", one, err)
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("%q: want a nats://, tls://, ws:// or wss:// URL", one)
+		}
+		if u.Hostname() == "" {
+			return fmt.Errorf("%q has no host", one)
+		}
+	}
+	return nil
 }
 
 // Load builds `worker run`'s config from args: defaults, then the YAML file named by --config
@@ -261,12 +333,20 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 
 // Validate refuses a config `worker run` cannot run with, naming the setting.
 func (c *Config) Validate() error {
-	return c.validate(AllSettings(), []string{"root", "graph"})
+	return c.validate(AllSettings(), []string{"root", "graph"}, nil)
 }
 
-// validate checks the named settings, and that the required ones are set.
-func (c *Config) validate(names, required []string) error {
-	bad := func(name, why string) error { return &Error{Setting: name, Source: "merged config", Reason: why} }
+// validate checks the named settings, and that the required ones are set. sources says where
+// each value came from (flag, variable, file line), for the error; a setting not in it is
+// named as from the merged config.
+func (c *Config) validate(names, required []string, sources map[string]string) error {
+	bad := func(name, why string) error {
+		src, ok := sources[name]
+		if !ok {
+			src = "merged config"
+		}
+		return &Error{Setting: name, Source: src, Reason: why}
+	}
 	for _, name := range required {
 		s, _ := lookup(name)
 		if s.get(c) == "" {

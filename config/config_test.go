@@ -43,19 +43,19 @@ func TestClearErrors(t *testing.T) {
 		want string
 	}{
 		{nil, nil, "config root (from merged config): is required"},
-		{[]string{"--root", "/r", "--graph", "a.b"}, nil, `config graph (from merged config): "a.b" must be one NATS subject token`},
+		{[]string{"--root", "/r", "--graph", "a.b"}, nil, `config graph (from --graph): "a.b" must be one NATS subject token`},
 		{[]string{"--root", "/r", "--graph", "g", "--ack-wait", "10"}, nil, "config ack_wait (from --ack-wait): want a duration"},
 		{[]string{"--root", "/r"}, map[string]string{"OMNIGRAPH_GRAPH": "g", "OMNIGRAPH_MAX_DELIVER": "x"}, "config max_deliver (from OMNIGRAPH_MAX_DELIVER): want a whole number"},
 		{[]string{"--config", bad}, nil, "config ack_wiat (from " + bad + " line 3): unknown setting"},
 		{[]string{"--config", emptyKey}, nil, `config "" (from ` + emptyKey + " line 2): unknown setting"},
 		{[]string{"--config", badDur}, nil, "config ack_wait (from " + badDur + " line 4): want a duration"},
 		{[]string{"--root", "/r", "--graph", "g", "--nats-cert", "c"}, nil, "nats_cert and nats_key go together"},
-		{[]string{"--root", "/r", "--graph", "g", "--gc-percent", "0"}, nil, "config gc_percent (from merged config): must be -1 (off) or a positive percentage"},
-		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_COMPACTION_FANOUT": "1"}, "config compaction_fanout (from merged config): must be 0 (off) or at least 2"},
-		{[]string{"--root", "/r", "--graph", "g", "--retry-budget", "500ms"}, nil, "config retry_budget (from merged config): must be at least 1s"},
+		{[]string{"--root", "/r", "--graph", "g", "--gc-percent", "0"}, nil, "config gc_percent (from --gc-percent): must be -1 (off) or a positive percentage"},
+		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_COMPACTION_FANOUT": "1"}, "config compaction_fanout (from OMNIGRAPH_COMPACTION_FANOUT): must be 0 (off) or at least 2"},
+		{[]string{"--root", "/r", "--graph", "g", "--retry-budget", "500ms"}, nil, "config retry_budget (from --retry-budget): must be at least 1s"},
 		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_RETRY_BUDGET": "ten"}, "config retry_budget (from OMNIGRAPH_RETRY_BUDGET): want a duration"},
-		{[]string{"--root", "/r", "--graph", "g", "--lance-file-version", "2.3"}, nil, "config lance_file_version (from merged config): lance file version 2.3: this build cannot write it"},
-		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_LANCE_FILE_VERSION": "v2"}, `config lance_file_version (from merged config): lance file version "v2": want major.minor`},
+		{[]string{"--root", "/r", "--graph", "g", "--lance-file-version", "2.3"}, nil, "config lance_file_version (from --lance-file-version): lance file version 2.3: this build cannot write it"},
+		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_LANCE_FILE_VERSION": "v2"}, `config lance_file_version (from OMNIGRAPH_LANCE_FILE_VERSION): lance file version "v2": want major.minor`},
 	}
 	for _, c := range cases {
 		_, err := Load(c.args, env(c.env))

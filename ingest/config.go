@@ -76,6 +76,10 @@ type Config struct {
 	// (engine.OptimizeOptions.Fanout): 0 turns automatic compaction off (the same meaning as
 	// the compaction_fanout setting), otherwise at least 2.
 	CompactionFanout int
+	// StreamMaxAge and StreamMaxBytes cap the ingest stream, DLQMaxAge and DLQMaxBytes the
+	// dead-letter stream; 0 is unlimited. Setup applies them to existing streams too.
+	StreamMaxAge, DLQMaxAge     time.Duration
+	StreamMaxBytes, DLQMaxBytes int64
 }
 
 // GraphNameError is a graph name that cannot be the <graph> token of the graph's subjects.
@@ -110,6 +114,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.CompactionFanout < 0 || c.CompactionFanout == 1 {
 		return fmt.Errorf("ingest: compaction fanout %d: want 0 (off) or at least 2", c.CompactionFanout)
+	}
+	if c.StreamMaxAge < 0 || c.DLQMaxAge < 0 || c.StreamMaxBytes < 0 || c.DLQMaxBytes < 0 {
+		return fmt.Errorf("ingest: stream limits must be 0 (unlimited) or positive")
 	}
 	if c.Stream == "" {
 		c.Stream = StreamName(c.Graph)
@@ -152,3 +159,11 @@ func (c *Config) MergeSubject() string            { return "omnigraph." + c.Grap
 func (c *Config) MaintenanceSubject() string      { return "omnigraph." + c.Graph + ".maintenance" }
 func (c *Config) EventSubject() string            { return "omnigraph." + c.Graph + ".events" }
 func (c *Config) DLQSubject(reason string) string { return "omnigraph." + c.Graph + ".dlq." + reason }
+
+// maxBytes is a stream's MaxBytes for a limit where 0 means unlimited (JetStream's -1).
+func maxBytes(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
+}

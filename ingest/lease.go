@@ -39,6 +39,13 @@ type Lease struct {
 // ends: a worker told to stop still holds its lease while it finishes the commit in flight
 // (a lease that lapsed then would fence that commit half-way). Call Release when done.
 func AcquireLease(ctx context.Context, js jetstream.JetStream, graph, holder string, ttl time.Duration) (*Lease, error) {
+	return acquireLease(ctx, js, graph, holder, ttl, nil)
+}
+
+// acquireLease is AcquireLease calling waiting, once, with the current holder when the lease
+// is found held by someone else (so that a standby says so and a leader that gets it at once
+// does not).
+func acquireLease(ctx context.Context, js jetstream.JetStream, graph, holder string, ttl time.Duration, waiting func(heldBy string)) (*Lease, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1})
 	if err != nil {
 		return nil, fmt.Errorf("ingest: lease bucket: %w", err)
@@ -53,6 +60,14 @@ func AcquireLease(ctx context.Context, js jetstream.JetStream, graph, holder str
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("ingest: acquire lease: %w", err)
+		}
+		if waiting != nil {
+			heldBy := "?"
+			if e, gerr := kv.Get(ctx, graph); gerr == nil {
+				heldBy = string(e.Value())
+			}
+			waiting(heldBy)
+			waiting = nil
 		}
 		select {
 		case <-ctx.Done():

@@ -2,71 +2,103 @@ package ingest
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
-	"sort"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 )
 
-// Metrics are the worker's Prometheus metrics, written in the text exposition format by hand
-// (a handful of counters and one histogram do not need a client library).
+// Metrics are the worker's Prometheus metrics, with the Go runtime's and the process's, on a
+// registry of their own: two services in one process (or one test) never share or collide.
 type Metrics struct {
-	mu          sync.Mutex
-	messages    map[string]uint64 // by outcome
-	deadLetters map[string]uint64 // by reason
-	rows, bytes uint64
-	recoveries  uint64
-	compactions map[string]uint64 // by result
-	compactSecs float64
-	leaseHeld   bool
-	pending     uint64
-	ready       bool
+	reg *prometheus.Registry
+
+	messages     *prometheus.CounterVec // by outcome
+	deadLetters  *prometheus.CounterVec // by reason
+	rows, bytes  prometheus.Counter
+	recoveries   prometheus.Counter
+	compactions  *prometheus.CounterVec // by result
+	compactSecs  prometheus.Counter
+	leaseHeld    prometheus.Gauge
+	pending      prometheus.Gauge
+	stalledGauge prometheus.Gauge
+	operatorReq  *prometheus.GaugeVec // by kind
+	budgetSpent  *prometheus.CounterVec
+	commitSecs   prometheus.Histogram
+
+	// mu guards what /readyz reports and what omnigraph_stalled and omnigraph_operator_required
+	// are derived from, so that the gauges and the endpoint never disagree.
+	mu    sync.Mutex
+	ready bool
 	// stalled is why the message in flight is held past its retry budget on a known-transient
 	// error ("" when not stalled); /readyz reports it.
-	stalled     string
-	budgetSpent map[string]uint64 // by action: stalled, dead_lettered
-	buckets     []float64         // commit latency upper bounds, seconds
-	counts      []uint64
-	sum         float64
-	n           uint64
-
+	stalled string
 	// operatorKind and operator are the kind and the reason of the error that holds the
 	// message in flight until an operator fixes the graph ("" when none does).
 	operatorKind, operator string
 }
 
-// NewMetrics returns empty metrics.
+// commitBuckets are the upper bounds, in seconds, of omnigraph_commit_seconds.
+var commitBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+// NewMetrics returns empty metrics on a new registry that also holds the standard Go runtime
+// and process collectors.
 func NewMetrics() *Metrics {
-	b := []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
-	return &Metrics{messages: map[string]uint64{}, deadLetters: map[string]uint64{}, compactions: map[string]uint64{}, budgetSpent: map[string]uint64{}, buckets: b, counts: make([]uint64, len(b))}
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	counterVec := func(name, help, label string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	m.messages = counterVec("omnigraph_messages_total", "Messages by final outcome.", "outcome")
+	m.deadLetters = counterVec("omnigraph_dead_letters_total", "Dead-lettered messages by reason.", "reason")
+	m.rows = counter("omnigraph_rows_total", "Input records committed.")
+	m.bytes = counter("omnigraph_bytes_total", "Batch bytes committed.")
+	m.recoveries = counter("omnigraph_recoveries_total", "Recovery passes run for RecoveryRequired.")
+	m.compactions = counterVec("omnigraph_compactions_total", "Automatic compactions between messages, by result (ok: one graph commit each).", "result")
+	m.compactSecs = counter("omnigraph_compaction_seconds_total", "Time spent in automatic compaction.")
+	m.leaseHeld = gauge("omnigraph_lease_held", "1 while this worker holds its graph's single-writer lease.")
+	m.pending = gauge("omnigraph_consumer_pending", "Messages waiting in the consumer.")
+	m.stalledGauge = gauge("omnigraph_stalled", "1 while the message in flight is held: past its retry budget on a known-transient error, or until an operator fixes the graph (the reason is on /readyz).")
+	m.operatorReq = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "omnigraph_operator_required",
+		Help: "1 for the kind of error that holds the message in flight until an operator fixes the graph."}, []string{"kind"})
+	for _, k := range errs.Catalogue() {
+		if k.NeedsOperator {
+			m.operatorReq.WithLabelValues(k.Kind).Set(0)
+		}
+	}
+	m.budgetSpent = counterVec("omnigraph_retry_budget_exhausted_total", "Messages whose retry budget ran out, by action: stalled (known-transient error, held and retried) or dead_lettered (retry_exhausted).", "action")
+	m.commitSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "omnigraph_commit_seconds",
+		Help: "Message processing time of committed batches.", Buckets: commitBuckets})
+	m.reg.MustRegister(m.messages, m.deadLetters, m.rows, m.bytes, m.recoveries, m.compactions, m.compactSecs,
+		m.leaseHeld, m.pending, m.stalledGauge, m.operatorReq, m.budgetSpent, m.commitSecs,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
 }
 
 func (m *Metrics) message(out outcome, rows int, size int, took time.Duration, reason string) {
 	if m == nil {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.messages[string(out)]++
+	m.messages.WithLabelValues(string(out)).Inc()
 	if out == outcomeDeadLetter {
-		m.deadLetters[reason]++
+		m.deadLetters.WithLabelValues(reason).Inc()
 	}
 	if out == outcomeCommitted {
-		m.rows += uint64(rows)
-		m.bytes += uint64(size)
-		s := took.Seconds()
-		for i, ub := range m.buckets {
-			if s <= ub {
-				m.counts[i]++
-			}
-		}
-		m.sum += s
-		m.n++
+		m.rows.Add(float64(rows))
+		m.bytes.Add(float64(size))
+		m.commitSecs.Observe(took.Seconds())
 	}
 }
 
@@ -74,30 +106,24 @@ func (m *Metrics) compaction(ok bool, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	result := "ok"
 	if !ok {
 		result = "failed"
 	}
-	m.compactions[result]++
-	m.compactSecs += took.Seconds()
+	m.compactions.WithLabelValues(result).Inc()
+	m.compactSecs.Add(took.Seconds())
 }
 
 func (m *Metrics) recovered() {
 	if m != nil {
-		m.mu.Lock()
-		m.recoveries++
-		m.mu.Unlock()
+		m.recoveries.Inc()
 	}
 }
 
 // SetLease records whether this worker holds its graph's lease.
 func (m *Metrics) SetLease(held bool) {
 	if m != nil {
-		m.mu.Lock()
-		m.leaseHeld = held
-		m.mu.Unlock()
+		m.leaseHeld.Set(b2f(held))
 	}
 }
 
@@ -113,9 +139,7 @@ func (m *Metrics) SetReady(ready bool) {
 // retryBudgetSpent counts a message whose retry budget ran out, by what was done about it.
 func (m *Metrics) retryBudgetSpent(action string) {
 	if m != nil {
-		m.mu.Lock()
-		m.budgetSpent[action]++
-		m.mu.Unlock()
+		m.budgetSpent.WithLabelValues(action).Inc()
 	}
 }
 
@@ -124,6 +148,7 @@ func (m *Metrics) setStalled(reason string) {
 	if m != nil {
 		m.mu.Lock()
 		m.stalled = reason
+		m.held()
 		m.mu.Unlock()
 	}
 }
@@ -134,65 +159,57 @@ func (m *Metrics) setOperator(kind, reason string) {
 	if m != nil {
 		m.mu.Lock()
 		m.operatorKind, m.operator = kind, reason
+		m.held()
 		m.mu.Unlock()
+	}
+}
+
+// held sets the gauges derived from stalled and operator; m.mu is held.
+func (m *Metrics) held() {
+	m.stalledGauge.Set(b2f(m.stalled != "" || m.operator != ""))
+	for _, k := range errs.Catalogue() {
+		if k.NeedsOperator {
+			m.operatorReq.WithLabelValues(k.Kind).Set(b2f(m.operator != "" && m.operatorKind == k.Kind))
+		}
 	}
 }
 
 func (m *Metrics) setPending(n uint64) {
 	if m != nil {
-		m.mu.Lock()
-		m.pending = n
-		m.mu.Unlock()
+		m.pending.Set(float64(n))
 	}
 }
+
+// Registry is where the metrics are registered, for a caller that adds its own collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // WriteTo writes the metrics in the Prometheus text format.
 func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var b strings.Builder
-	labelled := func(name, help, label string, vals map[string]uint64) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
-		keys := make([]string, 0, len(vals))
-		for k := range vals {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(&b, "%s{%s=%q} %d\n", name, label, k, vals[k])
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	cw := &countingWriter{w: w}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(cw, mf); err != nil {
+			return cw.n, err
 		}
 	}
-	single := func(name, typ, help string, v any) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, typ, name, v)
-	}
-	labelled("omnigraph_messages_total", "Messages by final outcome.", "outcome", m.messages)
-	labelled("omnigraph_dead_letters_total", "Dead-lettered messages by reason.", "reason", m.deadLetters)
-	single("omnigraph_rows_total", "counter", "Input records committed.", m.rows)
-	single("omnigraph_bytes_total", "counter", "Batch bytes committed.", m.bytes)
-	single("omnigraph_recoveries_total", "counter", "Recovery passes run for RecoveryRequired.", m.recoveries)
-	labelled("omnigraph_compactions_total", "Automatic compactions between messages, by result (ok: one graph commit each).", "result", m.compactions)
-	single("omnigraph_compaction_seconds_total", "counter", "Time spent in automatic compaction.", m.compactSecs)
-	single("omnigraph_lease_held", "gauge", "1 while this worker holds its graph's single-writer lease.", b2i(m.leaseHeld))
-	single("omnigraph_consumer_pending", "gauge", "Messages waiting in the consumer.", m.pending)
-	single("omnigraph_stalled", "gauge", "1 while the message in flight is held: past its retry budget on a known-transient error, or until an operator fixes the graph (the reason is on /readyz).",
-		b2i(m.stalled != "" || m.operator != ""))
-	fmt.Fprintf(&b, "# HELP omnigraph_operator_required 1 for the kind of error that holds the message in flight until an operator fixes the graph.\n# TYPE omnigraph_operator_required gauge\n")
-	for _, k := range errs.Catalogue() {
-		if k.NeedsOperator {
-			fmt.Fprintf(&b, "omnigraph_operator_required{kind=%q} %d\n", k.Kind, b2i(m.operator != "" && m.operatorKind == k.Kind))
-		}
-	}
-	labelled("omnigraph_retry_budget_exhausted_total", "Messages whose retry budget ran out, by action: stalled (known-transient error, held and retried) or dead_lettered (retry_exhausted).", "action", m.budgetSpent)
-	fmt.Fprintf(&b, "# HELP omnigraph_commit_seconds Message processing time of committed batches.\n# TYPE omnigraph_commit_seconds histogram\n")
-	for i, ub := range m.buckets {
-		fmt.Fprintf(&b, "omnigraph_commit_seconds_bucket{le=\"%g\"} %d\n", ub, m.counts[i])
-	}
-	fmt.Fprintf(&b, "omnigraph_commit_seconds_bucket{le=\"+Inf\"} %d\nomnigraph_commit_seconds_sum %g\nomnigraph_commit_seconds_count %d\n", m.n, m.sum, m.n)
-	n, err := io.WriteString(w, b.String())
-	return int64(n), err
+	return cw.n, nil
 }
 
-func b2i(v bool) int {
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func b2f(v bool) float64 {
 	if v {
 		return 1
 	}
@@ -203,10 +220,7 @@ func b2i(v bool) int {
 // held for an operator, not stalled past a retry budget: each answers 503 with its reason).
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = m.WriteTo(w)
-	})
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		m.mu.Lock()

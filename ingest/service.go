@@ -166,14 +166,16 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	for {
-		s.log.Info("waiting for the single-writer lease", zap.String("holder", s.holder))
-		lease, err := AcquireLease(ctx, s.w.js, s.w.cfg.Graph, s.holder, s.leaseTTL)
+		lease, err := acquireLease(ctx, s.w.js, s.w.cfg.Graph, s.holder, s.leaseTTL, func(heldBy string) {
+			s.log.Info("waiting for the single-writer lease", zap.String("holder", s.holder), zap.String("held_by", heldBy))
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
+		s.log.Info("lease acquired", zap.String("holder", s.holder), zap.Uint64("epoch", lease.Epoch()))
 		err = s.lead(ctx, lease)
 		s.metrics.SetLease(false)
 		if errors.Is(err, ErrLeaseLost) {

@@ -259,8 +259,13 @@ func TestServiceStandbyTakesOver(t *testing.T) {
 	if got := b.readyz(); got != http.StatusServiceUnavailable || sg.holder() != "a" {
 		t.Fatalf("standby /readyz %d, lease held by %q", got, sg.holder())
 	}
-	if b.logs.FilterMessage("waiting for the single-writer lease").Len() != 1 || b.logs.FilterMessage("ready").Len() != 0 {
+	if w := b.logs.FilterMessage("waiting for the single-writer lease"); w.Len() != 1 || w.All()[0].ContextMap()["held_by"] != "a" ||
+		b.logs.FilterMessage("ready").Len() != 0 || b.logs.FilterMessage("lease acquired").Len() != 0 {
 		t.Fatalf("standby logs: %v", b.logs.All())
+	}
+	// The leader got the lease at once: it never said it was waiting for it.
+	if a.logs.FilterMessage("waiting for the single-writer lease").Len() != 0 || a.logs.FilterMessage("lease acquired").Len() != 1 {
+		t.Fatalf("leader logs: %v", a.logs.All())
 	}
 	sg.pendIntent("ghost")
 	if err := a.end(); err != nil {
@@ -486,6 +491,34 @@ func TestCompactionFanoutZeroIsOff(t *testing.T) {
 		err := cfg.withDefaults()
 		if (err == nil) != c.ok || c.ok && cfg.CompactionFanout != c.fanout {
 			t.Errorf("fanout %d: %v, fanout after defaults %d", c.fanout, err, cfg.CompactionFanout)
+		}
+	}
+}
+
+// A dead letter is logged at warn (someone must look at it), a commit at info.
+func TestDeadLetterLoggedAtWarn(t *testing.T) {
+	sg := newSvcGraph(t)
+	a := sg.run("a")
+	a.waitReady()
+	sg.publish(`{"type":"Nope","data":{}}`)
+	sg.publish(`{"type":"Person","data":{"handle":"p1","name":"P","active":true}}`)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.logs.FilterMessage("message").Len() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs: %v", a.logs.All())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, e := range a.logs.FilterMessage("message").All() {
+		want := zapcore.InfoLevel
+		if e.ContextMap()["outcome"] == string(outcomeDeadLetter) {
+			want = zapcore.WarnLevel
+			if e.ContextMap()["reason"] != "invalid" {
+				t.Errorf("dead letter logged without its reason: %v", e.ContextMap())
+			}
+		}
+		if e.Level != want {
+			t.Errorf("%v logged at %v, want %v", e.ContextMap()["outcome"], e.Level, want)
 		}
 	}
 }

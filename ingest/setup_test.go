@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -54,5 +55,49 @@ func TestSetupRacesAnotherCreator(t *testing.T) {
 		}
 		nc.Close()
 		ns.Shutdown()
+	}
+}
+
+// Setup applies the stream limits to new and existing streams, and 0 lifts them again.
+func TestSetupAppliesStreamLimits(t *testing.T) {
+	ns, err := StartEmbedded(t.TempDir(), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx := context.Background()
+	js, _ := jetstream.New(nc)
+	check := func(stream string, age time.Duration, bytes int64) {
+		t.Helper()
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := s.CachedInfo().Config; c.MaxAge != age || c.MaxBytes != bytes {
+			t.Fatalf("%s: max age %v bytes %d, want %v %d", stream, c.MaxAge, c.MaxBytes, age, bytes)
+		}
+	}
+	for _, c := range []Config{
+		{Graph: "demo"},
+		{Graph: "demo", StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 30, DLQMaxAge: 48 * time.Hour, DLQMaxBytes: 1 << 20},
+		{Graph: "demo"},
+	} {
+		w, err := New(nc, nil, c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Setup(ctx); err != nil {
+			t.Fatal(err)
+		}
+		check(StreamName("demo"), c.StreamMaxAge, maxBytes(c.StreamMaxBytes))
+		check(DLQStreamName("demo"), c.DLQMaxAge, maxBytes(c.DLQMaxBytes))
+	}
+	if _, err := New(nc, nil, Config{Graph: "demo", DLQMaxBytes: -1}, nil); err == nil {
+		t.Fatal("a negative limit was taken")
 	}
 }

@@ -84,12 +84,14 @@ func (w *Worker) Setup(ctx context.Context) error {
 	if err := ensureStream(ctx, w.js, jetstream.StreamConfig{
 		Name: w.cfg.Stream, Subjects: w.cfg.consumed(),
 		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
+		MaxAge: w.cfg.StreamMaxAge, MaxBytes: maxBytes(w.cfg.StreamMaxBytes),
 	}); err != nil {
 		return fmt.Errorf("ingest: stream %s: %w", w.cfg.Stream, err)
 	}
 	if err := ensureStream(ctx, w.js, jetstream.StreamConfig{
 		Name: w.cfg.DLQStream, Subjects: []string{"omnigraph." + w.cfg.Graph + ".dlq.>"},
 		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
+		MaxAge: w.cfg.DLQMaxAge, MaxBytes: maxBytes(w.cfg.DLQMaxBytes),
 	}); err != nil {
 		return fmt.Errorf("ingest: dead-letter stream %s: %w", w.cfg.DLQStream, err)
 	}
@@ -251,6 +253,11 @@ func (w *Worker) handle(stop context.Context, msg jetstream.Msg) {
 	}
 	if err != nil {
 		fields = append(fields, zap.Error(err))
+	}
+	if out == outcomeDeadLetter {
+		// A dead letter is a batch that will not be applied: someone must look at it.
+		log.Warn("message", append(fields, zap.String("reason", reason))...)
+		return
 	}
 	log.Info("message", fields...)
 }

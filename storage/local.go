@@ -34,8 +34,17 @@ func openLocal(path string, o openOptions) (Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %q: %w", path, err)
 	}
+	if o.mustExist {
+		fi, err := os.Stat(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || (err == nil && !fi.IsDir()):
+			return nil, &NoGraphError{Root: dir}
+		case err != nil:
+			return nil, fmt.Errorf("storage: open %q: %w", path, err)
+		}
+	}
 	b, err := fileblob.OpenBucket(dir, &fileblob.Options{
-		CreateDir: true,
+		CreateDir: !o.mustExist,
 		NoTempDir: true,                       // never stage across a mount point
 		Metadata:  fileblob.MetadataDontWrite, // no ".attrs" sidecars next to Lance files
 	})

@@ -8,7 +8,7 @@
 //
 // # URIs
 //
-//	/abs/path, rel/path      local directory (created if missing; relative paths are made absolute)
+//	/abs/path, rel/path      local directory (created if missing unless MustExist; relative paths are made absolute)
 //	file:///abs/path         local directory
 //	mem://name[/prefix]      process-global in-memory bucket; every Open of "mem://name" shares it
 //	s3://bucket[/prefix]?... gocloud s3blob URL parameters (region, endpoint, use_path_style, ...)
@@ -113,8 +113,31 @@ type Object struct {
 type Option func(*openOptions)
 
 type openOptions struct {
-	noFsync bool
+	noFsync   bool
+	mustExist bool
 }
+
+// MustExist opens a local root only if its directory exists (*NoGraphError otherwise), and so
+// never creates one: for commands that only read, where a mistyped root must fail rather than
+// leave an empty directory behind. Other schemes ignore it (a bucket is never created).
+func MustExist() Option { return func(o *openOptions) { o.mustExist = true } }
+
+// NoGraphError is a root that holds no graph: a local directory that does not exist under
+// MustExist, or a root without a schema where one is needed. Hint says what to do, if anything.
+type NoGraphError struct {
+	Root, Hint string
+}
+
+func (e *NoGraphError) Error() string {
+	msg := "no graph at " + e.Root
+	if e.Hint != "" {
+		msg += ": " + e.Hint
+	}
+	return msg
+}
+
+// Unwrap makes a missing root ErrNotFound.
+func (e *NoGraphError) Unwrap() error { return ErrNotFound }
 
 // WithLocalFsync says whether a local root fsyncs each written file and its directory before
 // the write counts as done (the default). Off, a process crash still never shows a torn or

@@ -85,12 +85,12 @@ func (b *boundSettings) load() (*config.Config, error) {
 	return b.Load(getenv)
 }
 
-// openRoot opens the graph root at uri as c says (local_fsync).
-func openRoot(ctx context.Context, uri string, c *config.Config) (storage.Store, error) {
+// openRoot opens the graph root at uri as c says (local_fsync), with extra options.
+func openRoot(ctx context.Context, uri string, c *config.Config, extra ...storage.Option) (storage.Store, error) {
 	if uri == "" {
 		return nil, &usageError{msg: "--root is required"}
 	}
-	return storage.Open(ctx, uri, c.StorageOptions()...)
+	return storage.Open(ctx, uri, append(c.StorageOptions(), extra...)...)
 }
 
 // liveWorkerError refuses a direct write to a root that a `worker run` is serving.
@@ -130,7 +130,11 @@ func forceFlag(fs *pflag.FlagSet) *bool {
 // openGraph opens the graph at uri: read-write (full recovery on open, refused while a worker
 // serves the root unless force) or read-only. The returned close releases the store.
 func openGraph(ctx context.Context, uri string, c *config.Config, readWrite, force bool) (*engine.Graph, func(), error) {
-	st, err := openRoot(ctx, uri, c)
+	var opts []storage.Option
+	if !readWrite {
+		opts = append(opts, storage.MustExist()) // a read creates nothing, even at a mistyped root
+	}
+	st, err := openRoot(ctx, uri, c, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -392,10 +396,11 @@ func serve(ctx context.Context, settings *boundSettings) error {
 	if err != nil {
 		return err
 	}
-	log, err := zap.NewProduction()
+	log, restoreLog, err := c.Logger(os.Stderr)
 	if err != nil {
 		return err
 	}
+	defer restoreLog()
 	defer log.Sync()
 	if gogc := getenv("GOGC"); gogc == "" {
 		debug.SetGCPercent(c.GCPercent)
@@ -434,6 +439,11 @@ func serve(ctx context.Context, settings *boundSettings) error {
 			if err == nil {
 				log.Info("initialised graph", zap.String("root", st.URI()), zap.String("schema", c.Schema))
 			}
+		}
+	}
+	if err != nil && c.Schema == "" {
+		if ok, _ := st.Exists(ctx, "__schema_state.json"); !ok {
+			return &storage.NoGraphError{Root: st.URI(), Hint: "pass --schema FILE.pg (or OMNIGRAPH_SCHEMA) to initialise one"}
 		}
 	}
 	if err != nil {
@@ -508,7 +518,7 @@ func cmdRecover(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		st, err := openRoot(ctx, *root, c)
+		st, err := openRoot(ctx, *root, c, storage.MustExist())
 		if err != nil {
 			return err
 		}

@@ -79,7 +79,7 @@ func cmdPublish(fs *pflag.FlagSet) runFunc {
 		}
 		pctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		ack, err := js.PublishMsg(pctx, m)
+		ack, err := ingest.Publish(pctx, js, cfg, m)
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("JetStream did not confirm the %d-byte batch within %v (--timeout); it may have stored it all the same, so only a publish with the same --msg-id is a safe retry: %w", len(body), *timeout, err)
 		}

@@ -13,7 +13,16 @@ import (
 // runWorker runs the binary with args and returns its stdout, stderr and exit status.
 func runWorker(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return runWorkerIn(t, "", nil, args...)
+}
+
+// runWorkerIn is runWorker in directory dir ("" the test's), with env added to this
+// process's environment.
+func runWorkerIn(t *testing.T, dir string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(bin.worker, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

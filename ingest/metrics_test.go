@@ -1,0 +1,97 @@
+package ingest
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func scrape(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	body, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, string(body)
+}
+
+// TestMetricsConventional: /metrics carries the Go runtime's and the process's standard
+// metrics beside every omnigraph_ metric with its type, and two Metrics in one process keep
+// separate counts (no global registry).
+func TestMetricsConventional(t *testing.T) {
+	a, b := NewMetrics(), NewMetrics()
+	a.message(outcomeCommitted, 3, 100, 20*time.Millisecond, "")
+	a.message(outcomeDeadLetter, 0, 10, time.Millisecond, "invalid")
+	a.compaction(true, time.Second)
+	a.recovered()
+	a.SetLease(true)
+	a.setPending(7)
+	a.retryBudgetSpent("stalled")
+	a.setOperator("table_drift", "table_drift: moved")
+
+	code, out := scrape(t, a.Handler(), "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, want := range []string{
+		"# TYPE go_goroutines gauge", "# TYPE go_memstats_alloc_bytes gauge",
+		"# TYPE process_cpu_seconds_total counter", "# TYPE process_resident_memory_bytes gauge",
+		"# TYPE omnigraph_messages_total counter", `omnigraph_messages_total{outcome="committed"} 1`,
+		`omnigraph_messages_total{outcome="dead_lettered"} 1`,
+		"# TYPE omnigraph_dead_letters_total counter", `omnigraph_dead_letters_total{reason="invalid"} 1`,
+		"# TYPE omnigraph_rows_total counter", "omnigraph_rows_total 3",
+		"# TYPE omnigraph_bytes_total counter", "omnigraph_bytes_total 100",
+		"# TYPE omnigraph_recoveries_total counter", "omnigraph_recoveries_total 1",
+		"# TYPE omnigraph_compactions_total counter", `omnigraph_compactions_total{result="ok"} 1`,
+		"# TYPE omnigraph_compaction_seconds_total counter", "omnigraph_compaction_seconds_total 1",
+		"# TYPE omnigraph_lease_held gauge", "omnigraph_lease_held 1",
+		"# TYPE omnigraph_consumer_pending gauge", "omnigraph_consumer_pending 7",
+		"# TYPE omnigraph_stalled gauge", "omnigraph_stalled 1",
+		"# TYPE omnigraph_operator_required gauge", `omnigraph_operator_required{kind="table_drift"} 1`,
+		`omnigraph_operator_required{kind="corrupt"} 0`,
+		"# TYPE omnigraph_retry_budget_exhausted_total counter", `omnigraph_retry_budget_exhausted_total{action="stalled"} 1`,
+		"# TYPE omnigraph_commit_seconds histogram", `omnigraph_commit_seconds_bucket{le="0.025"} 1`,
+		`omnigraph_commit_seconds_bucket{le="0.01"} 0`, `omnigraph_commit_seconds_bucket{le="+Inf"} 1`,
+		"omnigraph_commit_seconds_count 1",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := b.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"omnigraph_rows_total 0\n", "omnigraph_lease_held 0\n", "go_goroutines "} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("second Metrics lacks %q: they share state", want)
+		}
+	}
+}
+
+// TestHealthEndpointsUnchanged: /healthz and /readyz keep their bodies and codes.
+func TestHealthEndpointsUnchanged(t *testing.T) {
+	m := NewMetrics()
+	h := m.Handler()
+	if code, body := scrape(t, h, "/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
+	if code, body := scrape(t, h, "/readyz"); code != 503 || body != "not consuming (standby or starting)\n" {
+		t.Fatalf("/readyz not ready: %d %q", code, body)
+	}
+	m.SetReady(true)
+	if code, body := scrape(t, h, "/readyz"); code != 200 || body != "ready\n" {
+		t.Fatalf("/readyz ready: %d %q", code, body)
+	}
+	m.setStalled("storage: slow")
+	if code, body := scrape(t, h, "/readyz"); code != 503 || body != "stalled: storage: slow\n" {
+		t.Fatalf("/readyz stalled: %d %q", code, body)
+	}
+	m.setOperator("corrupt", "corrupt: bad")
+	if code, body := scrape(t, h, "/readyz"); code != 503 || body != "operator required: corrupt: bad\n" {
+		t.Fatalf("/readyz operator: %d %q", code, body)
+	}
+}
