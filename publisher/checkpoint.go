@@ -52,7 +52,7 @@ var CheckpointRows uint64 = 16384
 // for a SnapshotAt a little in the past).
 const checkpointsKept = 2
 
-const checkpointFormat = 1
+const checkpointFormat = 2
 
 var checkpointMagic = []byte("OMNIGRAPH-CKPT\n\x00")
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -125,6 +126,10 @@ func (f *keyFilter) marshal(out []byte) []byte {
 		out = binary.LittleEndian.AppendUint64(out, b.count)
 		out = binary.LittleEndian.AppendUint32(out, b.k)
 		out = binary.LittleEndian.AppendUint64(out, uint64(len(b.bits)))
+		// The words start 8-aligned in the file, so that a reader may use them in place.
+		pad := (8 - (len(out)+1)%8) % 8
+		out = append(out, byte(pad))
+		out = append(out, make([]byte, pad)...)
 		for _, w := range b.bits {
 			out = binary.LittleEndian.AppendUint64(out, w)
 		}
@@ -146,21 +151,41 @@ func unmarshalFilter(in []byte) (*keyFilter, []byte, error) {
 	}
 	f := &keyFilter{}
 	for i := uint32(0); i < n; i++ {
-		if len(in) < 28 {
+		if len(in) < 29 {
 			return nil, nil, errShortFilter
 		}
 		b := bloom{capacity: binary.LittleEndian.Uint64(in), count: binary.LittleEndian.Uint64(in[8:]), k: binary.LittleEndian.Uint32(in[16:])}
 		words := binary.LittleEndian.Uint64(in[20:])
-		in = in[28:]
+		pad := int(in[28])
+		if pad > 7 || len(in) < 29+pad {
+			return nil, nil, fmt.Errorf("key filter part %d: padding %d", i, pad)
+		}
+		in = in[29+pad:]
 		if b.k == 0 || b.k > 64 || words == 0 || words > uint64(len(in))/8 {
 			return nil, nil, fmt.Errorf("key filter part %d: %d probes, %d words in %d bytes", i, b.k, words, len(in))
 		}
-		b.bits = make([]uint64, words)
-		for j := range b.bits {
-			b.bits[j] = binary.LittleEndian.Uint64(in[8*j:])
-		}
+		b.bits = decodeWords(in[:8*words])
 		in = in[8*words:]
 		f.parts = append(f.parts, b)
 	}
 	return f, in, nil
+}
+
+// littleEndian is whether this machine stores a uint64 as the file does.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// decodeWords returns the words of their little-endian bytes in src. On a little-endian
+// machine with src 8-aligned (a checkpoint read whole, whose writer aligned them) that is src
+// itself, reused in place: a million messages' filters are megabytes, read at every open.
+// Otherwise it is a copy.
+func decodeWords(src []byte) []uint64 {
+	n := len(src) / 8
+	if littleEndian && n > 0 && uintptr(unsafe.Pointer(&src[0]))%8 == 0 {
+		return unsafe.Slice((*uint64)(unsafe.Pointer(&src[0])), n)
+	}
+	words := make([]uint64, n)
+	for j := range words {
+		words[j] = binary.LittleEndian.Uint64(src[8*j:])
+	}
+	return words
 }
