@@ -7,13 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
-	"github.com/omnigraph/omnigraph-worker/engine/rows"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
-	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 )
@@ -294,24 +290,7 @@ func TestCorruptSidecarRefusedLoudly(t *testing.T) {
 // foreignAppend commits a row to a table behind the engine's back.
 func foreignAppend(t *testing.T, g *Graph, key string) {
 	t.Helper()
-	ctx := context.Background()
-	e := mustTable(t, g, key)
-	ds, err := lance.Open(ctx, g.root.Sub(e.Path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs := records(t, `{"type":"Person","data":{"handle":"intruder","name":"I","active":true}}`)
-	batches, err := rows.Build(g.Catalog(), recs, ModeAppend, rows.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ds.StageAppend(ctx, []arrow.Record{batches[key].Record}, lance.StageOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ds.Commit(ctx, s); err != nil {
-		t.Fatal(err)
-	}
+	foreignAppendOn(t, g, key, "")
 }
 
 // The confirmation is written while the publish stages its files: when it fails, the publish
