@@ -1,6 +1,8 @@
 package config
 
 import (
+	"strings"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/omnigraph/omnigraph-worker/ingest"
@@ -12,7 +14,8 @@ import (
 // asks it), so that a tool reading a graph's dead letters finds the streams its worker made.
 func (c *Config) Ingest() ingest.Config {
 	ic := ingest.Config{Graph: c.Graph, Stream: c.Stream, DLQStream: c.DLQStream, EventsStream: c.EventsStream, EventsMaxAge: c.EventsMaxAge, Consumer: c.Consumer,
-		AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, RetryBudget: c.RetryBudget, CompactionFanout: c.CompactionFanout}
+		AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, RetryBudget: c.RetryBudget, CompactionFanout: c.CompactionFanout,
+		Replication: ingest.Replication{Replicas: c.StreamReplicas, Cluster: c.PlacementCluster, Tags: splitList(c.PlacementTags)}}
 	if c.Graph != "" {
 		if ic.Stream == "" {
 			ic.Stream = ingest.StreamName(c.Graph)
@@ -28,6 +31,17 @@ func (c *Config) Ingest() ingest.Config {
 		ic.Consumer = ingest.DefaultConsumer
 	}
 	return ic
+}
+
+// splitList is a comma list's items, trimmed, empty ones dropped.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // NATSOptions are the connection options of c's NATS settings (credentials, TLS), the

@@ -76,6 +76,9 @@ type Config struct {
 	// (engine.OptimizeOptions.Fanout): 0 turns automatic compaction off (the same meaning as
 	// the compaction_fanout setting), otherwise at least 2.
 	CompactionFanout int
+	// Replication is the replicas and placement of every stream and bucket Setup and
+	// AcquireLease create or update (zero: one copy, placed by the server).
+	Replication Replication
 }
 
 // GraphNameError is a graph name that cannot be the <graph> token of the graph's subjects.

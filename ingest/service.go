@@ -167,7 +167,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	for {
 		s.log.Info("waiting for the single-writer lease", zap.String("holder", s.holder))
-		lease, err := AcquireLease(ctx, s.w.js, s.w.cfg.Graph, s.holder, s.leaseTTL)
+		lease, err := AcquireLease(ctx, s.w.js, s.w.cfg.Graph, s.holder, s.leaseTTL, s.w.cfg.Replication)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
