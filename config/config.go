@@ -72,6 +72,11 @@ type Config struct {
 	StreamMaxBytes int           `yaml:"stream_max_bytes"`
 	DLQMaxAge      time.Duration `yaml:"dlq_max_age"`
 	DLQMaxBytes    int           `yaml:"dlq_max_bytes"`
+	// StreamReplicas, PlacementCluster and PlacementTags (a comma list) apply to every stream
+	// and bucket `worker run` creates: ingest, dead letters, events and the lease bucket.
+	StreamReplicas   int    `yaml:"stream_replicas"`
+	PlacementCluster string `yaml:"placement_cluster"`
+	PlacementTags    string `yaml:"placement_tags"`
 }
 
 // DefaultNATSURL is where the commands other than `run` find NATS when nats_url is not set:
@@ -82,7 +87,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 func Defaults() Config {
 	return Config{NATSPort: 4222, AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
 		RetryBudget: ingest.DefaultRetryBudget, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout,
-		LocalFsync: true, LogLevel: "info"}
+		LocalFsync: true, LogLevel: "info", StreamReplicas: 1}
 }
 
 // ToolDefaults are the other commands' values before any source is applied: Defaults, with
@@ -234,6 +239,14 @@ func settings() []setting {
 		num("stream_max_bytes", "drop the oldest ingest-stream messages past this many bytes (0: no limit)", func(c *Config) *int { return &c.StreamMaxBytes }, nonNegative("stream_max_bytes")),
 		dur("dlq_max_age", "drop dead letters older than this (0: keep them)", func(c *Config) *time.Duration { return &c.DLQMaxAge }, 0),
 		num("dlq_max_bytes", "drop the oldest dead letters past this many bytes (0: no limit)", func(c *Config) *int { return &c.DLQMaxBytes }, nonNegative("dlq_max_bytes")),
+		num("stream_replicas", "replicas of every stream and bucket the worker creates (ingest, dead letters, events, leases): 3 on a NATS cluster", func(c *Config) *int { return &c.StreamReplicas }, func(c *Config) error {
+			if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
+				return reason("must be 1 to 5 (JetStream's range)")
+			}
+			return nil
+		}),
+		s("placement_cluster", "place those streams in this NATS cluster (empty: the server's choice)", func(c *Config) *string { return &c.PlacementCluster }, nil),
+		s("placement_tags", "place those streams on servers with all these tags (comma list)", func(c *Config) *string { return &c.PlacementTags }, nil),
 		onOff("local_fsync", "fsync every write to a local root (file and directory) before it counts; off, a power loss may lose the newest commits, a crash still shows none half-written", func(c *Config) *bool { return &c.LocalFsync }),
 	}
 }

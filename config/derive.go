@@ -1,6 +1,8 @@
 package config
 
 import (
+	"strings"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/omnigraph/omnigraph-worker/ingest"
@@ -13,7 +15,8 @@ import (
 func (c *Config) Ingest() ingest.Config {
 	ic := ingest.Config{Graph: c.Graph, Stream: c.Stream, DLQStream: c.DLQStream, EventsStream: c.EventsStream, EventsMaxAge: c.EventsMaxAge, Consumer: c.Consumer,
 		AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, RetryBudget: c.RetryBudget, CompactionFanout: c.CompactionFanout,
-		StreamMaxAge: c.StreamMaxAge, StreamMaxBytes: int64(c.StreamMaxBytes), DLQMaxAge: c.DLQMaxAge, DLQMaxBytes: int64(c.DLQMaxBytes)}
+		StreamMaxAge: c.StreamMaxAge, StreamMaxBytes: int64(c.StreamMaxBytes), DLQMaxAge: c.DLQMaxAge, DLQMaxBytes: int64(c.DLQMaxBytes),
+		Replication: ingest.Replication{Replicas: c.StreamReplicas, Cluster: c.PlacementCluster, Tags: splitList(c.PlacementTags)}}
 	if c.Graph != "" {
 		if ic.Stream == "" {
 			ic.Stream = ingest.StreamName(c.Graph)
@@ -29,6 +32,17 @@ func (c *Config) Ingest() ingest.Config {
 		ic.Consumer = ingest.DefaultConsumer
 	}
 	return ic
+}
+
+// splitList is a comma list's items, trimmed, empty ones dropped.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // NATSOptions are the connection options of c's NATS settings (credentials, TLS), the

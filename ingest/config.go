@@ -80,6 +80,9 @@ type Config struct {
 	// dead-letter stream; 0 is unlimited. Setup applies them to existing streams too.
 	StreamMaxAge, DLQMaxAge     time.Duration
 	StreamMaxBytes, DLQMaxBytes int64
+	// Replication is the replicas and placement of every stream and bucket Setup and
+	// AcquireLease create or update (zero: one copy, placed by the server).
+	Replication Replication
 }
 
 // GraphNameError is a graph name that cannot be the <graph> token of the graph's subjects.

@@ -30,7 +30,7 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 	var lease *Lease
 	h := start(t, func(w *Worker) {
 		var err error
-		if lease, err = AcquireLease(ctx, w.js, "demo", "goroutines", 3*time.Second); err != nil {
+		if lease, err = AcquireLease(ctx, w.js, "demo", "goroutines", 3*time.Second, Replication{}); err != nil {
 			t.Fatal(err)
 		}
 		w.UseLease(lease)
@@ -78,7 +78,7 @@ func TestLostLeaseRunLeavesNoGoroutines(t *testing.T) {
 	var lease *Lease
 	h := start(t, func(w *Worker) {
 		var err error
-		if lease, err = AcquireLease(ctx, w.js, "demo", "goroutines", 3*time.Second); err != nil {
+		if lease, err = AcquireLease(ctx, w.js, "demo", "goroutines", 3*time.Second, Replication{}); err != nil {
 			t.Fatal(err)
 		}
 		w.UseLease(lease)

@@ -37,18 +37,21 @@ type Lease struct {
 // AcquireLease waits (as a standby) until it holds graph's lease or ctx ends. Once held, the
 // lease is renewed in the background until it is released or a renewal fails, not until ctx
 // ends: a worker told to stop still holds its lease while it finishes the commit in flight
-// (a lease that lapsed then would fence that commit half-way). Call Release when done.
-func AcquireLease(ctx context.Context, js jetstream.JetStream, graph, holder string, ttl time.Duration) (*Lease, error) {
-	return acquireLease(ctx, js, graph, holder, ttl, nil)
+// (a lease that lapsed then would fence that commit half-way). Call Release when done. The
+// bucket is created or updated with rep's replicas and placement (a *PlacementError when
+// JetStream cannot honour them).
+func AcquireLease(ctx context.Context, js jetstream.JetStream, graph, holder string, ttl time.Duration, rep Replication) (*Lease, error) {
+	return acquireLease(ctx, js, graph, holder, ttl, rep, nil)
 }
 
 // acquireLease is AcquireLease calling waiting, once, with the current holder when the lease
 // is found held by someone else (so that a standby says so and a leader that gets it at once
 // does not).
-func acquireLease(ctx context.Context, js jetstream.JetStream, graph, holder string, ttl time.Duration, waiting func(heldBy string)) (*Lease, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1})
+func acquireLease(ctx context.Context, js jetstream.JetStream, graph, holder string, ttl time.Duration, rep Replication, waiting func(heldBy string)) (*Lease, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1,
+		Replicas: rep.replicas(), Placement: rep.placement()})
 	if err != nil {
-		return nil, fmt.Errorf("ingest: lease bucket: %w", err)
+		return nil, fmt.Errorf("ingest: lease bucket: %w", placementError(err, "KV_"+LeaseBucket, rep))
 	}
 	l := &Lease{kv: kv, key: graph, holder: holder, ttl: ttl, lost: make(chan struct{}), kept: make(chan struct{})}
 	for {

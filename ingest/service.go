@@ -150,8 +150,9 @@ func (s *Service) Config() Config { return s.w.Config() }
 func (s *Service) Metrics() *Metrics { return s.metrics }
 
 // Run serves until ctx ends (nil: the message in flight finished, the lease released) or
-// something fails that waiting cannot mend: the HTTP address, the streams' setup, the lease
-// bucket, a recovery (a *RecoveryError), a consumer that cannot go on. The lease is released
+// something fails that waiting cannot mend: the HTTP address, the streams' setup, a lease
+// bucket JetStream cannot place (a *PlacementError; a lease bucket that does not answer is
+// waited for), a recovery (a *RecoveryError), a consumer that cannot go on. The lease is released
 // and the HTTP server closed before it returns.
 func (s *Service) Run(ctx context.Context) error {
 	stopHTTP, err := s.serveHTTP()
@@ -166,14 +167,27 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	for {
-		lease, err := acquireLease(ctx, s.w.js, s.w.cfg.Graph, s.holder, s.leaseTTL, func(heldBy string) {
+		lease, err := acquireLease(ctx, s.w.js, s.w.cfg.Graph, s.holder, s.leaseTTL, s.w.cfg.Replication, func(heldBy string) {
 			s.log.Info("waiting for the single-writer lease", zap.String("holder", s.holder), zap.String("held_by", heldBy))
 		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		var pe *PlacementError
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &pe):
 			return err
+		default:
+			// The bucket did not answer (on a cluster: its leader died and a new one is being
+			// elected, or this connection is moving to another server). A standby waits that
+			// out: exiting would leave the graph with no writer at all.
+			s.log.Warn("lease bucket unavailable; trying again", zap.Duration("in", s.leaseTTL/4), zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(s.leaseTTL / 4):
+			}
+			continue
 		}
 		s.log.Info("lease acquired", zap.String("holder", s.holder), zap.Uint64("epoch", lease.Epoch()))
 		err = s.lead(ctx, lease)

@@ -457,7 +457,7 @@ func TestUseLeaseLogsOneEpoch(t *testing.T) {
 	ctx := context.Background()
 	var epochs []uint64
 	for i := 0; i < 2; i++ {
-		l, err := AcquireLease(ctx, w.js, "demo", "w", serviceTTL)
+		l, err := AcquireLease(ctx, w.js, "demo", "w", serviceTTL, Replication{})
 		if err != nil {
 			t.Fatal(err)
 		}

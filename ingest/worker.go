@@ -81,14 +81,14 @@ func (w *Worker) Config() Config { return w.cfg }
 // Setup creates or updates the ingest, dead-letter and events streams and the durable consumer.
 // One consumer with one message in flight keeps a graph's batches in stream order.
 func (w *Worker) Setup(ctx context.Context) error {
-	if err := ensureStream(ctx, w.js, jetstream.StreamConfig{
+	if err := w.ensureStream(ctx, jetstream.StreamConfig{
 		Name: w.cfg.Stream, Subjects: w.cfg.consumed(),
 		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
 		MaxAge: w.cfg.StreamMaxAge, MaxBytes: maxBytes(w.cfg.StreamMaxBytes),
 	}); err != nil {
 		return fmt.Errorf("ingest: stream %s: %w", w.cfg.Stream, err)
 	}
-	if err := ensureStream(ctx, w.js, jetstream.StreamConfig{
+	if err := w.ensureStream(ctx, jetstream.StreamConfig{
 		Name: w.cfg.DLQStream, Subjects: []string{"omnigraph." + w.cfg.Graph + ".dlq.>"},
 		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
 		MaxAge: w.cfg.DLQMaxAge, MaxBytes: maxBytes(w.cfg.DLQMaxBytes),
@@ -96,7 +96,7 @@ func (w *Worker) Setup(ctx context.Context) error {
 		return fmt.Errorf("ingest: dead-letter stream %s: %w", w.cfg.DLQStream, err)
 	}
 	// Events are kept for events_max_age, deduplicated by the request they report.
-	if err := ensureStream(ctx, w.js, jetstream.StreamConfig{
+	if err := w.ensureStream(ctx, jetstream.StreamConfig{
 		Name: w.cfg.EventsStream, Subjects: []string{w.cfg.EventSubject()},
 		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxAge: w.cfg.EventsMaxAge,
 	}); err != nil {
@@ -117,12 +117,15 @@ func (w *Worker) Setup(ctx context.Context) error {
 // lookup followed by a create, so when someone else (a producer's tooling, a second worker
 // starting at the same moment) creates the stream in between, the create fails with "stream
 // name already in use"; the stream now exists, and a second create-or-update updates it.
-func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
-	_, err := js.CreateOrUpdateStream(ctx, cfg)
+// The stream gets the configured replicas and placement; one JetStream cannot honour is a
+// *PlacementError.
+func (w *Worker) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) error {
+	cfg.Replicas, cfg.Placement = w.cfg.Replication.replicas(), w.cfg.Replication.placement()
+	_, err := w.js.CreateOrUpdateStream(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		_, err = js.CreateOrUpdateStream(ctx, cfg)
+		_, err = w.js.CreateOrUpdateStream(ctx, cfg)
 	}
-	return err
+	return placementError(err, cfg.Name, w.cfg.Replication)
 }
 
 // Run consumes until ctx is cancelled, then stops fetching, lets the in-flight message finish

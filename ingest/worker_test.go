@@ -271,7 +271,7 @@ func TestLeaseTakeover(t *testing.T) {
 	h.done <- nil
 	ctx := context.Background()
 	ttl := 600 * time.Millisecond
-	leader, err := AcquireLease(ctx, h.js, "demo", "leader", ttl)
+	leader, err := AcquireLease(ctx, h.js, "demo", "leader", ttl, Replication{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestLeaseTakeover(t *testing.T) {
 	defer cancelStandby()
 	got := make(chan *Lease, 1)
 	go func() {
-		l, err := AcquireLease(standbyCtx, h.js, "demo", "standby", ttl)
+		l, err := AcquireLease(standbyCtx, h.js, "demo", "standby", ttl, Replication{})
 		if err == nil {
 			got <- l
 		}
@@ -472,7 +472,7 @@ func TestLeaseOutlivesItsAcquireContext(t *testing.T) {
 	h := start(t)
 	ttl := 600 * time.Millisecond
 	acquire, cancel := context.WithCancel(context.Background())
-	l, err := AcquireLease(acquire, h.js, "other", "a", ttl)
+	l, err := AcquireLease(acquire, h.js, "other", "a", ttl, Replication{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestLeaseOutlivesItsAcquireContext(t *testing.T) {
 	}
 	wait, stopWaiting := context.WithTimeout(context.Background(), 2*ttl)
 	defer stopWaiting()
-	if _, err := AcquireLease(wait, h.js, "other", "b", ttl); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := AcquireLease(wait, h.js, "other", "b", ttl, Replication{}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a second holder acquired a renewed lease: %v", err)
 	}
 	if err := l.Release(context.Background()); err != nil {
@@ -497,7 +497,7 @@ func TestLeaseOutlivesItsAcquireContext(t *testing.T) {
 	}
 	next, stop := context.WithTimeout(context.Background(), ttl)
 	defer stop()
-	if _, err := AcquireLease(next, h.js, "other", "b", ttl); err != nil {
+	if _, err := AcquireLease(next, h.js, "other", "b", ttl, Replication{}); err != nil {
 		t.Fatalf("a released lease is not free at once: %v", err)
 	}
 }

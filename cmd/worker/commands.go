@@ -468,13 +468,20 @@ func serve(ctx context.Context, settings *boundSettings) error {
 		url = ns.ClientURL()
 		log.Info("embedded NATS JetStream", zap.String("url", url), zap.String("store", dir))
 	}
-	nc, err := connectNATS(ctx, url, append(c.NATSOptions("omnigraph-worker"), nats.MaxReconnects(-1)), log)
+	// On a cluster the connection moves between the servers nats_url lists; the log says where.
+	opts := append(c.NATSOptions("omnigraph-worker"), nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", zap.Error(err)) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS reconnected", zap.String("server", nc.ConnectedServerName()), zap.String("url", nc.ConnectedUrlRedacted()))
+		}))
+	nc, err := connectNATS(ctx, url, opts, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while waiting for NATS: nothing was taken from the stream
 		}
 		return err
 	}
+	log.Info("NATS connected", zap.String("server", nc.ConnectedServerName()), zap.String("url", nc.ConnectedUrlRedacted()))
 	defer nc.Drain()
 	svc, err := ingest.NewService(nc, g, c.Ingest(), ingest.WithLogger(log), ingest.WithHTTP(c.HTTP), ingest.WithLeaseTTL(c.LeaseTTL))
 	if err != nil {

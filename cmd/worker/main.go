@@ -16,6 +16,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/ingest"
 )
 
 // Exit codes: one per error kind (graph/errs's catalogue gives each kind its code; the kinds
@@ -165,9 +166,10 @@ func exitCode(err error) int {
 	var ue *usageError
 	var ce *config.Error
 	var lw *liveWorkerError
+	var pe *ingest.PlacementError
 	// A served root is refused for how the command was invoked (stop the worker or --force),
-	// not for anything in the graph.
-	if errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &lw) {
+	// not for anything in the graph; replicas NATS cannot place, for the configuration.
+	if errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &lw) || errors.As(err, &pe) {
 		return exitUsage
 	}
 	return kindExit(err)
