@@ -205,3 +205,39 @@ func TestS3LocationAndURI(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestS3SDKLogGoesToWithLog: the AWS SDK's own warnings (here: a GET of a multipart object,
+// whose response carries no checksum the SDK can validate) reach the WithLog function, so that
+// `worker run` logs them in its JSON instead of the SDK printing plain text to stderr.
+func TestS3SDKLogGoesToWithLog(t *testing.T) {
+	query, _ := fakeS3(t, "bucket")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Del("response_checksum_validation") // the SDK's default: validate when supported
+	var mu sync.Mutex
+	var lines []string
+	s, err := storage.Open(t.Context(), "s3://bucket/logged?"+q.Encode(), storage.WithLog(func(level, msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, level+" "+msg)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	// An object past the multipart threshold comes back without a checksum the SDK checks.
+	big := bytes.Repeat([]byte("v"), 17<<20)
+	if err := s.Put(t.Context(), "big", big); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(t.Context(), "big"); err != nil || len(got) != len(big) {
+		t.Fatalf("get: %d bytes, %v", len(got), err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) == 0 || !strings.Contains(strings.Join(lines, "\n"), "checksum") {
+		t.Fatalf("the SDK's warning did not reach WithLog: %q", lines)
+	}
+}

@@ -115,6 +115,7 @@ type Option func(*openOptions)
 type openOptions struct {
 	noFsync   bool
 	mustExist bool
+	log       LogFunc
 }
 
 // MustExist opens a local root only if its directory exists (*NoGraphError otherwise), and so
@@ -178,7 +179,7 @@ func Open(ctx context.Context, uri string, opts ...Option) (Store, error) {
 	case "mem":
 		return openMem(u)
 	case "s3", "gs", "azblob":
-		return openCloud(ctx, u)
+		return openCloud(ctx, u, o)
 	default:
 		return nil, fmt.Errorf("storage: open %q: unsupported scheme %q", uri, u.Scheme)
 	}

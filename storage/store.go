@@ -19,7 +19,6 @@ import (
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // registers azblob://
 	_ "gocloud.dev/blob/gcsblob"   // registers gs://
-	_ "gocloud.dev/blob/s3blob"    // registers s3://
 	"gocloud.dev/gcerrors"
 
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
@@ -57,7 +56,7 @@ const deleteConcurrency = 16
 
 var writeOpts = &blob.WriterOptions{ContentType: "application/octet-stream"}
 
-func openCloud(ctx context.Context, u *url.URL) (Store, error) {
+func openCloud(ctx context.Context, u *url.URL, o openOptions) (Store, error) {
 	if u.Host == "" {
 		return nil, fmt.Errorf("storage: open %q: missing bucket name", u.Redacted())
 	}
@@ -69,8 +68,13 @@ func openCloud(ctx context.Context, u *url.URL) (Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %q: %w", u.Redacted(), err)
 	}
-	bu := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: q.Encode()}
-	b, err := blob.OpenBucket(ctx, bu.String())
+	var b *blob.Bucket
+	if u.Scheme == "s3" {
+		b, err = openS3(ctx, u.Host, q, o.log)
+	} else {
+		bu := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: q.Encode()}
+		b, err = blob.OpenBucket(ctx, bu.String())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %q: %w", u.Redacted(), err)
 	}

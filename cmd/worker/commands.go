@@ -416,7 +416,14 @@ func serve(ctx context.Context, settings *boundSettings) error {
 			log.Info("memory limit", zap.Int64("cgroup_bytes", hard), zap.Int64("soft_limit_bytes", memlimit.Soft(hard)))
 		}
 	}
-	st, err := openRoot(ctx, c.Root, c)
+	// The object store's client library logs through this logger, not in plain text beside it.
+	st, err := openRoot(ctx, c.Root, c, storage.WithLog(func(level, msg string) {
+		if level == "WARN" {
+			log.Warn(msg, zap.String("from", "object store client"))
+			return
+		}
+		log.Debug(msg, zap.String("from", "object store client"), zap.String("level", level))
+	}))
 	if err != nil {
 		return err
 	}
