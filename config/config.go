@@ -298,6 +298,9 @@ func (e *Error) Error() string {
 		// The file itself (unreadable, not YAML): its name is the whole story.
 		return fmt.Sprintf("config file %s: %s", e.Source, e.Reason)
 	}
+	if e.Source == "" {
+		return fmt.Sprintf("config %s: %s", e.Setting, e.Reason)
+	}
 	return fmt.Sprintf("config %s (from %s): %s", e.Setting, e.Source, e.Reason)
 }
 
@@ -350,20 +353,21 @@ func (c *Config) Validate() error {
 }
 
 // validate checks the named settings, and that the required ones are set. sources says where
-// each value came from (flag, variable, file line), for the error; a setting not in it is
-// named as from the merged config.
+// each value came from (flag, variable, file line), for the error; a setting not in it holds
+// its default.
 func (c *Config) validate(names, required []string, sources map[string]string) error {
 	bad := func(name, why string) error {
 		src, ok := sources[name]
 		if !ok {
-			src = "merged config"
+			src = "the default"
 		}
 		return &Error{Setting: name, Source: src, Reason: why}
 	}
 	for _, name := range required {
 		s, _ := lookup(name)
 		if s.get(c) == "" {
-			return bad(name, fmt.Sprintf("is required (--%s, %s or %s: in the --config file)", flagName(name), EnvName(name), name))
+			// No source set it: the error says where one can.
+			return &Error{Setting: name, Reason: fmt.Sprintf("is required (--%s, %s or %s: in the --config file)", flagName(name), EnvName(name), name)}
 		}
 	}
 	for _, s := range settings() {

@@ -42,7 +42,7 @@ func TestClearErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{nil, nil, "config root (from merged config): is required"},
+		{nil, nil, "config root: is required"},
 		{[]string{"--root", "/r", "--graph", "a.b"}, nil, `config graph (from --graph): "a.b" must be one NATS subject token`},
 		{[]string{"--root", "/r", "--graph", "g", "--ack-wait", "10"}, nil, "config ack_wait (from --ack-wait): want a duration"},
 		{[]string{"--root", "/r"}, map[string]string{"OMNIGRAPH_GRAPH": "g", "OMNIGRAPH_MAX_DELIVER": "x"}, "config max_deliver (from OMNIGRAPH_MAX_DELIVER): want a whole number"},
