@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -29,13 +30,16 @@ func WithLog(log LogFunc) Option { return func(o *openOptions) { o.log = log } }
 // ssetype, kmskeyid, accelerate, disable_https, use_path_style or s3ForcePathStyle; the rest are
 // the AWS configuration's: region, endpoint, profile, …), building the client here so that the
 // SDK's logger can be set.
-func openS3(ctx context.Context, bucket string, q url.Values, log LogFunc) (*blob.Bucket, error) {
+//
+// exists asks S3 whether the bucket is there (HeadBucket): a listing cannot tell, since some
+// S3 servers answer a listing of an empty prefix with NoSuchBucket.
+func openS3(ctx context.Context, bucket string, q url.Values, log LogFunc) (b *blob.Bucket, exists func(context.Context) (bool, error), err error) {
 	q = cloneValues(q)
 	var opts s3blob.Options
 	if v := take(q, "ssetype"); v != "" {
 		sse, err := sseType(v)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opts.EncryptionType = sse
 	}
@@ -56,7 +60,7 @@ func openS3(ctx context.Context, bucket string, q url.Values, log LogFunc) (*blo
 			}
 			v, err := strconv.ParseBool(raw)
 			if err != nil {
-				return nil, fmt.Errorf("invalid value for %q: %w", key, err)
+				return nil, nil, fmt.Errorf("invalid value for %q: %w", key, err)
 			}
 			set := flag.set
 			clientOpts = append(clientOpts, func(o *s3.Options) { set(o, v) })
@@ -64,7 +68,7 @@ func openS3(ctx context.Context, bucket string, q url.Values, log LogFunc) (*blo
 	}
 	cfg, err := gcaws.V2ConfigFromURLParams(ctx, q)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if log != nil {
 		cfg.Logger = logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
@@ -73,7 +77,20 @@ func openS3(ctx context.Context, bucket string, q url.Values, log LogFunc) (*blo
 	}
 	// The upload manager takes the request checksum setting from the options, not the client.
 	opts.RequestChecksumCalculation = cfg.RequestChecksumCalculation
-	return s3blob.OpenBucket(ctx, s3.NewFromConfig(cfg, clientOpts...), bucket, &opts)
+	client := s3.NewFromConfig(cfg, clientOpts...)
+	exists = func(ctx context.Context) (bool, error) {
+		_, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &bucket})
+		if err == nil {
+			return true, nil
+		}
+		var nf *types.NotFound
+		if errors.As(err, &nf) {
+			return false, nil
+		}
+		return false, err
+	}
+	b, err = s3blob.OpenBucket(ctx, client, bucket, &opts)
+	return b, exists, err
 }
 
 // take removes key from q and returns its value.

@@ -44,6 +44,9 @@ type store struct {
 	spares *spares // local roots: files created ahead of writes (shared with Subs)
 	// noFsync: local writes skip fsync (WithLocalFsync(false)); the zero value is durable.
 	noFsync bool
+	// bucketExists asks the store whether the bucket itself is there (nil: gocloud's
+	// IsAccessible, a one-object listing).
+	bucketExists func(context.Context) (bool, error)
 }
 
 // localWrite is how this local root writes.
@@ -69,8 +72,9 @@ func openCloud(ctx context.Context, u *url.URL, o openOptions) (Store, error) {
 		return nil, fmt.Errorf("storage: open %q: %w", u.Redacted(), err)
 	}
 	var b *blob.Bucket
+	var exists func(context.Context) (bool, error)
 	if u.Scheme == "s3" {
-		b, err = openS3(ctx, u.Host, q, o.log)
+		b, exists, err = openS3(ctx, u.Host, q, o.log)
 	} else {
 		bu := url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: q.Encode()}
 		b, err = blob.OpenBucket(ctx, bu.String())
@@ -78,7 +82,8 @@ func openCloud(ctx context.Context, u *url.URL, o openOptions) (Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %q: %w", u.Redacted(), err)
 	}
-	return &store{b: b, scheme: u.Scheme, host: u.Host, query: q.Encode(), prefix: prefix, root: true, owner: true, closed: new(atomic.Bool)}, nil
+	return &store{b: b, scheme: u.Scheme, host: u.Host, query: q.Encode(), prefix: prefix, root: true, owner: true, closed: new(atomic.Bool),
+		bucketExists: exists}, nil
 }
 
 func (s *store) local() bool { return s.scheme == "file" }
@@ -398,7 +403,11 @@ func (s *store) list(ctx context.Context, full, delim string, withTemp bool) ([]
 			// Some S3 servers (gofakes3's filesystem backend among them) answer a listing
 			// under a prefix that holds nothing with NoSuchBucket. A bucket that answers is
 			// there, and then nothing is under the prefix; a bucket that does not keeps the error.
-			if ok, aerr := s.b.IsAccessible(ctx); aerr == nil && ok {
+			exists := s.bucketExists
+			if exists == nil {
+				exists = s.b.IsAccessible
+			}
+			if ok, aerr := exists(ctx); aerr == nil && ok {
 				break
 			}
 		}
