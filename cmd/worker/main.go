@@ -17,6 +17,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // Exit codes: one per error kind (graph/errs's catalogue gives each kind its code; the kinds
@@ -167,9 +168,11 @@ func exitCode(err error) int {
 	var ce *config.Error
 	var lw *liveWorkerError
 	var pe *ingest.PlacementError
+	var ng *storage.NoGraphError
 	// A served root is refused for how the command was invoked (stop the worker or --force),
-	// not for anything in the graph; replicas NATS cannot place, for the configuration.
-	if errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &lw) || errors.As(err, &pe) {
+	// not for anything in the graph; replicas NATS cannot place, for the configuration; a
+	// root that holds no graph, for the --root given.
+	if errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &lw) || errors.As(err, &pe) || errors.As(err, &ng) {
 		return exitUsage
 	}
 	return kindExit(err)

@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// Read-only commands on a missing local root fail with "no graph at …" and create nothing,
-// whether the root is a path or a mistyped cloud URI that is one.
+// Read-only commands on a missing local root fail (exit 2: the --root given is wrong) with
+// "no graph at …" and create nothing, whether the root is a path or a mistyped cloud URI that
+// is one.
 func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{
@@ -18,7 +19,7 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 		{"recover", "--list", "--root", "./nope"},
 	} {
 		_, stderr, code := runWorkerIn(t, dir, nil, args...)
-		if code == 0 || !strings.Contains(stderr, "no graph at "+dir) {
+		if code != 2 || !strings.Contains(stderr, "no graph at "+dir) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
 	}
@@ -31,7 +32,7 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 func TestRunWithoutSchemaSaysSo(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "g")
 	_, stderr, code := runWorkerIn(t, t.TempDir(), nil, "run", "--root", root, "--graph", "demo", "--http", "")
-	if code == 0 || !strings.Contains(stderr, "no graph at") || !strings.Contains(stderr, "pass --schema") {
+	if code != 2 || !strings.Contains(stderr, "no graph at") || !strings.Contains(stderr, "pass --schema") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
