@@ -72,6 +72,9 @@ type Config struct {
 	StreamMaxBytes int           `yaml:"stream_max_bytes"`
 	DLQMaxAge      time.Duration `yaml:"dlq_max_age"`
 	DLQMaxBytes    int           `yaml:"dlq_max_bytes"`
+	// PipelineDepth and PipelineBytes bound the messages held at once (ingest.Config).
+	PipelineDepth int `yaml:"pipeline_depth"`
+	PipelineBytes int `yaml:"pipeline_bytes"`
 }
 
 // DefaultNATSURL is where the commands other than `run` find NATS when nats_url is not set:
@@ -82,7 +85,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 func Defaults() Config {
 	return Config{NATSPort: 4222, AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
 		RetryBudget: ingest.DefaultRetryBudget, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout,
-		LocalFsync: true, LogLevel: "info"}
+		LocalFsync: true, LogLevel: "info", PipelineDepth: ingest.DefaultPipelineDepth, PipelineBytes: ingest.DefaultPipelineBytes}
 }
 
 // ToolDefaults are the other commands' values before any source is applied: Defaults, with
@@ -234,6 +237,8 @@ func settings() []setting {
 		num("stream_max_bytes", "drop the oldest ingest-stream messages past this many bytes (0: no limit)", func(c *Config) *int { return &c.StreamMaxBytes }, nonNegative("stream_max_bytes")),
 		dur("dlq_max_age", "drop dead letters older than this (0: keep them)", func(c *Config) *time.Duration { return &c.DLQMaxAge }, 0),
 		num("dlq_max_bytes", "drop the oldest dead letters past this many bytes (0: no limit)", func(c *Config) *int { return &c.DLQMaxBytes }, nonNegative("dlq_max_bytes")),
+		num("pipeline_depth", "messages in flight: later ones are framed and built while the first commits, every commit, ack and event in stream order (1: one at a time)", func(c *Config) *int { return &c.PipelineDepth }, atLeastOne("pipeline_depth")),
+		num("pipeline_bytes", "stop prefetching while the bodies held reach this many bytes (one message is always taken)", func(c *Config) *int { return &c.PipelineBytes }, atLeastOne("pipeline_bytes")),
 		onOff("local_fsync", "fsync every write to a local root (file and directory) before it counts; off, a power loss may lose the newest commits, a crash still shows none half-written", func(c *Config) *bool { return &c.LocalFsync }),
 	}
 }
@@ -244,6 +249,16 @@ func nonNegative(name string) func(c *Config) error {
 		s, _ := lookup(name)
 		if strings.HasPrefix(s.get(c), "-") {
 			return reason("must be 0 (no limit) or positive")
+		}
+		return nil
+	}
+}
+
+func atLeastOne(name string) func(c *Config) error {
+	return func(c *Config) error {
+		s, _ := lookup(name)
+		if n, err := strconv.Atoi(s.get(c)); err != nil || n < 1 {
+			return reason("must be at least 1")
 		}
 		return nil
 	}
