@@ -258,3 +258,25 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 	}
 	t.Fatalf("timed out waiting for %s", what)
 }
+
+// pipeline_bytes bounds the prefetch: at one byte, one message waits behind the one applied,
+// however deep the pipeline.
+func TestPipelineBytesBoundThePrefetch(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable("load.after_prepare", "error"); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, func(w *Worker) { w.cfg.RetryMax, w.cfg.PipelineBytes = 200*time.Millisecond, 1 }, depth(4))
+	for i := range 4 {
+		h.publish(person(i), nil)
+	}
+	time.Sleep(time.Second)
+	info, err := h.w.cons.Info(context.Background())
+	if err != nil || info.NumAckPending != 2 || info.Delivered.Stream != 2 {
+		t.Fatalf("consumer %+v %v: want the held message and one behind it", info, err)
+	}
+	failpoint.Reset()
+	if got := h.inOrder(4); fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Fatalf("events of %v", got)
+	}
+}
