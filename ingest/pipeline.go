@@ -105,6 +105,8 @@ func (p *pipe) commit(stop, pctx context.Context) error {
 		select {
 		case <-h.ready:
 		case <-pctx.Done():
+		}
+		if pctx.Err() != nil { // stopping: what is held goes back, even if it is ready
 			return nil
 		}
 		p.mu.Lock()
@@ -122,7 +124,7 @@ func (p *pipe) commit(stop, pctx context.Context) error {
 
 // next waits for the lowest held message that may be applied now; nil when pctx ends.
 func (p *pipe) next(pctx context.Context) *held {
-	for {
+	for pctx.Err() == nil {
 		h, n := p.lowest()
 		if h != nil && (p.last != 0 && h.seq == p.last+1 || p.inOrder(pctx, h.seq, n)) {
 			p.setWaiting(false)
@@ -140,6 +142,7 @@ func (p *pipe) next(pctx context.Context) *held {
 		case <-poll:
 		}
 	}
+	return nil
 }
 
 // inOrder asks the consumer whether nothing below seq can still be delivered: its ack floor

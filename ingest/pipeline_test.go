@@ -153,35 +153,35 @@ func TestPipelineHoldsMessagesBehindAHeldOne(t *testing.T) {
 	h.exactlyOnce(4, nil)
 }
 
-// A stop with messages held finishes the one being applied and gives the rest back; a new
-// Run applies them, in order, once each.
+// A stop with messages held finishes the one being applied and gives the rest back at once
+// (not after their AckWait): none of them commits before the stop returns, and a new Run
+// applies them, in order, once each.
 func TestPipelineStopGivesBackTheRest(t *testing.T) {
 	t.Cleanup(failpoint.Reset)
-	if err := failpoint.Enable("load.after_prepare", "3*error"); err != nil {
+	if err := failpoint.Enable("load.after_prepare", "1*sleep(1500)"); err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, func(w *Worker) { w.cfg.RetryMax, w.cfg.AckWait = 100*time.Millisecond, 10*time.Second }, depth(4))
+	h := start(t, func(w *Worker) { w.cfg.AckWait = 10 * time.Second }, depth(4))
 	const n = 6
 	for i := range n {
 		h.publish(person(i), nil)
 	}
-	first := h.inOrder(1)
+	waitFor(t, func() bool {
+		info, err := h.w.cons.Info(context.Background())
+		return err == nil && info.NumAckPending == 4
+	}, "four messages in flight")
 	h.stop()
 	if err := <-h.done; err != nil {
 		t.Fatal(err)
 	}
 	h.done <- nil
-	var seqs []uint64
-	for more := true; more; {
-		select {
-		case ev := <-h.events:
-			seqs = append(seqs, ev.SourceSequence)
-		case <-time.After(200 * time.Millisecond):
-			more = false
-		}
+	if got := h.inOrder(1); got[0] != 1 {
+		t.Fatalf("event of %v", got)
 	}
-	if len(first)+len(seqs) >= n {
-		t.Fatalf("all %d committed before the stop took effect: nothing was held", n)
+	select {
+	case ev := <-h.events:
+		t.Fatalf("message %d committed after the stop; only the one being applied may", ev.SourceSequence)
+	case <-time.After(300 * time.Millisecond):
 	}
 	// Given back, the rest come at once; left to their AckWait they would come after it.
 	restart := time.Now()
@@ -189,7 +189,9 @@ func TestPipelineStopGivesBackTheRest(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.w.Run(run) }()
 	defer func() { stop(); <-done }()
-	h.inOrder(n - 1 - len(seqs))
+	if got := h.inOrder(n - 1); fmt.Sprint(got) != "[2 3 4 5 6]" {
+		t.Fatalf("events of %v", got)
+	}
 	if took := time.Since(restart); took >= 3*time.Second {
 		t.Fatalf("the held messages came back after %s, not at once", took)
 	}
