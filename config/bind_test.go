@@ -151,7 +151,8 @@ func TestIngest(t *testing.T) {
 	c.Graph = "my-graph"
 	ic := c.Ingest()
 	if ic.Stream != "OMNIGRAPH_MY_GRAPH" || ic.DLQStream != "OMNIGRAPH_MY_GRAPH_DLQ" || ic.Consumer != "omnigraph-worker" ||
-		ic.AckWait != 30*time.Second || ic.MaxDeliver != 10 || ic.RetryBudget != 10*time.Minute || ic.CompactionFanout != 16 {
+		ic.AckWait != 30*time.Second || ic.MaxDeliver != 10 || ic.RetryBudget != 10*time.Minute || ic.CompactionFanout != 16 ||
+		ic.PipelineDepth != 4 || ic.PipelineBytes != 128<<20 {
 		t.Fatalf("%+v", ic)
 	}
 	if ic.Stream != ingest.StreamName(c.Graph) || ic.DLQStream != ingest.DLQStreamName(c.Graph) {

@@ -77,6 +77,9 @@ type Config struct {
 	StreamReplicas   int    `yaml:"stream_replicas"`
 	PlacementCluster string `yaml:"placement_cluster"`
 	PlacementTags    string `yaml:"placement_tags"`
+	// PipelineDepth and PipelineBytes bound the messages held at once (ingest.Config).
+	PipelineDepth int `yaml:"pipeline_depth"`
+	PipelineBytes int `yaml:"pipeline_bytes"`
 }
 
 // DefaultNATSURL is where the commands other than `run` find NATS when nats_url is not set:
@@ -87,7 +90,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 func Defaults() Config {
 	return Config{NATSPort: 4222, AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
 		RetryBudget: ingest.DefaultRetryBudget, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout,
-		LocalFsync: true, LogLevel: "info", StreamReplicas: 1}
+		LocalFsync: true, LogLevel: "info", StreamReplicas: 1, PipelineDepth: ingest.DefaultPipelineDepth, PipelineBytes: ingest.DefaultPipelineBytes}
 }
 
 // ToolDefaults are the other commands' values before any source is applied: Defaults, with
@@ -247,6 +250,8 @@ func settings() []setting {
 		}),
 		s("placement_cluster", "place those streams in this NATS cluster (empty: the server's choice)", func(c *Config) *string { return &c.PlacementCluster }, nil),
 		s("placement_tags", "place those streams on servers with all these tags (comma list)", func(c *Config) *string { return &c.PlacementTags }, nil),
+		num("pipeline_depth", "messages in flight: later ones are framed and built while the first commits, every commit, ack and event in stream order (1: one at a time)", func(c *Config) *int { return &c.PipelineDepth }, atLeastOne("pipeline_depth")),
+		num("pipeline_bytes", "stop prefetching while the bodies held reach this many bytes (one message is always taken)", func(c *Config) *int { return &c.PipelineBytes }, atLeastOne("pipeline_bytes")),
 		onOff("local_fsync", "fsync every write to a local root (file and directory) before it counts; off, a power loss may lose the newest commits, a crash still shows none half-written", func(c *Config) *bool { return &c.LocalFsync }),
 	}
 }
@@ -257,6 +262,16 @@ func nonNegative(name string) func(c *Config) error {
 		s, _ := lookup(name)
 		if strings.HasPrefix(s.get(c), "-") {
 			return reason("must be 0 (no limit) or positive")
+		}
+		return nil
+	}
+}
+
+func atLeastOne(name string) func(c *Config) error {
+	return func(c *Config) error {
+		s, _ := lookup(name)
+		if n, err := strconv.Atoi(s.get(c)); err != nil || n < 1 {
+			return reason("must be at least 1")
 		}
 		return nil
 	}

@@ -52,6 +52,8 @@ func TestClearErrors(t *testing.T) {
 		{[]string{"--root", "/r", "--graph", "g", "--nats-cert", "c"}, nil, "nats_cert and nats_key go together"},
 		{[]string{"--root", "/r", "--graph", "g", "--gc-percent", "0"}, nil, "config gc_percent (from --gc-percent): must be -1 (off) or a positive percentage"},
 		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_COMPACTION_FANOUT": "1"}, "config compaction_fanout (from OMNIGRAPH_COMPACTION_FANOUT): must be 0 (off) or at least 2"},
+		{[]string{"--root", "/r", "--graph", "g", "--pipeline-depth", "0"}, nil, "config pipeline_depth (from --pipeline-depth): must be at least 1"},
+		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_PIPELINE_BYTES": "-1"}, "config pipeline_bytes (from OMNIGRAPH_PIPELINE_BYTES): must be at least 1"},
 		{[]string{"--root", "/r", "--graph", "g", "--retry-budget", "500ms"}, nil, "config retry_budget (from --retry-budget): must be at least 1s"},
 		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_RETRY_BUDGET": "ten"}, "config retry_budget (from OMNIGRAPH_RETRY_BUDGET): want a duration"},
 		{[]string{"--root", "/r", "--graph", "g", "--lance-file-version", "2.3"}, nil, "config lance_file_version (from --lance-file-version): lance file version 2.3: this build cannot write it"},

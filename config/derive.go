@@ -16,7 +16,8 @@ func (c *Config) Ingest() ingest.Config {
 	ic := ingest.Config{Graph: c.Graph, Stream: c.Stream, DLQStream: c.DLQStream, EventsStream: c.EventsStream, EventsMaxAge: c.EventsMaxAge, Consumer: c.Consumer,
 		AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, RetryBudget: c.RetryBudget, CompactionFanout: c.CompactionFanout,
 		StreamMaxAge: c.StreamMaxAge, StreamMaxBytes: int64(c.StreamMaxBytes), DLQMaxAge: c.DLQMaxAge, DLQMaxBytes: int64(c.DLQMaxBytes),
-		Replication: ingest.Replication{Replicas: c.StreamReplicas, Cluster: c.PlacementCluster, Tags: splitList(c.PlacementTags)}}
+		Replication:   ingest.Replication{Replicas: c.StreamReplicas, Cluster: c.PlacementCluster, Tags: splitList(c.PlacementTags)},
+		PipelineDepth: c.PipelineDepth, PipelineBytes: int64(c.PipelineBytes)}
 	if c.Graph != "" {
 		if ic.Stream == "" {
 			ic.Stream = ingest.StreamName(c.Graph)

@@ -14,6 +14,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
+	"github.com/omnigraph/omnigraph-worker/graph/pg"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance"
@@ -46,6 +47,31 @@ type LoadRequest struct {
 	// Receipt, when set, is written in the same publish; a batch whose receipt is already
 	// visible on the branch is not applied again.
 	Receipt *publisher.Receipt
+	// Built, when set, is Records already validated and turned into Arrow rows by Build
+	// (ahead of the load, while an earlier batch commits). The first prepare uses it if it was
+	// built against the graph's current catalog and this mode; any later attempt builds anew.
+	Built *Built
+}
+
+// Built is a batch's rows built ahead of its load. Building reads only the records and the
+// schema catalog, never the graph's data, so it cannot go stale while earlier batches commit;
+// everything that reads the graph (receipts, keys, unique, references) still runs in Load.
+type Built struct {
+	catalog *pg.Catalog
+	mode    rows.Mode
+	batches map[string]*rows.TableBatch
+}
+
+// Build validates req's records against the catalog and builds their Arrow rows, as the
+// first step of Load would. An error here is not final: Load builds again and reports it in
+// its own order (a batch already applied is recognised before its rows are looked at).
+func (g *Graph) Build(req LoadRequest) (*Built, error) {
+	cat := g.Catalog()
+	b, err := rows.Build(cat, req.Records, req.Mode, rows.Options{NewID: ids.NewULID, Parallel: TableConcurrency})
+	if err != nil {
+		return nil, err
+	}
+	return &Built{catalog: cat, mode: req.Mode, batches: b}, nil
 }
 
 // TypeCount is the number of input records of one declaration.
@@ -128,6 +154,7 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 	}
 	for attempt := 0; ; attempt++ {
 		p, err := g.prepare(ctx, &req)
+		req.Built = nil // rows built ahead serve the first attempt only
 		if err != nil || p.result != nil && p.result.AlreadyApplied {
 			return resultOrNil(p), err
 		}
@@ -181,8 +208,10 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 	if h, ok := st.Head(req.Branch); ok {
 		p.head = &h
 	}
-	batches, err := rows.Build(g.Catalog(), req.Records, req.Mode, rows.Options{NewID: ids.NewULID, Parallel: TableConcurrency})
-	if err != nil {
+	var batches map[string]*rows.TableBatch
+	if b := req.Built; b != nil && b.catalog == g.Catalog() && b.mode == req.Mode {
+		batches = b.batches
+	} else if batches, err = rows.Build(g.Catalog(), req.Records, req.Mode, rows.Options{NewID: ids.NewULID, Parallel: TableConcurrency}); err != nil {
 		return nil, err
 	}
 	p.result = summarize(req, batches)

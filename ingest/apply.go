@@ -101,8 +101,9 @@ func decodeRequest(data []byte, v any, field, want string) error {
 	return nil
 }
 
-// loadRequest frames a graph batch and returns the load that applies it.
-func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt) (func(context.Context) (*applied, error), error) {
+// loadRequest frames a graph batch and returns the load that applies it; ahead builds its rows
+// too, for the load's first attempt.
+func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahead bool) (func(context.Context) (*applied, error), error) {
 	h := msg.Headers()
 	for _, name := range []string{HeaderBranch, HeaderFrom} {
 		if err := engine.CheckBranchName(name, h.Get(name)); err != nil {
@@ -119,8 +120,12 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt) (fun
 	}
 	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), From: h.Get(HeaderFrom), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
 		Receipt: receipt}
+	if ahead {
+		req.Built, _ = w.g.Build(req) // a refusal is Load's to report, in its order
+	}
 	return func(ctx context.Context) (*applied, error) {
 		res, err := w.g.Load(ctx, req)
+		req.Built = nil // a retry builds anew
 		if err != nil {
 			return nil, err
 		}

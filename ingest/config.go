@@ -83,7 +83,21 @@ type Config struct {
 	// Replication is the replicas and placement of every stream and bucket Setup and
 	// AcquireLease create or update (zero: one copy, placed by the server).
 	Replication Replication
+	// PipelineDepth is how many messages the worker holds at once (the consumer's
+	// MaxAckPending): later ones are framed and built while the first commits. 0 or 1 is one
+	// message at a time, the consumer as it was before the pipeline; config.Defaults sets
+	// DefaultPipelineDepth.
+	PipelineDepth int
+	// PipelineBytes stops prefetching while the held bodies reach it (one message is always
+	// taken); default DefaultPipelineBytes.
+	PipelineBytes int64
 }
+
+// Defaults of the pipeline settings.
+const (
+	DefaultPipelineDepth = 4
+	DefaultPipelineBytes = 128 << 20
+)
 
 // GraphNameError is a graph name that cannot be the <graph> token of the graph's subjects.
 type GraphNameError struct{ Name string }
@@ -120,6 +134,15 @@ func (c *Config) withDefaults() error {
 	}
 	if c.StreamMaxAge < 0 || c.DLQMaxAge < 0 || c.StreamMaxBytes < 0 || c.DLQMaxBytes < 0 {
 		return fmt.Errorf("ingest: stream limits must be 0 (unlimited) or positive")
+	}
+	if c.PipelineDepth < 0 || c.PipelineBytes < 0 {
+		return fmt.Errorf("ingest: pipeline depth and bytes must be 0 (default) or positive")
+	}
+	if c.PipelineDepth == 0 {
+		c.PipelineDepth = 1
+	}
+	if c.PipelineBytes == 0 {
+		c.PipelineBytes = DefaultPipelineBytes
 	}
 	if c.Stream == "" {
 		c.Stream = StreamName(c.Graph)

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -24,8 +25,15 @@ func ownGoroutines() []string {
 
 // Goroutines end on shutdown: once Run has returned and the lease is released, nothing the
 // worker started is left running: not the per-message heartbeat, the consumer's stopper, the
-// max-deliver advisory watcher, the pending-count poller, the compaction or the lease renewer.
+// max-deliver advisory watcher, the pending-count poller, the compaction or the lease renewer,
+// nor the pipeline's fetcher, stager and heartbeat (stopped with messages held).
 func TestRunLeavesNoGoroutines(t *testing.T) {
+	for _, d := range []int{1, 4} {
+		t.Run(fmt.Sprintf("depth%d", d), func(t *testing.T) { runLeavesNoGoroutines(t, d) })
+	}
+}
+
+func runLeavesNoGoroutines(t *testing.T, n int) {
 	ctx := context.Background()
 	var lease *Lease
 	h := start(t, func(w *Worker) {
@@ -36,7 +44,7 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 		w.UseLease(lease)
 		w.UseMetrics(NewMetrics())
 		w.cfg.CompactionFanout = 2
-	})
+	}, depth(n))
 	for i := 0; i < 3; i++ {
 		h.publish(batch, nil)
 		h.event()
@@ -45,6 +53,9 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 	h.deadLetter("invalid")
 	h.publishMaintenance(`{"op":"optimize","all":true}`)
 	h.event()
+	for i := range 6 { // some are still held when the stop comes
+		h.publish(person(i), nil)
+	}
 	if len(ownGoroutines()) == 0 {
 		t.Fatal("no goroutine of the worker seen while it runs: the check below would prove nothing")
 	}
@@ -72,8 +83,14 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 
 // A Run that ends because the lease was lost (its context still alive, the service about to
 // stand by and perhaps run again) leaves nothing of it running either: the pending-count
-// poller and the advisory watcher end with Run, not with the service's context.
+// poller, the advisory watcher and the pipeline end with Run, not with the service's context.
 func TestLostLeaseRunLeavesNoGoroutines(t *testing.T) {
+	for _, d := range []int{1, 4} {
+		t.Run(fmt.Sprintf("depth%d", d), func(t *testing.T) { lostLeaseRunLeavesNoGoroutines(t, d) })
+	}
+}
+
+func lostLeaseRunLeavesNoGoroutines(t *testing.T, n int) {
 	ctx := context.Background()
 	var lease *Lease
 	h := start(t, func(w *Worker) {
@@ -83,9 +100,12 @@ func TestLostLeaseRunLeavesNoGoroutines(t *testing.T) {
 		}
 		w.UseLease(lease)
 		w.UseMetrics(NewMetrics())
-	})
+	}, depth(n))
 	h.publish(batch, nil)
 	h.event()
+	for i := range 6 {
+		h.publish(person(i), nil)
+	}
 	lease.markLost()
 	err := <-h.done
 	h.done <- err

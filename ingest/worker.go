@@ -79,7 +79,8 @@ func New(nc *nats.Conn, g *engine.Graph, cfg Config, log *zap.Logger) (*Worker, 
 func (w *Worker) Config() Config { return w.cfg }
 
 // Setup creates or updates the ingest, dead-letter and events streams and the durable consumer.
-// One consumer with one message in flight keeps a graph's batches in stream order.
+// One consumer keeps a graph's batches in stream order: with one message in flight by
+// MaxAckPending 1, with a pipeline (PipelineDepth > 1) by the order check of pipeline.go.
 func (w *Worker) Setup(ctx context.Context) error {
 	if err := w.ensureStream(ctx, jetstream.StreamConfig{
 		Name: w.cfg.Stream, Subjects: w.cfg.consumed(),
@@ -104,7 +105,7 @@ func (w *Worker) Setup(ctx context.Context) error {
 	}
 	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.cfg.Stream, jetstream.ConsumerConfig{
 		Durable: w.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.cfg.AckWait,
-		MaxDeliver: w.cfg.MaxDeliver, MaxAckPending: 1, FilterSubjects: w.cfg.consumed(),
+		MaxDeliver: w.cfg.MaxDeliver, MaxAckPending: w.cfg.PipelineDepth, FilterSubjects: w.cfg.consumed(),
 	})
 	if err != nil {
 		return fmt.Errorf("ingest: consumer %s: %w", w.cfg.Consumer, err)
@@ -157,8 +158,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer w.metrics.SetReady(false)
 		watchers.Go(func() { w.watchPending(watchCtx) })
 	}
+	consume := w.consume
+	if w.cfg.PipelineDepth > 1 {
+		consume = w.pipeline
+	}
 	for {
-		err := w.consume(ctx, lost)
+		err := consume(ctx, lost)
 		switch {
 		case w.leaseLost():
 			w.log.Warn("lease lost: stopped consuming")
@@ -207,7 +212,7 @@ func (w *Worker) consume(ctx context.Context, lost <-chan struct{}) error {
 			w.log.Warn("fetch", zap.Error(err))
 			continue
 		}
-		w.handle(ctx, msg)
+		w.handle(ctx, msg, nil)
 	}
 }
 
@@ -224,12 +229,12 @@ const (
 // handle processes one message to a final outcome. Its work runs on a context that the stop
 // signal does not cancel, so a commit under way is finished and acknowledged before Run
 // returns; only the waits between retries watch stop.
-func (w *Worker) handle(stop context.Context, msg jetstream.Msg) {
+func (w *Worker) handle(stop context.Context, msg jetstream.Msg, st *staged) outcome {
 	meta, err := msg.Metadata()
 	if err != nil {
 		w.log.Error("message without metadata", zap.Error(err))
 		_ = msg.Term()
-		return
+		return outcomeDeadLetter
 	}
 	log := w.log.With(zap.Uint64("seq", meta.Sequence.Stream), zap.Uint64("delivery", meta.NumDelivered))
 	work, cancel := context.WithCancel(context.Background())
@@ -237,7 +242,7 @@ func (w *Worker) handle(stop context.Context, msg jetstream.Msg) {
 	go w.heartbeat(work, msg)
 	w.compactIfDue(work, log)
 	start := time.Now()
-	out, res, err := w.process(stop, work, msg, meta)
+	out, res, err := w.process(stop, work, msg, meta, st)
 	took := time.Since(start)
 	rows, reason := 0, ""
 	if res != nil {
@@ -260,9 +265,10 @@ func (w *Worker) handle(stop context.Context, msg jetstream.Msg) {
 	if out == outcomeDeadLetter {
 		// A dead letter is a batch that will not be applied: someone must look at it.
 		log.Warn("message", append(fields, zap.String("reason", reason))...)
-		return
+		return out
 	}
 	log.Info("message", fields...)
+	return out
 }
 
 func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
@@ -278,30 +284,48 @@ func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
 	}
 }
 
-func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) (outcome, *applied, error) {
+// staged is what a message makes of itself before it is applied: its receipt and the
+// request parsed from its body (or why the body is refused). It reads nothing of the graph.
+type staged struct {
+	receipt *publisher.Receipt
+	apply   func(context.Context) (*applied, error)
+	err     error
+}
+
+// stage hashes and parses one message. ahead says the message waits behind others in the
+// pipeline: a load then builds its rows too, which Load uses if the schema is unchanged.
+func (w *Worker) stage(msg jetstream.Msg, meta *jetstream.MsgMetadata, ahead bool) *staged {
+	// The payload is hashed for the receipt while the body is framed (32 MiB take ~20 ms).
+	sum := make(chan [sha256.Size]byte, 1)
+	go func() { sum <- sha256.Sum256(msg.Data()) }()
+	st := &staged{receipt: &publisher.Receipt{Stream: meta.Stream, Sequence: meta.Sequence.Stream, MsgID: msg.Headers().Get(HeaderMsgID)}}
+	switch msg.Subject() {
+	case w.cfg.MergeSubject():
+		st.apply, st.err = w.mergeRequest(msg, st.receipt)
+	case w.cfg.MaintenanceSubject():
+		st.apply, st.err = w.maintenanceRequest(msg)
+	default:
+		st.apply, st.err = w.loadRequest(msg, st.receipt, ahead)
+	}
+	digest := <-sum
+	st.receipt.PayloadSHA256 = hex.EncodeToString(digest[:])
+	return st
+}
+
+// process applies one message; st is its stage when the pipeline made it ahead (nil: staged
+// here).
+func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, st *staged) (outcome, *applied, error) {
 	if w.lastDelivery(meta) {
 		// Delivered this often without an ack: something kills the worker on this message.
 		err := &errs.InvalidInput{Reason: fmt.Sprintf("delivered %d times without being acknowledged (max_deliver %d)", meta.NumDelivered, w.cfg.MaxDeliver)}
 		return w.deadLetter(stop, ctx, msg, meta, errs.ReasonMaxDeliver, err)
 	}
-	// The payload is hashed for the receipt while the body is framed (32 MiB take ~20 ms).
-	sum := make(chan [sha256.Size]byte, 1)
-	go func() { sum <- sha256.Sum256(msg.Data()) }()
-	receipt := &publisher.Receipt{Stream: meta.Stream, Sequence: meta.Sequence.Stream, MsgID: msg.Headers().Get(HeaderMsgID)}
-	var apply func(context.Context) (*applied, error)
-	var err error
-	switch msg.Subject() {
-	case w.cfg.MergeSubject():
-		apply, err = w.mergeRequest(msg, receipt)
-	case w.cfg.MaintenanceSubject():
-		apply, err = w.maintenanceRequest(msg)
-	default:
-		apply, err = w.loadRequest(msg, receipt)
+	if st == nil {
+		st = w.stage(msg, meta, false)
 	}
-	digest := <-sum
-	receipt.PayloadSHA256 = hex.EncodeToString(digest[:])
-	if err != nil {
-		return w.deadLetter(stop, ctx, msg, meta, "", err)
+	receipt, apply := st.receipt, st.apply
+	if st.err != nil {
+		return w.deadLetter(stop, ctx, msg, meta, "", st.err)
 	}
 	retry := w.backoff()
 	spent := &budget{w: w, seq: meta.Sequence.Stream}

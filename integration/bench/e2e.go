@@ -38,8 +38,18 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 	if err != nil {
 		return err
 	}
+	// The floor first: the e2e lines give their ratio to it.
+	if !floorMeasured {
+		floorMeasured = true
+		if err := floorBench(ctx, nc, script, tmp, iters); err != nil {
+			return err
+		}
+	}
 	c := config.Defaults() // the worker runs as `worker run` would, automatic compaction included
 	c.Graph = "bench"
+	if pipelineDepth > 0 {
+		c.PipelineDepth = pipelineDepth
+	}
 	w, err := ingest.New(nc, g, c.Ingest(), nil)
 	if err != nil {
 		return err
@@ -85,53 +95,79 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 		}
 		return lat, time.Since(start), nil
 	}
-	// Paired with the official side, as in the graph bench.
-	o, err := startOfficial(ctx, script, filepath.Join(tmp, "node-e2e-2k"), 2000, 1)
-	if err != nil {
-		return err
-	}
-	defer o.close()
 	var took time.Duration // over every batch, the warm-up round's included
 	base := 0
-	lat, offMS, ratios, err := paired(o, func(k int) ([]float64, error) {
+	goSide := func(k int) ([]float64, error) {
 		l, t, err := run("1k+1k", 1000, k, base)
 		base += k
 		took += t
 		return l, err
-	})
-	batches := float64(base)
-	if err != nil {
-		return err
 	}
+	var lat, offMS, ratios []float64
+	if withOfficial { // paired with the official side, as in the graph bench
+		o, err := startOfficial(ctx, script, filepath.Join(tmp, "node-e2e-2k"), 2000, 1)
+		if err != nil {
+			return err
+		}
+		defer o.close()
+		if lat, offMS, ratios, err = paired(o, goSide); err != nil {
+			return err
+		}
+	} else {
+		if _, err := goSide(pairedBlock); err != nil { // the warm-up round
+			return err
+		}
+		if lat, err = goSide(pairedRounds * pairedBlock); err != nil {
+			return err
+		}
+	}
+	batches := float64(base)
 	sorted := append([]float64(nil), lat...)
 	sort.Float64s(sorted)
 	p99 := sorted[(len(sorted)*99)/100]
 	if len(sorted) < 100 {
 		p99 = sorted[len(sorted)-1]
 	}
-	fmt.Printf("bench: e2e-1k+1k durability=%s p50_ms=%.3f p99_ms=%.3f batches_per_s=%.1f rows_per_s=%.0f lance_append_2k_p50_ms=%.3f ratio=%.2f rounds=%dx%d round_ratios=%s peak_rss_mib=%.0f\n",
-		durability, median(lat), p99, batches/took.Seconds(), 2000*batches/took.Seconds(), median(offMS), median(ratios), pairedRounds, pairedBlock, list(ratios), peakRSSMiB())
+	pipe := fmt.Sprintf("pipeline_depth=%d", cfg.PipelineDepth)
+	if !withOfficial {
+		fmt.Printf("bench: e2e-1k+1k durability=%s %s p50_ms=%.3f p99_ms=%.3f batches_per_s=%.1f rows_per_s=%.0f official=none peak_rss_mib=%.0f\n",
+			durability, pipe, median(lat), p99, batches/took.Seconds(), 2000*batches/took.Seconds(), peakRSSMiB())
+	} else {
+		// vs_floor: the p50 over the unframed floor (JetStream round trip + official two-table append).
+		fmt.Printf("bench: e2e-1k+1k durability=%s %s p50_ms=%.3f p99_ms=%.3f batches_per_s=%.1f rows_per_s=%.0f lance_append_2k_p50_ms=%.3f ratio=%.2f vs_floor=%.2f rounds=%dx%d round_ratios=%s peak_rss_mib=%.0f\n",
+			durability, pipe, median(lat), p99, batches/took.Seconds(), 2000*batches/took.Seconds(), median(offMS), median(ratios),
+			median(lat)/(floorFig.jetstream1kP50+floorFig.twoTables2kP50), pairedRounds, pairedBlock, list(ratios), peakRSSMiB())
+	}
 	took8, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, iters, 1_000_000)
 	if err != nil {
 		return err
+	}
+	goRate := float64(8192*iters) / took8.Seconds()
+	if !withOfficial {
+		fmt.Printf("bench: e2e-sustained-8192 durability=%s %s rows_per_s=%.0f official=none\n", durability, pipe, goRate)
+		return nil
 	}
 	node8, err := nodeRun(ctx, script, filepath.Join(tmp, "node-e2e-8k"), 8192, iters)
 	if err != nil {
 		return err
 	}
-	goRate := float64(8192*iters) / took8.Seconds()
 	lanceRate := 8192 / (node8.AppendP50 / 1000)
-	fmt.Printf("bench: e2e-sustained-8192 durability=%s rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f\n", durability, goRate, lanceRate, goRate/lanceRate)
-	if floorMeasured {
-		return nil
-	}
-	floorMeasured = true
-	return floorBench(ctx, nc, script, tmp, iters)
+	// vs_writes_only: the rate over the official engine's own two-table writes of the floor.
+	writesOnly := 8192 / (floorFig.twoTables8kP50 / 1000)
+	fmt.Printf("bench: e2e-sustained-8192 durability=%s %s rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f vs_writes_only=%.2f\n",
+		durability, pipe, goRate, lanceRate, goRate/lanceRate, goRate/writesOnly)
+	return nil
 }
 
 // floorMeasured: the floor involves no local write of the Go side, so it is measured once per
 // run, not once per durability.
 var floorMeasured bool
+
+// pipelineDepth and withOfficial are the e2e flags.
+var (
+	pipelineDepth int
+	withOfficial  = true
+)
 
 // sustained is a producer that publishes count batches of n nodes + n edges back to back,
 // without waiting for each to commit (JetStream async publish), and the time until the last

@@ -146,6 +146,8 @@ func main() {
 	agedFanout := flag.Int("aged-compaction-fanout", 16, "compact the aged graph between its commits as `worker run` does at this compaction_fanout (0: never)")
 	agedSameTable := flag.Bool("aged-same-table", false, "the aged graph's one-row commits go to the measured table (fragment growth) instead of another")
 	only := flag.String("only", "", "run only the lance, graph, e2e, merge or history benchmarks")
+	flag.IntVar(&pipelineDepth, "pipeline-depth", 0, "the e2e worker's pipeline_depth (0: the default of `worker run`; 1: one message at a time)")
+	flag.BoolVar(&withOfficial, "official", true, "pair the e2e bench with the official engine (false: the Go side's figures only, for a machine without node_modules)")
 	historyChild := flag.String("history-child", "", "internal: build|open, for the history bench's child processes")
 	historyDir := flag.String("history-dir", "", "internal: the history bench graph")
 	historyN := flag.Int("history-n", 0, "internal: messages in the history bench graph")

@@ -44,8 +44,10 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
-	if summary != "" {
-		fmt.Println(summary)
+	for _, s := range []string{summary, pipelineSummary} {
+		if s != "" {
+			fmt.Println(s)
+		}
 	}
 	os.Exit(code)
 }

@@ -1,0 +1,329 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// The pipeline (PipelineDepth > 1) holds up to PipelineDepth messages at once: a fetcher
+// pulls them, a stager frames and builds them, and the commit loop applies them one at a time
+// exactly as the one-message consumer does (handle: commit, ack, event). Only what reads no
+// graph state is done ahead, so a batch never commits on a check made against a state its
+// predecessor changed.
+//
+// Stream order is not taken from the delivery order: after a takeover, messages the previous
+// holder had in flight are redelivered when their AckWait runs out, each on its own clock, and
+// meanwhile the server delivers newer ones. So the commit loop takes the lowest sequence held,
+// and applies it only when nothing below it can still come: either its predecessor is the
+// message this loop finished last, or the consumer's state says so (its ack floor is right
+// below it, or every message pending on the consumer is one this pipeline holds). Otherwise it
+// waits, heartbeating what it holds, until the missing one is redelivered to it.
+
+// fetchWait bounds one pull request: how long shutdown may wait for the fetcher.
+const fetchWait = time.Second
+
+// orderPoll is how often a commit loop waiting for a missing predecessor asks the consumer.
+const orderPoll = 250 * time.Millisecond
+
+// held is one message in the pipeline, the latest delivery of its stream sequence.
+type held struct {
+	msg   jetstream.Msg
+	meta  *jetstream.MsgMetadata
+	seq   uint64
+	size  int64
+	ready chan struct{} // closed once st is set
+	st    *staged
+}
+
+type pipe struct {
+	w       *Worker
+	mu      sync.Mutex
+	held    map[uint64]*held
+	bytes   int64
+	closed  bool          // the session ended: a message fetched now goes straight back
+	waiting bool          // the commit loop waits for a missing predecessor: fetch past the byte bound
+	changed chan struct{} // to the commit loop: the held set changed
+	space   chan struct{} // to the fetcher: a message left or the commit loop began to wait
+	stageQ  chan *held
+	// last is the highest sequence whose message this session finished (committed,
+	// recognised as applied or dead-lettered) with every message below it finished too.
+	last uint64
+}
+
+// pipeline consumes with up to PipelineDepth messages in flight until ctx ends, the lease is
+// lost, the fetch fails for good or a message goes back to the stream.
+func (w *Worker) pipeline(ctx context.Context, lost <-chan struct{}) error {
+	p := &pipe{w: w, held: map[uint64]*held{}, changed: make(chan struct{}, 1), space: make(chan struct{}, 1), stageQ: make(chan *held, 2*w.cfg.PipelineDepth)}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-lost:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	var fetchErr error
+	var fetcher, helpers sync.WaitGroup
+	fetcher.Go(func() {
+		if err := p.fetch(pctx); err != nil {
+			fetchErr = err
+			cancel()
+		}
+	})
+	helpers.Go(func() { p.stage(pctx) })
+	helpers.Go(func() { p.heartbeat(pctx) })
+	err := p.commit(ctx, pctx)
+	cancel()
+	helpers.Wait()
+	p.giveBack()
+	fetcher.Wait()
+	if fetchErr != nil {
+		return fetchErr
+	}
+	return err
+}
+
+// errRequeued ends a session whose message went back to the stream: the ones behind it must
+// not commit before it.
+var errRequeued = errors.New("ingest: a message went back to the stream; the pipeline starts again from it")
+
+// commit applies the held messages in stream order until pctx ends.
+func (p *pipe) commit(stop, pctx context.Context) error {
+	for {
+		h := p.next(pctx)
+		if h == nil {
+			return nil
+		}
+		select {
+		case <-h.ready:
+		case <-pctx.Done():
+		}
+		if pctx.Err() != nil { // stopping: what is held goes back, even if it is ready
+			return nil
+		}
+		p.mu.Lock()
+		h = p.held[h.seq] // the latest delivery, should the server have sent it again
+		delete(p.held, h.seq)
+		p.bytes -= h.size
+		p.mu.Unlock()
+		p.signal()
+		if out := p.w.handle(stop, h.msg, h.st); out == outcomeRequeued {
+			return errRequeued
+		}
+		p.last = max(p.last, h.seq)
+	}
+}
+
+// next waits for the lowest held message that may be applied now; nil when pctx ends.
+func (p *pipe) next(pctx context.Context) *held {
+	for pctx.Err() == nil {
+		h, n := p.lowest()
+		if h != nil && (p.last != 0 && h.seq == p.last+1 || p.inOrder(pctx, h.seq, n)) {
+			p.setWaiting(false)
+			return h
+		}
+		var poll <-chan time.Time
+		if h != nil {
+			p.setWaiting(true)
+			poll = time.After(orderPoll)
+		}
+		select {
+		case <-pctx.Done():
+			return nil
+		case <-p.changed:
+		case <-poll:
+		}
+	}
+	return nil
+}
+
+// inOrder asks the consumer whether nothing below seq can still be delivered: its ack floor
+// is right below seq, or every message pending on it is one of the n this pipeline holds. The
+// count is taken before and after the request so that a message delivered meanwhile is not
+// taken for one that was held.
+func (p *pipe) inOrder(ctx context.Context, seq uint64, n int) bool {
+	info, err := p.w.cons.Info(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.w.log.Warn("consumer state not read; the pipeline waits", zap.Error(err))
+		}
+		return false
+	}
+	if info.AckFloor.Stream+1 == seq {
+		return true
+	}
+	_, after := p.lowest()
+	return after == n && info.NumAckPending == n
+}
+
+// lowest is the held message of the lowest sequence and how many are held.
+func (p *pipe) lowest() (*held, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var low *held
+	for _, h := range p.held {
+		if low == nil || h.seq < low.seq {
+			low = h
+		}
+	}
+	return low, len(p.held)
+}
+
+func (p *pipe) setWaiting(v bool) {
+	p.mu.Lock()
+	changed := p.waiting != v
+	p.waiting = v
+	p.mu.Unlock()
+	if changed {
+		p.signal()
+	}
+}
+
+// signal wakes the commit loop and the fetcher after a change of the held set.
+func (p *pipe) signal() {
+	for _, c := range []chan struct{}{p.changed, p.space} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// fetch pulls one message at a time while the pipeline has room: fewer than PipelineDepth
+// held and their bodies under PipelineBytes (unless the commit loop waits for a missing
+// predecessor, which must be let in). One at a time, so no message waits in a client buffer
+// without a heartbeat. It returns nil when ctx ends, the error when the pull subscription is
+// broken for good.
+func (p *pipe) fetch(ctx context.Context) error {
+	for {
+		for !p.room() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-p.space:
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		batch, err := p.w.cons.Fetch(1, jetstream.FetchMaxWait(fetchWait))
+		if err == nil {
+			for msg := range batch.Messages() {
+				p.add(msg)
+			}
+			err = batch.Error()
+		}
+		if err == nil || ctx.Err() != nil || p.w.leaseLost() {
+			continue
+		}
+		if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+			errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrServerShutdown) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+		p.w.log.Warn("fetch", zap.Error(err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (p *pipe) room() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.held) < p.w.cfg.PipelineDepth && (p.bytes < p.w.cfg.PipelineBytes || p.waiting)
+}
+
+// add takes a fetched message into the pipeline, or gives it back at once if the session
+// ended.
+func (p *pipe) add(msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		p.w.log.Error("message without metadata", zap.Error(err))
+		_ = msg.Term()
+		return
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		_ = msg.Nak()
+		return
+	}
+	if h, ok := p.held[meta.Sequence.Stream]; ok {
+		// Delivered again while held (a heartbeat came late): ack the newest delivery.
+		h.msg, h.meta = msg, meta
+		p.mu.Unlock()
+		return
+	}
+	h := &held{msg: msg, meta: meta, seq: meta.Sequence.Stream, size: int64(len(msg.Data())), ready: make(chan struct{})}
+	p.held[h.seq] = h
+	p.bytes += h.size
+	p.mu.Unlock()
+	p.stageQ <- h // never blocks: at most PipelineDepth are held, and the queue holds twice that
+	p.signal()
+}
+
+// stage frames and builds the held messages in the order they came.
+func (p *pipe) stage(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case h := <-p.stageQ:
+			p.mu.Lock()
+			msg, meta := h.msg, h.meta // add may swap in a newer delivery of the same message
+			p.mu.Unlock()
+			h.st = p.w.stage(msg, meta, true)
+			close(h.ready)
+		}
+	}
+}
+
+// heartbeat keeps every held message from being redelivered while it waits (handle
+// heartbeats the one it applies).
+func (p *pipe) heartbeat(ctx context.Context) {
+	t := time.NewTicker(p.w.cfg.AckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		msgs := make([]jetstream.Msg, 0, len(p.held))
+		for _, h := range p.held {
+			msgs = append(msgs, h.msg)
+		}
+		p.mu.Unlock()
+		for _, m := range msgs {
+			_ = m.InProgress()
+		}
+	}
+}
+
+// giveBack returns every message still held to the stream, lowest sequence first, so that
+// the next session (or the next owner of the graph) gets them at once instead of after their
+// AckWait; a message fetched from now on goes back as it comes.
+func (p *pipe) giveBack() {
+	p.mu.Lock()
+	p.closed = true
+	hs := make([]*held, 0, len(p.held))
+	for _, h := range p.held {
+		hs = append(hs, h)
+	}
+	p.held, p.bytes = map[uint64]*held{}, 0
+	p.mu.Unlock()
+	sort.Slice(hs, func(i, j int) bool { return hs[i].seq < hs[j].seq })
+	for _, h := range hs {
+		_ = h.msg.Nak()
+	}
+}

@@ -1,0 +1,284 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+)
+
+// depth runs the worker with a pipeline of n messages (Setup again: MaxAckPending follows).
+func depth(n int) func(*Worker) {
+	return func(w *Worker) {
+		w.cfg.PipelineDepth = n
+		if err := w.Setup(context.Background()); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func person(i int) string {
+	return fmt.Sprintf(`{"type":"Person","data":{"handle":"p%d","name":"P","active":true}}`, i)
+}
+
+// events takes n events and requires them in increasing stream order.
+func (h *harness) inOrder(n int) []uint64 {
+	h.t.Helper()
+	var seqs []uint64
+	for range n {
+		ev := h.event()
+		if len(seqs) > 0 && ev.SourceSequence <= seqs[len(seqs)-1] {
+			h.t.Fatalf("event of message %d after %v: out of stream order", ev.SourceSequence, seqs)
+		}
+		seqs = append(seqs, ev.SourceSequence)
+	}
+	return seqs
+}
+
+// exactlyOnce requires every handle p0..p<n-1> but those in skip once in the graph.
+func (h *harness) exactlyOnce(n int, skip map[int]bool) {
+	h.t.Helper()
+	out := h.export()
+	for i := range n {
+		want := 1
+		if skip[i] {
+			want = 0
+		}
+		if got := strings.Count(out, fmt.Sprintf(`"handle":"p%d"`, i)); got != want {
+			h.t.Fatalf("p%d is in the graph %d times, want %d:\n%s", i, got, want, out)
+		}
+	}
+}
+
+// With four messages in flight, commits, acks and events stay in stream order through
+// dead-lettered batches between good ones and a RecoveryRequired, and nothing is redelivered.
+func TestPipelineKeepsStreamOrder(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable("load.after_table_commit", "1*error"); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics()
+	h := start(t, func(w *Worker) { w.UseMetrics(m) }, depth(4))
+	const n = 24
+	bad := map[int]bool{}
+	var good []uint64
+	for i := range n {
+		if i%5 == 3 {
+			bad[i] = true
+			h.publish(`{"type":"Nope","data":{}}`, nil)
+			continue
+		}
+		h.publish(person(i), map[string]string{HeaderMode: "append"})
+		good = append(good, uint64(i+1))
+	}
+	if got := h.inOrder(len(good)); fmt.Sprint(got) != fmt.Sprint(good) {
+		t.Fatalf("events of %v, want %v", got, good)
+	}
+	waitMetrics(t, m, fmt.Sprintf(`omnigraph_messages_total{outcome="committed"} %d`, len(good)),
+		fmt.Sprintf(`omnigraph_messages_total{outcome="dead_lettered"} %d`, len(bad)), "omnigraph_recoveries_total 1")
+	dls, err := DeadLetters(t.Context(), h.js, h.w.cfg, "")
+	if err != nil || len(dls) != len(bad) {
+		t.Fatalf("dead letters %+v %v", dls, err)
+	}
+	h.checkNoRedelivery()
+	h.exactlyOnce(n, bad)
+}
+
+// After a takeover the server redelivers the previous holder's message only when its AckWait
+// runs out, and delivers newer ones meanwhile: the pipeline holds those until the missing one
+// comes, and applies all in stream order.
+func TestPipelineWaitsForARedeliveredPredecessor(t *testing.T) {
+	h := start(t, depth(4))
+	h.stop()
+	<-h.done
+	h.done <- nil
+	ctx := context.Background()
+	for i := range 4 {
+		h.publish(person(i), nil)
+	}
+	// The previous holder took message 1 and died with it.
+	b, err := h.w.cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range b.Messages() {
+		if md, _ := m.Metadata(); md.Sequence.Stream != 1 {
+			t.Fatalf("the dead holder took %d", md.Sequence.Stream)
+		}
+	}
+	w2, err := New(h.nc, h.g, h.w.cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w2.Run(run) }()
+	defer func() { stop(); <-done }()
+	if got := h.inOrder(4); fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Fatalf("events of %v", got)
+	}
+	info, err := h.w.cons.Info(ctx)
+	if err != nil || info.Delivered.Consumer != 5 || info.NumAckPending != 0 {
+		t.Fatalf("consumer %+v %v: want five deliveries, the dead holder's message twice", info, err)
+	}
+	h.exactlyOnce(4, nil)
+}
+
+// A message held by failures past AckWait holds the ones behind it, prefetched and
+// heartbeated: none is redelivered, and all commit in order once it gets through.
+func TestPipelineHoldsMessagesBehindAHeldOne(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable("load.after_prepare", "error"); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, func(w *Worker) { w.cfg.RetryMax = 200 * time.Millisecond }, depth(4))
+	for i := range 4 {
+		h.publish(person(i), nil)
+	}
+	time.Sleep(3 * h.w.cfg.AckWait / 2)
+	info, err := h.w.cons.Info(context.Background())
+	if err != nil || info.NumAckPending != 4 || info.NumRedelivered != 0 || info.AckFloor.Stream != 0 {
+		t.Fatalf("consumer while held %+v %v: want four held, none redelivered", info, err)
+	}
+	failpoint.Reset()
+	if got := h.inOrder(4); fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Fatalf("events of %v", got)
+	}
+	h.checkNoRedelivery()
+	h.exactlyOnce(4, nil)
+}
+
+// A stop with messages held finishes the one being applied and gives the rest back at once
+// (not after their AckWait): none of them commits before the stop returns, and a new Run
+// applies them, in order, once each.
+func TestPipelineStopGivesBackTheRest(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable("load.after_prepare", "1*sleep(1500)"); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, func(w *Worker) { w.cfg.AckWait = 10 * time.Second }, depth(4))
+	const n = 6
+	for i := range n {
+		h.publish(person(i), nil)
+	}
+	waitFor(t, func() bool {
+		info, err := h.w.cons.Info(context.Background())
+		return err == nil && info.NumAckPending == 4
+	}, "four messages in flight")
+	h.stop()
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
+	}
+	h.done <- nil
+	if got := h.inOrder(1); got[0] != 1 {
+		t.Fatalf("event of %v", got)
+	}
+	select {
+	case ev := <-h.events:
+		t.Fatalf("message %d committed after the stop; only the one being applied may", ev.SourceSequence)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// Given back, the rest come at once; left to their AckWait they would come after it.
+	restart := time.Now()
+	run, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.w.Run(run) }()
+	defer func() { stop(); <-done }()
+	if got := h.inOrder(n - 1); fmt.Sprint(got) != "[2 3 4 5 6]" {
+		t.Fatalf("events of %v", got)
+	}
+	if took := time.Since(restart); took >= 3*time.Second {
+		t.Fatalf("the held messages came back after %s, not at once", took)
+	}
+	h.exactlyOnce(n, nil)
+}
+
+// A takeover with messages in the leader's pipeline (one held by failures, three behind it)
+// loses and doubles nothing: the standby applies each once, in order.
+func TestPipelineTakeoverLosesAndDoublesNothing(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	h := start(t, depth(4))
+	h.stop()
+	<-h.done
+	h.done <- nil
+	ctx := context.Background()
+	ttl := 600 * time.Millisecond
+	leader, err := AcquireLease(ctx, h.js, "demo", "leader", ttl, Replication{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.w.cfg
+	cfg.RetryMax = 100 * time.Millisecond
+	w1, _ := New(h.nc, h.g, cfg, nil)
+	w1.UseLease(leader)
+	done1 := make(chan error, 1)
+	go func() { done1 <- w1.Run(ctx) }()
+	h.publish(person(0), nil)
+	h.inOrder(1)
+	if err := failpoint.Enable("load.after_prepare", "error"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 6; i++ {
+		h.publish(person(i), nil)
+	}
+	waitFor(t, func() bool {
+		info, err := h.w.cons.Info(ctx)
+		return err == nil && info.NumAckPending == 4
+	}, "the leader to hold four messages")
+	leader.markLost()
+	if err := <-done1; err != ErrLeaseLost {
+		t.Fatalf("leader run: %v", err)
+	}
+	failpoint.Reset()
+	standby, err := AcquireLease(ctx, h.js, "demo", "standby", ttl, Replication{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, _ := New(h.nc, h.g, cfg, nil)
+	w2.UseLease(standby)
+	run, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w2.Run(run) }()
+	defer func() { stop(); <-done }()
+	if got := h.inOrder(5); fmt.Sprint(got) != "[2 3 4 5 6]" {
+		t.Fatalf("events of %v", got)
+	}
+	h.exactlyOnce(6, nil)
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// pipeline_bytes bounds the prefetch: at one byte, one message waits behind the one applied,
+// however deep the pipeline.
+func TestPipelineBytesBoundThePrefetch(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable("load.after_prepare", "error"); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, func(w *Worker) { w.cfg.RetryMax, w.cfg.PipelineBytes = 200*time.Millisecond, 1 }, depth(4))
+	for i := range 4 {
+		h.publish(person(i), nil)
+	}
+	time.Sleep(time.Second)
+	info, err := h.w.cons.Info(context.Background())
+	if err != nil || info.NumAckPending != 2 || info.Delivered.Stream != 2 {
+		t.Fatalf("consumer %+v %v: want the held message and one behind it", info, err)
+	}
+	failpoint.Reset()
+	if got := h.inOrder(4); fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Fatalf("events of %v", got)
+	}
+}
