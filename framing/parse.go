@@ -164,8 +164,19 @@ var newline = []byte{'\n'}
 // parseLines parses consecutive lines of a batch, the first of which is line number first;
 // there are at most lines of them.
 func parseLines(body []byte, first, lines int, lim Limits) ([]Record, error) {
-	// Compact copies never outgrow their lines, so the arena never reallocates.
-	s := newScanner(lim.MaxDepth, len(body))
+	return frameLines(body, first, lines, lim, true)
+}
+
+// frameLines is parseLines, with the fast path or the general scanner alone (for tests
+// comparing them).
+func frameLines(body []byte, first, lines int, lim Limits, fast bool) ([]Record, error) {
+	// One copy of the part that records point into: a line the fast path takes is used in
+	// place, one the general scanner takes is compacted over its own bytes (its compact copy
+	// never outgrows it), so the arena never reallocates.
+	arena := make([]byte, len(body))
+	copy(arena, body)
+	f := newFastScanner(lim.MaxDepth)
+	var s *scanner // the general scanner, for lines the fast path leaves to it
 	// One record per line at most: sized once, the slice never grows (records are large).
 	if lim.MaxLines > 0 {
 		lines = min(lines, lim.MaxLines)
@@ -173,6 +184,7 @@ func parseLines(body []byte, first, lines int, lim Limits) ([]Record, error) {
 	records := make([]Record, 0, lines)
 	line := first - 1
 	for off := 0; off < len(body); {
+		start := off
 		raw := body[off:]
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
 			raw = raw[:i]
@@ -198,11 +210,19 @@ func parseLines(body []byte, first, lines int, lim Limits) ([]Record, error) {
 			return nil, &errs.LineError{Line: line, Err: &errs.ResourceLimitExceeded{
 				Resource: ResourceStructuralSlots, Limit: uint64(lim.MaxStructuralSlots), Actual: actual}}
 		}
-		rec, err := s.record(raw, line)
-		if err != nil {
+		records = append(records, Record{})
+		rec := &records[len(records)-1]
+		if fast && f.record(arena[start:start+len(raw):start+len(raw)], line, rec) {
+			continue
+		}
+		if s == nil {
+			s = newScanner(lim.MaxDepth, 0)
+		}
+		s.arena = arena[:start]
+		var err error
+		if *rec, err = s.record(raw, line); err != nil {
 			return nil, err
 		}
-		records = append(records, rec)
 	}
 	if len(records) == 0 {
 		return nil, nil

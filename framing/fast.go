@@ -1,0 +1,526 @@
+package framing
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"strconv"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// The fast path frames the lines batches are made of in practice — compact JSON, as
+// serde_json and JSON.stringify write it — in one pass over the line, reading it in place in
+// the batch's arena copy: records are offsets into that copy, with no per-line copy, no
+// per-record allocation and no second walk over the members. It accepts a line only when it
+// is sure the general scanner (scanner.record) would accept it and build the same record;
+// anything else — whitespace between tokens, an escaped member name, any refusal — makes it
+// give up on the line, which the general scanner then frames or refuses with its exact
+// message. So refusals are never decided here, and the fast path is an optimisation of
+// accepted lines only; TestFastAgreesWithGeneral and FuzzParse hold the two to the same
+// records.
+
+// fastMember is one "data" member found by the fast path: its name and value as offsets into
+// the line.
+type fastMember struct {
+	ks, ke int // name content, without the quotes
+	vs, ve int // value
+}
+
+// fastShape is the data member names of the last record of one table whose names did not
+// follow the shape before: consecutive records of a table repeat their names in the same
+// order, so each name is recognised by one comparison and costs no allocation.
+type fastShape struct {
+	kind  RecordKind
+	typ   string
+	names []string // distinct
+}
+
+// fastShapes is how many tables' shapes are remembered: batches mix a few tables.
+const fastShapes = 8
+
+type fastScanner struct {
+	maxDepth int
+	data     []fastMember
+	shapes   [fastShapes]fastShape
+	next     int       // the shape slot replaced next
+	sets     []*keySet // nested objects' duplicate checks, by depth
+	members  []Member  // the slab records' Data slices are carved from
+	ids      []string  // the slab records' ID pointers point into
+	intern   map[string]string
+}
+
+func newFastScanner(maxDepth int) *fastScanner {
+	return &fastScanner{maxDepth: maxDepth, intern: make(map[string]string)}
+}
+
+// idSlab is how many ids one slab allocation holds.
+const idSlab = 1024
+
+// record frames a, one line that is not blank, into rec, or reports false when the general
+// scanner must decide about it. a must not change while the records live: their strings point
+// into it.
+func (f *fastScanner) record(a []byte, line int, rec *Record) bool {
+	n := len(a)
+	if n < 2 || a[0] != '{' || a[n-1] != '}' {
+		return false
+	}
+	// Envelope members by bit: type, edge, from, to, data.
+	const (
+		hasType = 1 << iota
+		hasEdge
+		hasFrom
+		hasTo
+		hasData
+	)
+	var seen uint8
+	var typS, typE, fromS, fromE, toS, toE int
+	var typEsc, fromEsc, toEsc bool
+	f.data = f.data[:0]
+	i := 1
+	for {
+		// A member name of the envelope, matched as written: an escaped or unknown one is
+		// for the general scanner (which refuses the unknown ones).
+		var bit uint8
+		switch {
+		case hasPrefix(a[i:], `"type":`):
+			bit, i = hasType, i+7
+		case hasPrefix(a[i:], `"edge":`):
+			bit, i = hasEdge, i+7
+		case hasPrefix(a[i:], `"from":`):
+			bit, i = hasFrom, i+7
+		case hasPrefix(a[i:], `"to":`):
+			bit, i = hasTo, i+5
+		case hasPrefix(a[i:], `"data":`):
+			bit, i = hasData, i+7
+		default:
+			return false
+		}
+		if seen&bit != 0 {
+			return false // a duplicate
+		}
+		seen |= bit
+		if bit == hasData {
+			if i >= n || a[i] != '{' || f.maxDepth < 2 {
+				return false
+			}
+			end, ok := f.dataObject(a, i)
+			if !ok {
+				return false
+			}
+			i = end
+		} else {
+			if i >= n || a[i] != '"' {
+				return false
+			}
+			end, esc, ok := scanString(a, i)
+			if !ok {
+				return false
+			}
+			switch bit {
+			case hasType, hasEdge:
+				typS, typE, typEsc = i+1, end-1, esc
+			case hasFrom:
+				fromS, fromE, fromEsc = i+1, end-1, esc
+			default:
+				toS, toE, toEsc = i+1, end-1, esc
+			}
+			i = end
+		}
+		if i >= n {
+			return false
+		}
+		if a[i] == ',' {
+			i++
+			continue
+		}
+		if a[i] != '}' || i != n-1 {
+			return false
+		}
+		break
+	}
+	switch seen &^ hasData {
+	case hasType:
+		rec.Kind = NodeRecord
+	case hasEdge | hasFrom | hasTo:
+		rec.Kind = EdgeRecord
+	default:
+		return false
+	}
+	if typEsc {
+		rec.Type = stringValue(a[typS-1 : typE+1])
+	} else {
+		rec.Type = f.name(a[typS:typE])
+	}
+	if rec.Kind == EdgeRecord {
+		rec.From = f.str(a, fromS, fromE, fromEsc)
+		rec.To = f.str(a, toS, toE, toEsc)
+	}
+	rec.Line = line
+	return f.fillData(a, rec)
+}
+
+// fillData applies the data rules to the members f.dataObject found and fills rec.Data and
+// rec.ID; it reports false for a record the general scanner must refuse.
+func (f *fastScanner) fillData(a []byte, rec *Record) bool {
+	ms := f.data
+	if len(ms) == 0 {
+		return true
+	}
+	sh := f.shape(rec.Kind, rec.Type)
+	follows := len(ms) <= len(sh.names)
+	for j := 0; follows && j < len(ms); j++ {
+		follows = sh.names[j] == unsafeString(a[ms[j].ks:ms[j].ke])
+	}
+	if !follows {
+		if !distinct(a, ms) {
+			return false
+		}
+		// The names the next record of this table is likely to repeat; those of the old
+		// shape are reused.
+		names := make([]string, len(ms))
+		for j, m := range ms {
+			names[j] = f.name(a[m.ks:m.ke])
+		}
+		sh.names = names
+	}
+	n := len(ms)
+	for j, m := range ms {
+		name := sh.names[j]
+		switch {
+		case name == "id":
+			if a[m.vs] != '"' {
+				return false
+			}
+			n--
+		case len(name) > 0 && name[0] == '_' && reservedPhysical(name):
+			return false
+		case rec.Kind == EdgeRecord && (name == "src" || name == "dst"):
+			return false
+		}
+	}
+	if n == 0 && len(ms) == 1 {
+		// Only "id".
+		rec.ID = f.id(a, ms[0])
+		return true
+	}
+	if cap(f.members)-len(f.members) < n {
+		f.members = make([]Member, 0, max(n, memberSlab))
+	}
+	start := len(f.members)
+	for j, m := range ms {
+		if sh.names[j] == "id" {
+			rec.ID = f.id(a, m)
+			continue
+		}
+		f.members = append(f.members, Member{Name: sh.names[j], Value: a[m.vs:m.ve:m.ve]})
+	}
+	rec.Data = f.members[start:len(f.members):len(f.members)]
+	return true
+}
+
+// id returns a pointer to data.id's decoded value, carved from a slab.
+func (f *fastScanner) id(a []byte, m fastMember) *string {
+	if len(f.ids) == cap(f.ids) {
+		f.ids = make([]string, 0, idSlab)
+	}
+	v := a[m.vs:m.ve]
+	f.ids = append(f.ids, f.str(a, m.vs+1, m.ve-1, bytes.IndexByte(v, '\\') >= 0))
+	return &f.ids[len(f.ids)-1]
+}
+
+// shape returns the remembered shape of a table, claiming a slot for one not seen yet.
+func (f *fastScanner) shape(kind RecordKind, typ string) *fastShape {
+	for k := range f.shapes {
+		if sh := &f.shapes[k]; sh.kind == kind && sh.typ == typ {
+			return sh
+		}
+	}
+	sh := &f.shapes[f.next]
+	f.next = (f.next + 1) % fastShapes
+	*sh = fastShape{kind: kind, typ: typ}
+	return sh
+}
+
+// distinct reports whether the data member names are pairwise different (as written: the
+// fast path takes no escaped name).
+func distinct(a []byte, ms []fastMember) bool {
+	if len(ms) <= keySetListMax {
+		for j := 1; j < len(ms); j++ {
+			kj := a[ms[j].ks:ms[j].ke]
+			for _, m := range ms[:j] {
+				if bytes.Equal(a[m.ks:m.ke], kj) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	ks := newKeySet()
+	for _, m := range ms {
+		if !ks.add(a[m.ks:m.ke]) {
+			return false
+		}
+	}
+	return true
+}
+
+// str returns the decoded content a[s:e] of a string value. An unescaped one is not copied:
+// it points into the arena, as Data values do.
+func (f *fastScanner) str(a []byte, s, e int, escaped bool) string {
+	if escaped {
+		return string(unescape(a[s:e]))
+	}
+	return unsafeString(a[s:e])
+}
+
+// name returns b as a string shared between records: names and types repeat line after line,
+// and a shared copy does not keep the batch's arena alive.
+func (f *fastScanner) name(b []byte) string {
+	if n, ok := f.intern[string(b)]; ok {
+		return n
+	}
+	n := string(b)
+	if len(f.intern) < internMax {
+		f.intern[n] = n
+	}
+	return n
+}
+
+// dataObject scans the "data" object at a[i] == '{', collecting its members in f.data; it
+// returns the index after it.
+func (f *fastScanner) dataObject(a []byte, i int) (int, bool) {
+	i++
+	if i < len(a) && a[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(a) || a[i] != '"' {
+			return 0, false
+		}
+		end, esc, ok := scanString(a, i)
+		if !ok || esc || end >= len(a) || a[end] != ':' {
+			return 0, false
+		}
+		vs := end + 1
+		ve, ok := f.value(a, vs, 2)
+		if !ok {
+			return 0, false
+		}
+		f.data = append(f.data, fastMember{ks: i + 1, ke: end - 1, vs: vs, ve: ve})
+		if ve >= len(a) {
+			return 0, false
+		}
+		switch a[ve] {
+		case ',':
+			i = ve + 1
+		case '}':
+			return ve + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// value scans one compact JSON value at a[i], inside depth containers, and returns the index
+// after it.
+func (f *fastScanner) value(a []byte, i, depth int) (int, bool) {
+	if i >= len(a) {
+		return 0, false
+	}
+	switch c := a[i]; {
+	case c == '"':
+		end, _, ok := scanString(a, i)
+		return end, ok
+	case c == '-' || (c >= '0' && c <= '9'):
+		return scanNumber(a, i)
+	case c == 't':
+		return literalEnd(a, i, "true")
+	case c == 'f':
+		return literalEnd(a, i, "false")
+	case c == 'n':
+		return literalEnd(a, i, "null")
+	case c == '{':
+		return f.object(a, i, depth+1)
+	case c == '[':
+		return f.array(a, i, depth+1)
+	}
+	return 0, false
+}
+
+func (f *fastScanner) object(a []byte, i, depth int) (int, bool) {
+	if depth > f.maxDepth {
+		return 0, false
+	}
+	i++
+	if i < len(a) && a[i] == '}' {
+		return i + 1, true
+	}
+	for len(f.sets) <= depth {
+		f.sets = append(f.sets, newKeySet())
+	}
+	keys := f.sets[depth]
+	keys.reset()
+	for {
+		if i >= len(a) || a[i] != '"' {
+			return 0, false
+		}
+		end, esc, ok := scanString(a, i)
+		if !ok || esc || end >= len(a) || a[end] != ':' || !keys.add(a[i+1:end-1]) {
+			return 0, false
+		}
+		if i, ok = f.value(a, end+1, depth); !ok || i >= len(a) {
+			return 0, false
+		}
+		switch a[i] {
+		case ',':
+			i++
+		case '}':
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+func (f *fastScanner) array(a []byte, i, depth int) (int, bool) {
+	if depth > f.maxDepth {
+		return 0, false
+	}
+	i++
+	if i < len(a) && a[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		var ok bool
+		if i, ok = f.value(a, i, depth); !ok || i >= len(a) {
+			return 0, false
+		}
+		switch a[i] {
+		case ',':
+			i++
+		case ']':
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// scanString scans the string whose opening quote is a[i] and returns the index after its
+// closing quote and whether it holds escapes, checking what scanner.str checks.
+func scanString(a []byte, i int) (int, bool, bool) {
+	i++
+	escaped := false
+	for {
+		for i+8 <= len(a) {
+			m := stringStop(binary.LittleEndian.Uint64(a[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		for i < len(a) && plain[a[i]] {
+			i++
+		}
+		if i >= len(a) {
+			return 0, false, false
+		}
+		switch c := a[i]; {
+		case c == '"':
+			return i + 1, escaped, true
+		case c == '\\':
+			n, msg := escapeLen(a[i:])
+			if msg != "" {
+				return 0, false, false
+			}
+			escaped = true
+			i += n
+		case c < 0x20:
+			return 0, false, false
+		default:
+			r, size := utf8.DecodeRune(a[i:])
+			if r == utf8.RuneError && size == 1 {
+				return 0, false, false
+			}
+			i += size
+		}
+	}
+}
+
+// stringStop has the top bit set in the lowest byte of w that is not plain (and maybe in some
+// above it): the same test as special, per byte.
+func stringStop(w uint64) uint64 {
+	q := w ^ (lsb * '"')
+	b := w ^ (lsb * '\\')
+	return ((w-lsb*0x20)&^w | (q-lsb)&^q | (b-lsb)&^b | w) & msb
+}
+
+// scanNumber scans a number at a[i] with scanner.number's grammar and range check.
+func scanNumber(a []byte, i int) (int, bool) {
+	start := i
+	if a[i] == '-' {
+		i++
+	}
+	digits := i
+	switch {
+	case i < len(a) && a[i] == '0':
+		i++
+	case i < len(a) && isDigit(a[i]):
+		for i < len(a) && isDigit(a[i]) {
+			i++
+		}
+	default:
+		return 0, false
+	}
+	intDigits := i - digits
+	exponent := false
+	if i < len(a) && a[i] == '.' {
+		i++
+		if i >= len(a) || !isDigit(a[i]) {
+			return 0, false
+		}
+		for i < len(a) && isDigit(a[i]) {
+			i++
+		}
+	}
+	if i < len(a) && (a[i] == 'e' || a[i] == 'E') {
+		exponent = true
+		i++
+		if i < len(a) && (a[i] == '+' || a[i] == '-') {
+			i++
+		}
+		if i >= len(a) || !isDigit(a[i]) {
+			return 0, false
+		}
+		for i < len(a) && isDigit(a[i]) {
+			i++
+		}
+	}
+	if exponent || intDigits > 308 {
+		v, _ := strconv.ParseFloat(unsafeString(a[start:i]), 64)
+		if math.IsInf(v, 0) {
+			return 0, false
+		}
+	}
+	return i, true
+}
+
+func literalEnd(a []byte, i int, word string) (int, bool) {
+	if !hasPrefix(a[i:], word) {
+		return 0, false
+	}
+	return i + len(word), true
+}
+
+func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
+
+// unsafeString views b as a string without copying; b must never change afterwards.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}

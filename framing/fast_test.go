@@ -1,0 +1,139 @@
+package framing
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// fastLines are compact lines the fast path must frame itself, exactly as the general scanner
+// does.
+var fastLines = []string{
+	`{"type":"Person","data":{"handle":"p0-1","name":"name-0-1","age":1,"score":0.5}}`,
+	`{"edge":"Knows","from":"p0-1","to":"p0-2","data":{"id":"k0-1","since":1}}`,
+	`{"type":"Person"}`,
+	`{"type":"Person","data":{}}`,
+	`{"type":"Person","data":{"id":"only"}}`,
+	`{"data":{"a":1},"type":"Person"}`,
+	`{"to":"b","data":{"x":null},"from":"a","edge":"E"}`,
+	`{"type":"T\u00e9","data":{"id":"i\"d","s":"caf\u00e9 \ud83d\ude00 \\ \/ \b\f\n\r\t","u":"héllo 😀"}}`,
+	`{"edge":"E\\","from":"\u0041","to":"line\nbreak","data":{}}`,
+	`{"type":"Doc","data":{"tags":["a","b",[],{}],"owner":{"name":"t","since":19723,"deep":[{"k":1},{"k":1}]},"ok":true,"no":false,"nil":null}}`,
+	`{"type":"Num","data":{"a":-0,"b":0.25,"c":1e308,"d":-1.5E-400,"e":12345678901234567890123,"f":2e+3}}`,
+	`{"type":"Person","data":{"name":"x","_custom":1,"src":"a node may","dst":"say so"}}`,
+	`{"type":"Wide","data":{"a0":0,"a1":1,"a2":2,"a3":3,"a4":4,"a5":5,"a6":6,"a7":7,"a8":8,"a9":9,"b0":0,"b1":1,"b2":2,"b3":3,"b4":4,"b5":5,"b6":6,"b7":7,"b8":8,"b9":9}}`,
+}
+
+// slowLines are lines the fast path must leave to the general scanner: every refusal, and
+// accepted lines outside its compact form.
+var slowLines = []string{
+	`{ "type":"Person"}`,
+	`{"type": "Person"}`,
+	`{"type":"Person","data":{"a": 1}}`,
+	`{"type":"Person","data":{"a":[1, 2]}}`,
+	`{"type":"Person"} `,
+	`{"t\u0079pe":"Person"}`,
+	`{"type":"Person","data":{"n\u0061me":1}}`,
+	`{"type":"Person","data":{"o":{"\u0061":1}}}`,
+	`{"type":"A","type":"B"}`,
+	`{"type":"A","data":{"x":1,"x":2}}`,
+	`{"type":"A","data":{"o":{"x":1,"x":2}}}`,
+	`{"type":"A","data":{"a0":0,"a1":1,"a2":2,"a3":3,"a4":4,"a5":5,"a6":6,"a7":7,"a8":8,"a9":9,"b0":0,"b1":1,"b2":2,"b3":3,"b4":4,"b5":5,"b6":6,"a0":7}}`,
+	`{"type":"A","edge":"E","from":"a","to":"b"}`,
+	`{"edge":"E","from":"a"}`,
+	`{"type":"A","from":"a"}`,
+	`{"type":"A","extra":1}`,
+	`{"type":"A","_rowid":1}`,
+	`{"type":1}`,
+	`{"edge":"E","from":"a","to":2}`,
+	`{"type":"A","data":[]}`,
+	`{"type":"A","data":{"_rowid":1}}`,
+	`{"type":"A","data":{"_tombstone":true}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"src":"x"}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"dst":"x"}}`,
+	`{"type":"A","data":{"id":7}}`,
+	`{"type":"A","data":{"n":1e400}}`,
+	`{"type":"A","data":{"n":-1E+309}}`,
+	`{"type":"A","data":{"n":01}}`,
+	`{"type":"A","data":{"n":1.}}`,
+	`{"type":"A","data":{"n":tru}}`,
+	`{"type":"A","data":{"s":"\x"}}`,
+	`{"type":"A","data":{"s":"\ud800"}}`,
+	`{"type":"A","data":{"s":"\udc00"}}`,
+	"{\"type\":\"A\",\"data\":{\"s\":\"\xff\"}}",
+	"{\"type\":\"A\",\"data\":{\"s\":\"\xed\xa0\x80\"}}",
+	"{\"type\":\"A\",\"data\":{\"s\":\"a\tb\"}}",
+	"\xef\xbb\xbf{\"type\":\"A\"}",
+	`{"type":"A"}{"type":"B"}`,
+	`{"type":"A","data":{"d":` + strings.Repeat("[", 126) + strings.Repeat("]", 126) + `}}`,
+	`{"type":"A",}`,
+	`{"type":"A"`,
+	`{}`,
+	`[]`,
+	`"x"`,
+}
+
+func TestFastPathTakesCompactLines(t *testing.T) {
+	for _, in := range fastLines {
+		f := newFastScanner(DefaultMaxDepth)
+		var got Record
+		if !f.record([]byte(in), 3, &got) {
+			t.Errorf("fast path declined %s", in)
+			continue
+		}
+		s := newScanner(DefaultMaxDepth, len(in))
+		want, err := s.record([]byte(in), 3)
+		if err != nil {
+			t.Fatalf("general scanner refuses %s: %v", in, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\nfast    %#v\ngeneral %#v", in, got, want)
+		}
+	}
+}
+
+func TestFastPathLeavesTheRest(t *testing.T) {
+	for _, in := range slowLines {
+		f := newFastScanner(DefaultMaxDepth)
+		var rec Record
+		if f.record([]byte(in), 1, &rec) {
+			t.Errorf("fast path took %s", in)
+		}
+	}
+	// The depth limit applies to "data" itself.
+	if f := newFastScanner(1); f.record([]byte(`{"type":"A","data":{}}`), 1, &Record{}) {
+		t.Error("fast path took data beyond a depth limit of 1")
+	}
+}
+
+// TestFastAgreesWithGeneral frames batches mixing both kinds of lines with the fast path and
+// with the general scanner alone: the same records, or the same refusal.
+func TestFastAgreesWithGeneral(t *testing.T) {
+	all := append(append([]string{}, fastLines...), slowLines...)
+	for i := range all {
+		for j := range all {
+			body := []byte(all[i] + "\r\n\n" + all[j] + "\n" + all[i])
+			checkFastAgrees(t, body)
+		}
+	}
+}
+
+func checkFastAgrees(t *testing.T, body []byte) {
+	t.Helper()
+	for _, lim := range []Limits{DefaultLimits(), tinyLimits.normalized()} {
+		lines := strings.Count(string(body), "\n") + 1
+		fast, ferr := frameLines(body, 1, lines, lim, true)
+		slow, serr := frameLines(body, 1, lines, lim, false)
+		if fmt.Sprint(ferr) != fmt.Sprint(serr) || !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q: the fast path and the general scanner disagree:\n%v %#v\n%v %#v", body, ferr, fast, serr, slow)
+		}
+	}
+}
+
+func FuzzFastPath(f *testing.F) {
+	for _, s := range append(append(append([]string{}, fastLines...), slowLines...), fuzzSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkFastAgrees(t, data) })
+}
