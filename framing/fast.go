@@ -48,6 +48,7 @@ type fastScanner struct {
 	sets     []*keySet // nested objects' duplicate checks, by depth
 	members  []Member  // the slab records' Data slices are carved from
 	ids      []string  // the slab records' ID pointers point into
+	lastTyp  string    // the last record's type, which the next one most likely repeats
 	intern   map[string]string
 }
 
@@ -148,10 +149,14 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) bool {
 	default:
 		return false
 	}
-	if typEsc {
+	switch {
+	case typEsc:
 		rec.Type = stringValue(a[typS-1 : typE+1])
-	} else {
+	case f.lastTyp == unsafeString(a[typS:typE]):
+		rec.Type = f.lastTyp
+	default:
 		rec.Type = f.name(a[typS:typE])
+		f.lastTyp = rec.Type
 	}
 	if rec.Kind == EdgeRecord {
 		rec.From = f.str(a, fromS, fromE, fromEsc)
@@ -208,15 +213,22 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 	if cap(f.members)-len(f.members) < n {
 		f.members = make([]Member, 0, max(n, memberSlab))
 	}
+	// Fields are set one by one into the slab's zeroed memory: appending whole Members would
+	// cost a bulk write barrier for each while the GC runs, as it often does during a batch.
 	start := len(f.members)
+	f.members = f.members[:start+n]
+	k := start
 	for j, m := range ms {
 		if sh.names[j] == "id" {
 			rec.ID = f.id(a, m)
 			continue
 		}
-		f.members = append(f.members, Member{Name: sh.names[j], Value: a[m.vs:m.ve:m.ve]})
+		dst := &f.members[k]
+		dst.Name = sh.names[j]
+		dst.Value = a[m.vs:m.ve:m.ve]
+		k++
 	}
-	rec.Data = f.members[start:len(f.members):len(f.members)]
+	rec.Data = f.members[start:k:k]
 	return true
 }
 
@@ -226,8 +238,10 @@ func (f *fastScanner) id(a []byte, m fastMember) *string {
 		f.ids = make([]string, 0, idSlab)
 	}
 	v := a[m.vs:m.ve]
-	f.ids = append(f.ids, f.str(a, m.vs+1, m.ve-1, bytes.IndexByte(v, '\\') >= 0))
-	return &f.ids[len(f.ids)-1]
+	f.ids = f.ids[:len(f.ids)+1]
+	id := &f.ids[len(f.ids)-1]
+	*id = f.str(a, m.vs+1, m.ve-1, bytes.IndexByte(v, '\\') >= 0)
+	return id
 }
 
 // shape returns the remembered shape of a table, claiming a slot for one not seen yet.
