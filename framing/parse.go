@@ -53,7 +53,8 @@ func Parse(r io.Reader, lim Limits) ([]Record, error) {
 }
 
 // ParseBytes parses one batch held in memory. body is not modified or retained: records
-// point into one compact copy of the accepted lines.
+// point into one copy of it (a line with insignificant whitespace compacted over its own
+// bytes), their unescaped From, To and ID strings and their Data values alike.
 func ParseBytes(body []byte, lim Limits) ([]Record, error) {
 	lim = lim.normalized()
 	if int64(len(body)) > lim.MaxBytes {

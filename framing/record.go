@@ -28,6 +28,9 @@ func (k RecordKind) String() string {
 // Record is one logical graph-batch line. Nothing here is checked against a schema: unknown
 // types, unknown data fields, property value types, @key canonical ids and edge endpoints
 // are the engine's to check.
+//
+// A batch's records share one copy of its bytes: Data values must not be written to (From,
+// To and ID may be views of the same memory).
 type Record struct {
 	Line int        // 1-based line number in the batch (blank lines counted)
 	Kind RecordKind // NodeRecord or EdgeRecord
