@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -49,12 +50,48 @@ type fastScanner struct {
 	members  []Member  // the slab records' Data slices are carved from
 	ids      []string  // the slab records' ID pointers point into
 	lastTyp  string    // the last record's type, which the next one most likely repeats
-	intern   map[string]string
+	// To size slabs: the lines of the part not framed yet, and the data members and records
+	// framed so far.
+	left, used, framed int
+	intern             map[string]string
 }
 
 func newFastScanner(maxDepth int) *fastScanner {
 	return &fastScanner{maxDepth: maxDepth, intern: make(map[string]string)}
 }
+
+// fastScanners keeps scanners between batches, with their interned names, table shapes and
+// key sets: a batch then starts with its tables' names known. What a scanner hands to records
+// (the Member and ID slabs) is dropped before it is put back.
+var fastScanners = sync.Pool{New: func() any { return newFastScanner(DefaultMaxDepth) }}
+
+func getFastScanner(maxDepth int) *fastScanner {
+	f := fastScanners.Get().(*fastScanner)
+	f.maxDepth = maxDepth
+	return f
+}
+
+func putFastScanner(f *fastScanner) {
+	f.members, f.ids, f.data = nil, nil, f.data[:0]
+	f.used, f.framed = 0, 0
+	// Nothing kept may point into the batch, nor grow with what one batch held.
+	for _, ks := range f.sets {
+		ks.release()
+	}
+	for k := range f.shapes {
+		if len(f.shapes[k].names) > maxKeptShape {
+			f.shapes[k] = fastShape{}
+		}
+	}
+	fastScanners.Put(f)
+}
+
+// maxKeptShape is the most names of a shape kept between batches.
+const maxKeptShape = 256
+
+// maxInterned is the longest name interned: longer ones are copied each time, so that the
+// names kept between batches stay small.
+const maxInterned = 128
 
 // idSlab is how many ids one slab allocation holds.
 const idSlab = 1024
@@ -211,8 +248,14 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 		return true
 	}
 	if cap(f.members)-len(f.members) < n {
-		f.members = make([]Member, 0, max(n, memberSlab))
+		// Enough for the lines left at the larger of this record's and the average
+		// member count, up to a slab: a small batch gets about what it needs rather than
+		// a slab mostly unused, which costs its zeroing and GC work all the same.
+		avg := (f.used + f.framed - 1) / max(f.framed, 1)
+		f.members = make([]Member, 0, max(n, min(memberSlab, max(n, avg)*f.left)))
 	}
+	f.used += n
+	f.framed++
 	// Fields are set one by one into the slab's zeroed memory: appending whole Members would
 	// cost a bulk write barrier for each while the GC runs, as it often does during a batch.
 	start := len(f.members)
@@ -235,7 +278,7 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 // id returns a pointer to data.id's decoded value, carved from a slab.
 func (f *fastScanner) id(a []byte, m fastMember) *string {
 	if len(f.ids) == cap(f.ids) {
-		f.ids = make([]string, 0, idSlab)
+		f.ids = make([]string, 0, max(1, min(idSlab, f.left)))
 	}
 	v := a[m.vs:m.ve]
 	f.ids = f.ids[:len(f.ids)+1]
@@ -292,6 +335,9 @@ func (f *fastScanner) str(a []byte, s, e int, escaped bool) string {
 // name returns b as a string shared between records: names and types repeat line after line,
 // and a shared copy does not keep the batch's arena alive.
 func (f *fastScanner) name(b []byte) string {
+	if len(b) > maxInterned {
+		return string(b)
+	}
 	if n, ok := f.intern[string(b)]; ok {
 		return n
 	}
@@ -428,19 +474,21 @@ func scanString(a []byte, i int) (int, bool, bool) {
 	i++
 	escaped := false
 	for {
-		for i+8 <= len(a) {
+		// Eight bytes at a time to the first one that is not plain; byte by byte near the end.
+		if i+8 <= len(a) {
 			m := stringStop(binary.LittleEndian.Uint64(a[i:]))
-			if m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
+			if m == 0 {
+				i += 8
+				continue
 			}
-			i += 8
-		}
-		for i < len(a) && plain[a[i]] {
-			i++
-		}
-		if i >= len(a) {
-			return 0, false, false
+			i += bits.TrailingZeros64(m) >> 3
+		} else {
+			for i < len(a) && plain[a[i]] {
+				i++
+			}
+			if i >= len(a) {
+				return 0, false, false
+			}
 		}
 		switch c := a[i]; {
 		case c == '"':

@@ -137,3 +137,43 @@ func FuzzFastPath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkFastAgrees(t, data) })
 }
+
+// TestFastScannerKeepsNothingOfABatch: a scanner put back for the next batch holds no
+// reference into the batch it framed, and no more than small names of it.
+func TestFastScannerKeepsNothingOfABatch(t *testing.T) {
+	f := newFastScanner(DefaultMaxDepth)
+	long := strings.Repeat("n", maxInterned+1)
+	var wide strings.Builder
+	wide.WriteString(`{"type":"Wide","data":{`)
+	for i := range maxKeptShape + 1 {
+		if i > 0 {
+			wide.WriteByte(',')
+		}
+		fmt.Fprintf(&wide, `"k%d":{"a":[{"b":1,"c":2}]}`, i)
+	}
+	wide.WriteString(`}}`)
+	for _, in := range []string{`{"type":"A","data":{"o":{"x":1,"y":{"z":2}},"` + long + `":1}}`, wide.String()} {
+		if !f.record([]byte(in), 1, &Record{}) {
+			t.Fatalf("fast path declined %.80s", in)
+		}
+	}
+	if _, ok := f.intern[long]; ok {
+		t.Error("a long name was interned")
+	}
+	putFastScanner(f)
+	for d, ks := range f.sets {
+		for _, k := range ks.keys[:cap(ks.keys)] {
+			if k != nil {
+				t.Fatalf("the key set of depth %d still holds %q", d, k)
+			}
+		}
+	}
+	for _, sh := range f.shapes {
+		if len(sh.names) > maxKeptShape {
+			t.Fatalf("a shape of %d names (%s) was kept", len(sh.names), sh.typ)
+		}
+	}
+	if f.members != nil || f.ids != nil {
+		t.Fatal("slabs handed to records were kept")
+	}
+}

@@ -176,7 +176,8 @@ func frameLines(body []byte, first, lines int, lim Limits, fast bool) ([]Record,
 	// never outgrows it), so the arena never reallocates.
 	arena := make([]byte, len(body))
 	copy(arena, body)
-	f := newFastScanner(lim.MaxDepth)
+	f := getFastScanner(lim.MaxDepth)
+	defer putFastScanner(f)
 	var s *scanner // the general scanner, for lines the fast path leaves to it
 	// One record per line at most: sized once, the slice never grows (records are large).
 	if lim.MaxLines > 0 {
@@ -215,6 +216,7 @@ func frameLines(body []byte, first, lines int, lim Limits, fast bool) ([]Record,
 		// rather than appending a zero Record saves a bulk write barrier per line.
 		records = records[:len(records)+1]
 		rec := &records[len(records)-1]
+		f.left = lines - (line - first)
 		if fast && f.record(arena[start:start+len(raw):start+len(raw)], line, rec) {
 			continue
 		}
