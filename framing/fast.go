@@ -36,6 +36,9 @@ type fastShape struct {
 	kind  RecordKind
 	typ   string
 	names []string // distinct
+	// What names says of the data rules (see dataRules).
+	id      int
+	refused bool
 }
 
 // fastShapes is how many tables' shapes are remembered: batches mix a few tables.
@@ -96,13 +99,15 @@ const maxInterned = 128
 // idSlab is how many ids one slab allocation holds.
 const idSlab = 1024
 
-// record frames a, one line that is not blank, into rec, or reports false when the general
-// scanner must decide about it. a must not change while the records live: their strings point
-// into it.
-func (f *fastScanner) record(a []byte, line int, rec *Record) bool {
+// record frames the line at the start of a (which runs on to the end of the part) into rec
+// and returns the index after its closing brace, or reports false when the general scanner
+// must decide about the line. Nothing valid in a compact line is a line break, so the scan
+// never crosses into the next line; the caller checks what follows the brace. a must not
+// change while the records live: their strings point into it.
+func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
 	n := len(a)
-	if n < 2 || a[0] != '{' || a[n-1] != '}' {
-		return false
+	if n < 2 || a[0] != '{' {
+		return 0, false
 	}
 	// Envelope members by bit: type, edge, from, to, data.
 	const (
@@ -133,28 +138,28 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) bool {
 		case hasPrefix(a[i:], `"data":`):
 			bit, i = hasData, i+7
 		default:
-			return false
+			return 0, false
 		}
 		if seen&bit != 0 {
-			return false // a duplicate
+			return 0, false // a duplicate
 		}
 		seen |= bit
 		if bit == hasData {
 			if i >= n || a[i] != '{' || f.maxDepth < 2 {
-				return false
+				return 0, false
 			}
 			end, ok := f.dataObject(a, i)
 			if !ok {
-				return false
+				return 0, false
 			}
 			i = end
 		} else {
 			if i >= n || a[i] != '"' {
-				return false
+				return 0, false
 			}
 			end, esc, ok := scanString(a, i)
 			if !ok {
-				return false
+				return 0, false
 			}
 			switch bit {
 			case hasType, hasEdge:
@@ -167,24 +172,25 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) bool {
 			i = end
 		}
 		if i >= n {
-			return false
+			return 0, false
 		}
 		if a[i] == ',' {
 			i++
 			continue
 		}
-		if a[i] != '}' || i != n-1 {
-			return false
+		if a[i] != '}' {
+			return 0, false
 		}
 		break
 	}
+	end := i + 1
 	switch seen &^ hasData {
 	case hasType:
 		rec.Kind = NodeRecord
 	case hasEdge | hasFrom | hasTo:
 		rec.Kind = EdgeRecord
 	default:
-		return false
+		return 0, false
 	}
 	switch {
 	case typEsc:
@@ -200,7 +206,7 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) bool {
 		rec.To = f.str(a, toS, toE, toEsc)
 	}
 	rec.Line = line
-	return f.fillData(a, rec)
+	return end, f.fillData(a, rec)
 }
 
 // fillData applies the data rules to the members f.dataObject found and fills rec.Data and
@@ -226,24 +232,20 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 			names[j] = f.name(a[m.ks:m.ke])
 		}
 		sh.names = names
+		sh.id, sh.refused = dataRules(names, rec.Kind)
+	}
+	id, refused := sh.id, sh.refused
+	if len(ms) < len(sh.names) {
+		id, refused = dataRules(sh.names[:len(ms)], rec.Kind)
+	}
+	if refused || (id >= 0 && a[ms[id].vs] != '"') {
+		return false
 	}
 	n := len(ms)
-	for j, m := range ms {
-		name := sh.names[j]
-		switch {
-		case name == "id":
-			if a[m.vs] != '"' {
-				return false
-			}
-			n--
-		case len(name) > 0 && name[0] == '_' && reservedPhysical(name):
-			return false
-		case rec.Kind == EdgeRecord && (name == "src" || name == "dst"):
-			return false
-		}
+	if id >= 0 {
+		n--
 	}
-	if n == 0 && len(ms) == 1 {
-		// Only "id".
+	if n == 0 { // only "id"
 		rec.ID = f.id(a, ms[0])
 		return true
 	}
@@ -262,7 +264,7 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 	f.members = f.members[:start+n]
 	k := start
 	for j, m := range ms {
-		if sh.names[j] == "id" {
+		if j == id {
 			rec.ID = f.id(a, m)
 			continue
 		}
@@ -273,6 +275,23 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 	}
 	rec.Data = f.members[start:k:k]
 	return true
+}
+
+// dataRules returns the index of "id" among a record's data member names (-1 without one),
+// and whether a name is refused: a reserved physical one, or "src" or "dst" in an edge.
+func dataRules(names []string, kind RecordKind) (id int, refused bool) {
+	id = -1
+	for j, name := range names {
+		switch {
+		case name == "id":
+			id = j
+		case len(name) > 0 && name[0] == '_' && reservedPhysical(name):
+			refused = true
+		case kind == EdgeRecord && (name == "src" || name == "dst"):
+			refused = true
+		}
+	}
+	return id, refused
 }
 
 // id returns a pointer to data.id's decoded value, carved from a slab.
@@ -296,7 +315,7 @@ func (f *fastScanner) shape(kind RecordKind, typ string) *fastShape {
 	}
 	sh := &f.shapes[f.next]
 	f.next = (f.next + 1) % fastShapes
-	*sh = fastShape{kind: kind, typ: typ}
+	*sh = fastShape{kind: kind, typ: typ, id: -1}
 	return sh
 }
 

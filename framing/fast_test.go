@@ -72,13 +72,24 @@ var slowLines = []string{
 	`{}`,
 	`[]`,
 	`"x"`,
+	`{"type":"A"}x`,
+	"{\"type\":\"A\"}\r",
+	"{\"type\":\"A\"}\r\r",
+	"{\"type\":\"A\"}\rx",
+	"{\"type\":\"A\"}\f",
+}
+
+// takes reports whether the fast path frames the whole of line in into rec.
+func takes(f *fastScanner, in string, line int, rec *Record) bool {
+	end, ok := f.record([]byte(in), line, rec)
+	return ok && end == len(in)
 }
 
 func TestFastPathTakesCompactLines(t *testing.T) {
 	for _, in := range fastLines {
 		f := newFastScanner(DefaultMaxDepth)
 		var got Record
-		if !f.record([]byte(in), 3, &got) {
+		if !takes(f, in, 3, &got) {
 			t.Errorf("fast path declined %s", in)
 			continue
 		}
@@ -97,12 +108,12 @@ func TestFastPathLeavesTheRest(t *testing.T) {
 	for _, in := range slowLines {
 		f := newFastScanner(DefaultMaxDepth)
 		var rec Record
-		if f.record([]byte(in), 1, &rec) {
+		if takes(f, in, 1, &rec) {
 			t.Errorf("fast path took %s", in)
 		}
 	}
 	// The depth limit applies to "data" itself.
-	if f := newFastScanner(1); f.record([]byte(`{"type":"A","data":{}}`), 1, &Record{}) {
+	if f := newFastScanner(1); takes(f, `{"type":"A","data":{}}`, 1, &Record{}) {
 		t.Error("fast path took data beyond a depth limit of 1")
 	}
 }
@@ -113,9 +124,11 @@ func TestFastAgreesWithGeneral(t *testing.T) {
 	all := append(append([]string{}, fastLines...), slowLines...)
 	for i := range all {
 		for j := range all {
-			body := []byte(all[i] + "\r\n\n" + all[j] + "\n" + all[i])
-			checkFastAgrees(t, body)
+			checkFastAgrees(t, []byte(all[i]+"\r\n\n"+all[j]+"\n"+all[i]))
+			checkFastAgrees(t, []byte(all[i]+all[j]))
 		}
+		// Past tinyLimits' MaxLines.
+		checkFastAgrees(t, []byte(strings.Repeat(all[i]+"\n", 8)))
 	}
 }
 
@@ -153,7 +166,7 @@ func TestFastScannerKeepsNothingOfABatch(t *testing.T) {
 	}
 	wide.WriteString(`}}`)
 	for _, in := range []string{`{"type":"A","data":{"o":{"x":1,"y":{"z":2}},"` + long + `":1}}`, wide.String()} {
-		if !f.record([]byte(in), 1, &Record{}) {
+		if !takes(f, in, 1, &Record{}) {
 			t.Fatalf("fast path declined %.80s", in)
 		}
 	}
@@ -175,5 +188,37 @@ func TestFastScannerKeepsNothingOfABatch(t *testing.T) {
 	}
 	if f.members != nil || f.ids != nil {
 		t.Fatal("slabs handed to records were kept")
+	}
+}
+
+// TestFastShapes: one scanner frames a sequence of lines of one table, so that names follow
+// the remembered shape, a prefix of it, or differ; a line is taken exactly when the general
+// scanner accepts it, with the same record.
+func TestFastShapes(t *testing.T) {
+	f := newFastScanner(DefaultMaxDepth)
+	for i, in := range []string{
+		`{"type":"S","data":{"id":"a","x":1,"y":2}}`,
+		`{"type":"S","data":{"id":"b","x":1,"y":2}}`,
+		`{"type":"S","data":{"id":"c","x":1}}`,
+		`{"type":"S","data":{"id":"d"}}`,
+		`{"type":"S","data":{"id":4}}`,
+		`{"type":"S","data":{"id":"e","x":1,"y":2,"z":3}}`,
+		`{"type":"S","data":{"x":1,"_rowid":2}}`,
+		`{"type":"S","data":{"x":1,"_rowid":2}}`,
+		`{"type":"S","data":{"x":1}}`,
+		`{"type":"S","data":{"x":1,"x":2}}`,
+		`{"edge":"S","from":"a","to":"b","data":{"x":1,"src":"a"}}`,
+		`{"edge":"S","from":"a","to":"b","data":{"x":1}}`,
+		`{"type":"S","data":{"x":1,"src":"a"}}`,
+	} {
+		recs := make([]Record, 1)
+		took := takes(f, in, i+1, &recs[0])
+		want, err := newScanner(DefaultMaxDepth, len(in)).record([]byte(in), i+1)
+		if took != (err == nil) {
+			t.Fatalf("%s: fast path took=%v, general scanner: %v", in, took, err)
+		}
+		if took && !reflect.DeepEqual(recs[0], want) {
+			t.Fatalf("%s:\nfast    %#v\ngeneral %#v", in, recs[0], want)
+		}
 	}
 }

@@ -187,6 +187,37 @@ func frameLines(body []byte, first, lines int, lim Limits, fast bool) ([]Record,
 	line := first - 1
 	for off := 0; off < len(body); {
 		start := off
+		line++
+		// The fast path finds the end of the line itself (no IndexByte pass over it), and
+		// applies the line's limits after it, which decides as the order below does: a line
+		// it takes has nothing else to refuse.
+		if fast && body[off] == '{' && (lim.MaxLines == 0 || line <= lim.MaxLines) {
+			// The slot is zero (records never outgrow their capacity): extending the slice
+			// rather than appending a zero Record saves a bulk write barrier per line.
+			records = records[:len(records)+1]
+			rec := &records[len(records)-1]
+			f.left = lines - (line - first)
+			if end, ok := f.record(arena[start:], line, rec); ok {
+				end += start
+				next := end
+				switch {
+				case end == len(body):
+				case body[end] == '\n':
+					next = end + 1
+				case body[end] == '\r' && end+1 < len(body) && body[end+1] == '\n':
+					next = end + 2
+				}
+				if next > end || end == len(body) {
+					if err := lineLimits(body[start:end], line, lim); err != nil {
+						return nil, err
+					}
+					off = next
+					continue
+				}
+			}
+			*rec = Record{}
+			records = records[:len(records)-1]
+		}
 		raw := body[off:]
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
 			raw = raw[:i]
@@ -197,10 +228,8 @@ func frameLines(body []byte, first, lines int, lim Limits, fast bool) ([]Record,
 		} else {
 			off = len(body) // the last line has no delimiter, so no CRLF either
 		}
-		line++
-		if len(raw) > lim.MaxLineBytes {
-			return nil, &errs.LineError{Line: line, Err: &errs.ResourceLimitExceeded{
-				Resource: ResourceLineBytes, Limit: uint64(lim.MaxLineBytes), Actual: uint64(len(raw))}}
+		if err := lineBytes(raw, line, lim); err != nil {
+			return nil, err
 		}
 		if lim.MaxLines > 0 && line > lim.MaxLines {
 			return nil, &errs.InvalidInput{Line: line, Reason: fmt.Sprintf("graph batch has more than %d lines", lim.MaxLines)}
@@ -208,18 +237,11 @@ func frameLines(body []byte, first, lines int, lim Limits, fast bool) ([]Record,
 		if blank(raw) {
 			continue
 		}
-		if actual, over := structuralSlots(raw, lim.MaxStructuralSlots); over {
-			return nil, &errs.LineError{Line: line, Err: &errs.ResourceLimitExceeded{
-				Resource: ResourceStructuralSlots, Limit: uint64(lim.MaxStructuralSlots), Actual: actual}}
+		if err := slots(raw, line, lim); err != nil {
+			return nil, err
 		}
-		// The slot is zero (records never outgrow their capacity): extending the slice
-		// rather than appending a zero Record saves a bulk write barrier per line.
 		records = records[:len(records)+1]
 		rec := &records[len(records)-1]
-		f.left = lines - (line - first)
-		if fast && f.record(arena[start:start+len(raw):start+len(raw)], line, rec) {
-			continue
-		}
 		if s == nil {
 			s = newScanner(lim.MaxDepth, 0)
 		}
@@ -233,6 +255,32 @@ func frameLines(body []byte, first, lines int, lim Limits, fast bool) ([]Record,
 		return nil, nil
 	}
 	return records, nil
+}
+
+// lineLimits applies to a line the fast path took the limits of a line, in their order.
+func lineLimits(raw []byte, line int, lim Limits) error {
+	if err := lineBytes(raw, line, lim); err != nil {
+		return err
+	}
+	return slots(raw, line, lim)
+}
+
+// lineBytes refuses a line over MaxLineBytes.
+func lineBytes(raw []byte, line int, lim Limits) error {
+	if len(raw) > lim.MaxLineBytes {
+		return &errs.LineError{Line: line, Err: &errs.ResourceLimitExceeded{
+			Resource: ResourceLineBytes, Limit: uint64(lim.MaxLineBytes), Actual: uint64(len(raw))}}
+	}
+	return nil
+}
+
+// slots refuses a line over MaxStructuralSlots.
+func slots(raw []byte, line int, lim Limits) error {
+	if actual, over := structuralSlots(raw, lim.MaxStructuralSlots); over {
+		return &errs.LineError{Line: line, Err: &errs.ResourceLimitExceeded{
+			Resource: ResourceStructuralSlots, Limit: uint64(lim.MaxStructuralSlots), Actual: actual}}
+	}
+	return nil
 }
 
 // blank reports a line of ASCII whitespace only (the reference's u8::is_ascii_whitespace:
