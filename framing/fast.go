@@ -36,6 +36,7 @@ type fastShape struct {
 	kind  RecordKind
 	typ   string
 	names []string // distinct
+	words []uint64 // the first 8 bytes of each name, zero-padded (see sameName)
 	// What names says of the data rules (see dataRules).
 	id      int
 	refused bool
@@ -219,7 +220,7 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 	sh := f.shape(rec.Kind, rec.Type)
 	follows := len(ms) <= len(sh.names)
 	for j := 0; follows && j < len(ms); j++ {
-		follows = sh.names[j] == unsafeString(a[ms[j].ks:ms[j].ke])
+		follows = sameName(a, ms[j], sh.names[j], sh.words[j])
 	}
 	if !follows {
 		if !distinct(a, ms) {
@@ -232,6 +233,12 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 			names[j] = f.name(a[m.ks:m.ke])
 		}
 		sh.names = names
+		sh.words = make([]uint64, len(names))
+		for j, name := range names {
+			var w [8]byte
+			copy(w[:], name)
+			sh.words[j] = binary.LittleEndian.Uint64(w[:])
+		}
 		sh.id, sh.refused = dataRules(names, rec.Kind)
 	}
 	id, refused := sh.id, sh.refused
@@ -275,6 +282,19 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 	}
 	rec.Data = f.members[start:k:k]
 	return true
+}
+
+// sameName reports whether member m is called name, whose first 8 bytes zero-padded are
+// word: a name of up to 8 bytes, as most are, is compared in one load rather than a call.
+func sameName(a []byte, m fastMember, name string, word uint64) bool {
+	n := m.ke - m.ks
+	if n != len(name) {
+		return false
+	}
+	if n <= 8 && m.ks+8 <= len(a) {
+		return binary.LittleEndian.Uint64(a[m.ks:])&(^uint64(0)>>(64-8*n)) == word
+	}
+	return name == unsafeString(a[m.ks:m.ke])
 }
 
 // dataRules returns the index of "id" among a record's data member names (-1 without one),

@@ -1,6 +1,7 @@
 package framing
 
 import (
+	"encoding/binary"
 	"fmt"
 	"reflect"
 	"strings"
@@ -219,6 +220,36 @@ func TestFastShapes(t *testing.T) {
 		}
 		if took && !reflect.DeepEqual(recs[0], want) {
 			t.Fatalf("%s:\nfast    %#v\ngeneral %#v", in, recs[0], want)
+		}
+	}
+}
+
+// TestSameName checks the one-load name comparison against string equality: every length
+// around the word size, a difference at every position, and names near the end of the input.
+func TestSameName(t *testing.T) {
+	word := func(name string) uint64 {
+		var w [8]byte
+		copy(w[:], name)
+		return binary.LittleEndian.Uint64(w[:])
+	}
+	for n := range 11 {
+		name := "abcdefghijk"[:n]
+		for _, pad := range []string{`":1,"x":2}`, ""} {
+			in := []byte(`{"` + name + pad)
+			m := fastMember{ks: 2, ke: 2 + n}
+			if !sameName(in, m, name, word(name)) {
+				t.Fatalf("%q: not the same as itself (pad %q)", name, pad)
+			}
+			for pos := range n {
+				other := []byte(name)
+				other[pos] ^= 0x20
+				if sameName(in, m, string(other), word(string(other))) {
+					t.Fatalf("%q the same as %q", name, other)
+				}
+			}
+			if n > 0 && sameName(in, m, name[:n-1], word(name[:n-1])) {
+				t.Fatalf("%q the same as %q", name, name[:n-1])
+			}
 		}
 	}
 }

@@ -208,8 +208,10 @@ func frameLines(body []byte, first, lines int, lim Limits, fast bool) ([]Record,
 					next = end + 2
 				}
 				if next > end || end == len(body) {
-					if err := lineLimits(body[start:end], line, lim); err != nil {
-						return nil, err
+					if n := end - start; n > lim.MaxLineBytes || n >= lim.MaxStructuralSlots {
+						if err := lineLimits(body[start:end], line, lim); err != nil {
+							return nil, err
+						}
 					}
 					off = next
 					continue
