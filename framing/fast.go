@@ -13,14 +13,15 @@ import (
 
 // The fast path frames the lines batches are made of in practice — compact JSON, as
 // serde_json and JSON.stringify write it — in one pass over the line, reading it in place in
-// the batch's arena copy: records are offsets into that copy, with no per-line copy, no
-// per-record allocation and no second walk over the members. It accepts a line only when it
+// the batch's arena copy: Data values are slices of that copy, with no per-line copy, no
+// second walk over the members, and one allocation at most per record (an edge's endpoints
+// and a supplied id, together; see own). It accepts a line only when it
 // is sure the general scanner (scanner.record) would accept it and build the same record;
 // anything else — whitespace between tokens, an escaped member name, any refusal — makes it
 // give up on the line, which the general scanner then frames or refuses with its exact
 // message. So refusals are never decided here, and the fast path is an optimisation of
-// accepted lines only; TestFastAgreesWithGeneral and FuzzParse hold the two to the same
-// records.
+// accepted lines only; TestFastAgreesWithGeneral, FuzzFastPath and FuzzParse hold the two
+// to the same records.
 
 // fastMember is one "data" member found by the fast path: its name and value as offsets into
 // the line.
@@ -54,6 +55,9 @@ type fastScanner struct {
 	members  []Member  // the slab records' Data slices are carved from
 	ids      []string  // the slab records' ID pointers point into
 	lastTyp  string    // the last record's type, which the next one most likely repeats
+	// data.id's content in the line (idS < 0 without one), for own.
+	idS, idE int
+	idEsc    bool
 	// To size slabs: the lines of the part not framed yet, and the data members and records
 	// framed so far.
 	left, used, framed int
@@ -202,12 +206,58 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
 		rec.Type = f.name(a[typS:typE])
 		f.lastTyp = rec.Type
 	}
-	if rec.Kind == EdgeRecord {
-		rec.From = f.str(a, fromS, fromE, fromEsc)
-		rec.To = f.str(a, toS, toE, toEsc)
-	}
 	rec.Line = line
-	return end, f.fillData(a, rec)
+	f.idS = -1
+	if !f.fillData(a, rec) {
+		return 0, false
+	}
+	if rec.Kind == EdgeRecord || f.idS >= 0 {
+		f.own(a, rec, [3]span{{fromS, fromE, fromEsc}, {toS, toE, toEsc}, {f.idS, f.idE, f.idEsc}})
+	}
+	return end, true
+}
+
+// span is a string value's content in the line.
+type span struct {
+	s, e    int
+	escaped bool
+}
+
+// own gives an edge its From and To, and a record with data.id its ID, decoded into one
+// allocation of their own: not views of the batch's copy, which a long-lived index keyed by
+// ids or endpoints (the engine keeps some) would otherwise keep whole; and one allocation,
+// not three, as they are kept or dropped together.
+func (f *fastScanner) own(a []byte, rec *Record, sp [3]span) {
+	if rec.Kind != EdgeRecord {
+		sp[0], sp[1] = span{}, span{}
+	}
+	if sp[2].s < 0 {
+		sp[2] = span{}
+	}
+	// Decoding never lengthens a string, so buf never reallocates.
+	buf := make([]byte, 0, (sp[0].e-sp[0].s)+(sp[1].e-sp[1].s)+(sp[2].e-sp[2].s))
+	var ends [3]int
+	for k, p := range sp {
+		if p.escaped {
+			buf = appendUnescaped(buf, a[p.s:p.e])
+		} else {
+			buf = append(buf, a[p.s:p.e]...)
+		}
+		ends[k] = len(buf)
+	}
+	if rec.Kind == EdgeRecord {
+		rec.From = unsafeString(buf[:ends[0]])
+		rec.To = unsafeString(buf[ends[0]:ends[1]])
+	}
+	if f.idS >= 0 {
+		if len(f.ids) == cap(f.ids) {
+			f.ids = make([]string, 0, max(1, min(idSlab, f.left)))
+		}
+		f.ids = f.ids[:len(f.ids)+1]
+		id := &f.ids[len(f.ids)-1]
+		*id = unsafeString(buf[ends[1]:ends[2]])
+		rec.ID = id
+	}
 }
 
 // fillData applies the data rules to the members f.dataObject found and fills rec.Data and
@@ -252,8 +302,11 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 	if id >= 0 {
 		n--
 	}
+	if id >= 0 {
+		v := ms[id]
+		f.idS, f.idE, f.idEsc = v.vs+1, v.ve-1, bytes.IndexByte(a[v.vs+1:v.ve-1], '\\') >= 0
+	}
 	if n == 0 { // only "id"
-		rec.ID = f.id(a, ms[0])
 		return true
 	}
 	if cap(f.members)-len(f.members) < n {
@@ -272,7 +325,6 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 	k := start
 	for j, m := range ms {
 		if j == id {
-			rec.ID = f.id(a, m)
 			continue
 		}
 		dst := &f.members[k]
@@ -314,18 +366,6 @@ func dataRules(names []string, kind RecordKind) (id int, refused bool) {
 	return id, refused
 }
 
-// id returns a pointer to data.id's decoded value, carved from a slab.
-func (f *fastScanner) id(a []byte, m fastMember) *string {
-	if len(f.ids) == cap(f.ids) {
-		f.ids = make([]string, 0, max(1, min(idSlab, f.left)))
-	}
-	v := a[m.vs:m.ve]
-	f.ids = f.ids[:len(f.ids)+1]
-	id := &f.ids[len(f.ids)-1]
-	*id = f.str(a, m.vs+1, m.ve-1, bytes.IndexByte(v, '\\') >= 0)
-	return id
-}
-
 // shape returns the remembered shape of a table, claiming a slot for one not seen yet.
 func (f *fastScanner) shape(kind RecordKind, typ string) *fastShape {
 	for k := range f.shapes {
@@ -360,15 +400,6 @@ func distinct(a []byte, ms []fastMember) bool {
 		}
 	}
 	return true
-}
-
-// str returns the decoded content a[s:e] of a string value. An unescaped one is not copied:
-// it points into the arena, as Data values do.
-func (f *fastScanner) str(a []byte, s, e int, escaped bool) string {
-	if escaped {
-		return string(unescape(a[s:e]))
-	}
-	return unsafeString(a[s:e])
 }
 
 // name returns b as a string shared between records: names and types repeat line after line,

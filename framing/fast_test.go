@@ -253,3 +253,26 @@ func TestSameName(t *testing.T) {
 		}
 	}
 }
+
+// TestFastStringsAreOwned: an edge's endpoints and a record's id outlive the batch's copy
+// (the engine keeps some in long-lived indexes), so they must not be views of it.
+func TestFastStringsAreOwned(t *testing.T) {
+	for _, in := range []string{
+		`{"edge":"E","from":"a\u0062","to":"c","data":{"id":"d\"e","w":1}}`,
+		`{"type":"N","data":{"id":"n1","x":"y"}}`,
+	} {
+		f := newFastScanner(DefaultMaxDepth)
+		a := []byte(in)
+		var rec Record
+		if end, ok := f.record(a, 1, &rec); !ok || end != len(a) {
+			t.Fatalf("fast path declined %s", in)
+		}
+		from, to, id := strings.Clone(rec.From), strings.Clone(rec.To), strings.Clone(*rec.ID)
+		for i := range a {
+			a[i] = 'X'
+		}
+		if rec.From != from || rec.To != to || *rec.ID != id {
+			t.Fatalf("%s: strings changed with the batch: %q %q %q", in, rec.From, rec.To, *rec.ID)
+		}
+	}
+}

@@ -52,9 +52,9 @@ func Parse(r io.Reader, lim Limits) ([]Record, error) {
 	return parseBody(body, lim)
 }
 
-// ParseBytes parses one batch held in memory. body is not modified or retained: records
-// point into one copy of it (a line with insignificant whitespace compacted over its own
-// bytes), their unescaped From, To and ID strings and their Data values alike.
+// ParseBytes parses one batch held in memory. body is not modified or retained: records'
+// Data values point into one copy of it (a line with insignificant whitespace compacted over
+// its own bytes); their From, To and ID strings are their own.
 func ParseBytes(body []byte, lim Limits) ([]Record, error) {
 	lim = lim.normalized()
 	if int64(len(body)) > lim.MaxBytes {
