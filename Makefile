@@ -78,6 +78,7 @@ fuzz:
 	$(FUZZ) ./lance -fuzz '^FuzzRowIDSequence$$'
 	$(FUZZ) ./lance -fuzz '^FuzzVersionSequence$$'
 	$(FUZZ) ./framing -fuzz '^FuzzParse$$'
+	$(FUZZ) ./framing -fuzz '^FuzzFastPath$$'
 	$(FUZZ) ./graph/pg -fuzz '^FuzzParse$$'
 	$(FUZZ) ./recovery -fuzz '^FuzzParse$$'
 	$(FUZZ) ./engine/rows -fuzz '^FuzzBuild$$'
