@@ -80,19 +80,34 @@ func getFastScanner(maxDepth int) *fastScanner {
 }
 
 func putFastScanner(f *fastScanner) {
+	f.reset()
+	fastScanners.Put(f)
+}
+
+// reset readies f for another batch.
+func (f *fastScanner) reset() {
 	f.members, f.ids, f.data = nil, nil, f.data[:0]
 	f.used, f.framed = 0, 0
 	// Nothing kept may point into the batch, nor grow with what one batch held.
-	for _, ks := range f.sets {
-		ks.release()
+	if cap(f.data) > maxKeptMembers {
+		f.data = nil
+	}
+	for d, ks := range f.sets {
+		if cap(ks.keys) > maxKeptMembers {
+			f.sets[d] = newKeySet()
+		} else {
+			ks.release()
+		}
 	}
 	for k := range f.shapes {
 		if len(f.shapes[k].names) > maxKeptShape {
 			f.shapes[k] = fastShape{}
 		}
 	}
-	fastScanners.Put(f)
 }
+
+// maxKeptMembers bounds the member buffers kept between batches.
+const maxKeptMembers = 1024
 
 // maxKeptShape is the most names of a shape kept between batches.
 const maxKeptShape = 256

@@ -152,7 +152,7 @@ func FuzzFastPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { checkFastAgrees(t, data) })
 }
 
-// TestFastScannerKeepsNothingOfABatch: a scanner put back for the next batch holds no
+// TestFastScannerKeepsNothingOfABatch: a scanner reset for the next batch holds no
 // reference into the batch it framed, and no more than small names of it.
 func TestFastScannerKeepsNothingOfABatch(t *testing.T) {
 	f := newFastScanner(DefaultMaxDepth)
@@ -174,7 +174,7 @@ func TestFastScannerKeepsNothingOfABatch(t *testing.T) {
 	if _, ok := f.intern[long]; ok {
 		t.Error("a long name was interned")
 	}
-	putFastScanner(f)
+	f.reset()
 	for d, ks := range f.sets {
 		for _, k := range ks.keys[:cap(ks.keys)] {
 			if k != nil {
@@ -189,6 +189,32 @@ func TestFastScannerKeepsNothingOfABatch(t *testing.T) {
 	}
 	if f.members != nil || f.ids != nil {
 		t.Fatal("slabs handed to records were kept")
+	}
+	// Nor are the buffers a wider line grew.
+	var wider strings.Builder
+	wider.WriteString(`{"type":"W","data":{"o":{`)
+	for i := range maxKeptMembers + 1 {
+		if i > 0 {
+			wider.WriteByte(',')
+		}
+		fmt.Fprintf(&wider, `"k%d":%d`, i, i)
+	}
+	wider.WriteString(`},"p":1`)
+	for i := range maxKeptMembers {
+		fmt.Fprintf(&wider, `,"q%d":%d`, i, i)
+	}
+	wider.WriteString(`}}`)
+	if !takes(f, wider.String(), 1, &Record{}) {
+		t.Fatal("fast path declined the wider line")
+	}
+	f.reset()
+	if cap(f.data) > maxKeptMembers {
+		t.Fatalf("kept a member buffer of %d", cap(f.data))
+	}
+	for d, ks := range f.sets {
+		if cap(ks.keys) > maxKeptMembers {
+			t.Fatalf("kept a key set of %d at depth %d", cap(ks.keys), d)
+		}
 	}
 }
 
