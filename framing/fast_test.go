@@ -137,8 +137,8 @@ func checkFastAgrees(t *testing.T, body []byte) {
 	t.Helper()
 	for _, lim := range []Limits{DefaultLimits(), tinyLimits.normalized()} {
 		lines := strings.Count(string(body), "\n") + 1
-		fast, ferr := frameLines(body, 1, lines, lim, true)
-		slow, serr := frameLines(body, 1, lines, lim, false)
+		fast, ferr := frameLines(body, 1, make([]Record, 0, recordCap(1, lines, lim)), lim, true)
+		slow, serr := frameLines(body, 1, make([]Record, 0, recordCap(1, lines, lim)), lim, false)
 		if fmt.Sprint(ferr) != fmt.Sprint(serr) || !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("%q: the fast path and the general scanner disagree:\n%v %#v\n%v %#v", body, ferr, fast, serr, slow)
 		}
@@ -299,6 +299,32 @@ func TestFastStringsAreOwned(t *testing.T) {
 		}
 		if rec.From != from || rec.To != to || *rec.ID != id {
 			t.Fatalf("%s: strings changed with the batch: %q %q %q", in, rec.From, rec.To, *rec.ID)
+		}
+	}
+}
+
+// TestPartsShareOneSlice: parts fill ranges of one records slice; blank lines leave gaps that
+// are closed, and a MaxLines ceiling bounds each part's range, whatever the number of parts.
+func TestPartsShareOneSlice(t *testing.T) {
+	var b strings.Builder
+	for i := range 600 {
+		switch {
+		case i%5 == 0:
+			b.WriteString("  \r\n")
+		case i%11 == 0:
+			fmt.Fprintf(&b, `{ "type":"Q","data":{"i":%d} }`+"\n", i) // the general scanner's
+		default:
+			fmt.Fprintf(&b, `{"edge":"E","from":"a%d","to":"b%d","data":{"id":"e%d"}}`+"\n", i, i, i)
+		}
+	}
+	body := []byte(b.String())
+	for _, lim := range []Limits{DefaultLimits(), Limits{MaxLines: 400}.normalized(), Limits{MaxLines: 600}.normalized()} {
+		one, oneErr := parseParts(body, lim, 1)
+		for _, parts := range []int{2, 3, 8} {
+			got, err := parseParts(body, lim, parts)
+			if fmt.Sprint(err) != fmt.Sprint(oneErr) || !reflect.DeepEqual(got, one) {
+				t.Fatalf("MaxLines %d, %d parts: %d records, %v; in one: %d, %v", lim.MaxLines, parts, len(got), err, len(one), oneErr)
+			}
 		}
 	}
 }

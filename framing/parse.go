@@ -112,7 +112,8 @@ func parseBody(body []byte, lim Limits) ([]Record, error) {
 	return parseParts(body, lim, parts)
 }
 
-// parseParts parses body in up to parts line-aligned parts at once.
+// parseParts parses body in up to parts line-aligned parts at once. The parts fill disjoint
+// ranges of one records slice, so joining them copies nothing unless blank lines left gaps.
 func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 	if parts < 2 {
 		return parseLines(body, 1, bytes.Count(body, newline)+1, lim)
@@ -120,11 +121,11 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 	type part struct {
 		body  []byte
 		first int // line number of its first line
-		lines int // at most this many lines
+		off   int // where its records go
 		recs  []Record
 	}
 	ps := make([]*part, 0, parts)
-	line := 1
+	line, total := 1, 0
 	for start := 0; start < len(body); {
 		end := len(body)
 		if len(ps) < parts-1 {
@@ -134,13 +135,26 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 			}
 		}
 		n := bytes.Count(body[start:end], newline)
-		ps = append(ps, &part{body: body[start:end], first: line, lines: n + 1})
+		lines := n // its lines exactly: each ends with '\n' but maybe the batch's last
+		if body[end-1] != '\n' {
+			lines++
+		}
+		ps = append(ps, &part{body: body[start:end], first: line, off: total})
+		total += recordCap(line, lines, lim)
 		line += n
 		start = end
 	}
+	all := make([]Record, total)
+	for k, p := range ps {
+		end := total
+		if k+1 < len(ps) {
+			end = ps[k+1].off
+		}
+		p.recs = all[p.off:p.off:end]
+	}
 	err := parallel.Each(ps, len(ps), func(p *part) error {
 		var err error
-		p.recs, err = parseLines(p.body, p.first, p.lines, lim)
+		p.recs, err = frameLines(p.body, p.first, p.recs, lim, true)
 		return err
 	})
 	if err != nil {
@@ -148,16 +162,24 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 	}
 	n := 0
 	for _, p := range ps {
+		if p.off != n {
+			copy(all[n:], p.recs)
+		}
 		n += len(p.recs)
 	}
 	if n == 0 {
 		return nil, nil
 	}
-	records := make([]Record, 0, n)
-	for _, p := range ps {
-		records = append(records, p.recs...)
+	clear(all[n:]) // what moved down is not kept twice
+	return all[:n:n], nil
+}
+
+// recordCap is how many records lines lines from line first can give at most.
+func recordCap(first, lines int, lim Limits) int {
+	if lim.MaxLines > 0 {
+		lines = max(0, min(lines, lim.MaxLines-first+1))
 	}
-	return records, nil
+	return lines
 }
 
 var newline = []byte{'\n'}
@@ -165,12 +187,12 @@ var newline = []byte{'\n'}
 // parseLines parses consecutive lines of a batch, the first of which is line number first;
 // there are at most lines of them.
 func parseLines(body []byte, first, lines int, lim Limits) ([]Record, error) {
-	return frameLines(body, first, lines, lim, true)
+	return frameLines(body, first, make([]Record, 0, recordCap(first, lines, lim)), lim, true)
 }
 
 // frameLines is parseLines, with the fast path or the general scanner alone (for tests
-// comparing them).
-func frameLines(body []byte, first, lines int, lim Limits, fast bool) ([]Record, error) {
+// comparing them), appending to records (zero, and with room for every line's record).
+func frameLines(body []byte, first int, records []Record, lim Limits, fast bool) ([]Record, error) {
 	// One copy of the part that records point into: a line the fast path takes is used in
 	// place, one the general scanner takes is compacted over its own bytes (its compact copy
 	// never outgrows it), so the arena never reallocates.
@@ -180,10 +202,7 @@ func frameLines(body []byte, first, lines int, lim Limits, fast bool) ([]Record,
 	defer putFastScanner(f)
 	var s *scanner // the general scanner, for lines the fast path leaves to it
 	// One record per line at most: sized once, the slice never grows (records are large).
-	if lim.MaxLines > 0 {
-		lines = min(lines, lim.MaxLines)
-	}
-	records := make([]Record, 0, lines)
+	lines := cap(records)
 	line := first - 1
 	for off := 0; off < len(body); {
 		start := off
