@@ -12,16 +12,17 @@ import (
 )
 
 // The fast path frames the lines batches are made of in practice — compact JSON, as
-// serde_json and JSON.stringify write it — in one pass over the line, reading it in place in
+// serde_json and JSON.stringify write it, or with spaces between the envelope's and the data
+// object's tokens, as json.dumps writes it — in one pass over the line, reading it in place in
 // the batch's arena copy: Data values are slices of that copy, with no per-line copy, no
 // second walk over the members, and one allocation at most per record (an edge's endpoints
-// and a supplied id, together; see own). It accepts a line only when it
-// is sure the general scanner (scanner.record) would accept it and build the same record;
-// anything else — whitespace between tokens, an escaped member name, any refusal — makes it
-// give up on the line, which the general scanner then frames or refuses with its exact
-// message. So refusals are never decided here, and the fast path is an optimisation of
-// accepted lines only; TestFastAgreesWithGeneral, FuzzFastPath and FuzzParse hold the two
-// to the same records.
+// and a supplied id, together; see own). It accepts a line only when it is sure the general
+// scanner (scanner.record) would accept it and build the same record; anything else —
+// whitespace inside a value or around the line's object, an escaped member name, any
+// refusal — makes it give up on the line, which the general scanner then frames or refuses
+// with its exact message. So refusals are never decided here, and the fast path is an
+// optimisation of accepted lines only; TestFastAgreesWithGeneral, FuzzFastPath and FuzzParse
+// hold the two to the same records.
 
 // fastMember is one "data" member found by the fast path: its name and value as offsets into
 // the line.
@@ -141,30 +142,31 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
 	var typS, typE, fromS, fromE, toS, toE int
 	var typEsc, fromEsc, toEsc bool
 	f.data = f.data[:0]
-	i := 1
+	i := skipSpace(a, 1)
 	for {
 		// A member name of the envelope, matched as written: an escaped or unknown one is
-		// for the general scanner (which refuses the unknown ones).
-		// Each is matched with the first byte of its value in one 8-byte compare (every
-		// member, with its value and what follows, is at least 8 bytes).
+		// for the general scanner (which refuses the unknown ones). Each is matched with its
+		// colon in one compare of a word (every member, with its value and what follows, is
+		// at least 8 bytes).
 		if i+8 > n {
 			return 0, false
 		}
 		var bit uint8
 		switch w := binary.LittleEndian.Uint64(a[i:]); {
-		case w == wordType:
+		case w&(1<<56-1) == wordType:
 			bit, i = hasType, i+7
-		case w == wordEdge:
+		case w&(1<<56-1) == wordEdge:
 			bit, i = hasEdge, i+7
-		case w == wordFrom:
+		case w&(1<<56-1) == wordFrom:
 			bit, i = hasFrom, i+7
-		case w&(1<<48-1) == wordTo:
+		case w&(1<<40-1) == wordTo:
 			bit, i = hasTo, i+5
-		case w == wordData:
+		case w&(1<<56-1) == wordData:
 			bit, i = hasData, i+7
 		default:
 			return 0, false
 		}
+		i = skipSpace(a, i)
 		if seen&bit != 0 {
 			return 0, false // a duplicate
 		}
@@ -196,11 +198,11 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
 			}
 			i = end
 		}
-		if i >= n {
+		if i = skipSpace(a, i); i >= n {
 			return 0, false
 		}
 		if a[i] == ',' {
-			i++
+			i = skipSpace(a, i+1)
 			continue
 		}
 		if a[i] != '}' {
@@ -237,14 +239,25 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
 	return end, true
 }
 
-// The envelope's member names with the first byte of their value, as little-endian words.
+// The envelope's member names with their colon, as little-endian words.
 var (
-	wordType = wordOf(`"type":"`)
-	wordEdge = wordOf(`"edge":"`)
-	wordFrom = wordOf(`"from":"`)
-	wordTo   = wordOf(`"to":"`)
-	wordData = wordOf(`"data":{`)
+	wordType = wordOf(`"type":`)
+	wordEdge = wordOf(`"edge":`)
+	wordFrom = wordOf(`"from":`)
+	wordTo   = wordOf(`"to":`)
+	wordData = wordOf(`"data":`)
 )
+
+// skipSpace skips the whitespace a line may hold between the envelope's and the data
+// object's tokens, as json.dumps writes it (", " and ": "): none of it is part of a value,
+// so values stay compact slices of the line. A '\n' is never skipped: the scan stays in its
+// line.
+func skipSpace(a []byte, i int) int {
+	for i < len(a) && (a[i] == ' ' || a[i] == '\t' || a[i] == '\r') {
+		i++
+	}
+	return i
+}
 
 // wordOf is the first 8 bytes of s, zero-padded, as a little-endian word.
 func wordOf(s string) uint64 {
@@ -455,7 +468,7 @@ func (f *fastScanner) name(b []byte) string {
 // dataObject scans the "data" object at a[i] == '{', collecting its members in f.data; it
 // returns the index after it.
 func (f *fastScanner) dataObject(a []byte, i int) (int, bool) {
-	i++
+	i = skipSpace(a, i+1)
 	if i < len(a) && a[i] == '}' {
 		return i + 1, true
 	}
@@ -464,23 +477,28 @@ func (f *fastScanner) dataObject(a []byte, i int) (int, bool) {
 			return 0, false
 		}
 		end, esc, ok := scanString(a, i)
-		if !ok || esc || end >= len(a) || a[end] != ':' {
+		if !ok || esc {
 			return 0, false
 		}
-		vs := end + 1
+		colon := skipSpace(a, end)
+		if colon >= len(a) || a[colon] != ':' {
+			return 0, false
+		}
+		vs := skipSpace(a, colon+1)
 		ve, ok := f.value(a, vs, 2)
 		if !ok {
 			return 0, false
 		}
 		f.data = append(f.data, fastMember{ks: i + 1, ke: end - 1, vs: vs, ve: ve})
-		if ve >= len(a) {
+		next := skipSpace(a, ve)
+		if next >= len(a) {
 			return 0, false
 		}
-		switch a[ve] {
+		switch a[next] {
 		case ',':
-			i = ve + 1
+			i = skipSpace(a, next+1)
 		case '}':
-			return ve + 1, true
+			return next + 1, true
 		default:
 			return 0, false
 		}

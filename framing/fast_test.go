@@ -23,16 +23,33 @@ var fastLines = []string{
 	`{"type":"Doc","data":{"tags":["a","b",[],{}],"owner":{"name":"t","since":19723,"deep":[{"k":1},{"k":1}]},"ok":true,"no":false,"nil":null}}`,
 	`{"type":"Num","data":{"a":-0,"b":0.25,"c":1e308,"d":-1.5E-400,"e":12345678901234567890123,"f":2e+3}}`,
 	`{"type":"Person","data":{"name":"x","_custom":1,"src":"a node may","dst":"say so"}}`,
+	`{ "type":"Person"}`,
+	`{"type": "Person"}`,
+	`{"type":"Person","data":{"a": 1}}`,
+	`{"type": "Person", "data": {"handle": "p1", "name": "n", "age": 3, "score": 0.5}}`,
+	`{"edge": "Knows", "from": "a", "to": "b", "data": {"id": "k", "since": 1}}`,
+	"{ \"type\":\t\"P\" ,\r\"data\": { \"a\" : 1 , \"b\" : \"x\" , \"id\" : \"i\" } }",
+	`{"type":"P","data":{ }}`,
+	`{"type":"P","data":{"o":{"x":1},"l":[1,2]} }`,
 	`{"type":"Wide","data":{"a0":0,"a1":1,"a2":2,"a3":3,"a4":4,"a5":5,"a6":6,"a7":7,"a8":8,"a9":9,"b0":0,"b1":1,"b2":2,"b3":3,"b4":4,"b5":5,"b6":6,"b7":7,"b8":8,"b9":9}}`,
 }
 
 // slowLines are lines the fast path must leave to the general scanner: every refusal, and
-// accepted lines outside its compact form.
+// accepted lines outside its form (whitespace inside a value, or around the line's object).
 var slowLines = []string{
-	`{ "type":"Person"}`,
-	`{"type": "Person"}`,
-	`{"type":"Person","data":{"a": 1}}`,
 	`{"type":"Person","data":{"a":[1, 2]}}`,
+	`{"type":"Person","data":{"a":{"b": 1}}}`,
+	`{"type":"Person","data":{"a":[ 1]}}`,
+	` {"type":"Person"}`,
+	"{\"type\":\"Person\"}\t",
+	`{"type" "Person"}`,
+	`{"type" :"Person"}`,
+	`{"type":"Person" "data":{}}`,
+	`{"type":"Person","data":{"a" 1}}`,
+	`{"type":"Person","data":{"a":1 "b":2}}`,
+	`{"type":"Person","data":{"a":1,}}`,
+	`{"type":"Person","data":{"a":1, }}`,
+	`{"type":"Person", }`,
 	`{"type":"Person"} `,
 	`{"t\u0079pe":"Person"}`,
 	`{"type":"Person","data":{"n\u0061me":1}}`,
