@@ -5,7 +5,7 @@ GOFLAGS   ?=
 export GOFLAGS
 
 SHELL     := /bin/bash
-.PHONY: run test unit race lance-compat bench crash fuzz vet build npm clean soak
+.PHONY: run test unit race lance-compat bench bench-framing crash fuzz vet build npm clean soak
 
 build:
 	$(GO) build -o bin/worker ./cmd/worker
@@ -53,6 +53,10 @@ crash:
 bench: npm
 	$(GO) run ./integration/bench -script $(NODE_DIR)/compat.mjs
 
+# Only the framing lines of `make bench` (MB/s per core, alone and with the Arrow build): no Node.
+bench-framing:
+	$(GO) run ./integration/bench -only framing
+
 # `worker run` under a steady stream (SOAK_MINUTES, default 10) with its memory, descriptors
 # and goroutines printed each minute and their slopes at the end; not part of `make test`.
 SOAK_MINUTES ?= 10
@@ -74,6 +78,7 @@ fuzz:
 	$(FUZZ) ./lance -fuzz '^FuzzRowIDSequence$$'
 	$(FUZZ) ./lance -fuzz '^FuzzVersionSequence$$'
 	$(FUZZ) ./framing -fuzz '^FuzzParse$$'
+	$(FUZZ) ./framing -fuzz '^FuzzFastPath$$'
 	$(FUZZ) ./graph/pg -fuzz '^FuzzParse$$'
 	$(FUZZ) ./recovery -fuzz '^FuzzParse$$'
 	$(FUZZ) ./engine/rows -fuzz '^FuzzBuild$$'

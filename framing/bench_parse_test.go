@@ -1,6 +1,7 @@
 package framing_test
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/omnigraph/omnigraph-worker/framing"
@@ -16,6 +17,12 @@ func BenchmarkParse8192Wide(b *testing.B) { benchParse(b, framing.WideBatch8192(
 func BenchmarkParseSmall1k1k(b *testing.B) { benchParse(b, benchdata.GraphBody(0, 1000), 2000) }
 
 func BenchmarkParseSmall4k4k(b *testing.B) { benchParse(b, benchdata.GraphBody(0, 4096), 8192) }
+
+// The 1k+1k batch as Python's json.dumps writes it, with ", " and ": " between tokens.
+func BenchmarkParseSpaced1k1k(b *testing.B) {
+	body := bytes.ReplaceAll(benchdata.GraphBody(0, 1000), []byte(`":`), []byte(`": `))
+	benchParse(b, bytes.ReplaceAll(body, []byte(`,"`), []byte(`, "`)), 2000)
+}
 
 func benchParse(b *testing.B, body []byte, want int) {
 	b.SetBytes(int64(len(body)))

@@ -127,8 +127,10 @@ func hex4(b []byte) (rune, bool) {
 }
 
 // unescape decodes the content of a validated JSON string.
-func unescape(b []byte) []byte {
-	out := make([]byte, 0, len(b))
+func unescape(b []byte) []byte { return appendUnescaped(make([]byte, 0, len(b)), b) }
+
+// appendUnescaped appends the decoded content of a validated JSON string to out.
+func appendUnescaped(out, b []byte) []byte {
 	for i := 0; i < len(b); {
 		c := b[i]
 		if c != '\\' {

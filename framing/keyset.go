@@ -25,6 +25,13 @@ func (s *keySet) reset() {
 	s.keys = s.keys[:0]
 }
 
+// release drops every name, so that a kept set holds no memory of the object it checked.
+func (s *keySet) release() {
+	clear(s.keys[:cap(s.keys)])
+	s.keys = s.keys[:0]
+	clear(s.table)
+}
+
 // add records k and reports false when k was already present.
 func (s *keySet) add(k []byte) bool {
 	if len(s.keys) < keySetListMax {

@@ -52,8 +52,9 @@ func Parse(r io.Reader, lim Limits) ([]Record, error) {
 	return parseBody(body, lim)
 }
 
-// ParseBytes parses one batch held in memory. body is not modified or retained: records
-// point into one compact copy of the accepted lines.
+// ParseBytes parses one batch held in memory. body is not modified or retained: records'
+// Data values point into one copy of it (a line with insignificant whitespace compacted over
+// its own bytes); their From, To and ID strings are their own.
 func ParseBytes(body []byte, lim Limits) ([]Record, error) {
 	lim = lim.normalized()
 	if int64(len(body)) > lim.MaxBytes {
@@ -111,7 +112,8 @@ func parseBody(body []byte, lim Limits) ([]Record, error) {
 	return parseParts(body, lim, parts)
 }
 
-// parseParts parses body in up to parts line-aligned parts at once.
+// parseParts parses body in up to parts line-aligned parts at once. The parts fill disjoint
+// ranges of one records slice, so joining them copies nothing unless blank lines left gaps.
 func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 	if parts < 2 {
 		return parseLines(body, 1, bytes.Count(body, newline)+1, lim)
@@ -119,11 +121,11 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 	type part struct {
 		body  []byte
 		first int // line number of its first line
-		lines int // at most this many lines
+		off   int // where its records go
 		recs  []Record
 	}
 	ps := make([]*part, 0, parts)
-	line := 1
+	line, total := 1, 0
 	for start := 0; start < len(body); {
 		end := len(body)
 		if len(ps) < parts-1 {
@@ -133,13 +135,26 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 			}
 		}
 		n := bytes.Count(body[start:end], newline)
-		ps = append(ps, &part{body: body[start:end], first: line, lines: n + 1})
+		lines := n // its lines exactly: each ends with '\n' but maybe the batch's last
+		if body[end-1] != '\n' {
+			lines++
+		}
+		ps = append(ps, &part{body: body[start:end], first: line, off: total})
+		total += recordCap(line, lines, lim)
 		line += n
 		start = end
 	}
+	all := make([]Record, total)
+	for k, p := range ps {
+		end := total
+		if k+1 < len(ps) {
+			end = ps[k+1].off
+		}
+		p.recs = all[p.off:p.off:end]
+	}
 	err := parallel.Each(ps, len(ps), func(p *part) error {
 		var err error
-		p.recs, err = parseLines(p.body, p.first, p.lines, lim)
+		p.recs, err = frameLines(p.body, p.first, p.recs, lim, true)
 		return err
 	})
 	if err != nil {
@@ -147,16 +162,24 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 	}
 	n := 0
 	for _, p := range ps {
+		if p.off != n {
+			copy(all[n:], p.recs)
+		}
 		n += len(p.recs)
 	}
 	if n == 0 {
 		return nil, nil
 	}
-	records := make([]Record, 0, n)
-	for _, p := range ps {
-		records = append(records, p.recs...)
+	clear(all[n:]) // what moved down is not kept twice
+	return all[:n:n], nil
+}
+
+// recordCap is how many records lines lines from line first can give at most.
+func recordCap(first, lines int, lim Limits) int {
+	if lim.MaxLines > 0 {
+		lines = max(0, min(lines, lim.MaxLines-first+1))
 	}
-	return records, nil
+	return lines
 }
 
 var newline = []byte{'\n'}
@@ -164,15 +187,58 @@ var newline = []byte{'\n'}
 // parseLines parses consecutive lines of a batch, the first of which is line number first;
 // there are at most lines of them.
 func parseLines(body []byte, first, lines int, lim Limits) ([]Record, error) {
-	// Compact copies never outgrow their lines, so the arena never reallocates.
-	s := newScanner(lim.MaxDepth, len(body))
+	return frameLines(body, first, make([]Record, 0, recordCap(first, lines, lim)), lim, true)
+}
+
+// frameLines is parseLines, with the fast path or the general scanner alone (for tests
+// comparing them), appending to records (zero, and with room for every line's record).
+func frameLines(body []byte, first int, records []Record, lim Limits, fast bool) ([]Record, error) {
+	// One copy of the part that records point into: a line the fast path takes is used in
+	// place, one the general scanner takes is compacted over its own bytes (its compact copy
+	// never outgrows it), so the arena never reallocates.
+	arena := make([]byte, len(body))
+	copy(arena, body)
+	f := getFastScanner(lim.MaxDepth)
+	defer putFastScanner(f)
+	var s *scanner // the general scanner, for lines the fast path leaves to it
 	// One record per line at most: sized once, the slice never grows (records are large).
-	if lim.MaxLines > 0 {
-		lines = min(lines, lim.MaxLines)
-	}
-	records := make([]Record, 0, lines)
+	lines := cap(records)
 	line := first - 1
 	for off := 0; off < len(body); {
+		start := off
+		line++
+		// The fast path finds the end of the line itself (no IndexByte pass over it), and
+		// applies the line's limits after it, which decides as the order below does: a line
+		// it takes has nothing else to refuse.
+		if fast && body[off] == '{' && (lim.MaxLines == 0 || line <= lim.MaxLines) {
+			// The slot is zero (records never outgrow their capacity): extending the slice
+			// rather than appending a zero Record saves a bulk write barrier per line.
+			records = records[:len(records)+1]
+			rec := &records[len(records)-1]
+			f.left = lines - (line - first)
+			if end, ok := f.record(arena[start:], line, rec); ok {
+				end += start
+				next := end
+				switch {
+				case end == len(body):
+				case body[end] == '\n':
+					next = end + 1
+				case body[end] == '\r' && end+1 < len(body) && body[end+1] == '\n':
+					next = end + 2
+				}
+				if next > end || end == len(body) {
+					if n := end - start; n > lim.MaxLineBytes || n >= lim.MaxStructuralSlots {
+						if err := lineLimits(body[start:end], line, lim); err != nil {
+							return nil, err
+						}
+					}
+					off = next
+					continue
+				}
+			}
+			*rec = Record{}
+			records = records[:len(records)-1]
+		}
 		raw := body[off:]
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
 			raw = raw[:i]
@@ -183,10 +249,8 @@ func parseLines(body []byte, first, lines int, lim Limits) ([]Record, error) {
 		} else {
 			off = len(body) // the last line has no delimiter, so no CRLF either
 		}
-		line++
-		if len(raw) > lim.MaxLineBytes {
-			return nil, &errs.LineError{Line: line, Err: &errs.ResourceLimitExceeded{
-				Resource: ResourceLineBytes, Limit: uint64(lim.MaxLineBytes), Actual: uint64(len(raw))}}
+		if err := lineBytes(raw, line, lim); err != nil {
+			return nil, err
 		}
 		if lim.MaxLines > 0 && line > lim.MaxLines {
 			return nil, &errs.InvalidInput{Line: line, Reason: fmt.Sprintf("graph batch has more than %d lines", lim.MaxLines)}
@@ -194,20 +258,50 @@ func parseLines(body []byte, first, lines int, lim Limits) ([]Record, error) {
 		if blank(raw) {
 			continue
 		}
-		if actual, over := structuralSlots(raw, lim.MaxStructuralSlots); over {
-			return nil, &errs.LineError{Line: line, Err: &errs.ResourceLimitExceeded{
-				Resource: ResourceStructuralSlots, Limit: uint64(lim.MaxStructuralSlots), Actual: actual}}
-		}
-		rec, err := s.record(raw, line)
-		if err != nil {
+		if err := slots(raw, line, lim); err != nil {
 			return nil, err
 		}
-		records = append(records, rec)
+		records = records[:len(records)+1]
+		rec := &records[len(records)-1]
+		if s == nil {
+			s = newScanner(lim.MaxDepth, 0)
+		}
+		s.arena = arena[:start]
+		var err error
+		if *rec, err = s.record(raw, line); err != nil {
+			return nil, err
+		}
 	}
 	if len(records) == 0 {
 		return nil, nil
 	}
 	return records, nil
+}
+
+// lineLimits applies to a line the fast path took the limits of a line, in their order.
+func lineLimits(raw []byte, line int, lim Limits) error {
+	if err := lineBytes(raw, line, lim); err != nil {
+		return err
+	}
+	return slots(raw, line, lim)
+}
+
+// lineBytes refuses a line over MaxLineBytes.
+func lineBytes(raw []byte, line int, lim Limits) error {
+	if len(raw) > lim.MaxLineBytes {
+		return &errs.LineError{Line: line, Err: &errs.ResourceLimitExceeded{
+			Resource: ResourceLineBytes, Limit: uint64(lim.MaxLineBytes), Actual: uint64(len(raw))}}
+	}
+	return nil
+}
+
+// slots refuses a line over MaxStructuralSlots.
+func slots(raw []byte, line int, lim Limits) error {
+	if actual, over := structuralSlots(raw, lim.MaxStructuralSlots); over {
+		return &errs.LineError{Line: line, Err: &errs.ResourceLimitExceeded{
+			Resource: ResourceStructuralSlots, Limit: uint64(lim.MaxStructuralSlots), Actual: actual}}
+	}
+	return nil
 }
 
 // blank reports a line of ASCII whitespace only (the reference's u8::is_ascii_whitespace:

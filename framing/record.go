@@ -28,6 +28,10 @@ func (k RecordKind) String() string {
 // Record is one logical graph-batch line. Nothing here is checked against a schema: unknown
 // types, unknown data fields, property value types, @key canonical ids and edge endpoints
 // are the engine's to check.
+//
+// A batch's records' Data values share one copy of its bytes, so they must not be written
+// to; Type, From, To and ID are strings of their own, which an index may keep without
+// keeping the batch.
 type Record struct {
 	Line int        // 1-based line number in the batch (blank lines counted)
 	Kind RecordKind // NodeRecord or EdgeRecord
