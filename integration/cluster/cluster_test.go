@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,38 +20,17 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/omnigraph/omnigraph-worker/internal/proctest"
 )
 
 var bin struct{ worker, nats string }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cluster-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	bin.worker, bin.nats = filepath.Join(dir, "worker"), filepath.Join(dir, "nats-server")
-	for out, pkg := range map[string]string{bin.worker: "github.com/omnigraph/omnigraph-worker/cmd/worker", bin.nats: "github.com/nats-io/nats-server/v2"} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build", pkg, err)
-			os.Exit(2)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	proctest.Main(m, map[*string]string{&bin.worker: proctest.Worker, &bin.nats: proctest.NATSServer})
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return proctest.FreePort(t) }
 
 // node is one nats-server process of the cluster.
 type node struct {

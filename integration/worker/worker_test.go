@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,40 +21,18 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/omnigraph/omnigraph-worker/internal/proctest"
+
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
 var bin struct{ worker, nats, s3 string }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "worker-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	bin.worker, bin.nats, bin.s3 = filepath.Join(dir, "worker"), filepath.Join(dir, "nats-server"), filepath.Join(dir, "gofakes3")
-	for out, pkg := range map[string]string{bin.worker: "github.com/omnigraph/omnigraph-worker/cmd/worker", bin.nats: "github.com/nats-io/nats-server/v2",
-		bin.s3: "github.com/johannesboyne/gofakes3/cmd/gofakes3"} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build", pkg, err)
-			os.Exit(2)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	proctest.Main(m, map[*string]string{&bin.worker: proctest.Worker, &bin.nats: proctest.NATSServer, &bin.s3: proctest.GoFakeS3})
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return proctest.FreePort(t) }
 
 // natsServer runs a real nats-server process with JetStream and a max_payload for 32 MiB batches.
 type natsServer struct {

@@ -1,0 +1,67 @@
+// Package proctest is what the suites that run real processes share: the binaries they start
+// (the worker, nats-server, gofakes3), built once per test binary, and free loopback ports.
+package proctest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Packages the suites build, by the name they are run under.
+const (
+	Worker     = "github.com/omnigraph/omnigraph-worker/cmd/worker"
+	NATSServer = "github.com/nats-io/nats-server/v2"
+	GoFakeS3   = "github.com/johannesboyne/gofakes3/cmd/gofakes3"
+)
+
+// Main builds each package of bins into a temporary directory and sets the string it is keyed
+// by to the binary's path, runs the tests and removes the directory: a suite's TestMain is
+// this one call. A failed build ends the process with exit 2.
+func Main(m *testing.M, bins map[*string]string) {
+	dir, err := os.MkdirTemp("", "omnigraph-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	for path, pkg := range bins {
+		out := filepath.Join(dir, binaryName(pkg))
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg, err)
+			os.RemoveAll(dir)
+			os.Exit(2)
+		}
+		*path = out
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// binaryName is what `go build` names a package's binary: its last path element, or the one
+// before a major version suffix (nats-server for github.com/nats-io/nats-server/v2).
+func binaryName(pkg string) string {
+	base := path.Base(pkg)
+	if len(base) > 1 && base[0] == 'v' && strings.Trim(base[1:], "0123456789") == "" {
+		return path.Base(path.Dir(pkg))
+	}
+	return base
+}
+
+// FreePort is a loopback TCP port nothing listens on now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
