@@ -33,6 +33,7 @@ func main() {
 	warmup := flag.Int("warmup", 2, "minutes left out of the slopes (caches and pools filling)")
 	rate := flag.Int("rate", 20, "batches published per second")
 	rows := flag.Int("rows", 100, "people per batch (and as many edges)")
+	keys := flag.Int("keys", 50, "distinct batches, upserted in turn (mode merge): the graph stays this size, so what grows is the worker, not the data; 0 appends new rows forever")
 	flag.Parse()
 	if *minutes <= *warmup {
 		fmt.Fprintln(os.Stderr, "soak: -minutes must exceed -warmup")
@@ -40,13 +41,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *minutes, *warmup, *rate, *rows); err != nil {
+	if err := run(ctx, *minutes, *warmup, *rate, *rows, *keys); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, minutes, warmup, rate, rows int) error {
+func run(ctx context.Context, minutes, warmup, rate, rows, keys int) error {
 	dir, err := os.MkdirTemp("", "omnigraph-soak-")
 	if err != nil {
 		return err
@@ -99,7 +100,7 @@ func run(ctx context.Context, minutes, warmup, rate, rows int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("soak: %d min (%d warm-up), %d batches/s of %d+%d rows, worker pid %d\n", minutes, warmup, rate, rows, rows, w.Process.Pid)
+	fmt.Printf("soak: %d min (%d warm-up), %d batches/s of %d+%d rows over %d distinct batches (0: all new), worker pid %d\n", minutes, warmup, rate, rows, rows, keys, w.Process.Pid)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
 	minute := time.NewTicker(time.Minute)
@@ -112,8 +113,13 @@ func run(ctx context.Context, minutes, warmup, rate, rows int) error {
 			return ctx.Err()
 		case <-tick.C:
 			m := nats.NewMsg("omnigraph.soak.ingest")
-			m.Data = benchdata.GraphBody(published, rows)
-			m.Header.Set(ingest.HeaderMode, "append")
+			if keys > 0 {
+				m.Data = benchdata.GraphBody(published%keys, rows)
+				m.Header.Set(ingest.HeaderMode, "merge")
+			} else {
+				m.Data = benchdata.GraphBody(published, rows)
+				m.Header.Set(ingest.HeaderMode, "append")
+			}
 			m.Header.Set(ingest.HeaderMsgID, fmt.Sprintf("soak-%d", published))
 			if _, err := js.PublishMsgAsync(m); err != nil {
 				return fmt.Errorf("publish: %w", err)
