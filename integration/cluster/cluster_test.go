@@ -6,7 +6,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -240,22 +239,8 @@ type workerProc struct {
 	done chan error
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer collects a child's output while the test reads it.
+type syncBuffer = proctest.Output
 
 func startWorker(t *testing.T, root, urls string, extra ...string) *workerProc {
 	args := append([]string{"run", "--root", root, "--graph", "demo", "--nats-url", urls, "--http", "", "--ack-wait", "5s"}, extra...)
