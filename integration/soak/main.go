@@ -132,25 +132,25 @@ func run(ctx context.Context, minutes, warmup, rate, rows, keys int) error {
 			}
 			s.published = published
 			samples = append(samples, s)
-			fmt.Printf("soak: minute=%d rss_mib=%.1f fds=%d goroutines=%d published=%d applied=%d\n",
-				len(samples), s.rssMiB, s.fds, s.goroutines, s.published, s.applied)
+			fmt.Printf("soak: minute=%d rss_mib=%.1f heap_inuse_mib=%.1f fds=%d goroutines=%d published=%d applied=%d\n",
+				len(samples), s.rssMiB, s.heapMiB, s.fds, s.goroutines, s.published, s.applied)
 		}
 	}
 	after := samples[warmup:]
-	rss, fds, gor := slope(after, func(s sample) float64 { return s.rssMiB }), slope(after, func(s sample) float64 { return float64(s.fds) }),
-		slope(after, func(s sample) float64 { return float64(s.goroutines) })
+	rss, heap := slope(after, func(s sample) float64 { return s.rssMiB }), slope(after, func(s sample) float64 { return s.heapMiB })
+	fds, gor := slope(after, func(s sample) float64 { return float64(s.fds) }), slope(after, func(s sample) float64 { return float64(s.goroutines) })
 	last := samples[len(samples)-1]
 	gorText := fmt.Sprintf("%.2f", gor)
 	if last.goroutines < 0 {
 		gorText = "n/a" // the worker's metrics do not report go_goroutines
 	}
-	fmt.Printf("soak: slope rss_mib_per_min=%.2f fds_per_min=%.2f goroutines_per_min=%s applied=%d of %d published (worker log %s)\n",
-		rss, fds, gorText, last.applied, last.published, logf.Name())
+	fmt.Printf("soak: slope rss_mib_per_min=%.2f heap_inuse_mib_per_min=%.2f fds_per_min=%.2f goroutines_per_min=%s applied=%d of %d published (worker log %s)\n",
+		rss, heap, fds, gorText, last.applied, last.published, logf.Name())
 	return nil
 }
 
 type sample struct {
-	rssMiB             float64
+	rssMiB, heapMiB    float64
 	fds, goroutines    int
 	published, applied int
 }
@@ -191,6 +191,8 @@ func measure(pid int, httpAddr string) (sample, error) {
 		switch {
 		case f[0] == "go_goroutines":
 			s.goroutines = int(v)
+		case f[0] == "go_memstats_heap_inuse_bytes":
+			s.heapMiB = v / (1 << 20)
 		case strings.HasPrefix(f[0], "omnigraph_messages_total{") && strings.Contains(f[0], `outcome="committed"`):
 			s.applied = int(v)
 		}
