@@ -1,13 +1,10 @@
 package config
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"slices"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -23,6 +20,8 @@ type Loader struct {
 	required []string
 	file     *string
 	vals     map[string]*string
+	// sections, when set, lists the command sections a config file may hold (Sections).
+	sections func() map[string][]string
 }
 
 // Bind declares --config and a flag per named setting (its name with dashes: nats_url is
@@ -64,11 +63,7 @@ func (l *Loader) Load(getenv func(string) string) (*Config, error) {
 	// sources is where each set value came from, so that a refusal names it.
 	sources := map[string]string{}
 	bound := func(name string) bool { return slices.Contains(l.names, name) }
-	file := *l.file
-	if !l.Flagged("config") {
-		file = getenv(ConfigEnv)
-	}
-	if file != "" {
+	if file := l.configFile(getenv); file != "" {
 		if err := l.applyFile(&c, file, bound, sources); err != nil {
 			return nil, err
 		}
@@ -105,35 +100,70 @@ func (l *Loader) Load(getenv func(string) string) (*Config, error) {
 	return &c, nil
 }
 
+// entry is one top-level key of a config file and its value.
+type entry struct {
+	key, value *yaml.Node
+	where      string // "<file> line N" of the key
+}
+
+// fileEntries reads the config file's top-level keys in file order (so that of two bad keys
+// the first is named), refusing a file that is not a mapping or sets a key twice.
+func fileEntries(file string) ([]entry, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, &Error{Setting: "config", Source: file, Reason: err.Error()}
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, &Error{Setting: "config", Source: file, Reason: err.Error()}
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil // an empty file
+	}
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return nil, &Error{Setting: "config", Source: file, Reason: "want a mapping of settings to values"}
+	}
+	var out []entry
+	seen := map[string]int{}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		e := entry{key: top.Content[i], value: top.Content[i+1], where: fmt.Sprintf("%s line %d", file, top.Content[i].Line)}
+		if first, dup := seen[e.key.Value]; dup {
+			return nil, &Error{Setting: e.key.Value, Source: e.where, Reason: fmt.Sprintf("set twice (first on line %d)", first)}
+		}
+		seen[e.key.Value] = e.key.Line
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // applyFile sets the bound settings the YAML file names. Every key must be a setting, bound
 // or not: one file serves every command, and a misspelt key is refused wherever it is read.
 func (l *Loader) applyFile(c *Config, file string, bound func(string) bool, sources map[string]string) error {
-	raw, err := os.ReadFile(file)
+	entries, err := fileEntries(file)
 	if err != nil {
-		return &Error{Setting: "config", Source: file, Reason: err.Error()}
+		return err
 	}
-	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
-	dec.KnownFields(true)
-	var y map[string]yaml.Node
-	if err := dec.Decode(&y); err != nil && !errors.Is(err, io.EOF) {
-		return &Error{Setting: "config", Source: file, Reason: err.Error()}
-	}
-	// Keys in file order, so that of two bad keys the first is named, whatever map order.
-	keys := make([]string, 0, len(y))
-	for k := range y {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b string) int { return y[a].Line - y[b].Line })
-	for _, k := range keys {
-		node := y[k]
-		where := fmt.Sprintf("%s line %d", file, node.Line)
+	for _, e := range entries {
+		k, node, where := e.key.Value, *e.value, e.where
 		s, ok := lookup(k)
+		if !ok && l.sections != nil {
+			if flags, isSection := l.sections()[k]; isSection {
+				if err := eachSectionKey(file, k, &node, flags, func(string, *yaml.Node) {}); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		if !ok {
 			name := k
 			if name == "" {
 				name = `""` // an empty key, named visibly
 			}
 			return &Error{Setting: name, Source: where, Reason: "unknown setting"}
+		}
+		if node.Kind != yaml.ScalarNode {
+			return &Error{Setting: k, Source: where, Reason: "want a single value"}
 		}
 		if !bound(k) {
 			continue

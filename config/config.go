@@ -282,7 +282,7 @@ var (
 	// NATSSettings are taken by every command that talks to NATS.
 	NATSSettings = []string{"graph", "nats_url", "nats_creds", "nats_ca", "nats_cert", "nats_key", "stream", "dlq_stream", "events_stream"}
 	// RootSettings are taken by every command that opens a graph root.
-	RootSettings = []string{"local_fsync"}
+	RootSettings = []string{"root", "local_fsync"}
 )
 
 // AllSettings are the names of every setting, in the order `worker run -h` lists them.

@@ -46,7 +46,7 @@ type boundSettings struct {
 // bindSettings declares the config settings of the named groups (config.NATSSettings,
 // config.RootSettings) and --config on fs, with the tools' defaults: the same names, variables
 // and errors as `worker run`.
-func bindSettings(fs *pflag.FlagSet, groups ...[]string) *boundSettings {
+func bindSettings(fs *flagSet, groups ...[]string) *boundSettings {
 	var names []string
 	for _, g := range groups {
 		names = append(names, g...)
@@ -56,11 +56,13 @@ func bindSettings(fs *pflag.FlagSet, groups ...[]string) *boundSettings {
 
 // bindConfig binds names with defaults through config.Bind, which takes a Go flag set: the
 // Go flags are added to fs, and load tells the Go set which of them the command line gave.
-func bindConfig(fs *pflag.FlagSet, defaults config.Config, names ...string) *boundSettings {
+func bindConfig(fs *flagSet, defaults config.Config, names ...string) *boundSettings {
 	gofs := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
-	l := config.Bind(gofs, defaults, names...)
+	l := config.Bind(gofs, defaults, names...).Sections(commandSections)
 	fs.AddGoFlagSet(gofs)
-	return &boundSettings{Loader: l, gofs: gofs, fs: fs}
+	gofs.VisitAll(func(f *flag.Flag) { _ = fs.SetAnnotation(f.Name, settingAnnotation, []string{"true"}) })
+	fs.bound = &boundSettings{Loader: l, gofs: gofs, fs: fs.FlagSet}
+	return fs.bound
 }
 
 // require makes load refuse a config in which any of names is empty.
@@ -73,6 +75,14 @@ func (b *boundSettings) require(names ...string) *boundSettings {
 // not the Go set's record of what was given, which config reads to rank a flag above the file
 // and the environment: setting each given flag again on the Go set records it.
 func (b *boundSettings) load() (*config.Config, error) {
+	if err := b.sync(); err != nil {
+		return nil, err
+	}
+	return b.Load(getenv)
+}
+
+// sync records on the Go set the settings the command line gave (see load).
+func (b *boundSettings) sync() error {
 	var err error
 	b.fs.Visit(func(f *pflag.Flag) {
 		if b.gofs.Lookup(f.Name) != nil && err == nil {
@@ -80,15 +90,15 @@ func (b *boundSettings) load() (*config.Config, error) {
 		}
 	})
 	if err != nil {
-		return nil, &usageError{msg: err.Error()}
+		return &usageError{msg: err.Error()}
 	}
-	return b.Load(getenv)
+	return nil
 }
 
 // openRoot opens the graph root at uri as c says (local_fsync), with extra options.
 func openRoot(ctx context.Context, uri string, c *config.Config, extra ...storage.Option) (storage.Store, error) {
 	if uri == "" {
-		return nil, &usageError{msg: "--root is required"}
+		return nil, &usageError{msg: "--root is required (or " + config.EnvName("root") + ", or root: in the --config file)"}
 	}
 	return storage.Open(ctx, uri, append(c.StorageOptions(), extra...)...)
 }
@@ -123,8 +133,8 @@ func refuseLiveWorker(st storage.Store, force bool) error {
 }
 
 // forceFlag is the override of refuseLiveWorker on commands that write the graph directly.
-func forceFlag(fs *pflag.FlagSet) *bool {
-	return fs.Bool("force", false, "write even though a running `worker run` seems to serve this root")
+func forceFlag(fs *flagSet) *bool {
+	return fs.Bool("force", false, "write even though a running worker (worker run) seems to serve this root")
 }
 
 // openGraph opens the graph at uri: read-write (full recovery on open, refused while a worker
@@ -154,32 +164,25 @@ func openGraph(ctx context.Context, uri string, c *config.Config, readWrite, for
 	return g, func() { st.Close() }, nil
 }
 
-func cmdInit(fs *pflag.FlagSet) runFunc {
-	root := fs.String("root", "", "graph root URI (path, file://, mem://, s3://, gs://, azblob://)")
-	schemaPath := fs.String("schema", "", "the .pg schema file")
-	fileVersion := fs.String("lance-file-version", "", "Lance data file version of every table: 2.0, 2.1 or 2.2 (default: the engine's)")
-	settings := bindSettings(fs, config.RootSettings)
+func cmdInit(fs *flagSet) runFunc {
+	settings := bindSettings(fs, config.RootSettings, []string{"schema", "lance_file_version"}).require("schema")
 	return func(ctx context.Context, args []string) error {
-		if *schemaPath == "" {
-			return &usageError{msg: "--schema is required"}
+		if len(args) != 0 {
+			return &usageError{msg: fmt.Sprintf("init takes no arguments (got %q)", args)}
 		}
 		c, err := settings.load()
 		if err != nil {
 			return err
 		}
 		var o engine.InitOptions
-		if *fileVersion != "" {
-			v, err := config.FileVersion(*fileVersion)
-			if err != nil {
-				return &usageError{msg: "--lance-file-version: " + err.Error()}
-			}
-			o.FileVersion = v
+		if c.LanceFileVersion != "" {
+			o.FileVersion, _ = config.FileVersion(c.LanceFileVersion) // validated with the config
 		}
-		src, err := os.ReadFile(*schemaPath)
+		src, err := os.ReadFile(c.Schema)
 		if err != nil {
 			return err
 		}
-		st, err := openRoot(ctx, *root, c)
+		st, err := openRoot(ctx, c.Root, c)
 		if err != nil {
 			return err
 		}
@@ -193,8 +196,7 @@ func cmdInit(fs *pflag.FlagSet) runFunc {
 	}
 }
 
-func cmdLoad(fs *pflag.FlagSet) runFunc {
-	root := fs.String("root", "", "graph root URI")
+func cmdLoad(fs *flagSet) runFunc {
 	branch := fs.String("branch", "main", "target branch")
 	mode := fs.String("mode", "merge", "append (strict insert), merge (upsert) or overwrite")
 	actor := fs.String("actor", "", "actor id recorded on the commit")
@@ -219,7 +221,7 @@ func cmdLoad(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		g, closeGraph, err := openGraph(ctx, *root, c, true, *force)
+		g, closeGraph, err := openGraph(ctx, c.Root, c, true, *force)
 		if err != nil {
 			return err
 		}
@@ -239,7 +241,7 @@ func cmdLoad(fs *pflag.FlagSet) runFunc {
 // cmdOptimize compacts a graph directly (--root, for a graph no worker serves: `worker run`
 // compacts its own graph as it goes) or asks the graph's worker to (--graph: a maintenance
 // request it applies in stream order under its lease).
-func cmdOptimize(fs *pflag.FlagSet) runFunc {
+func cmdOptimize(fs *flagSet) runFunc {
 	to := targetFlags(fs, "compact directly", "a maintenance request to omnigraph.<graph>.maintenance")
 	all := fs.Bool("all", false, "rewrite every fragment Lance's planner would (small ones and ones with many deletions), not only full size-tier runs")
 	fanout := fs.Int("fanout", engine.DefaultCompactionFanout, "size-tier fanout: merge the newest fragments once one size tier among them holds this many")
@@ -261,7 +263,7 @@ func cmdOptimize(fs *pflag.FlagSet) runFunc {
 		if c.Graph != "" {
 			return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout}, *actor, wait)
 		}
-		g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
+		g, closeGraph, err := openGraph(ctx, c.Root, c, true, *force)
 		if err != nil {
 			return err
 		}
@@ -276,7 +278,7 @@ func cmdOptimize(fs *pflag.FlagSet) runFunc {
 
 // cmdCleanup removes old versions directly (--root, a graph no worker serves) or asks the
 // graph's worker to (--graph); a preview unless --confirm.
-func cmdCleanup(fs *pflag.FlagSet) runFunc {
+func cmdCleanup(fs *flagSet) runFunc {
 	to := targetFlags(fs, "clean up directly", "a maintenance request to omnigraph.<graph>.maintenance")
 	keep := fs.Int("keep", 0, "newest versions to keep on each branch of every dataset (10 is a good start; below 3 loses recent history)")
 	olderThan := fs.String("older-than", "", "also keep every version younger than this (units s m h d w, e.g. 7d)")
@@ -302,7 +304,7 @@ func cmdCleanup(fs *pflag.FlagSet) runFunc {
 		if c.Graph != "" {
 			return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "cleanup", Keep: *keep, OlderThan: *olderThan, DryRun: !*confirm}, "", wait)
 		}
-		g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
+		g, closeGraph, err := openGraph(ctx, c.Root, c, true, *force)
 		if err != nil {
 			return err
 		}
@@ -321,8 +323,7 @@ func printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-func cmdExport(fs *pflag.FlagSet) runFunc {
-	root := fs.String("root", "", "graph root URI")
+func cmdExport(fs *flagSet) runFunc {
 	branch := fs.String("branch", "main", "branch to export")
 	version := fs.Uint64("version", 0, "__manifest version to export (0: latest)")
 	settings := bindSettings(fs, config.RootSettings)
@@ -331,7 +332,7 @@ func cmdExport(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		g, closeGraph, err := openGraph(ctx, *root, c, false, false)
+		g, closeGraph, err := openGraph(ctx, c.Root, c, false, false)
 		if err != nil {
 			return err
 		}
@@ -340,8 +341,7 @@ func cmdExport(fs *pflag.FlagSet) runFunc {
 	}
 }
 
-func cmdCommits(fs *pflag.FlagSet) runFunc {
-	root := fs.String("root", "", "graph root URI")
+func cmdCommits(fs *flagSet) runFunc {
 	branch := fs.String("branch", "main", "branch")
 	asJSON := fs.Bool("json", false, "print JSON")
 	settings := bindSettings(fs, config.RootSettings)
@@ -350,7 +350,7 @@ func cmdCommits(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		g, closeGraph, err := openGraph(ctx, *root, c, false, false)
+		g, closeGraph, err := openGraph(ctx, c.Root, c, false, false)
 		if err != nil {
 			return err
 		}
@@ -380,7 +380,7 @@ func orDash(s *string) string {
 }
 
 // cmdRun binds every setting, as config.Load does, root and graph required.
-func cmdRun(fs *pflag.FlagSet) runFunc {
+func cmdRun(fs *flagSet) runFunc {
 	settings := bindConfig(fs, config.Defaults(), config.AllSettings()...).require("root", "graph")
 	return func(ctx context.Context, args []string) error {
 		if len(args) != 0 {
@@ -521,8 +521,7 @@ func connectNATS(ctx context.Context, url string, opts []nats.Option, log *zap.L
 	}
 }
 
-func cmdRecover(fs *pflag.FlagSet) runFunc {
-	root := fs.String("root", "", "graph root URI")
+func cmdRecover(fs *flagSet) runFunc {
 	list := fs.Bool("list", false, "only list pending recovery sidecars; change nothing")
 	restoreDrift := fs.Bool("restore-drift", false, "then restore every table a writer outside a graph commit moved (table_drift) to its published version, and publish it")
 	force := forceFlag(fs)
@@ -532,7 +531,7 @@ func cmdRecover(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		st, err := openRoot(ctx, *root, c, storage.MustExist())
+		st, err := openRoot(ctx, c.Root, c, storage.MustExist())
 		if err != nil {
 			return err
 		}
@@ -607,9 +606,8 @@ func cmdRecover(fs *pflag.FlagSet) runFunc {
 }
 
 // cmdBranch is `branch create|list|delete`: each subcommand declares only the flags it takes.
-func cmdBranch(sub string) func(fs *pflag.FlagSet) runFunc {
-	return func(fs *pflag.FlagSet) runFunc {
-		root := fs.String("root", "", "graph root URI")
+func cmdBranch(sub string) func(fs *flagSet) runFunc {
+	return func(fs *flagSet) runFunc {
 		from, asJSON, force := new(string), new(bool), new(bool)
 		switch sub {
 		case "create":
@@ -632,7 +630,7 @@ func cmdBranch(sub string) func(fs *pflag.FlagSet) runFunc {
 			if err != nil {
 				return err
 			}
-			g, closeGraph, err := openGraph(ctx, *root, c, false, false)
+			g, closeGraph, err := openGraph(ctx, c.Root, c, false, false)
 			if err != nil {
 				return err
 			}

@@ -11,16 +11,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 )
 
 // cmdDLQ is the operators' dead-letter tool: list, show, replay.
-func cmdDLQ(sub string) func(fs *pflag.FlagSet) runFunc {
-	return func(fs *pflag.FlagSet) runFunc {
+func cmdDLQ(sub string) func(fs *flagSet) runFunc {
+	return func(fs *flagSet) runFunc {
 		settings := bindSettings(fs, config.NATSSettings).require("graph")
 		reason, asJSON, seqRange, mode, branch, from, split, dryRun := new(string), new(bool), new(string), new(string), new(string), new(string), new(bool), new(bool)
 		if sub != "show" {

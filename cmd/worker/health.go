@@ -7,15 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/spf13/pflag"
 )
 
 // cmdHealth asks a running worker's /readyz (or /healthz with --live) and exits 0 only when
 // it answers 200: a container healthcheck or an exec probe that needs no curl in the image.
 // It reads the worker's http setting as `run` does, so in the worker's own environment
 // (OMNIGRAPH_HTTP, its --config file) it needs no flag.
-func cmdHealth(fs *pflag.FlagSet) runFunc {
+func cmdHealth(fs *flagSet) runFunc {
 	settings := bindSettings(fs, []string{"http"})
 	live := fs.Bool("live", false, "ask /healthz (the process answers) instead of /readyz (it holds the lease and consumes)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")

@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
@@ -43,7 +42,7 @@ type runFunc func(ctx context.Context, args []string) error
 // it; a verb with subs (branch, dlq) only groups them.
 type command struct {
 	name, args, summary string
-	build               func(fs *pflag.FlagSet) runFunc
+	build               func(fs *flagSet) runFunc
 	subs                []command
 }
 
@@ -69,7 +68,7 @@ var commands = []command{
 	{name: "publish", args: "FILE", summary: "validate a graph batch and publish it to a graph's ingest subject (a producer for scripts; FILE - for standard input)", build: cmdPublish},
 	{name: "run", summary: "consume graph batches from NATS JetStream", build: cmdRun},
 	{name: "health", summary: "ask a running worker's /readyz (--live: /healthz); exit 0 only on 200", build: cmdHealth},
-	{name: "version", summary: "print the version", build: func(*pflag.FlagSet) runFunc {
+	{name: "version", summary: "print the version", build: func(*flagSet) runFunc {
 		return func(context.Context, []string) error { fmt.Println("omnigraph-worker " + version); return nil }
 	}},
 }
@@ -104,7 +103,7 @@ func newRoot() *cobra.Command {
 		return &usageError{msg: fmt.Sprintf("%v (see 'worker %s --help')", err, strings.TrimPrefix(cmd.CommandPath(), "worker "))}
 	})
 	for _, c := range commands {
-		root.AddCommand(c.cobra())
+		root.AddCommand(c.cobra(c.name))
 	}
 	return root
 }
@@ -118,7 +117,8 @@ func unknown(cmd *cobra.Command, name string) error {
 	return &usageError{msg: msg}
 }
 
-func (c command) cobra() *cobra.Command {
+// cobra builds the command; path is its place below the program ("dlq replay").
+func (c command) cobra(path string) *cobra.Command {
 	use := c.name
 	if c.args != "" {
 		use += " " + c.args
@@ -128,7 +128,7 @@ func (c command) cobra() *cobra.Command {
 		names := make([]string, len(c.subs))
 		for i, s := range c.subs {
 			names[i] = s.name
-			cc.AddCommand(s.cobra())
+			cc.AddCommand(s.cobra(path + " " + s.name))
 		}
 		cc.RunE = func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -138,8 +138,15 @@ func (c command) cobra() *cobra.Command {
 		}
 		return cc
 	}
-	run := c.build(cc.Flags())
-	cc.RunE = func(cmd *cobra.Command, args []string) error { return run(cmd.Context(), args) }
+	fs := &flagSet{FlagSet: cc.Flags()}
+	run := c.build(fs)
+	cc.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := applyCommandFlags(fs, config.Section(path)); err != nil {
+			return err
+		}
+		return run(cmd.Context(), args)
+	}
+	describeOwnFlags(fs.FlagSet, config.Section(path))
 	return cc
 }
 

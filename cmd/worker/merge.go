@@ -13,13 +13,11 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/publisher"
-
-	"github.com/spf13/pflag"
 )
 
 // cmdMerge merges a branch directly on a graph root (--root), or publishes a merge request to
 // a graph's merge subject for the running worker to apply in stream order (--graph).
-func cmdMerge(fs *pflag.FlagSet) runFunc {
+func cmdMerge(fs *flagSet) runFunc {
 	to := targetFlags(fs, "merge directly", "a merge request to omnigraph.<graph>.merge")
 	source := fs.String("source", "", "the branch to merge")
 	target := fs.String("target", "main", "the branch to merge into")
@@ -41,7 +39,7 @@ func cmdMerge(fs *pflag.FlagSet) runFunc {
 		if c.Graph != "" {
 			return publishMerge(ctx, c, ingest.MergeRequestBody{Source: *source, Target: *target, DeleteSource: *deleteSource}, *actor, *msgID, wait)
 		}
-		g, closeGraph, err := openGraph(ctx, *to.root, c, true, *force)
+		g, closeGraph, err := openGraph(ctx, c.Root, c, true, *force)
 		if err != nil {
 			return err
 		}
@@ -61,37 +59,42 @@ func cmdMerge(fs *pflag.FlagSet) runFunc {
 	}
 }
 
-// requestTarget is the --root or --graph of a command that either writes a graph directly or
+// requestTarget is the root or graph of a command that either writes a graph directly or
 // asks the graph's worker to, by a request it applies in stream order under its lease.
 type requestTarget struct {
-	root     *string
 	settings *boundSettings
 }
 
-// targetFlags declares --root (help: what it does directly), and the NATS settings (--graph,
-// --nats-url, credentials, TLS) with the root settings (local_fsync) from config.
-func targetFlags(fs *pflag.FlagSet, direct, request string) requestTarget {
-	return requestTarget{
-		root:     fs.String("root", "", "graph root URI: "+direct+" (or --graph: publish "+request+" instead)"),
-		settings: bindSettings(fs, config.NATSSettings, config.RootSettings),
-	}
+// targetFlags declares the root settings (--root, local_fsync) and the NATS settings
+// (--graph, --nats-url, credentials, TLS); direct and request say in --root's help what each
+// way does.
+func targetFlags(fs *flagSet, direct, request string) requestTarget {
+	t := requestTarget{settings: bindSettings(fs, config.NATSSettings, config.RootSettings)}
+	f := fs.Lookup("root")
+	f.Usage = "graph root URI: " + direct + " (or --graph: publish " + request + " instead; with both only from the environment or the config file, --graph) (env " + config.EnvName("root") + ")"
+	return t
 }
 
-// resolve merges the settings and picks the way: a config with a Graph publishes the request,
-// one without works on --root directly. --root and --graph together on the command line are
-// refused with usage; a graph named only by the environment or the config file gives way to
-// --root, so that a worker's own environment does not stop its operator's direct tools.
+// resolve merges the settings and picks the way: a config left with a Graph publishes the
+// request, one left with only a Root works on it directly. The command line decides first:
+// --root and --graph together are refused with usage, either alone wins over the other from
+// the environment or the file. With both from there (a worker's own environment), the request
+// goes to the worker: it is the graph's one writer, and a direct write beside it is refused.
 func (t requestTarget) resolve(usage string) (*config.Config, error) {
 	c, err := t.settings.load()
 	if err != nil {
 		return nil, err
 	}
+	rootFlag, graphFlag := t.settings.Flagged("root"), t.settings.Flagged("graph")
 	switch {
-	case *t.root != "" && t.settings.Flagged("graph"):
+	case rootFlag && graphFlag:
 		return nil, &usageError{msg: usage}
-	case *t.root != "":
+	case rootFlag:
 		c.Graph = ""
-	case c.Graph == "":
+	case graphFlag, c.Graph != "":
+		c.Root = ""
+	}
+	if c.Graph == "" && c.Root == "" {
 		return nil, &usageError{msg: usage}
 	}
 	return c, nil

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/spf13/pflag"
 
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/engine"
@@ -20,8 +19,11 @@ import (
 // cmdPublish is a producer for scripts. Unless --no-validate, it refuses what the worker would
 // dead-letter without looking at the graph (framing, the mode, branch names) before it is
 // queued, with the exit code of the worker's reason, as `load` does.
-func cmdPublish(fs *pflag.FlagSet) runFunc {
-	settings := bindSettings(fs, config.NATSSettings).require("graph")
+func cmdPublish(fs *flagSet) runFunc {
+	settings := bindSettings(fs, config.NATSSettings, config.RootSettings).require("graph")
+	if f := fs.Lookup("root"); f != nil {
+		f.Usage = "graph root URI: also check the batch against its schema before publishing (optional; read only) (env " + config.EnvName("root") + ")"
+	}
 	branch := fs.String("branch", "", "Omnigraph-Branch header (default main)")
 	from := fs.String("from", "", "Omnigraph-From header: fork the branch from this base if missing")
 	mode := fs.String("mode", "", "Omnigraph-Mode header: merge (default), append or overwrite")
@@ -55,8 +57,14 @@ func cmdPublish(fs *pflag.FlagSet) runFunc {
 			return err
 		}
 		if !*noValidate {
-			if err := checkBatch(body); err != nil {
+			recs, err := checkBatch(body)
+			if err != nil {
 				return err
+			}
+			if c.Root != "" {
+				if err := checkSchema(ctx, c, recs, *mode); err != nil {
+					return err
+				}
 			}
 		}
 		nc, js, err := connectJetStream(c, "omnigraph-worker publish")
@@ -107,9 +115,28 @@ func checkHeaders(branch, from, mode string) error {
 
 // checkBatch frames body as the worker does (framing.ParseBytes, default limits): a batch that
 // fails here is one the worker would dead-letter as invalid or resource_limit.
-func checkBatch(body []byte) error {
-	if _, err := framing.ParseBytes(body, framing.DefaultLimits()); err != nil {
-		return fmt.Errorf("the batch was not published (--no-validate publishes it as it is): %w", err)
+func checkBatch(body []byte) ([]framing.Record, error) {
+	recs, err := framing.ParseBytes(body, framing.DefaultLimits())
+	if err != nil {
+		return nil, fmt.Errorf("the batch was not published (--no-validate publishes it as it is): %w", err)
+	}
+	return recs, nil
+}
+
+// checkSchema checks the records against the schema of the graph at c.Root, as the worker's
+// first step does (types, properties, values; not the keys, which depend on what commits
+// before the batch): a batch that fails here is one it would dead-letter as invalid.
+func checkSchema(ctx context.Context, c *config.Config, recs []framing.Record, mode string) error {
+	g, closeGraph, err := openGraph(ctx, c.Root, c, false, false)
+	if err != nil {
+		return fmt.Errorf("the batch was not published: its schema could not be read (unset root, or --no-validate, to publish without this check): %w", err)
+	}
+	defer closeGraph()
+	if mode == "" {
+		mode = string(engine.ModeMerge)
+	}
+	if _, err := g.Build(engine.LoadRequest{Records: recs, Mode: engine.Mode(mode)}); err != nil {
+		return fmt.Errorf("the batch was not published: the schema of %s refuses it (--no-validate publishes it as it is): %w", c.Root, err)
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/spf13/pflag"
 
 	"github.com/omnigraph/omnigraph-worker/ingest"
 )
@@ -21,7 +20,7 @@ type waitOptions struct {
 	timeout *time.Duration
 }
 
-func waitFlags(fs *pflag.FlagSet) waitOptions {
+func waitFlags(fs *flagSet) waitOptions {
 	return waitOptions{
 		noWait:  fs.Bool("no-wait", false, "with --graph: only publish the request, without waiting for its outcome"),
 		timeout: fs.Duration("wait-timeout", 10*time.Minute, "with --graph: how long to wait for the request's event or dead letter"),

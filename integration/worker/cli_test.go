@@ -116,16 +116,36 @@ func TestCLIPublishValidates(t *testing.T) {
 			t.Errorf("publish %v: exit %d, want %d with %q\n%s", c.args, code, c.code, c.want, errOut)
 		}
 	}
+	// With a root (here only from the environment), the batch is checked against its schema
+	// too; the command's own flags come from OMNIGRAPH_PUBLISH_<FLAG> as from --<flag>.
+	root := initGraph(t)
+	alien := file("alien.ndjson", `{"type":"Alien","data":{"handle":"x"}}`+"\n")
+	for _, c := range []struct {
+		env  []string
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"OMNIGRAPH_ROOT=" + root}, []string{alien}, 3, "Alien"},
+		{[]string{"OMNIGRAPH_ROOT=" + filepath.Join(dir, "nowhere")}, []string{good}, 2, "its schema could not be read"},
+		{[]string{"OMNIGRAPH_PUBLISH_MODE=upsert"}, []string{good}, 3, `unknown load mode "upsert"`},
+		{[]string{"OMNIGRAPH_PUBLISH_TIMEOUT=soon"}, []string{good}, 2, "publish.timeout (from OMNIGRAPH_PUBLISH_TIMEOUT)"},
+	} {
+		_, errOut, code := runWorkerIn(t, dir, c.env, append(append([]string{}, pub...), c.args...)...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v publish %v: exit %d, want %d with %q\n%s", c.env, c.args, code, c.code, c.want, errOut)
+		}
+	}
 	if n := streamMsgs(t, ns.url, "OMNIGRAPH_DEMO"); n != 0 {
 		t.Fatalf("%d refused batches reached the stream", n)
 	}
-	for _, args := range [][]string{{good}, {notJSON, "--no-validate"}} {
+	for _, args := range [][]string{{good}, {notJSON, "--no-validate"}, {alien, "--root", root, "--no-validate"}} {
 		if out, errOut, code := runWorker(t, append(append([]string{}, pub...), args...)...); code != 0 || !strings.Contains(out, "published to omnigraph.demo.ingest") {
 			t.Fatalf("publish %v: exit %d\n%s%s", args, code, out, errOut)
 		}
 	}
-	if n := streamMsgs(t, ns.url, "OMNIGRAPH_DEMO"); n != 2 {
-		t.Fatalf("%d messages stored, want the good batch and the unvalidated one", n)
+	if n := streamMsgs(t, ns.url, "OMNIGRAPH_DEMO"); n != 3 {
+		t.Fatalf("%d messages stored, want the good batch and the two unvalidated ones", n)
 	}
 }
 
