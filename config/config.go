@@ -251,7 +251,7 @@ func settings() []setting {
 		s("placement_cluster", "place those streams in this NATS cluster (empty: the server's choice)", func(c *Config) *string { return &c.PlacementCluster }, nil),
 		s("placement_tags", "place those streams on servers with all these tags (comma list)", func(c *Config) *string { return &c.PlacementTags }, nil),
 		num("pipeline_depth", "messages in flight: later ones are framed and built while the first commits, every commit, ack and event in stream order (1: one at a time)", func(c *Config) *int { return &c.PipelineDepth }, atLeastOne("pipeline_depth")),
-		num("pipeline_bytes", "stop prefetching while the bodies held reach this many bytes (one message is always taken)", func(c *Config) *int { return &c.PipelineBytes }, atLeastOne("pipeline_bytes")),
+		num("pipeline_bytes", "stop prefetching while what the held messages keep (bodies, records, built rows) reaches this many bytes (one message is always taken)", func(c *Config) *int { return &c.PipelineBytes }, atLeastOne("pipeline_bytes")),
 		onOff("local_fsync", "fsync every write to a local root (file and directory) before it counts; off, a power loss may lose the newest commits, a crash still shows none half-written", func(c *Config) *bool { return &c.LocalFsync }),
 	}
 }

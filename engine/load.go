@@ -74,6 +74,41 @@ func (g *Graph) Build(req LoadRequest) (*Built, error) {
 	return &Built{catalog: cat, mode: req.Mode, batches: b}, nil
 }
 
+// Bytes is about how much memory the built rows hold: their Arrow buffers and the ids kept
+// beside them. A pipeline counts it against its bound on what it holds ahead.
+func (b *Built) Bytes() int64 {
+	if b == nil {
+		return 0
+	}
+	var n int64
+	for _, tb := range b.batches {
+		for _, col := range tb.Record.Columns() {
+			n += arrayDataBytes(col.Data())
+		}
+		for _, ids := range [][]string{tb.IDs, tb.Src, tb.Dst} {
+			for _, id := range ids {
+				n += int64(len(id)) + 16 // the string header
+			}
+		}
+		n += int64(8 * len(tb.Lines))
+	}
+	return n
+}
+
+// arrayDataBytes is the length of an array's buffers and its children's.
+func arrayDataBytes(d arrow.ArrayData) int64 {
+	var n int64
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		n += arrayDataBytes(c)
+	}
+	return n
+}
+
 // TypeCount is the number of input records of one declaration.
 type TypeCount struct {
 	Name           string `json:"name"`

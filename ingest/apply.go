@@ -103,11 +103,13 @@ func decodeRequest(data []byte, v any, field, want string) error {
 
 // loadRequest frames a graph batch and returns the load that applies it; ahead builds its rows
 // too, for the load's first attempt.
-func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahead bool) (func(context.Context) (*applied, error), error) {
+//
+// held is about how much memory the staged load keeps beside the message's body.
+func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahead bool) (apply func(context.Context) (*applied, error), held int64, err error) {
 	h := msg.Headers()
 	for _, name := range []string{HeaderBranch, HeaderFrom} {
 		if err := engine.CheckBranchName(name, h.Get(name)); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	mode := engine.Mode(h.Get(HeaderMode))
@@ -116,13 +118,15 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 	}
 	recs, err := framing.ParseBytes(msg.Data(), framing.DefaultLimits())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), From: h.Get(HeaderFrom), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
 		Receipt: receipt}
 	if ahead {
 		req.Built, _ = w.g.Build(req) // a refusal is Load's to report, in its order
 	}
+	// What the staged load holds beside the body: the records' copy of it and the built rows.
+	held = int64(len(msg.Data())) + req.Built.Bytes()
 	return func(ctx context.Context) (*applied, error) {
 		res, err := w.g.Load(ctx, req)
 		req.Built = nil // a retry builds anew
@@ -132,7 +136,7 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 		return &applied{entities: res.TotalEntities, event: Event{Kind: "load", Branch: res.Branch, Mode: res.Mode, Nodes: res.Nodes, Edges: res.Edges,
 			GraphCommitID: res.Commit.GraphCommitID, ManifestVersion: res.Commit.GraphManifestVersion, ActorID: res.Commit.ActorID,
 			AlreadyApplied: res.AlreadyApplied}}, nil
-	}, nil
+	}, held, nil
 }
 
 // mergeRequest parses a merge request and returns the merge that applies it.

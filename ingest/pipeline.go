@@ -26,6 +26,10 @@ import (
 // below it, or every message pending on the consumer is one this pipeline holds). Otherwise it
 // waits, heartbeating what it holds, until the missing one is redelivered to it.
 
+// stagingFactor is how many times its body a message is taken to hold until it is staged:
+// the body, the records' copy of it and the Arrow rows built from them.
+const stagingFactor = 3
+
 // fetchWait bounds one pull request: how long shutdown may wait for the fetcher.
 const fetchWait = time.Second
 
@@ -198,7 +202,7 @@ func (p *pipe) signal() {
 }
 
 // fetch pulls one message at a time while the pipeline has room: fewer than PipelineDepth
-// held and their bodies under PipelineBytes (unless the commit loop waits for a missing
+// held and what they hold (bodies, records, built rows) under PipelineBytes (unless the commit loop waits for a missing
 // predecessor, which must be let in). One at a time, so no message waits in a client buffer
 // without a heartbeat. It returns nil when ctx ends, the error when the pull subscription is
 // broken for good.
@@ -263,7 +267,9 @@ func (p *pipe) add(msg jetstream.Msg) {
 		p.mu.Unlock()
 		return
 	}
-	h := &held{msg: msg, meta: meta, seq: meta.Sequence.Stream, size: int64(len(msg.Data())), ready: make(chan struct{})}
+	// Until it is staged, a message counts as its body and twice that again (the records'
+	// copy and the built rows): the fetcher must not take more on the body alone.
+	h := &held{msg: msg, meta: meta, seq: meta.Sequence.Stream, size: stagingFactor * int64(len(msg.Data())), ready: make(chan struct{})}
 	p.held[h.seq] = h
 	p.bytes += h.size
 	p.mu.Unlock()
@@ -281,7 +287,17 @@ func (p *pipe) stage(ctx context.Context) {
 			p.mu.Lock()
 			msg, meta := h.msg, h.meta // add may swap in a newer delivery of the same message
 			p.mu.Unlock()
-			h.st = p.w.stage(msg, meta, true)
+			st := p.w.stage(msg, meta, true)
+			// What staging built counts against the bound too, in place of the estimate.
+			p.mu.Lock()
+			if _, still := p.held[h.seq]; still && !p.closed {
+				size := int64(len(msg.Data())) + st.bytes
+				p.bytes += size - h.size
+				h.size = size
+			}
+			p.mu.Unlock()
+			p.signal()
+			h.st = st
 			close(h.ready)
 		}
 	}

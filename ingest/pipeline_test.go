@@ -282,3 +282,27 @@ func TestPipelineBytesBoundThePrefetch(t *testing.T) {
 		t.Fatalf("events of %v", got)
 	}
 }
+
+// The bound counts what a held message keeps beside its body (the records' copy, the built
+// rows), not only the body: with room for two bodies and a bit, one message is held behind the
+// one that commits, not two.
+func TestPipelineBytesCountWhatIsStaged(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable("load.after_prepare", "error"); err != nil {
+		t.Fatal(err)
+	}
+	body := int64(len(person(0)))
+	h := start(t, func(w *Worker) { w.cfg.RetryMax, w.cfg.PipelineBytes = 200*time.Millisecond, 2*body+1 }, depth(8))
+	for i := range 6 {
+		h.publish(person(i), nil)
+	}
+	time.Sleep(time.Second)
+	info, err := h.w.cons.Info(context.Background())
+	if err != nil || info.NumAckPending != 2 || info.Delivered.Stream != 2 {
+		t.Fatalf("consumer %+v %v: want the message that commits and one held behind it", info, err)
+	}
+	failpoint.Reset()
+	if got := h.inOrder(6); fmt.Sprint(got) != "[1 2 3 4 5 6]" {
+		t.Fatalf("events of %v", got)
+	}
+}

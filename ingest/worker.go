@@ -290,6 +290,9 @@ type staged struct {
 	receipt *publisher.Receipt
 	apply   func(context.Context) (*applied, error)
 	err     error
+	// bytes is about how much memory the staged message holds beside its body (records,
+	// built rows), which a pipeline counts against its bound.
+	bytes int64
 }
 
 // stage hashes and parses one message. ahead says the message waits behind others in the
@@ -305,7 +308,7 @@ func (w *Worker) stage(msg jetstream.Msg, meta *jetstream.MsgMetadata, ahead boo
 	case w.cfg.MaintenanceSubject():
 		st.apply, st.err = w.maintenanceRequest(msg)
 	default:
-		st.apply, st.err = w.loadRequest(msg, st.receipt, ahead)
+		st.apply, st.bytes, st.err = w.loadRequest(msg, st.receipt, ahead)
 	}
 	digest := <-sum
 	st.receipt.PayloadSHA256 = hex.EncodeToString(digest[:])

@@ -1,6 +1,7 @@
 package rows
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 
@@ -38,7 +39,7 @@ func estimateJSON(raw []byte) int64 {
 	case jNumber:
 		return 4
 	case jString:
-		if !strings.HasPrefix(string(raw), `"base64:`) && !containsBackslash(raw) {
+		if !bytes.HasPrefix(raw, []byte(`"base64:`)) && !containsBackslash(raw) {
 			return int64(len(raw) - 2)
 		}
 		s, _ := decodeString(raw)

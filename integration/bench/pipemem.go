@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/omnigraph/omnigraph-worker/config"
+	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
+)
+
+// The pipeline-full bench: `worker run` (the built binary, a process of its own, so its peak
+// resident memory is its alone) over a queue of large batches, with a pipeline deep enough
+// that its bound in bytes, not its depth, limits what is held:
+//
+//	bench: pipeline-full batches=N batch_mib=… pipeline_depth=16 pipeline_bytes_mib=128 peak_rss_mib=… bound_mib=… vs_bound=…
+//
+// bound_mib is pipeline_bytes + 128 MiB, the goal's allowance for everything else (the
+// graph's state, the batch being built and written, the runtime); vs_bound ≤ 1 meets it.
+const (
+	pipeMemBatches    = 24
+	pipeMemRows       = 8192 // the keyed-table ceiling of one batch
+	pipeMemDepth      = 16
+	pipeMemBytes      = 128 << 20
+	pipeMemAllowance  = 128 << 20
+	pipeMemNameBytes  = 2900 // a name this long makes each batch about 24 MiB
+	pipeMemGraph      = "pipemem"
+	pipeMemEventWait  = 10 * time.Minute
+	pipeMemReadyWait  = time.Minute
+	pipeMemPollPeriod = 100 * time.Millisecond
+)
+
+func pipelineMemoryBench(ctx context.Context, tmp string) error {
+	dir := filepath.Join(tmp, "pipemem")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	worker := filepath.Join(dir, "worker")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", worker, "./cmd/worker").CombinedOutput(); err != nil {
+		return fmt.Errorf("build the worker: %v\n%s", err, out)
+	}
+	ns, err := startNATSProcess(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer ns.stop()
+	schema := filepath.Join(dir, "bench.pg")
+	if err := os.WriteFile(schema, []byte(benchdata.Schema), 0o644); err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	httpAddr := l.Addr().String()
+	l.Close()
+	durabilityFlag := "--local-fsync=" + strconv.FormatBool(localFsync)
+	depth := pipeMemDepth
+	if pipelineDepth > 0 { // -pipeline-depth, as for the e2e bench
+		depth = pipelineDepth
+	}
+	w := exec.CommandContext(ctx, worker, "run", "--root", filepath.Join(dir, "graph"), "--graph", pipeMemGraph, "--schema", schema,
+		"--nats-url", ns.url, "--http", httpAddr, durabilityFlag, "--log-level", "warn",
+		"--pipeline-depth", strconv.Itoa(depth), "--pipeline-bytes", strconv.Itoa(pipeMemBytes))
+	w.Env = append(os.Environ(), "GOGC=") // the worker's own collector setting, not this process's
+	logf, err := os.Create(filepath.Join(dir, "worker.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	w.Stdout, w.Stderr = logf, logf
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = w.Process.Signal(syscall.SIGTERM); _ = w.Wait() }()
+	if err := waitHTTP(ctx, "http://"+httpAddr+"/readyz", pipeMemReadyWait); err != nil {
+		return err
+	}
+	nc, err := nats.Connect(ns.url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	c := config.Defaults()
+	c.Graph = pipeMemGraph
+	cfg := c.Ingest()
+	events, err := nc.SubscribeSync(cfg.EventSubject())
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	name := strings.Repeat("n", pipeMemNameBytes)
+	total := 0
+	for k := range pipeMemBatches {
+		var b strings.Builder
+		for i := range pipeMemRows {
+			fmt.Fprintf(&b, `{"type":"Person","data":{"handle":"q%d-%d","name":"%s","age":%d,"score":0.5}}`+"\n", k, i, name, i%90)
+		}
+		m := nats.NewMsg(cfg.IngestSubject())
+		m.Data = []byte(b.String())
+		m.Header.Set(ingest.HeaderMode, "append")
+		total += len(m.Data)
+		if _, err := js.PublishMsgAsync(m); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for n := 0; n < pipeMemBatches; n++ {
+		if _, err := events.NextMsg(pipeMemEventWait); err != nil {
+			return fmt.Errorf("pipeline-full: %d of %d batches committed: %w (worker log %s)", n, pipeMemBatches, err, logf.Name())
+		}
+	}
+	peak, err := procPeakRSSMiB(w.Process.Pid)
+	if err != nil {
+		return err
+	}
+	batchMiB := float64(total) / pipeMemBatches / (1 << 20)
+	bound := float64(pipeMemBytes+pipeMemAllowance) / (1 << 20)
+	fmt.Printf("bench: pipeline-full durability=%s batches=%d batch_mib=%.1f pipeline_depth=%d pipeline_bytes_mib=%d peak_rss_mib=%.0f bound_mib=%.0f vs_bound=%.2f\n",
+		durability, pipeMemBatches, batchMiB, depth, pipeMemBytes>>20, peak, bound, peak/bound)
+	return nil
+}
+
+// procPeakRSSMiB is the peak resident memory (VmHWM) of process pid.
+func procPeakRSSMiB(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("the worker is gone: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// waitHTTP waits until url answers 200.
+func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(pipeMemPollPeriod) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%s did not answer 200 within %v", url, limit)
+}
