@@ -52,6 +52,9 @@ type Config struct {
 	// of a writer is small, so at Go's default of 100 the collector runs through nearly every
 	// batch; 400 measured about 10% off the end-to-end latency. GOMEMLIMIT still caps it.
 	GCPercent int `yaml:"gc_percent"`
+	// MemoryLimit is the collector's soft memory limit for `worker run`, in bytes (0: nine
+	// tenths of the container's cgroup limit, or none; the GOMEMLIMIT variable, when set, wins).
+	MemoryLimit int `yaml:"memory_limit"`
 	// CompactionFanout is the size-tier fanout of the worker's automatic compaction between
 	// messages: the newest run of same-size fragments of a main table is merged once it holds
 	// this many. 0 turns it off.
@@ -232,6 +235,7 @@ func settings() []setting {
 			}
 			return nil
 		}),
+		num("memory_limit", "the Go collector's soft memory limit for this process, in bytes: it collects harder as the heap nears it (0: nine tenths of the container's cgroup limit, or none; the GOMEMLIMIT variable wins)", func(c *Config) *int { return &c.MemoryLimit }, nonNegative("memory_limit")),
 		s("log_level", "least level logged: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }, func(c *Config) error {
 			if _, err := LogLevel(c.LogLevel); err != nil {
 				return reason(err.Error())

@@ -408,9 +408,15 @@ func serve(ctx context.Context, settings *boundSettings) error {
 	} else {
 		log.Info("collector", zap.String("GOGC", gogc))
 	}
-	// Under a container's memory limit, the collector runs earlier as the heap nears it
-	// (gc_percent lets the heap grow to several times the live data otherwise).
-	if getenv("GOMEMLIMIT") == "" {
+	// Under a memory limit, the collector runs earlier as the heap nears it (gc_percent lets
+	// the heap grow to several times the live data otherwise).
+	switch {
+	case getenv("GOMEMLIMIT") != "":
+		log.Info("memory limit", zap.String("GOMEMLIMIT", getenv("GOMEMLIMIT")))
+	case c.MemoryLimit > 0:
+		debug.SetMemoryLimit(int64(c.MemoryLimit))
+		log.Info("memory limit", zap.Int("soft_limit_bytes", c.MemoryLimit))
+	default:
 		if hard, ok := memlimit.FromCgroup("/sys/fs/cgroup"); ok {
 			debug.SetMemoryLimit(memlimit.Soft(hard))
 			log.Info("memory limit", zap.Int64("cgroup_bytes", hard), zap.Int64("soft_limit_bytes", memlimit.Soft(hard)))

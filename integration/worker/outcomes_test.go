@@ -86,7 +86,7 @@ func TestHappyPathEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := startWorker(t, root, ns.url, "", "--gc-percent", "250", "--compaction-fanout", "2")
+	w := startWorker(t, root, ns.url, "", "--gc-percent", "250", "--memory-limit", "805306368", "--compaction-fanout", "2")
 	const n = 5
 	publish(t, ns.url, n)
 	var last uint64
@@ -138,8 +138,8 @@ func TestHappyPathEvents(t *testing.T) {
 	}
 	w.terminate(t)
 	checkExactlyOnce(t, root, n)
-	if !strings.Contains(w.out.String(), `"gc_percent":250`) {
-		t.Fatalf("--gc-percent not applied:\n%s", w.out)
+	if !strings.Contains(w.out.String(), `"gc_percent":250`) || !strings.Contains(w.out.String(), `"soft_limit_bytes":805306368`) {
+		t.Fatalf("--gc-percent or --memory-limit not applied:\n%s", w.out)
 	}
 }
 
