@@ -10,7 +10,8 @@
 //  1. lock: the write gate (Graph.writeMu), held to the end.
 //  2. heal: roll-forward-only recovery of what a dead writer confirmed (Graph.heal).
 //  3. barrier: a pending sidecar on the branch refuses the write (Graph.recoveryBarrier),
-//     checked when the write starts and again when it revalidates its read set.
+//     checked when the write starts (unless the heal listed no sidecar at all) and again when
+//     it revalidates its read set.
 //  4. prepare (the writer's own): validate, plan and stage; nothing becomes visible.
 //     Failpoints load.after_prepare, optimize.after_prepare.
 //  5. fence: the writer's fence (Graph.SetFence) must still hold before anything is armed.
@@ -70,10 +71,17 @@ func (g *Graph) enter(ctx context.Context, branches ...string) (release func(), 
 			g.writeMu.Unlock()
 		}
 	}()
-	if err := g.heal(ctx); err != nil {
+	pending, err := g.healPending(ctx)
+	if err != nil {
 		return nil, err
 	}
+	// With no sidecar listed by the heal, the barrier has nothing to refuse: listing again
+	// would only cost a round trip to storage (a sidecar armed since by another process is
+	// the revalidation's barrier to see, as one armed after this one would be).
 	for _, b := range branches {
+		if !pending {
+			break
+		}
 		if err := g.recoveryBarrier(ctx, b); err != nil {
 			return nil, err
 		}

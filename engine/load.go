@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -145,6 +146,9 @@ type prepared struct {
 	head       *string
 	tables     []*plannedTable
 	result     *LoadResult
+	// revalidated is the snapshot revalidate checked the authority against: the publish
+	// starts from it instead of probing __manifest again (publisher.Request.Known).
+	revalidated *publisher.State
 }
 
 type plannedTable struct {
@@ -260,15 +264,13 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 		if !ok {
 			return nil, fmt.Errorf("load: table %s is not in the manifest of branch %s", k, ids.BranchKey(req.Branch))
 		}
-		ts, err := g.openTable(ctx, entry, batches[k].Edge != nil)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkNoDrift(ctx, ts.ds, entry); err != nil {
-			return nil, err
-		}
-		p.tables = append(p.tables, &plannedTable{key: k, entry: entry, ts: ts, batch: batches[k], uuid: lance.NewUUID(),
+		p.tables = append(p.tables, &plannedTable{key: k, entry: entry, batch: batches[k], uuid: lance.NewUUID(),
 			firstTouch: req.Branch != "" && (entry.Branch == nil || *entry.Branch != req.Branch)})
+	}
+	// The tables are opened and probed for drift side by side: independent reads, one round
+	// trip to storage for all of them rather than one (or more) per table.
+	if err := g.openPlanned(ctx, p.tables); err != nil {
+		return nil, err
 	}
 	// The checks against the snapshot run while the tables' files are encoded: encoding only
 	// fills memory, so a refused batch still leaves no trace in storage. The files are
@@ -290,6 +292,30 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 		return nil, err
 	}
 	return p, nil
+}
+
+// openPlanned opens every planned table at its pin (reusing the cached states) and checks that
+// none drifted, the tables side by side; the cache takes the opened states once all are done.
+func (g *Graph) openPlanned(ctx context.Context, tables []*plannedTable) error {
+	opened := make([]bool, len(tables))
+	at := make([]int, len(tables))
+	for i := range at {
+		at[i] = i
+	}
+	err := parallel.Each(at, TableConcurrency, func(i int) error {
+		t := tables[i]
+		var err error
+		if t.ts, opened[i], err = g.tableState(ctx, t.entry, t.batch.Edge != nil); err != nil {
+			return err
+		}
+		return checkNoDrift(ctx, t.ts.ds, t.entry)
+	})
+	for i, t := range tables {
+		if opened[i] {
+			g.tables[refOf(t.entry)] = t.ts
+		}
+	}
+	return err
 }
 
 // TableConcurrency bounds how many tables one load encodes or commits at once.
@@ -390,29 +416,45 @@ func commitInfo(c publisher.Commit) CommitInfo {
 
 // revalidate re-reads the branch authority under the write gate: a pending sidecar, a moved
 // branch identifier or head, or a table whose HEAD left its pin fails the attempt before it
-// arms recovery.
+// arms recovery. Its reads are independent of each other (each table's drift check probes the
+// version after the pin the attempt planned on, whatever the snapshot says), so they are issued
+// together: one round trip to storage instead of one per read. The failure reported is the
+// one the reads made one after another would have reported first.
 func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared) error {
-	if err := g.recoveryBarrier(ctx, req.Branch); err != nil {
-		return err
-	}
 	pub := g.publisher(req.Branch)
-	st, err := pub.Snapshot(ctx)
-	if err != nil {
-		return err
+	var (
+		barrier, authority error
+		st                 *publisher.State
+		drift              = make([]error, len(p.tables))
+		wg                 sync.WaitGroup
+	)
+	wg.Go(func() { barrier = g.recoveryBarrier(ctx, req.Branch) })
+	wg.Go(func() {
+		if st, authority = pub.Snapshot(ctx); authority == nil {
+			authority = pub.CheckExactHead(ctx, st, &publisher.ExactHead{Identifier: p.identifier, Head: p.head})
+		}
+	})
+	for i, t := range p.tables {
+		wg.Go(func() { drift[i] = checkNoDrift(ctx, t.ts.ds, t.entry) })
 	}
-	if err := pub.CheckExactHead(ctx, st, &publisher.ExactHead{Identifier: p.identifier, Head: p.head}); err != nil {
-		return err
+	wg.Wait()
+	if barrier != nil {
+		return barrier
 	}
-	for _, t := range p.tables {
+	if authority != nil {
+		return authority
+	}
+	for i, t := range p.tables {
 		cur, ok := st.Table(t.key)
 		if !ok || cur.Version != t.entry.Version {
 			e := fmt.Sprint(t.entry.Version)
 			return &errs.ReadSetChanged{Member: "published_dataset_version:" + t.key, Expected: &e}
 		}
-		if err := checkNoDrift(ctx, t.ts.ds, t.entry); err != nil {
-			return err
+		if drift[i] != nil {
+			return drift[i]
 		}
 	}
+	p.revalidated = st
 	return nil
 }
 
@@ -531,6 +573,7 @@ func (g *Graph) publish(ctx context.Context, req *LoadRequest, p *prepared, comm
 		Precondition: &publisher.ExactHead{Identifier: p.identifier, Head: p.head},
 		Receipt:      req.Receipt,
 		BeforeCommit: beforeCommit,
+		Known:        p.revalidated,
 	}
 	for _, t := range p.tables {
 		preq.Updates = append(preq.Updates, tableUpdate(t))

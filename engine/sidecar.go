@@ -78,8 +78,19 @@ func (a *armedSidecar) confirm(ctx context.Context, p *prepared) error {
 // authority still holds are finished and visible outcomes finalized; nothing is restored. The
 // fence is checked per pending intent, so a heal with nothing to do costs no fence check.
 func (g *Graph) heal(ctx context.Context) error {
-	_, err := recovery.Recover(ctx, g.root, recovery.RollForwardOnly, g.fence)
+	_, err := g.healPending(ctx)
 	return err
+}
+
+// healPending is heal that also reports whether any sidecar was listed: a write that starts
+// with none needs no barrier check of its own, which saves a listing of __recovery per write.
+func (g *Graph) healPending(ctx context.Context) (pending bool, err error) {
+	listed, err := recovery.List(ctx, g.root)
+	if err != nil || len(listed) == 0 {
+		return false, err
+	}
+	_, err = recovery.Recover(ctx, g.root, recovery.RollForwardOnly, g.fence)
+	return true, err
 }
 
 // Recover runs full recovery: every pending intent is rolled forward or back. It is what a

@@ -88,23 +88,37 @@ func (e *endpoints) clone() *endpoints {
 // openTable returns the state of a table at exactly its published version on its Lance branch,
 // reusing the cached state when it is at that version.
 func (g *Graph) openTable(ctx context.Context, e publisher.TableEntry, isEdge bool) (*tableState, error) {
+	ts, opened, err := g.tableState(ctx, e, isEdge)
+	if opened {
+		g.tables[refOf(e)] = ts
+	}
+	return ts, err
+}
+
+// refOf is the cache key of a table entry.
+func refOf(e publisher.TableEntry) tableRef {
 	ref := tableRef{path: e.Path}
 	if e.Branch != nil {
 		ref.branch = *e.Branch
 	}
+	return ref
+}
+
+// tableState is openTable without caching what it opened (opened: the caller caches ts), so
+// that several tables can be opened side by side; it only reads the cache.
+func (g *Graph) tableState(ctx context.Context, e publisher.TableEntry, isEdge bool) (ts *tableState, opened bool, err error) {
+	ref := refOf(e)
 	if ts, ok := g.tables[ref]; ok && ts.ds.Version() == e.Version {
-		return ts, nil
+		return ts, false, nil
 	}
 	ds, err := lance.Open(ctx, g.root.Sub(e.Path), lance.WithBranch(ref.branch), lance.AtVersion(e.Version))
 	if err != nil {
-		return nil, fmt.Errorf("open table %s at version %d: %w", e.TableKey, e.Version, err)
+		return nil, false, fmt.Errorf("open table %s at version %d: %w", e.TableKey, e.Version, err)
 	}
-	ts, err := indexTable(ctx, ds, isEdge)
-	if err != nil {
-		return nil, fmt.Errorf("index table %s: %w", e.TableKey, err)
+	if ts, err = indexTable(ctx, ds, isEdge); err != nil {
+		return nil, false, fmt.Errorf("index table %s: %w", e.TableKey, err)
 	}
-	g.tables[ref] = ts
-	return ts, nil
+	return ts, true, nil
 }
 
 // indexTable scans the id column once.

@@ -82,6 +82,7 @@ type Scanner struct {
 	outIdx  []int          // positions of out's columns within read
 	frag    int
 	cur     *fragmentReader
+	ahead   []chan openedFragment // fragments being opened, in scan order (see scanAhead)
 	mem     memory.Allocator
 	arrowSc *arrow.Schema
 	rows    map[RowAddress]bool // opts.Rows as a set; nil: every row
@@ -163,20 +164,16 @@ func (s *Scanner) Schema() *arrow.Schema { return s.arrowSc }
 func (s *Scanner) Next(ctx context.Context) (arrow.Record, error) {
 	for {
 		if s.cur == nil {
-			for s.frag < len(s.d.manifest.Fragments) && !s.wanted(s.d.manifest.Fragments[s.frag].ID) {
-				s.frag++
-			}
-			if s.frag >= len(s.d.manifest.Fragments) {
+			s.openAhead(ctx)
+			if len(s.ahead) == 0 {
 				return nil, io.EOF
 			}
-			fr, err := s.d.openFragment(ctx, &s.d.manifest.Fragments[s.frag], s.read)
-			if err != nil {
-				return nil, err
+			o := <-s.ahead[0]
+			s.ahead = s.ahead[1:]
+			if o.err != nil {
+				return nil, o.err
 			}
-			if err := fr.withExtra(&s.opts, s.d.manifest.StableRowIDs()); err != nil {
-				return nil, err
-			}
-			s.cur, s.frag = fr, s.frag+1
+			s.cur = o.fr
 		}
 		rec, err := s.cur.next(ctx, s.opts.BatchRows, s.mem)
 		if err == io.EOF {
@@ -195,6 +192,44 @@ func (s *Scanner) Next(ctx context.Context) (arrow.Record, error) {
 			continue
 		}
 		return rec, nil
+	}
+}
+
+// scanAhead is how many fragments a scan opens ahead of the one it reads. Opening reads a
+// fragment's small data files whole, the footers of large ones and its deletion file: on an
+// object store each is a round trip, which a scan of many small fragments (a compaction, an
+// index build) would otherwise wait for one fragment after another. The cost is at most
+// scanAhead small files (wholeReadBytes each) held before they are read.
+const scanAhead = 8
+
+// openedFragment is a fragment opened ahead, or why it could not be.
+type openedFragment struct {
+	fr  *fragmentReader
+	err error
+}
+
+// openAhead starts opening the next wanted fragments until scanAhead are under way. An error
+// is reported when the scan reaches that fragment, as a scan opening one at a time would.
+func (s *Scanner) openAhead(ctx context.Context) {
+	frags := s.d.manifest.Fragments
+	for len(s.ahead) < scanAhead {
+		for s.frag < len(frags) && !s.wanted(frags[s.frag].ID) {
+			s.frag++
+		}
+		if s.frag >= len(frags) {
+			return
+		}
+		f := &frags[s.frag]
+		s.frag++
+		ch := make(chan openedFragment, 1) // buffered: an abandoned scan leaves no goroutine blocked
+		s.ahead = append(s.ahead, ch)
+		go func() {
+			fr, err := s.d.openFragment(ctx, f, s.read)
+			if err == nil {
+				err = fr.withExtra(&s.opts, s.d.manifest.StableRowIDs())
+			}
+			ch <- openedFragment{fr: fr, err: err}
+		}()
 	}
 }
 
@@ -371,6 +406,16 @@ func (d *Dataset) openFragment(ctx context.Context, fr *Fragment, read *schema.S
 		return nil, err
 	}
 	r := &fragmentReader{frag: fr, fields: read.Fields, sc: as}
+	// The deletion file is read while the data files are opened: independent requests.
+	type deletions struct {
+		offsets []uint32
+		err     error
+	}
+	deleted := make(chan deletions, 1)
+	go func() {
+		offsets, err := d.deletedOffsets(ctx, fr)
+		deleted <- deletions{offsets, err}
+	}()
 	opened := map[int]*file.Reader{}
 	for _, f := range read.Fields {
 		fi := fileHolding(fr, f)
@@ -413,9 +458,11 @@ func (d *Dataset) openFragment(ctx context.Context, fr *Fragment, read *schema.S
 		r.readers = append(r.readers, fileReader)
 		r.colOf = append(r.colOf, columnMap(&fr.Files[fi]))
 	}
-	if r.deleted, err = d.deletedOffsets(ctx, fr); err != nil {
-		return nil, err
+	del := <-deleted
+	if del.err != nil {
+		return nil, del.err
 	}
+	r.deleted = del.offsets
 	return r, nil
 }
 

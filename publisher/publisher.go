@@ -244,6 +244,14 @@ type Request struct {
 	// it to finish a step that must precede the commit (its recovery confirmation) while the
 	// publish stages, so it must be idempotent.
 	BeforeCommit func() error
+	// Known, when set, is the state the caller read with Snapshot and checked its precondition
+	// against since, this publisher publishing nothing in between (a writer's revalidation
+	// under its write gate): the first attempt takes it instead of probing storage for a newer
+	// __manifest version, a round trip the caller has just made. Nothing is weakened: the
+	// commit creates the next version only if it is absent, so a version published meanwhile
+	// by anyone else loses this attempt the race, and the retry rescans as after any lost race.
+	// A state this publisher no longer holds is ignored.
+	Known *State
 }
 
 // Result is what a publish made visible.
@@ -325,9 +333,13 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 	if err := failpoint.Inject("publisher.attempt"); err != nil {
 		return nil, err
 	}
-	st, err := p.Snapshot(ctx)
-	if err != nil {
-		return nil, err
+	st := req.Known
+	req.Known = nil // the first attempt only: a retry follows a lost race
+	if st == nil || st != p.state || p.ds == nil {
+		var err error
+		if st, err = p.Snapshot(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if req.Precondition != nil {
 		if err := p.CheckExactHead(ctx, st, req.Precondition); err != nil {

@@ -6,7 +6,7 @@ const SpareTarget = spareTarget
 // ReadySpares is how many spare files st has ready to take (a file is on disk a moment before
 // it is ready).
 func ReadySpares(st Store) int {
-	s := st.(*store)
+	s := unwrap(st).(*store)
 	if s.spares == nil {
 		return 0
 	}
@@ -16,4 +16,4 @@ func ReadySpares(st Store) int {
 }
 
 // LocalFsync reports whether st's local writes are fsynced.
-func LocalFsync(st Store) bool { return !st.(*store).noFsync }
+func LocalFsync(st Store) bool { return !unwrap(st).(*store).noFsync }

@@ -75,7 +75,7 @@ func newSpares(root string) *spares { return &spares{base: filepath.Join(root, S
 // (other stores, and Subs, are left as they are). Call it before taking Subs of st: they
 // share its spares from then on. Close stops the refill and removes the spares.
 func KeepSpares(st Store) bool {
-	s, ok := st.(*store)
+	s, ok := unwrap(st).(*store)
 	if !ok || !s.local() || !s.root || s.prefix != "" {
 		return false
 	}
@@ -223,7 +223,7 @@ func (p *spares) start() error {
 // when its holder did not record one. Other stores, whose writers cannot be seen this way,
 // report none.
 func LiveWriters(st Store) ([]int, error) {
-	s, ok := st.(*store)
+	s, ok := unwrap(st).(*store)
 	if !ok || !s.local() || s.prefix != "" {
 		return nil, nil
 	}

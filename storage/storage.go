@@ -41,6 +41,11 @@
 // An injected error comes back as *OpError{Op: "<op>"} wrapping the *failpoint.Error.
 // DeletePrefix lists and deletes internally without firing storage.list or storage.delete,
 // so each point targets exactly one public method.
+//
+// # Latency
+//
+// Tests and the bench open a root WithLatency to delay every request as a distant object store
+// would and to count the sequential round trips a piece of work waits for (latency.go).
 package storage
 
 import (
@@ -116,6 +121,7 @@ type openOptions struct {
 	noFsync   bool
 	mustExist bool
 	log       LogFunc
+	latency   *Latency // test and bench only (latency.go)
 }
 
 // MustExist opens a local root only if its directory exists (*NoGraphError otherwise), and so
@@ -153,6 +159,14 @@ func Open(ctx context.Context, uri string, opts ...Option) (Store, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	st, err := open(ctx, uri, o)
+	if err != nil || o.latency == nil {
+		return st, err
+	}
+	return &latencyStore{in: st, l: o.latency}, nil
+}
+
+func open(ctx context.Context, uri string, o openOptions) (Store, error) {
 	if uri == "" {
 		return nil, fmt.Errorf("storage: open: empty URI")
 	}

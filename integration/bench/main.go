@@ -145,7 +145,7 @@ func main() {
 	agedCommits := flag.Int("aged-commits", 10_000, "prior commits before the aged load measurement (0 skips it)")
 	agedFanout := flag.Int("aged-compaction-fanout", 16, "compact the aged graph between its commits as `worker run` does at this compaction_fanout (0: never)")
 	agedSameTable := flag.Bool("aged-same-table", false, "the aged graph's one-row commits go to the measured table (fragment growth) instead of another")
-	only := flag.String("only", "", "run only the lance, graph, e2e, merge, history, pipeline or framing benchmarks (framing and pipeline need no Node)")
+	only := flag.String("only", "", "run only the lance, graph, e2e, merge, history, pipeline, framing or latency benchmarks (framing, pipeline and latency need no Node)")
 	flag.IntVar(&pipelineDepth, "pipeline-depth", 0, "the e2e worker's pipeline_depth (0: the default of `worker run`; 1: one message at a time)")
 	flag.BoolVar(&withOfficial, "official", true, "pair the e2e bench with the official engine (false: the Go side's figures only, for a machine without node_modules)")
 	historyChild := flag.String("history-child", "", "internal: build|open, for the history bench's child processes")
@@ -199,13 +199,24 @@ func main() {
 			return
 		}
 	}
-	fmt.Printf("bench: official engine %s, data file version %s on both sides\n", *engineName, v)
 	tmp, err := os.MkdirTemp("", "lance-bench-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	defer os.RemoveAll(tmp)
+	if *only == "" || *only == "latency" {
+		if err := latencyBench(ctx, tmp); err != nil {
+			fmt.Fprintln(os.Stderr, "latency bench:", err)
+			os.RemoveAll(tmp)
+			os.Exit(1)
+		}
+		if *only == "latency" {
+			os.RemoveAll(tmp)
+			return
+		}
+	}
+	fmt.Printf("bench: official engine %s, data file version %s on both sides\n", *engineName, v)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {

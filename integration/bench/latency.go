@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/omnigraph/omnigraph-worker/config"
+	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+// latencyMS are the per-request delays of the latency-store bench, in milliseconds.
+var latencyMS = []int{0, 5, 20}
+
+// latencyCommits is how many 8,192-row batches each latency is timed over, after
+// latencyWarmup untimed ones (the first commit of a worker also reads the tables it opens).
+const (
+	latencyCommits = 30
+	latencyWarmup  = 2
+)
+
+// latencyBench is the sustained bench of e2eBench (a producer publishing 4,096 nodes + 4,096
+// edges per batch back to back, the worker committing them) on a graph whose every storage
+// request is delayed by L ms, as an object store makes it wait. It goes through NATS and the
+// worker like e2e-sustained so that the count includes everything the worker's commit loop
+// waits for in storage (the receipt in the publish, the compaction between messages), and so
+// that the pipeline builds the next batch while one commits, as in production. The root is
+// mem://, which has no disk in it: the delay is then all the storage costs.
+//
+// round_trips_per_commit is the longest chain of sequential storage requests over the timed
+// commits (storage.Latency.RoundTrips), divided by their number; vs_round_trip_bound is the
+// rate over what that chain alone allows, 8,192 rows per (round trips × L). At L = 0 the chain
+// measures nothing about the design (requests end before others start), so the bound is n/a.
+func latencyBench(ctx context.Context, tmp string) error {
+	dir := filepath.Join(tmp, "nats-latency")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ns, err := startNATSProcess(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer ns.stop()
+	nc, err := nats.Connect(ns.url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	for _, l := range latencyMS {
+		if err := latencyRun(ctx, nc, l); err != nil {
+			return fmt.Errorf("latency %d ms: %w", l, err)
+		}
+	}
+	return nil
+}
+
+// latencyRun is one latency's line: its own graph, streams and worker.
+func latencyRun(ctx context.Context, nc *nats.Conn, latMS int) error {
+	lat := storage.NewLatency(time.Duration(latMS) * time.Millisecond)
+	root, err := storage.Open(ctx, fmt.Sprintf("mem://bench-latency-%d-%d", latMS, time.Now().UnixNano()), storage.WithLatency(lat))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	g, err := engine.Init(ctx, root, benchdata.Schema, engine.InitOptions{FileVersion: fileVersion})
+	if err != nil {
+		return err
+	}
+	c := config.Defaults() // as `worker run` runs, automatic compaction included
+	c.Graph = fmt.Sprintf("latency%d", latMS)
+	if pipelineDepth > 0 {
+		c.PipelineDepth = pipelineDepth
+	}
+	w, err := ingest.New(nc, g, c.Ingest(), nil)
+	if err != nil {
+		return err
+	}
+	if err := w.Setup(ctx); err != nil {
+		return err
+	}
+	cfg := w.Config()
+	events := make(chan struct{}, latencyCommits+latencyWarmup)
+	sub, err := nc.Subscribe(cfg.EventSubject(), func(m *nats.Msg) {
+		var ev ingest.Event
+		if json.Unmarshal(m.Data, &ev) == nil {
+			events <- struct{}{}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		_ = w.Run(runCtx)
+	}()
+	defer func() { stop(); <-ran }() // the worker ends before its graph's root closes
+	js, _ := jetstream.New(nc)
+	if _, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, latencyWarmup, 0); err != nil {
+		return err
+	}
+	rt0, req0 := lat.RoundTrips(), lat.Requests()
+	took, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, latencyCommits, latencyWarmup)
+	if err != nil {
+		return err
+	}
+	rt := float64(lat.RoundTrips()-rt0) / latencyCommits
+	reqs := float64(lat.Requests()-req0) / latencyCommits
+	rows := float64(8192*latencyCommits) / took.Seconds()
+	bound := "n/a"
+	if latMS > 0 {
+		bound = fmt.Sprintf("%.2f", rows/(8192/(rt*float64(latMS)/1000)))
+	}
+	fmt.Printf("bench: e2e-latency-store latency_ms=%d commits_per_s=%.2f rows_per_s=%.0f round_trips_per_commit=%.1f vs_round_trip_bound=%s requests_per_commit=%.1f pipeline_depth=%d\n",
+		latMS, latencyCommits/took.Seconds(), rows, rt, bound, reqs, cfg.PipelineDepth)
+	return nil
+}
