@@ -368,6 +368,9 @@ func (f *Fleet) reconcile(ctx context.Context, members []string, done chan ended
 				cancel()
 				done <- ended{graph: g, err: err}
 			})
+		case !assigned && !running:
+			// A failure of a graph now another member's is that member's business.
+			delete(f.failed, g)
 		case !assigned && running && !run.stopping:
 			f.log.Info("giving the graph back", zap.String("graph", g), zap.String("to", owners[g]))
 			run.stopping = true
