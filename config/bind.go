@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -43,7 +44,8 @@ func Bind(fs *flag.FlagSet, defaults Config, names ...string) *Loader {
 	return l
 }
 
-// Require makes Load refuse a config in which any of names is empty.
+// Require makes Load refuse a config in which any of names is empty; a name "a|b" requires
+// one of a and b.
 func (l *Loader) Require(names ...string) *Loader {
 	l.required = append(l.required, names...)
 	return l
@@ -162,13 +164,24 @@ func (l *Loader) applyFile(c *Config, file string, bound func(string) bool, sour
 			}
 			return &Error{Setting: name, Source: where, Reason: "unknown setting"}
 		}
-		if node.Kind != yaml.ScalarNode {
-			return &Error{Setting: k, Source: where, Reason: "want a single value"}
+		v := node.Value
+		if node.Kind == yaml.SequenceNode || node.Kind == yaml.MappingNode {
+			if !slices.Contains(listSettings, k) || node.Kind == yaml.MappingNode {
+				return &Error{Setting: k, Source: where, Reason: "want a single value, not a YAML " + map[bool]string{true: "list", false: "mapping"}[node.Kind == yaml.SequenceNode]}
+			}
+			items := make([]string, 0, len(node.Content))
+			for _, item := range node.Content {
+				if item.Kind != yaml.ScalarNode || strings.Contains(item.Value, ",") {
+					return &Error{Setting: k, Source: fmt.Sprintf("%s line %d", file, item.Line), Reason: "want a list of plain names"}
+				}
+				items = append(items, item.Value)
+			}
+			v = strings.Join(items, ",")
 		}
 		if !bound(k) {
 			continue
 		}
-		if err := s.set(c, node.Value); err != nil {
+		if err := s.set(c, v); err != nil {
 			return &Error{Setting: k, Source: where, Reason: err.Error()}
 		}
 		sources[k] = where

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,8 +23,14 @@ import (
 // Config is every setting of the worker's commands: `worker run` uses them all, the other
 // commands bind the ones they take (Bind).
 type Config struct {
-	Root      string `yaml:"root"`
-	Graph     string `yaml:"graph"`
+	Root  string `yaml:"root"`
+	Graph string `yaml:"graph"`
+	// Graphs (a comma list, or a YAML list) makes `worker run` one process of a fleet serving
+	// these graphs, each at <root>/<graph>, shared with the other processes of Fleet; it
+	// excludes Graph.
+	Graphs string `yaml:"graphs"`
+	// Fleet names the processes that share Graphs (default: one fleet per graph list).
+	Fleet     string `yaml:"fleet"`
 	Schema    string `yaml:"schema"`
 	NATSURL   string `yaml:"nats_url"`
 	NATSCreds string `yaml:"nats_creds"`
@@ -176,6 +183,13 @@ func settings() []setting {
 			}
 			return nil
 		}),
+		s("graphs", "serve these graphs (comma list) as one process of a fleet: each graph's root is <root>/<graph>, and the processes given the same list share the graphs between them (excludes graph)", func(c *Config) *string { return &c.Graphs }, checkGraphs),
+		s("fleet", "name of the fleet of processes sharing graphs (default: one fleet per graph list)", func(c *Config) *string { return &c.Fleet }, func(c *Config) error {
+			if c.Fleet != "" && !fleetName.MatchString(c.Fleet) {
+				return reason(fmt.Sprintf("%q: want letters, digits, '-', '_' or '=' only", c.Fleet))
+			}
+			return nil
+		}),
 		s("schema", "initialise the graph from this .pg schema if the root holds none", func(c *Config) *string { return &c.Schema }, nil),
 		s("nats_url", "NATS server URL, or several separated by commas: nats://, tls://, ws:// or wss:// (the NATS_URL variable when this is not set; worker run: empty starts an embedded JetStream server)", func(c *Config) *string { return &c.NATSURL }, func(c *Config) error {
 			if err := CheckNATSURL(c.NATSURL); err != nil {
@@ -258,6 +272,38 @@ func settings() []setting {
 		num("pipeline_bytes", "stop prefetching while what the held messages keep (bodies, records, built rows) reaches this many bytes (one message is always taken)", func(c *Config) *int { return &c.PipelineBytes }, atLeastOne("pipeline_bytes")),
 		onOff("local_fsync", "fsync every write to a local root (file and directory) before it counts; off, a power loss may lose the newest commits, a crash still shows none half-written", func(c *Config) *bool { return &c.LocalFsync }),
 	}
+}
+
+// listSettings are the comma lists, which a YAML file may also give as lists.
+var listSettings = []string{"graphs", "placement_tags"}
+
+// fleetName is what a fleet name may hold: it is a token of the heartbeat keys.
+var fleetName = regexp.MustCompile(`^[-_=A-Za-z0-9]+$`)
+
+// checkGraphs refuses a graph list with a name that is no subject token, beside graph (one
+// graph or a fleet, not both), or beside stream names that would be every graph's at once.
+func checkGraphs(c *Config) error {
+	if c.Graphs == "" {
+		return nil
+	}
+	if c.Graph != "" {
+		return reason(fmt.Sprintf("graph %q is set too: graph serves one graph, graphs a fleet of them; set only one", c.Graph))
+	}
+	names := splitList(c.Graphs)
+	if len(names) == 0 {
+		return reason("names no graph")
+	}
+	for _, g := range names {
+		if err := ingest.CheckGraphName(g); err != nil {
+			return reason(fmt.Sprintf("%q must be one NATS subject token (no dots, spaces, * or >)", g))
+		}
+	}
+	for _, n := range []struct{ name, v string }{{"stream", c.Stream}, {"dlq_stream", c.DLQStream}, {"events_stream", c.EventsStream}} {
+		if n.v != "" {
+			return reason(fmt.Sprintf("%s %q is set too: in a fleet every graph has its own streams, named after it", n.name, n.v))
+		}
+	}
+	return nil
 }
 
 // nonNegative is the check of a count where 0 means no limit.
@@ -353,10 +399,10 @@ func CheckNATSURL(v string) error {
 
 // Load builds `worker run`'s config from args: defaults, then the YAML file named by --config
 // or OMNIGRAPH_CONFIG, then OMNIGRAPH_* variables, then flags, every setting bound, root and
-// graph required. getenv is os.Getenv outside tests.
+// graph (or graphs) required. getenv is os.Getenv outside tests.
 func Load(args []string, getenv func(string) string) (*Config, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	l := Bind(fs, Defaults(), AllSettings()...).Require("root", "graph")
+	l := Bind(fs, Defaults(), AllSettings()...).Require(RunRequired...)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -366,9 +412,12 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 	return l.Load(getenv)
 }
 
+// RunRequired are the settings `worker run` requires: a root, and one graph or several.
+var RunRequired = []string{"root", "graph|graphs"}
+
 // Validate refuses a config `worker run` cannot run with, naming the setting.
 func (c *Config) Validate() error {
-	return c.validate(AllSettings(), []string{"root", "graph"}, nil)
+	return c.validate(AllSettings(), RunRequired, nil)
 }
 
 // validate checks the named settings, and that the required ones are set. sources says where
@@ -382,11 +431,22 @@ func (c *Config) validate(names, required []string, sources map[string]string) e
 		}
 		return &Error{Setting: name, Source: src, Reason: why}
 	}
-	for _, name := range required {
-		s, _ := lookup(name)
-		if s.get(c) == "" {
+	for _, req := range required {
+		// "a|b": one of them is required.
+		alts := strings.Split(req, "|")
+		set := false
+		for _, name := range alts {
+			s, _ := lookup(name)
+			set = set || s.get(c) != ""
+		}
+		if !set {
 			// No source set it: the error says where one can.
-			return &Error{Setting: name, Reason: fmt.Sprintf("is required (--%s, %s or %s: in the --config file)", flagName(name), EnvName(name), name)}
+			name := alts[0]
+			why := fmt.Sprintf("is required (--%s, %s or %s: in the --config file)", flagName(name), EnvName(name), name)
+			for _, alt := range alts[1:] {
+				why += fmt.Sprintf(", or %s (--%s) instead", alt, flagName(alt))
+			}
+			return &Error{Setting: name, Reason: why}
 		}
 	}
 	for _, s := range settings() {

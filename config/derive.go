@@ -1,6 +1,10 @@
 package config
 
 import (
+	"net/url"
+	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -33,6 +37,40 @@ func (c *Config) Ingest() ingest.Config {
 		ic.Consumer = ingest.DefaultConsumer
 	}
 	return ic
+}
+
+// GraphList is the graphs setting's graphs, each once, in the order given.
+func (c *Config) GraphList() []string {
+	var out []string
+	for _, g := range splitList(c.Graphs) {
+		if !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// IngestOf is the ingest configuration of graph in a fleet: Ingest with that graph, and so
+// with its own streams.
+func (c *Config) IngestOf(graph string) ingest.Config {
+	one := *c
+	one.Graph, one.Graphs = graph, ""
+	return one.Ingest()
+}
+
+// GraphRoot is graph's root in a fleet: <root>/<graph>, the graph name added to a URI's path
+// (before its parameters: s3://bucket/graphs/g?endpoint=… for s3://bucket/graphs?endpoint=…).
+func (c *Config) GraphRoot(graph string) string {
+	if !strings.Contains(c.Root, "://") {
+		return filepath.Join(c.Root, graph)
+	}
+	u, err := url.Parse(c.Root)
+	if err != nil {
+		return strings.TrimSuffix(c.Root, "/") + "/" + graph // storage.Open names the error
+	}
+	u.Path = path.Join("/", u.Path, graph)
+	u.RawPath = ""
+	return u.String()
 }
 
 // splitList is a comma list's items, trimmed, empty ones dropped.

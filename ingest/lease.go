@@ -48,10 +48,9 @@ func AcquireLease(ctx context.Context, js jetstream.JetStream, graph, holder str
 // is found held by someone else (so that a standby says so and a leader that gets it at once
 // does not).
 func acquireLease(ctx context.Context, js jetstream.JetStream, graph, holder string, ttl time.Duration, rep Replication, waiting func(heldBy string)) (*Lease, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1,
-		Replicas: rep.replicas(), Placement: rep.placement()})
+	kv, err := rep.Bucket(ctx, js, LeaseBucket, ttl)
 	if err != nil {
-		return nil, fmt.Errorf("ingest: lease bucket: %w", placementError(err, "KV_"+LeaseBucket, rep))
+		return nil, fmt.Errorf("ingest: lease bucket: %w", err)
 	}
 	l := &Lease{kv: kv, key: graph, holder: holder, ttl: ttl, lost: make(chan struct{}), kept: make(chan struct{})}
 	for {

@@ -17,8 +17,9 @@ import (
 
 // Metrics are the worker's Prometheus metrics, with the Go runtime's and the process's, on a
 // registry of their own: two services in one process (or one test) never share or collide.
+// A fleet process keeps one Metrics per graph on its own registry instead (NewGraphMetrics).
 type Metrics struct {
-	reg *prometheus.Registry
+	reg *prometheus.Registry // nil for a graph's metrics on a fleet's registry
 
 	messages     *prometheus.CounterVec // by outcome
 	deadLetters  *prometheus.CounterVec // by reason
@@ -51,7 +52,24 @@ var commitBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 
 // NewMetrics returns empty metrics on a new registry that also holds the standard Go runtime
 // and process collectors.
 func NewMetrics() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg)
+	m.reg = reg
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// NewGraphMetrics returns empty metrics of one graph registered on reg with the label
+// graph="<graph>": the graphs of a fleet process share the one registry its HTTP server serves
+// (which holds the runtime and process collectors once), each series told apart by its graph.
+// Registry, WriteTo and Handler are the caller's registry's business, not these metrics'.
+func NewGraphMetrics(reg prometheus.Registerer, graph string) *Metrics {
+	return newMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"graph": graph}, reg))
+}
+
+// newMetrics registers the worker's own collectors on reg.
+func newMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{}
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
@@ -81,10 +99,34 @@ func NewMetrics() *Metrics {
 	m.budgetSpent = counterVec("omnigraph_retry_budget_exhausted_total", "Messages whose retry budget ran out, by action: stalled (known-transient error, held and retried) or dead_lettered (retry_exhausted).", "action")
 	m.commitSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "omnigraph_commit_seconds",
 		Help: "Message processing time of committed batches.", Buckets: commitBuckets})
-	m.reg.MustRegister(m.messages, m.deadLetters, m.rows, m.bytes, m.recoveries, m.compactions, m.compactSecs,
-		m.leaseHeld, m.pending, m.stalledGauge, m.operatorReq, m.budgetSpent, m.commitSecs,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.messages, m.deadLetters, m.rows, m.bytes, m.recoveries, m.compactions, m.compactSecs,
+		m.leaseHeld, m.pending, m.stalledGauge, m.operatorReq, m.budgetSpent, m.commitSecs)
 	return m
+}
+
+// Status is what /readyz reports of one worker.
+type Status struct {
+	Ready    bool   // consuming under the lease
+	Stalled  string // why the message in flight is held past its retry budget ("" when not)
+	Operator string // the error holding the message in flight for an operator ("" when none)
+}
+
+// Held is the reason the worker is not taking messages although it consumes ("" when none).
+func (s Status) Held() string {
+	switch {
+	case s.Operator != "":
+		return "operator required: " + s.Operator
+	case s.Stalled != "":
+		return "stalled: " + s.Stalled
+	}
+	return ""
+}
+
+// Status is the worker's readiness as /readyz reports it.
+func (m *Metrics) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Status{Ready: m.ready, Stalled: m.stalled, Operator: m.operator}
 }
 
 func (m *Metrics) message(out outcome, rows int, size int, took time.Duration, reason string) {
@@ -223,19 +265,13 @@ func (m *Metrics) Handler() http.Handler {
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		m.mu.Lock()
-		ready, stalled, operator := m.ready, m.stalled, m.operator
-		m.mu.Unlock()
-		if !ready {
+		st := m.Status()
+		if !st.Ready {
 			http.Error(w, "not consuming (standby or starting)", http.StatusServiceUnavailable)
 			return
 		}
-		if operator != "" {
-			http.Error(w, "operator required: "+operator, http.StatusServiceUnavailable)
-			return
-		}
-		if stalled != "" {
-			http.Error(w, "stalled: "+stalled, http.StatusServiceUnavailable)
+		if held := st.Held(); held != "" {
+			http.Error(w, held, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ready\n")

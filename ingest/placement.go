@@ -1,9 +1,11 @@
 package ingest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -81,4 +83,17 @@ func placementError(err error, stream string, r Replication) error {
 		setting += ", placement_tags"
 	}
 	return &PlacementError{Setting: setting, Stream: stream, Replicas: r.replicas(), Cluster: r.Cluster, Tags: r.Tags, Answer: api.Description, Err: err}
+}
+
+// Bucket creates or updates the key-value bucket name, keeping one revision per key and
+// dropping entries ttl after their last put, with r's replicas and placement (a
+// *PlacementError when JetStream cannot honour them). The lease bucket is one; a fleet's
+// membership bucket another, placed alike since either lost would leave graphs unserved.
+func (r Replication) Bucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.Duration) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, TTL: ttl, History: 1,
+		Replicas: r.replicas(), Placement: r.placement()})
+	if err != nil {
+		return nil, placementError(err, "KV_"+name, r)
+	}
+	return kv, nil
 }

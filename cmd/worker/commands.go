@@ -379,9 +379,9 @@ func orDash(s *string) string {
 	return *s
 }
 
-// cmdRun binds every setting, as config.Load does, root and graph required.
+// cmdRun binds every setting, as config.Load does, root and graph (or graphs) required.
 func cmdRun(fs *flagSet) runFunc {
-	settings := bindConfig(fs, config.Defaults(), config.AllSettings()...).require("root", "graph")
+	settings := bindConfig(fs, config.Defaults(), config.AllSettings()...).require(config.RunRequired...)
 	return func(ctx context.Context, args []string) error {
 		if len(args) != 0 {
 			return &usageError{msg: fmt.Sprintf("run takes no arguments (got %q)", args)}
@@ -390,7 +390,8 @@ func cmdRun(fs *flagSet) runFunc {
 	}
 }
 
-// serve is `worker run` once its command line is parsed.
+// serve is `worker run` once its command line is parsed: one graph, or with graphs this
+// process's share of a fleet's (serveFleet).
 func serve(ctx context.Context, settings *boundSettings) error {
 	c, err := settings.load()
 	if err != nil {
@@ -422,8 +423,32 @@ func serve(ctx context.Context, settings *boundSettings) error {
 			log.Info("memory limit", zap.Int64("cgroup_bytes", hard), zap.Int64("soft_limit_bytes", memlimit.Soft(hard)))
 		}
 	}
+	if c.Graphs != "" {
+		return serveFleet(ctx, c, log)
+	}
+	st, g, err := openServed(ctx, c, c.Root, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	nc, stop, err := connectServed(ctx, c, st.Location(""), log)
+	if err != nil || nc == nil {
+		return err
+	}
+	defer stop()
+	svc, err := ingest.NewService(nc, g, c.Ingest(), ingest.WithLogger(log), ingest.WithHTTP(c.HTTP), ingest.WithLeaseTTL(c.LeaseTTL))
+	if err != nil {
+		return err
+	}
+	return svc.Run(ctx)
+}
+
+// openServed opens the graph at uri for `worker run`: read-only, since full recovery restores
+// tables, which is only safe with no other writer alive (the service runs it once the lease
+// is its own), or initialised from the schema setting when uri holds no graph.
+func openServed(ctx context.Context, c *config.Config, uri string, log *zap.Logger) (storage.Store, *engine.Graph, error) {
 	// The object store's client library logs through this logger, not in plain text beside it.
-	st, err := openRoot(ctx, c.Root, c, storage.WithLog(func(level, msg string) {
+	st, err := openRoot(ctx, uri, c, storage.WithLog(func(level, msg string) {
 		if level == "WARN" {
 			log.Warn(msg, zap.String("from", "object store client"))
 			return
@@ -431,18 +456,16 @@ func serve(ctx context.Context, settings *boundSettings) error {
 		log.Debug(msg, zap.String("from", "object store client"), zap.String("level", level))
 	}))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer st.Close()
 	storage.KeepSpares(st) // a long-lived writer: its files are created ahead of its commits
-	// Read-only until this process holds the lease: full recovery restores tables, which is
-	// only safe with no other writer alive, so the service runs it once the lease is ours.
 	g, err := engine.OpenReadOnly(ctx, st)
 	if err != nil && c.Schema != "" {
 		if ok, _ := st.Exists(ctx, "__schema_state.json"); !ok {
 			src, rerr := os.ReadFile(c.Schema)
 			if rerr != nil {
-				return rerr
+				st.Close()
+				return nil, nil, rerr
 			}
 			var o engine.InitOptions
 			if c.LanceFileVersion != "" {
@@ -456,17 +479,27 @@ func serve(ctx context.Context, settings *boundSettings) error {
 	}
 	if err != nil && c.Schema == "" {
 		if ok, _ := st.Exists(ctx, "__schema_state.json"); !ok {
-			return &storage.NoGraphError{Root: st.URI(), Hint: "pass --schema FILE.pg (or OMNIGRAPH_SCHEMA) to initialise one"}
+			err = &storage.NoGraphError{Root: st.URI(), Hint: "pass --schema FILE.pg (or OMNIGRAPH_SCHEMA) to initialise one"}
 		}
 	}
 	if err != nil {
-		return err
+		st.Close()
+		return nil, nil, err
 	}
+	return st, g, nil
+}
+
+// connectServed connects `worker run` to nats_url, or to an embedded server it starts when
+// nats_url is empty (its store in nats_dir, by default <root>.nats beside a local root loc);
+// stop drains the connection and ends that server. A nil connection and error: ctx ended while
+// NATS was being waited for, and nothing was taken from a stream.
+func connectServed(ctx context.Context, c *config.Config, loc string, log *zap.Logger) (nc *nats.Conn, stop func(), err error) {
 	url := c.NATSURL
+	var shutdown func()
 	if url == "" {
 		dir := c.NATSDir
 		if dir == "" {
-			loc := strings.TrimSuffix(st.Location(""), "/")
+			loc := strings.TrimSuffix(loc, "/")
 			if strings.Contains(loc, "://") {
 				dir = ".data/nats"
 			} else {
@@ -475,9 +508,9 @@ func serve(ctx context.Context, settings *boundSettings) error {
 		}
 		ns, err := ingest.StartEmbedded(dir, c.NATSPort)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		defer ns.Shutdown()
+		shutdown = ns.Shutdown
 		url = ns.ClientURL()
 		log.Info("embedded NATS JetStream", zap.String("url", url), zap.String("store", dir))
 	}
@@ -487,20 +520,23 @@ func serve(ctx context.Context, settings *boundSettings) error {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("NATS reconnected", zap.String("server", nc.ConnectedServerName()), zap.String("url", nc.ConnectedUrlRedacted()))
 		}))
-	nc, err := connectNATS(ctx, url, opts, log)
+	nc, err = connectNATS(ctx, url, opts, log)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while waiting for NATS: nothing was taken from the stream
+		if shutdown != nil {
+			shutdown()
 		}
-		return err
+		if ctx.Err() != nil {
+			return nil, nil, nil // stopped while waiting for NATS: nothing was taken from the stream
+		}
+		return nil, nil, err
 	}
 	log.Info("NATS connected", zap.String("server", nc.ConnectedServerName()), zap.String("url", nc.ConnectedUrlRedacted()))
-	defer nc.Drain()
-	svc, err := ingest.NewService(nc, g, c.Ingest(), ingest.WithLogger(log), ingest.WithHTTP(c.HTTP), ingest.WithLeaseTTL(c.LeaseTTL))
-	if err != nil {
-		return err
-	}
-	return svc.Run(ctx)
+	return nc, func() {
+		_ = nc.Drain()
+		if shutdown != nil {
+			shutdown()
+		}
+	}, nil
 }
 
 // connectNATS connects to url, waiting with backoff while no server answers (a worker started
