@@ -86,7 +86,7 @@ func pipelineMemoryRun(ctx context.Context, dir, worker, schema, url, graph stri
 		depth = pipelineDepth
 	}
 	w := exec.CommandContext(ctx, worker, "run", "--root", filepath.Join(dir, graph), "--graph", graph, "--schema", schema,
-		"--nats-url", url, "--memory-limit", strconv.Itoa(limit), "--http", httpAddr, durabilityFlag, "--log-level", "warn",
+		"--nats-url", url, "--memory-limit", strconv.Itoa(limit), "--http", httpAddr, durabilityFlag,
 		"--pipeline-depth", strconv.Itoa(depth), "--pipeline-bytes", strconv.Itoa(pipeMemBytes))
 	w.Env = append(os.Environ(), "GOGC=") // the worker's own collector setting, not this process's
 	logf, err := os.Create(filepath.Join(dir, graph+".log"))
