@@ -60,8 +60,9 @@ bench-framing:
 # `worker run` under a steady stream (SOAK_MINUTES, default 10) with its memory, descriptors
 # and goroutines printed each minute and their slopes at the end; not part of `make test`.
 SOAK_MINUTES ?= 10
+SOAK_WARMUP ?= 2
 soak:
-	$(GO) run ./integration/soak -minutes $(SOAK_MINUTES)
+	$(GO) run ./integration/soak -minutes $(SOAK_MINUTES) -warmup $(SOAK_WARMUP)
 
 # Short fuzz runs of every parser; corpora live in testdata/fuzz of each package.
 FUZZTIME ?= 20s
