@@ -117,6 +117,11 @@ func (p *pipe) commit(stop, pctx context.Context) error {
 		h = p.held[h.seq] // the latest delivery, should the server have sent it again
 		delete(p.held, h.seq)
 		p.bytes -= h.size
+		if len(p.held) == 0 && p.bytes != 0 {
+			// Nothing held holds nothing: a residue would stop the fetcher for good.
+			p.w.log.Error("pipeline byte count off with nothing held; reset", zap.Int64("bytes", p.bytes))
+			p.bytes = 0
+		}
 		p.mu.Unlock()
 		p.signal()
 		if out := p.w.handle(stop, h.msg, h.st); out == outcomeRequeued {
@@ -126,8 +131,12 @@ func (p *pipe) commit(stop, pctx context.Context) error {
 	}
 }
 
-// next waits for the lowest held message that may be applied now; nil when pctx ends.
+// next waits for the lowest held message that may be applied now; nil when pctx ends. A wait
+// for a missing predecessor longer than ack_wait (which redelivers it) is logged, once per
+// missing sequence.
 func (p *pipe) next(pctx context.Context) *held {
+	var since time.Time
+	var told uint64
 	for pctx.Err() == nil {
 		h, n := p.lowest()
 		if h != nil && (p.last != 0 && h.seq == p.last+1 || p.inOrder(pctx, h.seq, n)) {
@@ -138,6 +147,14 @@ func (p *pipe) next(pctx context.Context) *held {
 		if h != nil {
 			p.setWaiting(true)
 			poll = time.After(orderPoll)
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if waited := time.Since(since); waited > p.w.cfg.AckWait && told != h.seq {
+				told = h.seq
+				p.w.log.Warn("the pipeline waits for a missing predecessor to be redelivered", zap.Uint64("lowest_held", h.seq),
+					zap.Uint64("last_finished", p.last), zap.Int("held", n), zap.Duration("waited", waited))
+			}
 		}
 		select {
 		case <-pctx.Done():

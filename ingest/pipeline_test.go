@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
@@ -304,5 +306,49 @@ func TestPipelineBytesCountWhatIsStaged(t *testing.T) {
 	failpoint.Reset()
 	if got := h.inOrder(6); fmt.Sprint(got) != "[1 2 3 4 5 6]" {
 		t.Fatalf("events of %v", got)
+	}
+}
+
+// A pipeline that waits longer than ack_wait for a missing predecessor says so: it is silent
+// otherwise, and an operator watching a graph that does not move needs to know why.
+func TestPipelineLogsALongWait(t *testing.T) {
+	h := start(t, depth(4))
+	h.stop()
+	<-h.done
+	h.done <- nil
+	ctx := context.Background()
+	for i := range 3 {
+		h.publish(person(i), nil)
+	}
+	// The previous holder took message 1 and keeps it for 1.5 ack_wait, then dies with it.
+	b, err := h.w.cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var taken jetstream.Msg
+	for m := range b.Messages() {
+		taken = m
+	}
+	if taken == nil {
+		t.Fatal("the previous holder got nothing")
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	w2, err := New(h.nc, h.g, h.w.cfg, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w2.Run(run) }()
+	defer func() { stop(); <-done }()
+	for end := time.Now().Add(3 * h.w.cfg.AckWait / 2); time.Now().Before(end); time.Sleep(h.w.cfg.AckWait / 4) {
+		_ = taken.InProgress()
+	}
+	if got := h.inOrder(3); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("events of %v", got)
+	}
+	waits := logs.FilterMessage("the pipeline waits for a missing predecessor to be redelivered").All()
+	if len(waits) != 1 || waits[0].ContextMap()["lowest_held"] != uint64(2) {
+		t.Fatalf("long-wait warnings: %+v", waits)
 	}
 }

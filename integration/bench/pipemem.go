@@ -141,7 +141,14 @@ func pipelineMemoryRun(ctx context.Context, dir, worker, schema, url, graph stri
 	}
 	for n := 0; n < pipeMemBatches; n++ {
 		if _, err := events.NextMsg(pipeMemEventWait); err != nil {
-			return fmt.Errorf("pipeline-full: %d of %d batches committed: %w; the worker's log ends:\n%s", n, pipeMemBatches, err, tail(logf.Name(), 40))
+			state := "consumer state not read"
+			if cons, cerr := js.Consumer(ctx, ingest.StreamName(graph), ingest.DefaultConsumer); cerr == nil {
+				if info, ierr := cons.Info(ctx); ierr == nil {
+					state = fmt.Sprintf("consumer: delivered %d, ack floor %d, ack pending %d, pending %d, redelivered %d, waiting pulls %d",
+						info.Delivered.Stream, info.AckFloor.Stream, info.NumAckPending, info.NumPending, info.NumRedelivered, info.NumWaiting)
+				}
+			}
+			return fmt.Errorf("pipeline-full: %d of %d batches committed: %w; %s; the worker's log ends:\n%s", n, pipeMemBatches, err, state, tail(logf.Name(), 40))
 		}
 	}
 	peak, err := procPeakRSSMiB(w.Process.Pid)
