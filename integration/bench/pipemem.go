@@ -121,23 +121,19 @@ func pipelineMemoryRun(ctx context.Context, dir, worker, schema, url, graph stri
 	name := strings.Repeat("n", pipeMemNameBytes)
 	start := time.Now()
 	total := 0
-	for k := range pipeMemBatches {
+	msgs := make([]*nats.Msg, pipeMemBatches)
+	for k := range msgs {
 		var b strings.Builder
 		for i := range pipeMemRows {
 			fmt.Fprintf(&b, `{"type":"Person","data":{"handle":"q%d-%d","name":"%s","age":%d,"score":0.5}}`+"\n", k, i, name, i%90)
 		}
-		m := nats.NewMsg(cfg.IngestSubject())
-		m.Data = []byte(b.String())
-		m.Header.Set(ingest.HeaderMode, "append")
-		total += len(m.Data)
-		if _, err := js.PublishMsgAsync(m); err != nil {
-			return err
-		}
+		msgs[k] = nats.NewMsg(cfg.IngestSubject())
+		msgs[k].Data = []byte(b.String())
+		msgs[k].Header.Set(ingest.HeaderMode, "append")
+		total += len(msgs[k].Data)
 	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := publishAll(ctx, js, msgs, graph); err != nil {
+		return err
 	}
 	for n := 0; n < pipeMemBatches; n++ {
 		if _, err := events.NextMsg(pipeMemEventWait); err != nil {
