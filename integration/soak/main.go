@@ -106,7 +106,10 @@ func run(ctx context.Context, minutes, warmup, rate, rows, keys int) error {
 	minute := time.NewTicker(time.Minute)
 	defer minute.Stop()
 	var samples []sample
-	published := 0
+	published, failed := 0, 0
+	// futures are the publishes not yet confirmed or refused: one JetStream did not store
+	// (a timeout on a loaded machine) is no message the worker could apply.
+	var futures []jetstream.PubAckFuture
 	for len(samples) < minutes {
 		select {
 		case <-ctx.Done():
@@ -121,19 +124,32 @@ func run(ctx context.Context, minutes, warmup, rate, rows, keys int) error {
 				m.Header.Set(ingest.HeaderMode, "append")
 			}
 			m.Header.Set(ingest.HeaderMsgID, fmt.Sprintf("soak-%d", published))
-			if _, err := js.PublishMsgAsync(m); err != nil {
+			f, err := js.PublishMsgAsync(m)
+			if err != nil {
 				return fmt.Errorf("publish: %w", err)
 			}
+			futures = append(futures, f)
 			published++
 		case <-minute.C:
 			s, err := measure(w.Process.Pid, httpAddr)
 			if err != nil {
 				return err
 			}
-			s.published = published
+			pending := futures[:0]
+			for _, f := range futures {
+				select {
+				case <-f.Ok():
+				case <-f.Err():
+					failed++
+				default:
+					pending = append(pending, f)
+				}
+			}
+			futures = pending
+			s.published, s.failed = published, failed
 			samples = append(samples, s)
-			fmt.Printf("soak: minute=%d rss_mib=%.1f heap_inuse_mib=%.1f fds=%d goroutines=%d published=%d applied=%d\n",
-				len(samples), s.rssMiB, s.heapMiB, s.fds, s.goroutines, s.published, s.applied)
+			fmt.Printf("soak: minute=%d rss_mib=%.1f heap_inuse_mib=%.1f fds=%d goroutines=%d published=%d publish_failed=%d applied=%d\n",
+				len(samples), s.rssMiB, s.heapMiB, s.fds, s.goroutines, s.published, s.failed, s.applied)
 		}
 	}
 	after := samples[warmup:]
@@ -152,7 +168,7 @@ func run(ctx context.Context, minutes, warmup, rate, rows, keys int) error {
 type sample struct {
 	rssMiB, heapMiB    float64
 	fds, goroutines    int
-	published, applied int
+	published, failed, applied int
 }
 
 // measure reads the worker's resident memory and descriptors from /proc and its goroutines
