@@ -166,8 +166,8 @@ func run(ctx context.Context, minutes, warmup, rate, rows, keys int) error {
 }
 
 type sample struct {
-	rssMiB, heapMiB    float64
-	fds, goroutines    int
+	rssMiB, heapMiB            float64
+	fds, goroutines            int
 	published, failed, applied int
 }
 
