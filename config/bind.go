@@ -39,10 +39,21 @@ func Bind(fs *flag.FlagSet, defaults Config, names ...string) *Loader {
 		help := s.help + " (env " + EnvName(name) + ")"
 		// The default is shown only: Load applies a flag only when it was given, so that the
 		// file and the environment can set what the command line leaves alone.
-		l.vals[name] = fs.String(flagName(name), s.get(&defaults), help)
+		v := &flagValue{text: s.get(&defaults), kind: s.kind}
+		fs.Var(v, flagName(name), help)
+		l.vals[name] = &v.text
 	}
 	return l
 }
+
+// flagValue is a setting's flag: its text, checked by Load (which knows the setting and the
+// source to name), and its kind for help. Type makes a command library that wraps Go flags
+// (spf13/pflag) show the kind rather than "string".
+type flagValue struct{ text, kind string }
+
+func (v *flagValue) String() string     { return v.text }
+func (v *flagValue) Set(s string) error { v.text = s; return nil }
+func (v *flagValue) Type() string       { return v.kind }
 
 // Require makes Load refuse a config in which any of names is empty; a name "a|b" requires
 // one of a and b.

@@ -118,6 +118,8 @@ type setting struct {
 	set        func(c *Config, v string) error
 	get        func(c *Config) string
 	check      func(c *Config) error
+	// kind names the value's type in help: string, duration, int or on|off.
+	kind string
 }
 
 func str(get func(c *Config) *string) (func(*Config, string) error, func(*Config) string) {
@@ -132,7 +134,7 @@ func (r reason) Error() string { return string(r) }
 func settings() []setting {
 	s := func(name, help string, f func(c *Config) *string, check func(c *Config) error) setting {
 		set, get := str(f)
-		return setting{name, help, set, get, check}
+		return setting{name, help, set, get, check, "string"}
 	}
 	dur := func(name, help string, f func(c *Config) *time.Duration, least time.Duration) setting {
 		return setting{name, help, func(c *Config, v string) error {
@@ -147,7 +149,7 @@ func settings() []setting {
 				return reason("must be at least " + least.String())
 			}
 			return nil
-		}}
+		}, "duration"}
 	}
 	num := func(name, help string, f func(c *Config) *int, check func(c *Config) error) setting {
 		return setting{name, help, func(c *Config, v string) error {
@@ -157,7 +159,7 @@ func settings() []setting {
 			}
 			*f(c) = n
 			return nil
-		}, func(c *Config) string { return strconv.Itoa(*f(c)) }, check}
+		}, func(c *Config) string { return strconv.Itoa(*f(c)) }, check, "int"}
 	}
 	onOff := func(name, help string, f func(c *Config) *bool) setting {
 		return setting{name, help, func(c *Config, v string) error {
@@ -170,7 +172,7 @@ func settings() []setting {
 				return fmt.Errorf("want on or off (true/false, 1/0, yes/no), not %q", v)
 			}
 			return nil
-		}, func(c *Config) string { return strconv.FormatBool(*f(c)) }, nil}
+		}, func(c *Config) string { return strconv.FormatBool(*f(c)) }, nil, "on|off"}
 	}
 	return []setting{
 		s("root", "graph root URI (path, file://, mem://, s3://, gs://, azblob://)", func(c *Config) *string { return &c.Root }, nil),

@@ -76,3 +76,18 @@ func TestDescribeAndLiveWorkerExit(t *testing.T) {
 		t.Fatal("not typed")
 	}
 }
+
+// Help shows each setting's kind (duration, int, on|off), not "string" for all, and its
+// default.
+func TestHelpShowsSettingKinds(t *testing.T) {
+	withEnv(t, nil)
+	out, err := captureStdout(t, func() error { return execute(context.Background(), []string{"run", "-h"}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--ack-wait duration", "--max-deliver int", "--local-fsync on|off", "--root string", "(default 30s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run -h lacks %q:\n%s", want, out)
+		}
+	}
+}
