@@ -49,6 +49,15 @@ func FuzzParse(f *testing.F) {
 		if fmt.Sprint(err) != fmt.Sprint(err2) || !reflect.DeepEqual(recs, recs2) {
 			t.Fatalf("Parse and ParseBytes disagree: %v / %v", err, err2)
 		}
+		// A retained body gives the same records and refusals, and is never written to.
+		kept := bytes.Clone(data)
+		recs3, err3 := ParseRetained(kept, DefaultLimits())
+		if fmt.Sprint(err) != fmt.Sprint(err3) || !reflect.DeepEqual(recs, recs3) {
+			t.Fatalf("ParseRetained and ParseBytes disagree: %v / %v", err3, err)
+		}
+		if !bytes.Equal(kept, data) {
+			t.Fatalf("ParseRetained wrote to the body: %q became %q", data, kept)
+		}
 		// Parsing in parts (as large batches are) is exactly parsing line by line, refusals
 		// included, whatever the number of parts.
 		for _, lim := range []Limits{DefaultLimits(), tinyLimits.normalized()} {

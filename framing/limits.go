@@ -48,6 +48,10 @@ type Limits struct {
 	// load mode, so the engine enforces it), hence no default and no resource string: a
 	// batch over a configured MaxLines is refused as *errs.InvalidInput.
 	MaxLines int
+
+	// retain: the body is the caller's to keep unchanged while the records live (ParseRetained);
+	// records point into it rather than into a copy.
+	retain bool
 }
 
 // DefaultLimits returns the reference engine's limits for a strict graph batch.

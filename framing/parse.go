@@ -63,6 +63,20 @@ func ParseBytes(body []byte, lim Limits) ([]Record, error) {
 	return parseBody(body, lim)
 }
 
+// ParseRetained is ParseBytes for a body the caller keeps, unchanged, as long as the records
+// live (a consumed message's body, kept for its ack, its receipt hash and any dead letter):
+// records' Data values point into body itself rather than into a copy, except those of lines
+// with insignificant whitespace inside values' structure, which are compacted into copies of
+// their own. body is never written to.
+func ParseRetained(body []byte, lim Limits) ([]Record, error) {
+	lim = lim.normalized()
+	lim.retain = true
+	if int64(len(body)) > lim.MaxBytes {
+		return nil, &errs.ResourceLimitExceeded{Resource: ResourceRequestBytes, Limit: uint64(lim.MaxBytes), Actual: uint64(len(body))}
+	}
+	return parseBody(body, lim)
+}
+
 func readBounded(r io.Reader, max int64) ([]byte, error) {
 	bound := max
 	if bound < math.MaxInt64 {
@@ -196,8 +210,11 @@ func frameLines(body []byte, first int, records []Record, lim Limits, fast bool)
 	// One copy of the part that records point into: a line the fast path takes is used in
 	// place, one the general scanner takes is compacted over its own bytes (its compact copy
 	// never outgrows it), so the arena never reallocates.
-	arena := make([]byte, len(body))
-	copy(arena, body)
+	arena := body
+	if !lim.retain {
+		arena = make([]byte, len(body))
+		copy(arena, body)
+	}
 	f := getFastScanner(lim.MaxDepth)
 	defer putFastScanner(f)
 	var s *scanner // the general scanner, for lines the fast path leaves to it
@@ -266,7 +283,11 @@ func frameLines(body []byte, first int, records []Record, lim Limits, fast bool)
 		if s == nil {
 			s = newScanner(lim.MaxDepth, 0)
 		}
-		s.arena = arena[:start]
+		if lim.retain {
+			s.arena = make([]byte, 0, len(raw)) // the body is not the scanner's to compact over
+		} else {
+			s.arena = arena[:start]
+		}
 		var err error
 		if *rec, err = s.record(raw, line); err != nil {
 			return nil, err

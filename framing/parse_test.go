@@ -1,6 +1,7 @@
 package framing
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 )
@@ -385,5 +387,36 @@ func TestNamesAcrossShapes(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(want[i], ",") || r.Type != map[bool]string{true: "E", false: "A"}[i == 6] {
 			t.Fatalf("line %d: names %v type %q, want %v", i+1, got, r.Type, want[i])
 		}
+	}
+}
+
+// ParseRetained points fast-path records into the body itself (no copy), and gives a line
+// the general scanner compacts a copy of its own: the body stays as it was.
+func TestParseRetainedUsesTheBody(t *testing.T) {
+	body := []byte("{\"type\":\"A\",\"data\":{\"x\":\"fast\"}}\n{ \"type\" : \"A\" , \"data\" : { \"x\" : [ 1 , 2 ] } }\n")
+	orig := bytes.Clone(body)
+	recs, err := ParseRetained(body, DefaultLimits())
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("%v %v", recs, err)
+	}
+	inBody := func(v []byte) bool {
+		if len(v) == 0 {
+			return false
+		}
+		p, lo := uintptr(unsafe.Pointer(&v[0])), uintptr(unsafe.Pointer(&body[0]))
+		return p >= lo && p < lo+uintptr(len(body))
+	}
+	if v := recs[0].Data[0].Value; string(v) != `"fast"` || !inBody(v) {
+		t.Errorf("fast-path value %q is not the body's own bytes", v)
+	}
+	if v := recs[1].Data[0].Value; string(v) != `[1,2]` || inBody(v) {
+		t.Errorf("compacted value %q: want a copy of its own", v)
+	}
+	if !bytes.Equal(body, orig) {
+		t.Errorf("the body was written to: %q", body)
+	}
+	copied, err := ParseBytes(body, DefaultLimits())
+	if err != nil || inBody(copied[0].Data[0].Value) {
+		t.Errorf("ParseBytes points into the caller's body: %v", err)
 	}
 }

@@ -116,7 +116,9 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 	if mode == "" {
 		mode = engine.ModeMerge
 	}
-	recs, err := framing.ParseBytes(msg.Data(), framing.DefaultLimits())
+	// The body stays as it is while the message is held (its ack, receipt hash and any dead
+	// letter need it), so the records may point into it rather than into a copy.
+	recs, err := framing.ParseRetained(msg.Data(), framing.DefaultLimits())
 	if err != nil {
 		return nil, 0, err
 	}
@@ -125,8 +127,9 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 	if ahead {
 		req.Built, _ = w.g.Build(req) // a refusal is Load's to report, in its order
 	}
-	// What the staged load holds beside the body: the records' copy of it and the built rows.
-	held = int64(len(msg.Data())) + req.Built.Bytes()
+	// What the staged load holds beside the body: the records (which point into it) and the
+	// built rows.
+	held = int64(len(recs))*recordBytes + req.Built.Bytes()
 	return func(ctx context.Context) (*applied, error) {
 		res, err := w.g.Load(ctx, req)
 		req.Built = nil // a retry builds anew
@@ -138,6 +141,10 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 			AlreadyApplied: res.AlreadyApplied}}, nil
 	}, held, nil
 }
+
+// recordBytes is about what one framed record holds beside the body it points into: the
+// Record and a few data members.
+const recordBytes = 176
 
 // mergeRequest parses a merge request and returns the merge that applies it.
 func (w *Worker) mergeRequest(msg jetstream.Msg, receipt *publisher.Receipt) (func(context.Context) (*applied, error), error) {

@@ -27,8 +27,8 @@ import (
 // waits, heartbeating what it holds, until the missing one is redelivered to it.
 
 // stagingFactor is how many times its body a message is taken to hold until it is staged:
-// the body, the records' copy of it and the Arrow rows built from them.
-const stagingFactor = 3
+// the body and the Arrow rows built from its records (which point into the body).
+const stagingFactor = 2
 
 // fetchWait bounds one pull request: how long shutdown may wait for the fetcher.
 const fetchWait = time.Second
@@ -284,8 +284,8 @@ func (p *pipe) add(msg jetstream.Msg) {
 		p.mu.Unlock()
 		return
 	}
-	// Until it is staged, a message counts as its body and twice that again (the records'
-	// copy and the built rows): the fetcher must not take more on the body alone.
+	// Until it is staged, a message counts as its body twice (the body and the rows to be built
+	// from it): the fetcher must not take more on the body alone.
 	h := &held{msg: msg, meta: meta, seq: meta.Sequence.Stream, size: stagingFactor * int64(len(msg.Data())), ready: make(chan struct{})}
 	p.held[h.seq] = h
 	p.bytes += h.size

@@ -285,16 +285,16 @@ func TestPipelineBytesBoundThePrefetch(t *testing.T) {
 	}
 }
 
-// The bound counts what a held message keeps beside its body (the records' copy, the built
-// rows), not only the body: with room for two bodies and a bit, one message is held behind the
-// one that commits, not two.
+// The bound counts what a held message keeps beside its body (its records, the built rows),
+// not only the body: with room for two bodies, one message is held behind the one that
+// commits, not two.
 func TestPipelineBytesCountWhatIsStaged(t *testing.T) {
 	t.Cleanup(failpoint.Reset)
 	if err := failpoint.Enable("load.after_prepare", "error"); err != nil {
 		t.Fatal(err)
 	}
 	body := int64(len(person(0)))
-	h := start(t, func(w *Worker) { w.cfg.RetryMax, w.cfg.PipelineBytes = 200*time.Millisecond, 2*body+1 }, depth(8))
+	h := start(t, func(w *Worker) { w.cfg.RetryMax, w.cfg.PipelineBytes = 200*time.Millisecond, 2*body }, depth(8))
 	for i := range 6 {
 		h.publish(person(i), nil)
 	}
