@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/omnigraph/omnigraph-worker/config"
@@ -228,6 +229,25 @@ func TestNATSConf(t *testing.T) {
 		}
 		if n, _ := strconv.Atoi(m[1]); n < ingest.MaxMessageBytes {
 			t.Errorf("%s max_payload %d is under the %d bytes a full batch with headers needs", f, n, ingest.MaxMessageBytes)
+		}
+	}
+}
+
+// The NATS config files parse with the module's own nats-server (the minor version the
+// images pin), and say what the compose file relies on: the payload for full batches,
+// JetStream, and for the cluster its name, a route to each node and the node's own name.
+func TestNATSConfigsParse(t *testing.T) {
+	t.Setenv("SERVER_NAME", "nats-2")
+	for _, f := range []string{"nats.conf", "nats-cluster.conf"} {
+		o, err := server.ProcessConfigFile(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if o.MaxPayload != ingest.MaxMessageBytes || !o.JetStream {
+			t.Errorf("%s: max_payload %d (want %d), jetstream %v", f, o.MaxPayload, ingest.MaxMessageBytes, o.JetStream)
+		}
+		if f == "nats-cluster.conf" && (o.ServerName != "nats-2" || o.Cluster.Name != "omnigraph" || len(o.Routes) != 3) {
+			t.Errorf("%s: server %q, cluster %q, %d routes", f, o.ServerName, o.Cluster.Name, len(o.Routes))
 		}
 	}
 }
