@@ -163,7 +163,7 @@ func startPublisher(t *testing.T, urls string) *publisher {
 				return
 			case <-time.After(30 * time.Millisecond):
 			}
-			if err := publishBatch(js, i); err != nil {
+			if err := graphtest.PublishAcked(js, "demo", i, 2*outage); err != nil {
 				p.mu.Lock()
 				p.err = err
 				p.mu.Unlock()
@@ -176,23 +176,6 @@ func startPublisher(t *testing.T, urls string) *publisher {
 	}()
 	t.Cleanup(func() { p.halt() })
 	return p
-}
-
-func publishBatch(js jetstream.JetStream, i int) error {
-	var err error
-	for deadline := time.Now().Add(2 * outage); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		m := nats.NewMsg("omnigraph.demo.ingest")
-		m.Data = []byte(batchBody(i))
-		m.Header.Set("Omnigraph-Mode", "append")
-		m.Header.Set("Nats-Msg-Id", fmt.Sprintf("batch-%d", i))
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err = js.PublishMsg(ctx, m)
-		cancel()
-		if err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("batch %d not acknowledged: %w", i, err)
 }
 
 func (p *publisher) state() (int, error) {
@@ -274,13 +257,6 @@ func dump(t *testing.T, workers []*workerProc) {
 	for i, w := range workers {
 		t.Logf("worker %d output:\n%s", i, w.out)
 	}
-}
-
-// batchBody is batch i: a person, a company and the edge between them.
-func batchBody(i int) string {
-	return fmt.Sprintf(`{"type":"Person","data":{"handle":"p%d","name":"P","active":true}}
-{"type":"Company","data":{"domain":"c%d.io","name":"C","size":"smb"}}
-{"edge":"WorksAt","from":"p%d","to":"c%d.io","data":{"id":"w%d"}}`, i, i, i, i, i)
 }
 
 // checkExactlyOnce requires the three rows of each of batches 0..n-1 exactly once on main,

@@ -211,7 +211,7 @@ func startPublisher(t *testing.T, js jetstream.JetStream) *publisher {
 			case <-time.After(40 * time.Millisecond):
 			}
 			g := graphs[i%len(graphs)]
-			if err := publishBatch(js, g, i); err != nil {
+			if err := graphtest.PublishAcked(js, g, i, 30*time.Second); err != nil {
 				p.mu.Lock()
 				p.err = err
 				p.mu.Unlock()
@@ -224,23 +224,6 @@ func startPublisher(t *testing.T, js jetstream.JetStream) *publisher {
 	}()
 	t.Cleanup(p.halt)
 	return p
-}
-
-func publishBatch(js jetstream.JetStream, graph string, i int) error {
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		m := nats.NewMsg("omnigraph." + graph + ".ingest")
-		m.Data = []byte(batchBody(i))
-		m.Header.Set("Omnigraph-Mode", "append")
-		m.Header.Set("Nats-Msg-Id", fmt.Sprintf("batch-%d", i))
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err = js.PublishMsg(ctx, m)
-		cancel()
-		if err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("batch %d to %s not acknowledged: %w", i, graph, err)
 }
 
 func (p *publisher) halt() {
@@ -300,13 +283,6 @@ func progress(t *testing.T, p *publisher, js jetstream.JetStream, k int, when st
 	}
 	dump(t, ws)
 	t.Fatalf("%s: not %d more batches applied to every graph within %v: from %v to %v", when, k, settle, now, got)
-}
-
-// batchBody is batch i: a person, a company and the edge between them.
-func batchBody(i int) string {
-	return fmt.Sprintf(`{"type":"Person","data":{"handle":"p%d","name":"P","active":true}}
-{"type":"Company","data":{"domain":"c%d.io","name":"C","size":"smb"}}
-{"edge":"WorksAt","from":"p%d","to":"c%d.io","data":{"id":"w%d"}}`, i, i, i, i, i)
 }
 
 // checkExactlyOnce requires the three rows of each of the batches exactly once in the graph

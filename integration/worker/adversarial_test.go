@@ -129,11 +129,11 @@ func TestAdversarialHostileBodies(t *testing.T) {
 		{maint, `{"op":"explode"}`},
 		{maint, `not json`},
 	}
-	publishBody(t, ns.url, batchBody(0), map[string]string{"Omnigraph-Mode": "append"})
+	publishBody(t, ns.url, graphtest.BatchBody(0), map[string]string{"Omnigraph-Mode": "append"})
 	for _, h := range hostile {
 		publishOn(t, ns.url, h.subject, h.body, nil)
 	}
-	publishBody(t, ns.url, batchBody(1), map[string]string{"Omnigraph-Mode": "append"})
+	publishBody(t, ns.url, graphtest.BatchBody(1), map[string]string{"Omnigraph-Mode": "append"})
 	n := uint64(len(hostile) + 2)
 	waitAcked(t, ns.url, n, w)
 	dls := account(t, ns.url, l, n)
@@ -174,12 +174,12 @@ func TestAdversarialHostileHeaders(t *testing.T) {
 		{`{"source":"` + long(300) + `"}`, "source"},
 	}
 	for i, c := range loads {
-		publishBody(t, ns.url, batchBody(10+i), c.hdr)
+		publishBody(t, ns.url, graphtest.BatchBody(10+i), c.hdr)
 	}
 	for _, c := range merges {
 		publishOn(t, ns.url, "omnigraph.demo.merge", c.body, nil)
 	}
-	publishBody(t, ns.url, batchBody(0), nil)
+	publishBody(t, ns.url, graphtest.BatchBody(0), nil)
 	n := uint64(len(loads) + len(merges) + 1)
 	waitAcked(t, ns.url, n, w)
 	dls := account(t, ns.url, l, n)
@@ -206,7 +206,7 @@ func TestAdversarialHostileHeaders(t *testing.T) {
 		{"dlq", "replay", "--graph", "demo", "--nats-url", ns.url, "--branch", long(300)},
 	} {
 		cmd := exec.Command(bin.worker, args...)
-		cmd.Stdin = strings.NewReader(batchBody(99))
+		cmd.Stdin = strings.NewReader(graphtest.BatchBody(99))
 		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "segment") && !strings.Contains(string(out), "longer than") {
 			t.Fatalf("worker %s: %v\n%s", strings.Join(args[:2], " "), err, out)
 		}
@@ -243,7 +243,7 @@ func TestAdversarialNearLimitBody(t *testing.T) {
 			const size = 33_554_200
 			body := strings.Repeat(strings.Repeat("x", 99)+"\n", size/100) + strings.Repeat("y", size%100)
 			publishBody(t, ns.url, body, nil)
-			publishBody(t, ns.url, batchBody(0), nil)
+			publishBody(t, ns.url, graphtest.BatchBody(0), nil)
 			waitAcked(t, ns.url, 2, w)
 			dls := account(t, ns.url, l, 2)
 			if len(dls) != 1 || dls[0].OrigSeq != 1 || dls[0].Reason != "invalid" || first(dls[0].Headers["Omnigraph-Body-Omitted"]) != fmt.Sprint(size) {
@@ -278,11 +278,11 @@ func TestAdversarialMsgIDReuse(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	publishBody(t, ns.url, batchBody(0), map[string]string{"Nats-Msg-Id": "reused"})
+	publishBody(t, ns.url, graphtest.BatchBody(0), map[string]string{"Nats-Msg-Id": "reused"})
 	waitAcked(t, ns.url, 1, w)
 	time.Sleep(1500 * time.Millisecond)
-	publishBody(t, ns.url, batchBody(1), map[string]string{"Nats-Msg-Id": "reused"})
-	publishBody(t, ns.url, batchBody(2), map[string]string{"Nats-Msg-Id": "fresh"})
+	publishBody(t, ns.url, graphtest.BatchBody(1), map[string]string{"Nats-Msg-Id": "reused"})
+	publishBody(t, ns.url, graphtest.BatchBody(2), map[string]string{"Nats-Msg-Id": "fresh"})
 	waitAcked(t, ns.url, 3, w)
 	dls := account(t, ns.url, l, 3)
 	if len(dls) != 1 || dls[0].Reason != "msg_id_reused" || dls[0].OrigSeq != 2 || !strings.Contains(dls[0].Detail, `"applied_payload_sha256"`) ||
@@ -421,14 +421,14 @@ func stallThenRecover(t *testing.T, root string, real, early bool, errno, text s
 	}
 	w := startWorker(t, root, ns.url, fp, "--http", addr, "--retry-budget", "1s")
 	waitStream(t, ns.url)
-	publishBody(t, ns.url, batchBody(0), nil)
+	publishBody(t, ns.url, graphtest.BatchBody(0), nil)
 	if !early {
 		waitAcked(t, ns.url, 1, w)
 		if real {
 			breakRoot()
 		}
 	}
-	publishBody(t, ns.url, batchBody(1), nil)
+	publishBody(t, ns.url, graphtest.BatchBody(1), nil)
 	waitReady(t, addr, http.StatusServiceUnavailable, "stalled", stalledSeq, text)
 	metrics := httpGet(t, "http://"+addr+"/metrics", 200)
 	if !strings.Contains(metrics, "omnigraph_stalled 1\n") || !strings.Contains(metrics, `omnigraph_retry_budget_exhausted_total{action="stalled"} 1`) {

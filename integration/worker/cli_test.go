@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 )
 
 // runWorker runs the binary with args and returns its stdout, stderr and exit status.
@@ -70,7 +72,7 @@ func TestCLIInterspersedFlagsAndConflictID(t *testing.T) {
 		t.Fatalf("branch create with a flag after NAME: exit %d\n%s%s", code, out, errOut)
 	}
 	batch := filepath.Join(t.TempDir(), "b.ndjson")
-	if err := os.WriteFile(batch, []byte(batchBody(0)), 0o644); err != nil {
+	if err := os.WriteFile(batch, []byte(graphtest.BatchBody(0)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, errOut, code := runWorker(t, "load", batch, "--root", root, "--mode", "append"); code != 0 {
@@ -96,7 +98,7 @@ func TestCLIPublishValidates(t *testing.T) {
 		}
 		return p
 	}
-	good := file("good.ndjson", batchBody(0))
+	good := file("good.ndjson", graphtest.BatchBody(0))
 	notJSON := file("bad.ndjson", `{"type":"Person","data":{`)
 	huge := file("huge.ndjson", strings.Repeat(" ", 33<<20))
 	pub := []string{"publish", "--graph", "demo", "--nats-url", ns.url}
@@ -170,7 +172,7 @@ func TestCLIRequestsWaitForOutcome(t *testing.T) {
 	ns := startNATS(t)
 	root := initGraph(t)
 	w := startWorker(t, root, ns.url, "")
-	publishBody(t, ns.url, batchBody(0), map[string]string{"Omnigraph-Branch": "stage", "Omnigraph-From": "main", "Omnigraph-Mode": "append"})
+	publishBody(t, ns.url, graphtest.BatchBody(0), map[string]string{"Omnigraph-Branch": "stage", "Omnigraph-From": "main", "Omnigraph-Mode": "append"})
 	waitAcked(t, ns.url, 1, w)
 	req := []string{"--graph", "demo", "--nats-url", ns.url, "--wait-timeout", "60s"}
 	out, errOut, code := runWorker(t, append([]string{"merge", "--source", "stage"}, req...)...)

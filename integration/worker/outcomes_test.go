@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 )
 
 // publishBody publishes one message to the demo graph's ingest subject.
@@ -170,12 +171,12 @@ func TestEveryDeadLetterReasonThenReplay(t *testing.T) {
 		{"\x00\xff\xfe not json at all", nil, "invalid", `"line":1`},
 		{`{"type":"Nope","data":{}}`, nil, "invalid", `"line":1`},
 		{strings.Join(companies, "\n"), nil, "resource_limit", `"limit":8192`},
-		{batchBody(7), map[string]string{"Omnigraph-Branch": "quarantine"}, "branch_missing", `"branch":"quarantine"`},
+		{graphtest.BatchBody(7), map[string]string{"Omnigraph-Branch": "quarantine"}, "branch_missing", `"branch":"quarantine"`},
 	}
 	for _, b := range bad { // seqs 2..7
 		publishBody(t, ns.url, b.body, b.hdr)
 	}
-	publishBody(t, ns.url, batchBody(1), nil) // seq 8: batch 1, after every bad one
+	publishBody(t, ns.url, graphtest.BatchBody(1), nil) // seq 8: batch 1, after every bad one
 	waitAcked(t, ns.url, 8, w)
 
 	dls := listDeadLetters(t, ns.url)
@@ -252,7 +253,7 @@ func TestPoisonMessageIsDeadLetteredAfterMaxDeliver(t *testing.T) {
 		startWorker(t, root, ns.url, "load.after_sidecar=kill", "--max-deliver", "3", "--ack-wait", "1s").waitDeath(t)
 	}
 	w := startWorker(t, root, ns.url, "", "--max-deliver", "3", "--ack-wait", "1s")
-	publishBody(t, ns.url, batchBody(1), nil)
+	publishBody(t, ns.url, graphtest.BatchBody(1), nil)
 	waitAcked(t, ns.url, 2, w)
 	dls := listDeadLetters(t, ns.url, "--reason", "max_deliver")
 	if len(dls) != 1 || dls[0].OrigSeq != 1 || !strings.Contains(dls[0].Error, "delivered 3 times") {
@@ -330,7 +331,7 @@ func TestPipelineMergeSurvivesKills(t *testing.T) {
 			root := initGraph(t)
 			publish(t, ns.url, 1) // batch 0 on main
 			for i := 1; i <= 2; i++ {
-				publishBody(t, ns.url, batchBody(i), map[string]string{"Omnigraph-Branch": "staging", "Omnigraph-From": "main",
+				publishBody(t, ns.url, graphtest.BatchBody(i), map[string]string{"Omnigraph-Branch": "staging", "Omnigraph-From": "main",
 					"Nats-Msg-Id": fmt.Sprintf("staging-%d", i), "Omnigraph-Mode": "append"})
 			}
 			publishMerge(t, ns.url, `{"source":"staging","target":"main","delete_source":true}`, "merge-staging")

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 	"github.com/omnigraph/omnigraph-worker/internal/proctest"
 
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
@@ -176,20 +177,13 @@ func publish(t *testing.T, url string, n int) {
 	}
 	for i := 0; i < n; i++ {
 		m := nats.NewMsg("omnigraph.demo.ingest")
-		m.Data = []byte(batchBody(i))
+		m.Data = []byte(graphtest.BatchBody(i))
 		m.Header.Set("Omnigraph-Mode", "append")
 		m.Header.Set("Nats-Msg-Id", fmt.Sprintf("batch-%d", i))
 		if _, err := js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-}
-
-// batchBody is batch i: a person, a company and the edge between them.
-func batchBody(i int) string {
-	return fmt.Sprintf(`{"type":"Person","data":{"handle":"p%d","name":"P","active":true}}
-{"type":"Company","data":{"domain":"c%d.io","name":"C","size":"smb"}}
-{"edge":"WorksAt","from":"p%d","to":"c%d.io","data":{"id":"w%d"}}`, i, i, i, i, i)
 }
 
 // waitAcked waits until the worker's durable consumer acknowledged n messages.
