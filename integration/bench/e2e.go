@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,33 +44,13 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 			return err
 		}
 	}
-	c := config.Defaults() // the worker runs as `worker run` would, automatic compaction included
-	c.Graph = "bench"
-	if pipelineDepth > 0 {
-		c.PipelineDepth = pipelineDepth
-	}
-	w, err := ingest.New(nc, g, c.Ingest(), nil)
+	// The worker runs as `worker run` would, automatic compaction included.
+	bw, err := startBenchWorker(ctx, nc, g, "bench", config.Defaults().CompactionFanout, 1)
 	if err != nil {
 		return err
 	}
-	if err := w.Setup(ctx); err != nil {
-		return err
-	}
-	cfg := w.Config()
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() { _ = w.Run(runCtx) }()
-	events := make(chan struct{}, 1)
-	sub, err := nc.Subscribe(cfg.EventSubject(), func(m *nats.Msg) {
-		var ev ingest.Event
-		if json.Unmarshal(m.Data, &ev) == nil {
-			events <- struct{}{}
-		}
-	})
-	if err != nil {
-		return err
-	}
-	defer sub.Unsubscribe()
+	defer bw.stop()
+	cfg, events := bw.cfg, bw.events
 	js, _ := jetstream.New(nc)
 	run := func(label string, n, count, base int) ([]float64, time.Duration, error) {
 		bodies := make([][]byte, count)
@@ -174,29 +153,12 @@ func sustainedWithoutCompaction(ctx context.Context, nc *nats.Conn, js jetstream
 	if err != nil {
 		return 0, err
 	}
-	c := config.Defaults()
-	c.Graph, c.CompactionFanout = "benchnc", 0
-	if pipelineDepth > 0 {
-		c.PipelineDepth = pipelineDepth
-	}
-	w, err := ingest.New(nc, g, c.Ingest(), nil)
+	bw, err := startBenchWorker(ctx, nc, g, "benchnc", 0, 64)
 	if err != nil {
 		return 0, err
 	}
-	if err := w.Setup(ctx); err != nil {
-		return 0, err
-	}
-	cfg := w.Config()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(runCtx) }()
-	defer func() { stop(); <-done }()
-	events := make(chan struct{}, 64)
-	sub, err := nc.Subscribe(cfg.EventSubject(), func(*nats.Msg) { events <- struct{}{} })
-	if err != nil {
-		return 0, err
-	}
-	defer sub.Unsubscribe()
+	defer bw.stop()
+	cfg, events := bw.cfg, bw.events
 	if _, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, 4, 2_000_000); err != nil {
 		return 0, err
 	}

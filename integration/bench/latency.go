@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/engine"
-	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
@@ -75,37 +73,13 @@ func latencyRun(ctx context.Context, nc *nats.Conn, latMS int) error {
 	if err != nil {
 		return err
 	}
-	c := config.Defaults() // as `worker run` runs, automatic compaction included
-	c.Graph = fmt.Sprintf("latency%d", latMS)
-	if pipelineDepth > 0 {
-		c.PipelineDepth = pipelineDepth
-	}
-	w, err := ingest.New(nc, g, c.Ingest(), nil)
+	// As `worker run` runs, automatic compaction included; stopped before the root closes.
+	bw, err := startBenchWorker(ctx, nc, g, fmt.Sprintf("latency%d", latMS), config.Defaults().CompactionFanout, latencyCommits+latencyWarmup)
 	if err != nil {
 		return err
 	}
-	if err := w.Setup(ctx); err != nil {
-		return err
-	}
-	cfg := w.Config()
-	events := make(chan struct{}, latencyCommits+latencyWarmup)
-	sub, err := nc.Subscribe(cfg.EventSubject(), func(m *nats.Msg) {
-		var ev ingest.Event
-		if json.Unmarshal(m.Data, &ev) == nil {
-			events <- struct{}{}
-		}
-	})
-	if err != nil {
-		return err
-	}
-	defer sub.Unsubscribe()
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		_ = w.Run(runCtx)
-	}()
-	defer func() { stop(); <-ran }() // the worker ends before its graph's root closes
+	defer bw.stop()
+	cfg, events := bw.cfg, bw.events
 	js, _ := jetstream.New(nc)
 	if _, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, latencyWarmup, 0); err != nil {
 		return err
