@@ -54,6 +54,9 @@ type TableCompaction struct {
 type OptimizeResult struct {
 	Tables []TableCompaction `json:"tables"`
 	Commit *CommitInfo       `json:"commit,omitempty"`
+	// Stale names the tables whose staged rewrite (StageCompaction) was dropped because the
+	// table changed under it; their next compaction stages it again.
+	Stale []string `json:"stale,omitempty"`
 }
 
 // compactionPlan is one table's staged rewrite.

@@ -9,48 +9,91 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine"
 )
 
-// compactionRounds bounds the compactions run before one message: a merge of one tier can
+// compactionRounds bounds the compactions run after one poke: a merge of one tier can
 // complete a run of the next, so a few rounds settle a cascade; the rest waits for the next
-// message rather than holding this one.
+// commit.
 const compactionRounds = 4
 
 // compactionPause is how long the worker stops trying to compact after a compaction failed, so
-// that a fault which keeps failing it (storage trouble, say) does not add a failed attempt to
-// every message's latency; the messages themselves go on.
+// that a fault which keeps failing it (storage trouble, say) does not cost a failed attempt
+// after every message; the messages themselves go on.
 const compactionPause = time.Minute
 
-// compactIfDue compacts the graph's main tables while one has a run to compact
-// (engine.Graph.CompactionDue), before the message just received is applied (its AckWait is
-// kept alive by the heartbeat meanwhile). Every load adds a fragment per table it touches;
-// without this a long-running worker's tables would grow without bound in fragments, and with
-// them the cost of every commit and scan. A failed compaction never fails the message: a
-// RecoveryRequired one is finished by the load's own heal, anything else is tried again after
-// compactionPause.
-func (w *Worker) compactIfDue(ctx context.Context, log *zap.Logger) {
-	if w.cfg.CompactionFanout == 0 || time.Now().Before(w.compactAfter) {
+// compactor compacts the graph's main tables beside the message loop while one has a run due
+// (engine.Graph.CompactionDue), until ctx ends. Every load adds a fragment per table it
+// touches; without this a long-running worker's tables would grow without bound in
+// fragments, and with them the cost of every commit and scan. The rows are read and rewritten
+// off the write gate (engine.Graph.StageCompaction) while messages commit; only the publish
+// (CommitCompaction: a sidecar, a manifest per table, one graph commit) takes the writer's
+// turn between two messages. A failed compaction never fails a message: a RecoveryRequired
+// one is finished by the next write's heal, anything else is tried again after
+// compactionPause. It is poked after every commit (pokeCompactor) and once at the start.
+func (w *Worker) compactor(ctx context.Context) {
+	if w.cfg.CompactionFanout == 0 {
 		return
 	}
-	for round := 0; round < compactionRounds && w.g.CompactionDue(w.cfg.CompactionFanout); round++ {
+	var pause time.Time
+	for {
+		if time.Now().After(pause) && !w.compactDue(ctx) {
+			pause = time.Now().Add(compactionPause)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.compactPoke:
+		}
+	}
+}
+
+// pokeCompactor tells the compactor the graph changed; it never blocks.
+func (w *Worker) pokeCompactor() {
+	select {
+	case w.compactPoke <- struct{}{}:
+	default:
+	}
+}
+
+// compactDue runs up to compactionRounds compactions while one is due; false when one failed.
+func (w *Worker) compactDue(ctx context.Context) bool {
+	for round := 0; round < compactionRounds && ctx.Err() == nil && w.g.CompactionDue(w.cfg.CompactionFanout); round++ {
 		start := time.Now()
-		res, err := w.g.Optimize(ctx, engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Actor: CompactionActor})
+		res, err := w.compactOnce(ctx)
 		took := time.Since(start)
 		if err != nil {
-			w.metrics.compaction(false, took)
-			w.compactAfter = time.Now().Add(compactionPause)
-			log.Warn("compaction failed; the next try waits", zap.Duration("took", took), zap.Duration("pause", compactionPause), zap.Error(err))
-			return
+			if ctx.Err() != nil {
+				return true // stopping: not a failure of the compaction
+			}
+			w.metrics.compaction(resultFailed, took)
+			w.log.Warn("compaction failed; the next try waits", zap.Duration("took", took), zap.Duration("pause", compactionPause), zap.Error(err))
+			return false
+		}
+		if len(res.Stale) > 0 {
+			w.metrics.compaction(resultStale, took)
+			w.log.Info("compaction staged on tables that changed meanwhile; dropped", zap.Strings("tables", res.Stale), zap.Duration("took", took))
 		}
 		if res.Commit == nil {
-			return // due by the cached state, but storage had nothing to merge
+			return true // due by the cached state, but nothing was left to merge
 		}
-		w.metrics.compaction(true, took)
+		w.metrics.compaction(resultOK, took)
 		for _, t := range res.Tables {
-			log.Info("compacted", zap.String("table", t.TableKey), zap.String("commit", res.Commit.GraphCommitID),
+			w.log.Info("compacted", zap.String("table", t.TableKey), zap.String("commit", res.Commit.GraphCommitID),
 				zap.Uint64("version", t.ToVersion), zap.Int("fragments_before", t.FragmentsBefore),
 				zap.Int("fragments_removed", t.FragmentsRemoved), zap.Int("fragments_added", t.FragmentsAdded),
 				zap.Uint64("rows_rewritten", t.RowsRewritten), zap.Duration("took", took))
 		}
 	}
+	return true
+}
+
+// compactOnce stages one compaction on ctx and commits it on a context stop does not cancel:
+// once it has the writer's turn, a publish is short and is finished rather than left to
+// recovery.
+func (w *Worker) compactOnce(ctx context.Context) (*engine.OptimizeResult, error) {
+	sc, err := w.g.StageCompaction(ctx, engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Actor: CompactionActor})
+	if err != nil || sc == nil {
+		return &engine.OptimizeResult{}, err
+	}
+	return w.g.CommitCompaction(context.WithoutCancel(ctx), sc)
 }
 
 // CompactionActor is the actor recorded on the worker's compaction commits.

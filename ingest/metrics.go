@@ -84,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	m.rows = counter("omnigraph_rows_total", "Input records committed.")
 	m.bytes = counter("omnigraph_bytes_total", "Batch bytes committed.")
 	m.recoveries = counter("omnigraph_recoveries_total", "Recovery passes run for RecoveryRequired.")
-	m.compactions = counterVec("omnigraph_compactions_total", "Automatic compactions between messages, by result (ok: one graph commit each).", "result")
+	m.compactions = counterVec("omnigraph_compactions_total", "Automatic compactions, by result (ok: one graph commit each; stale: a staged rewrite dropped because its table changed; failed).", "result")
 	m.compactSecs = counter("omnigraph_compaction_seconds_total", "Time spent in automatic compaction.")
 	m.leaseHeld = gauge("omnigraph_lease_held", "1 while this worker holds its graph's single-writer lease.")
 	m.pending = gauge("omnigraph_consumer_pending", "Messages waiting in the consumer.")
@@ -144,13 +144,16 @@ func (m *Metrics) message(out outcome, rows int, size int, took time.Duration, r
 	}
 }
 
-func (m *Metrics) compaction(ok bool, took time.Duration) {
+// Results of an automatic compaction, the omnigraph_compactions_total label.
+const (
+	resultOK     = "ok"     // one graph commit
+	resultFailed = "failed" // retried after compactionPause
+	resultStale  = "stale"  // some table changed under the staged rewrite, which was dropped
+)
+
+func (m *Metrics) compaction(result string, took time.Duration) {
 	if m == nil {
 		return
-	}
-	result := "ok"
-	if !ok {
-		result = "failed"
 	}
 	m.compactions.WithLabelValues(result).Inc()
 	m.compactSecs.Add(took.Seconds())

@@ -25,7 +25,7 @@ func TestMetricsConventional(t *testing.T) {
 	a, b := NewMetrics(), NewMetrics()
 	a.message(outcomeCommitted, 3, 100, 20*time.Millisecond, "")
 	a.message(outcomeDeadLetter, 0, 10, time.Millisecond, "invalid")
-	a.compaction(true, time.Second)
+	a.compaction(resultOK, time.Second)
 	a.recovered()
 	a.SetLease(true)
 	a.setPending(7)

@@ -32,8 +32,8 @@ type Worker struct {
 	cons    jetstream.Consumer
 	lease   *Lease
 	metrics *Metrics
-	// compactAfter: no automatic compaction before this time (after a failed one).
-	compactAfter time.Time
+	// compactPoke wakes the compactor (compact.go) after a commit.
+	compactPoke chan struct{}
 }
 
 // UseMetrics records this worker's outcomes in m.
@@ -72,7 +72,7 @@ func New(nc *nats.Conn, g *engine.Graph, cfg Config, log *zap.Logger) (*Worker, 
 		log = zap.NewNop()
 	}
 	log = log.With(zap.String("graph", cfg.Graph))
-	return &Worker{cfg: cfg, nc: nc, js: js, g: g, log: log, base: log}, nil
+	return &Worker{cfg: cfg, nc: nc, js: js, g: g, log: log, base: log, compactPoke: make(chan struct{}, 1)}, nil
 }
 
 // Config is the effective configuration (defaults filled in).
@@ -158,6 +158,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer w.metrics.SetReady(false)
 		watchers.Go(func() { w.watchPending(watchCtx) })
 	}
+	watchers.Go(func() { w.compactor(watchCtx) })
 	consume := w.consume
 	if w.cfg.PipelineDepth > 1 {
 		consume = w.pipeline
@@ -240,10 +241,12 @@ func (w *Worker) handle(stop context.Context, msg jetstream.Msg, st *staged) out
 	work, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go w.heartbeat(work, msg)
-	w.compactIfDue(work, log)
 	start := time.Now()
 	out, res, err := w.process(stop, work, msg, meta, st)
 	took := time.Since(start)
+	if out == outcomeCommitted {
+		w.pokeCompactor()
+	}
 	rows, reason := 0, ""
 	if res != nil {
 		rows = res.entities

@@ -59,3 +59,19 @@ func (e *BranchError) Error() string { return fmt.Sprintf("lance: branch %q: %s"
 
 // ErrUnsupported marks a dataset feature this implementation does not read or write.
 var ErrUnsupported = errors.New("lance: unsupported")
+
+// RewriteConflictError is returned when a staged Rewrite cannot move onto a later version
+// (Staged.Rebase): a fragment it replaces changed or went away since it read it, so its
+// rewritten files hold rows as they were then. Nothing became visible; the files it wrote
+// stay unreferenced.
+type RewriteConflictError struct {
+	Dataset     string
+	ReadVersion uint64 // the version the rewrite read
+	Version     uint64 // the version it was to move onto
+	Fragment    uint64 // the fragment that changed (0 with Reason "schema")
+	Reason      string
+}
+
+func (e *RewriteConflictError) Error() string {
+	return fmt.Sprintf("lance: %s: the rewrite read at version %d cannot move onto version %d: %s", e.Dataset, e.ReadVersion, e.Version, e.Reason)
+}

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/lance"
+)
+
+// StagedCompaction is an automatic compaction whose rewritten files were written off the
+// write gate (StageCompaction) while loads went on; CommitCompaction publishes it in the
+// writer's turn. Dropping it leaves only unreferenced files, which cleanup's orphan sweep
+// removes after OrphanGrace.
+type StagedCompaction struct {
+	o      OptimizeOptions
+	tables []stagedRewrite
+	at     time.Time
+}
+
+// stagedRewrite is one table's rewrite, staged at the version its cached state held.
+type stagedRewrite struct {
+	path   string
+	staged *lance.Staged
+	c      *lance.Compaction
+}
+
+// stagedCompactionMaxAge bounds how long a staged compaction may wait for its commit: after
+// OrphanGrace a cleanup may take its files for leftovers, so well before that it is dropped.
+const stagedCompactionMaxAge = OrphanGrace / 2
+
+// StageCompaction plans and writes, without holding the write gate while it reads and writes
+// the rows, the rewrite of every main table whose run is due (compactionRun at o.Fanout), as
+// the state this writer caches holds it: the gate is held only to take that state. Loads may
+// commit meanwhile; CommitCompaction moves each rewrite past their appends. It returns nil
+// when no table has a run due. The rewrite's files are unreferenced until it commits.
+func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*StagedCompaction, error) {
+	type due struct {
+		path string
+		ds   *lance.Dataset
+		run  []uint64
+	}
+	fanout := fanoutOrDefault(o.Fanout)
+	var dues []due
+	g.writeMu.Lock()
+	for ref, ts := range g.tables {
+		if ref.branch != "" {
+			continue
+		}
+		if run := compactionRun(ts.ds.Manifest().Fragments, fanout, o.MaxBytesPerFile); run != nil {
+			dues = append(dues, due{path: ref.path, ds: ts.ds, run: run})
+		}
+	}
+	g.writeMu.Unlock()
+	sort.Slice(dues, func(i, j int) bool { return dues[i].path < dues[j].path })
+	sc := &StagedCompaction{o: o, at: time.Now()}
+	for _, d := range dues {
+		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile,
+			Fragments: d.run, MaterializeDeletionsThreshold: -1}
+		staged, c, err := d.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true})
+		if err != nil {
+			return nil, fmt.Errorf("stage the compaction of %s: %w", d.path, err)
+		}
+		if staged != nil {
+			sc.tables = append(sc.tables, stagedRewrite{path: d.path, staged: staged, c: c})
+		}
+	}
+	if len(sc.tables) == 0 {
+		return nil, nil
+	}
+	if err := failpoint.Inject("compaction.after_stage"); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// CommitCompaction publishes a staged compaction as Optimize publishes its own (the same v9
+// Optimize intent and failpoints), after moving each table's rewrite onto the table's
+// published version (lance.Staged.Rebase). A table whose rewritten fragments changed since
+// staging (an upsert or merge deleted rows there), or that went, is left out and listed in
+// OptimizeResult.Stale; when none is left, nothing is published and Commit is nil.
+func (g *Graph) CommitCompaction(ctx context.Context, sc *StagedCompaction) (*OptimizeResult, error) {
+	release, err := g.enter(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	plans, stale, err := g.rebaseCompaction(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	if len(plans) == 0 {
+		return &OptimizeResult{Tables: []TableCompaction{}, Stale: stale}, nil
+	}
+	if err := failpoint.Inject("optimize.after_prepare"); err != nil {
+		return nil, err
+	}
+	res, err := g.compact(ctx, sc.o, plans)
+	if err != nil {
+		return nil, err
+	}
+	res.Stale = stale
+	return res, nil
+}
+
+// rebaseCompaction makes a plan of each staged rewrite whose table it can still move onto,
+// and names the others.
+func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (plans []*compactionPlan, stale []string, err error) {
+	st, err := g.publisher("").Snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	edges := map[string]bool{}
+	for _, e := range g.contract.Catalog.Edges {
+		edges[e.TableKey()] = true
+	}
+	byPath := make(map[string]stagedRewrite, len(sc.tables))
+	for _, t := range sc.tables {
+		byPath[t.path] = t
+	}
+	expired := time.Since(sc.at) > stagedCompactionMaxAge
+	for _, e := range st.Tables() {
+		t, ok := byPath[e.Path]
+		if !ok || e.Branch != nil {
+			continue
+		}
+		delete(byPath, e.Path)
+		if expired {
+			stale = append(stale, e.TableKey)
+			continue
+		}
+		ts, err := g.openTable(ctx, e, edges[e.TableKey])
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := checkNoDrift(ctx, ts.ds, e); err != nil {
+			return nil, nil, err
+		}
+		var conflict *lance.RewriteConflictError
+		switch err := t.staged.Rebase(ts.ds); {
+		case errors.As(err, &conflict):
+			stale = append(stale, e.TableKey)
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("move the compaction of %s onto version %d: %w", e.TableKey, e.Version, err)
+		}
+		plans = append(plans, &compactionPlan{key: e.TableKey, entry: e, ts: ts, staged: t.staged, c: t.c, before: ts.ds.NumFragments()})
+	}
+	for path := range byPath {
+		stale = append(stale, path) // no longer a table of main
+	}
+	sort.Slice(plans, func(i, j int) bool { return plans[i].key < plans[j].key })
+	sort.Strings(stale)
+	return plans, stale, nil
+}

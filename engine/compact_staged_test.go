@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+)
+
+// A compaction staged while loads go on commits after them: the rows it rewrote and the ones
+// appended meanwhile are all there once, the writer's indexes follow the moved rows, and the
+// run it staged is gone from every table.
+func TestStagedCompactionCommitsAfterLoads(t *testing.T) {
+	g := testGraph(t)
+	ctx := context.Background()
+	smallLoads(t, g, "", "p", 16)
+	sc, err := g.StageCompaction(ctx, OptimizeOptions{Fanout: 16, Actor: "bg"})
+	if err != nil || sc == nil {
+		t.Fatalf("stage: %v %v", sc, err)
+	}
+	smallLoads(t, g, "", "q", 3)
+	before := sortedExport(t, g, "")
+	res, err := g.CommitCompaction(ctx, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Commit == nil || len(res.Tables) != 3 || len(res.Stale) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	for _, tc := range res.Tables {
+		if tc.FragmentsBefore != 19 || tc.FragmentsRemoved != 16 || tc.FragmentsAdded != 1 || tc.RowsRewritten != 16 {
+			t.Fatalf("table %+v", tc)
+		}
+	}
+	for key, n := range mainFragments(t, g) {
+		if n != 4 {
+			t.Fatalf("%s: %d fragments, want the rewritten one and the three appended after it", key, n)
+		}
+	}
+	if after := sortedExport(t, g, ""); after != before {
+		t.Fatalf("the compaction changed the graph:\n%s\n---\n%s", before, after)
+	}
+	assertIndexesMatchStorage(t, g)
+	noSidecars(t, g)
+	loadInto(t, g, "", "", "merge", person("p3", "P three"), person("q1", "Q one"))
+	if _, err := load(t, g, "append", person("p7", "again")); errs.Kind(err) != errs.KindKeyConflict {
+		t.Fatalf("strict insert of a compacted id: %v", err)
+	}
+	out := export(t, g, "")
+	if strings.Count(out, `"handle":"p3"`) != 1 || !strings.Contains(out, "P three") || !strings.Contains(out, "Q one") {
+		t.Fatalf("upserts after the compaction:\n%s", out)
+	}
+	assertIndexesMatchStorage(t, g)
+	tablesAligned(t, g)
+}
+
+// An upsert that replaced a row of a staged run makes that table's rewrite stale: it is left
+// out (the others commit), the row keeps its new value, and the next compaction takes it up.
+func TestStagedCompactionLeavesChangedTablesOut(t *testing.T) {
+	g := testGraph(t)
+	ctx := context.Background()
+	smallLoads(t, g, "", "p", 16)
+	sc, err := g.StageCompaction(ctx, OptimizeOptions{Fanout: 16})
+	if err != nil || sc == nil {
+		t.Fatalf("stage: %v %v", sc, err)
+	}
+	loadInto(t, g, "", "", "merge", person("p5", "P five"))
+	res, err := g.CommitCompaction(ctx, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Commit == nil || len(res.Tables) != 2 || len(res.Stale) != 1 || res.Stale[0] != "node:Person" {
+		t.Fatalf("result %+v", res)
+	}
+	out := export(t, g, "")
+	if strings.Count(out, `"handle":"p5"`) != 1 || !strings.Contains(out, "P five") {
+		t.Fatalf("the upserted row after a stale compaction:\n%s", out)
+	}
+	assertIndexesMatchStorage(t, g)
+	if !g.CompactionDue(16) {
+		t.Fatal("the stale table's run is no longer due")
+	}
+	if res := optimize(t, g, OptimizeOptions{Fanout: 16}); res.Commit == nil || len(res.Tables) != 1 || res.Tables[0].TableKey != "node:Person" {
+		t.Fatalf("the next compaction: %+v", res)
+	}
+	if out2 := export(t, g, ""); !strings.Contains(out2, "P five") || strings.Count(out2, `"handle":"p5"`) != 1 {
+		t.Fatalf("after compacting the stale table:\n%s", out2)
+	}
+}
+
+// Nothing due stages nothing; a staging that fails and a commit that fails before arming
+// leave the graph as it was and its next compaction working.
+func TestStagedCompactionNothingDueAndFailures(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	g := testGraph(t)
+	ctx := context.Background()
+	smallLoads(t, g, "", "p", 3)
+	if sc, err := g.StageCompaction(ctx, OptimizeOptions{Fanout: 16}); sc != nil || err != nil {
+		t.Fatalf("nothing due: %v %v", sc, err)
+	}
+	smallLoads(t, g, "", "q", 13)
+	before := sortedExport(t, g, "")
+	for _, point := range []string{"compaction.after_stage", "optimize.after_prepare"} {
+		if err := failpoint.Enable(point, "error"); err != nil {
+			t.Fatal(err)
+		}
+		sc, err := g.StageCompaction(ctx, OptimizeOptions{Fanout: 16})
+		if err == nil {
+			_, err = g.CommitCompaction(ctx, sc)
+		}
+		if err == nil {
+			t.Fatalf("%s: no error", point)
+		}
+		failpoint.Reset()
+		if after := sortedExport(t, g, ""); after != before {
+			t.Fatalf("%s changed the graph", point)
+		}
+		noSidecars(t, g)
+	}
+	sc, err := g.StageCompaction(ctx, OptimizeOptions{Fanout: 16})
+	if err != nil || sc == nil {
+		t.Fatalf("stage after the failures: %v %v", sc, err)
+	}
+	if res, err := g.CommitCompaction(ctx, sc); err != nil || res.Commit == nil {
+		t.Fatalf("commit after the failures: %+v %v", res, err)
+	}
+	if after := sortedExport(t, g, ""); after != before {
+		t.Fatal("the compaction changed the graph")
+	}
+}

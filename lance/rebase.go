@@ -1,0 +1,70 @@
+package lance
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+)
+
+// Rebase moves a staged Rewrite onto d, a later version of the dataset and branch it was staged
+// from, so that a compaction staged off the writer's path can commit after the appends that
+// committed meanwhile, as Lance's own conflict resolution lets a Rewrite pass an Append. Every
+// fragment the rewrite replaces must be in d exactly as the rewrite read it (same files, rows,
+// deletions and row sequences) and the schema must be the same; otherwise the rewritten files
+// hold rows as they were and it returns *RewriteConflictError, leaving s unchanged. New
+// fragment ids are assigned when it commits, so fragments added meanwhile take none of them.
+func (s *Staged) Rebase(d *Dataset) error {
+	if s.Txn.Op.Kind != OpRewrite {
+		return fmt.Errorf("lance: rebase a %s transaction: only a Rewrite moves onto a later version", s.Txn.Op.Kind)
+	}
+	if d.dir.URI() != s.base.dir.URI() || d.Version() < s.Txn.ReadVersion {
+		return fmt.Errorf("lance: rebase a transaction reading version %d of %s onto %s version %d", s.Txn.ReadVersion, s.base.dir.URI(), d.dir.URI(), d.Version())
+	}
+	if d.Version() == s.Txn.ReadVersion {
+		s.base = d
+		return nil
+	}
+	if s.txnWritten && !s.inlineOnly {
+		// Its _transactions file records the read version it was staged at.
+		return fmt.Errorf("lance: rebase a transaction whose transaction file is written")
+	}
+	conflict := func(frag uint64, reason string) error {
+		return &RewriteConflictError{Dataset: d.dir.URI(), ReadVersion: s.Txn.ReadVersion, Version: d.Version(), Fragment: frag, Reason: reason}
+	}
+	if !slices.Equal(s.base.Schema().FieldIDs(), d.Schema().FieldIDs()) {
+		return conflict(0, "the schema changed")
+	}
+	at := make(map[uint64]*Fragment, len(d.manifest.Fragments))
+	for i := range d.manifest.Fragments {
+		at[d.manifest.Fragments[i].ID] = &d.manifest.Fragments[i]
+	}
+	for _, g := range s.Txn.Op.Groups {
+		for i := range g.OldFragments {
+			old := &g.OldFragments[i]
+			now, ok := at[old.ID]
+			switch {
+			case !ok:
+				return conflict(old.ID, fmt.Sprintf("fragment %d is gone", old.ID))
+			case !unchangedFragment(old, now):
+				return conflict(old.ID, fmt.Sprintf("fragment %d changed", old.ID))
+			}
+		}
+	}
+	s.Txn.ReadVersion, s.base = d.Version(), d
+	return nil
+}
+
+// unchangedFragment says whether two versions' records of a fragment describe the same rows:
+// the same physical fragment (sameFragment), with the same deletions and row sequences.
+func unchangedFragment(a, b *Fragment) bool {
+	if !sameFragment(a, b) || !sameDeletion(a.Deletion, b.Deletion) || !bytes.Equal(a.RowIDs, b.RowIDs) ||
+		!bytes.Equal(a.CreatedAt, b.CreatedAt) || !bytes.Equal(a.LastUpdatedAt, b.LastUpdatedAt) {
+		return false
+	}
+	for i := range a.Files {
+		if !slices.Equal(a.Files[i].Fields, b.Files[i].Fields) {
+			return false
+		}
+	}
+	return true
+}
