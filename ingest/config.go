@@ -72,7 +72,7 @@ type Config struct {
 	// to be transient before it is dead-lettered as retry_exhausted, or, for a known-transient
 	// error, before the worker reports itself stalled; default DefaultRetryBudget.
 	RetryBudget time.Duration
-	// CompactionFanout is the size-tier fanout of the compaction run between messages
+	// CompactionFanout is the size-tier fanout of the compaction run beside the messages
 	// (engine.OptimizeOptions.Fanout): 0 turns automatic compaction off (the same meaning as
 	// the compaction_fanout setting), otherwise at least 2.
 	CompactionFanout int

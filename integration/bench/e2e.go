@@ -135,7 +135,7 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 	writesOnly := 8192 / (floorFig.twoTables8kP50 / 1000)
 	fmt.Printf("bench: e2e-sustained-8192 durability=%s %s rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f vs_writes_only=%.2f\n",
 		durability, pipe, goRate, lanceRate, goRate/lanceRate, goRate/writesOnly)
-	// The same stream into a graph whose worker does not compact between messages: the
+	// The same stream into a graph whose worker does not compact: the
 	// official side's writes do not compact either, so this is the rate at equal work.
 	rate, err := sustainedWithoutCompaction(ctx, nc, js, tmp, iters)
 	if err != nil {

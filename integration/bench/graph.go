@@ -43,10 +43,11 @@ func timeLoads(ctx context.Context, g *engine.Graph, base, iters, n int) ([]floa
 // age loads rows (as 8,192-row loads) and then one-row loads up to commits in all. The one-row
 // loads go to the Event table, or with sameTable to Person, the table the aged loads then
 // measure: every load adds a fragment, so that measures what fragment growth costs a table
-// that takes every commit. With fanout > 0 the graph is compacted before each load as
-// `worker run` compacts between messages; 0 shows the growth unchecked.
+// that takes every commit. With fanout > 0 the graph is compacted before each load, the runs
+// `worker run` compacts beside its messages, done here in line (the aging measures the graph
+// the compaction leaves, not its timing); 0 shows the growth unchecked.
 func age(ctx context.Context, g *engine.Graph, rows, commits int, sameTable bool, fanout int) (compactions int, compacting time.Duration, err error) {
-	// compact is what `worker run` does between messages.
+	// compact merges what `worker run`'s compactor would.
 	compact := func() error {
 		for round := 0; fanout > 0 && round < 4 && g.CompactionDue(fanout); round++ {
 			t0 := time.Now()

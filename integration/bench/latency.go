@@ -30,7 +30,7 @@ const (
 // edges per batch back to back, the worker committing them) on a graph whose every storage
 // request is delayed by L ms, as an object store makes it wait. It goes through NATS and the
 // worker like e2e-sustained so that the count includes everything the worker's commit loop
-// waits for in storage (the receipt in the publish, the compaction between messages), and so
+// waits for in storage (the receipt in the publish, the compactions' publishes in its turn), and so
 // that the pipeline builds the next batch while one commits, as in production. The root is
 // mem://, which has no disk in it: the delay is then all the storage costs.
 //

@@ -31,16 +31,29 @@ func pipelineBatch(i int) string {
 
 // TestPipelineCrashMatrix kills `worker run` (pipeline depth 4) at each step of the load and
 // ack protocol while it applies the third of eight queued messages, with the ones behind it
-// prefetched, framed and built; a worker started again finishes the stream. Every message must
-// be in the graph exactly once and whole, every table at its pin, nothing dead-lettered, and
-// the commit events in stream order.
+// prefetched, framed and built, and at each step of an automatic compaction running beside
+// them; a worker started again finishes the stream. Every message must be in the graph exactly
+// once and whole, every table at its pin, nothing dead-lettered, and the commit events in
+// stream order.
 func TestPipelineCrashMatrix(t *testing.T) {
 	var tl tally
 	disordered := 0
 	for _, step := range []string{"load.after_prepare", "load.after_sidecar", "load.after_table_commit", "load.after_confirm",
 		"publisher.before_commit", "load.after_publish", "ingest.before_ack"} {
 		t.Run(step, func(t *testing.T) {
-			lost, doubled, half, inOrder := runPipelineCase(t, step+"=2+1*kill")
+			lost, doubled, half, inOrder := runPipelineCase(t, step+"=2+1*kill", "16")
+			tl.add(lost, doubled, half)
+			if !inOrder {
+				disordered++
+			}
+		})
+	}
+	// The automatic compaction runs beside the messages (compaction_fanout 2: one is due after
+	// the second commit): killed once its rewrite is staged, and at each step of its publish.
+	for _, fp := range []string{"compaction.after_stage=kill", "optimize.after_sidecar=kill", "optimize.after_table_commit=1+1*kill",
+		"optimize.before_publish=kill", "optimize.after_publish=kill"} {
+		t.Run("compaction/"+fp, func(t *testing.T) {
+			lost, doubled, half, inOrder := runPipelineCase(t, fp, "2")
 			tl.add(lost, doubled, half)
 			if !inOrder {
 				disordered++
@@ -53,7 +66,7 @@ func TestPipelineCrashMatrix(t *testing.T) {
 	}
 }
 
-func runPipelineCase(t *testing.T, fp string) (lost, doubled, half, inOrder bool) {
+func runPipelineCase(t *testing.T, fp, fanout string) (lost, doubled, half, inOrder bool) {
 	ctx := context.Background()
 	ns, err := ingest.StartEmbedded(t.TempDir(), -1)
 	if err != nil {
@@ -80,7 +93,7 @@ func runPipelineCase(t *testing.T, fp string) (lost, doubled, half, inOrder bool
 		}
 	}
 	dir, root, _ := newGraph(t)
-	w := startRun(t, dir, ns.ClientURL(), fp)
+	w := startRun(t, dir, ns.ClientURL(), fp, fanout)
 	if err := w.Wait(); err == nil || w.ProcessState.ExitCode() != -1 {
 		t.Fatalf("the worker was not killed at %s: %v", fp, err)
 	}
@@ -91,7 +104,7 @@ func runPipelineCase(t *testing.T, fp string) (lost, doubled, half, inOrder bool
 	if info, err := cons.Info(ctx); err != nil || info.NumAckPending < 2 {
 		t.Fatalf("at the kill %+v %v: want several messages in flight", info, err)
 	}
-	w = startRun(t, dir, ns.ClientURL(), "")
+	w = startRun(t, dir, ns.ClientURL(), "", fanout)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if info, err := cons.Info(ctx); err == nil && info.AckFloor.Stream >= n {
@@ -137,10 +150,11 @@ func runPipelineCase(t *testing.T, fp string) (lost, doubled, half, inOrder bool
 	return lost, doubled, half, checkEventOrder(t, js)
 }
 
-// startRun starts `worker run` on dir against url, failpoints fp armed.
-func startRun(t *testing.T, dir, url, fp string) *exec.Cmd {
+// startRun starts `worker run` on dir against url, failpoints fp armed, at compaction_fanout
+// fanout.
+func startRun(t *testing.T, dir, url, fp, fanout string) *exec.Cmd {
 	cmd := exec.Command(workerBin, "run", "--root", dir, "--graph", "demo", "--nats-url", url, "--http", "", "--lease-ttl", "1s",
-		"--ack-wait", "2s", "--pipeline-depth", "4")
+		"--ack-wait", "2s", "--pipeline-depth", "4", "--compaction-fanout", fanout)
 	cmd.Env = os.Environ()
 	if fp != "" {
 		cmd.Env = append(cmd.Env, failpoint.EnvVar+"="+fp)
