@@ -54,10 +54,14 @@ func (w *Worker) pokeCompactor() {
 }
 
 // compactDue runs up to compactionRounds compactions while one is due; false when one failed.
+// After a staged compaction went stale, the next is done in the writer's turn (inline), where
+// nothing changes under it: a stream that keeps upserting rows of the newest fragments would
+// otherwise leave every staged one stale and the fragments growing.
 func (w *Worker) compactDue(ctx context.Context) bool {
+	inline := false
 	for round := 0; round < compactionRounds && ctx.Err() == nil && w.g.CompactionDue(w.cfg.CompactionFanout); round++ {
 		start := time.Now()
-		res, err := w.compactOnce(ctx)
+		res, err := w.compactOnce(ctx, inline)
 		took := time.Since(start)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -69,7 +73,12 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 		}
 		if len(res.Stale) > 0 {
 			w.metrics.compaction(resultStale, took)
-			w.log.Info("compaction staged on tables that changed meanwhile; dropped", zap.Strings("tables", res.Stale), zap.Duration("took", took))
+			w.log.Info("compaction staged on tables that changed meanwhile; dropped, the next is done in the writer's turn",
+				zap.Strings("tables", res.Stale), zap.Duration("took", took))
+			inline = true
+			if res.Commit == nil {
+				continue
+			}
 		}
 		if res.Commit == nil {
 			return true // due by the cached state, but nothing was left to merge
@@ -87,9 +96,13 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 
 // compactOnce stages one compaction on ctx and commits it on a context stop does not cancel:
 // once it has the writer's turn, a publish is short and is finished rather than left to
-// recovery.
-func (w *Worker) compactOnce(ctx context.Context) (*engine.OptimizeResult, error) {
-	sc, err := w.g.StageCompaction(ctx, engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Actor: CompactionActor})
+// recovery. inline does it all in the writer's turn (engine.Graph.Optimize).
+func (w *Worker) compactOnce(ctx context.Context, inline bool) (*engine.OptimizeResult, error) {
+	o := engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Actor: CompactionActor}
+	if inline {
+		return w.g.Optimize(context.WithoutCancel(ctx), o)
+	}
+	sc, err := w.g.StageCompaction(ctx, o)
 	if err != nil || sc == nil {
 		return &engine.OptimizeResult{}, err
 	}

@@ -600,3 +600,40 @@ func TestFailedCompactionPauses(t *testing.T) {
 		t.Fatalf("%d people committed, want %d", c, n)
 	}
 }
+
+// A staged compaction whose fragments a message changed meanwhile (an upsert of a row in its
+// run) is dropped as stale, and the next is done in the writer's turn, so a stream that keeps
+// upserting rows of the newest fragments cannot keep them from being compacted: here every
+// upsert changes the newest fragment, faster than a staging completes.
+func TestStaleCompactionIsDoneInline(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	// Hold every staged compaction long enough for several upserts to commit under it.
+	if err := failpoint.Enable("compaction.after_stage", "sleep(1500)"); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics()
+	h := start(t, func(w *Worker) { w.UseMetrics(m); w.cfg.CompactionFanout = 2 })
+	for i := range 2 {
+		h.publish(person(i), map[string]string{HeaderMode: "append"})
+		h.event()
+	}
+	metrics := func() string {
+		var buf bytes.Buffer
+		_, _ = m.WriteTo(&buf)
+		return buf.String()
+	}
+	done := false
+	for k := 0; k < 40 && !done; k++ {
+		h.publish(fmt.Sprintf(`{"type":"Person","data":{"handle":"p1","name":"Renamed %d","active":true}}`, k), map[string]string{HeaderMode: "merge"})
+		h.event()
+		done = strings.Contains(metrics(), `omnigraph_compactions_total{result="ok"}`)
+		time.Sleep(150 * time.Millisecond)
+	}
+	if !done || !strings.Contains(metrics(), `omnigraph_compactions_total{result="stale"}`) {
+		t.Fatalf("want a stale compaction, then one done while the upserts go on; metrics:\n%s", metrics())
+	}
+	out := h.export()
+	if strings.Count(out, `"handle":"p1"`) != 1 || strings.Count(out, `"type":"Person"`) != 2 {
+		t.Fatalf("after the compactions:\n%s", out)
+	}
+}
