@@ -59,8 +59,10 @@ type Config struct {
 	// of a writer is small, so at Go's default of 100 the collector runs through nearly every
 	// batch; 400 measured about 10% off the end-to-end latency. GOMEMLIMIT still caps it.
 	GCPercent int `yaml:"gc_percent"`
-	// MemoryLimit is the collector's soft memory limit for `worker run`, in bytes (0: nine
-	// tenths of the container's cgroup limit, or none; the GOMEMLIMIT variable, when set, wins).
+	// MemoryLimit is the collector's soft memory limit for `worker run`, in bytes (0: the graphs'
+	// state + the pipeline_bytes of the graphs served + a headroom, followed as the state grows
+	// and never above nine tenths of the container's cgroup limit; the GOMEMLIMIT variable, when
+	// set, wins).
 	MemoryLimit int `yaml:"memory_limit"`
 	// CompactionFanout is the size-tier fanout of the worker's automatic compaction between
 	// messages: the newest run of same-size fragments of a main table is merged once it holds
@@ -251,7 +253,7 @@ func settings() []setting {
 			}
 			return nil
 		}),
-		num("memory_limit", "the Go collector's soft memory limit for this process, in bytes: it collects harder as the heap nears it (0: nine tenths of the container's cgroup limit, or none; the GOMEMLIMIT variable wins)", func(c *Config) *int { return &c.MemoryLimit }, nonNegative("memory_limit")),
+		num("memory_limit", "the Go collector's soft memory limit for this process, in bytes: it collects harder as the heap nears it (0: what the graphs' state keeps live + the pipeline_bytes of every graph served + 48 MiB, followed as the state grows, never above nine tenths of the container's cgroup limit; the GOMEMLIMIT variable wins)", func(c *Config) *int { return &c.MemoryLimit }, nonNegative("memory_limit")),
 		s("log_level", "least level logged: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }, func(c *Config) error {
 			if _, err := LogLevel(c.LogLevel); err != nil {
 				return reason(err.Error())
@@ -271,7 +273,7 @@ func settings() []setting {
 		s("placement_cluster", "place those streams in this NATS cluster (empty: the server's choice)", func(c *Config) *string { return &c.PlacementCluster }, nil),
 		s("placement_tags", "place those streams on servers with all these tags (comma list)", func(c *Config) *string { return &c.PlacementTags }, nil),
 		num("pipeline_depth", "messages in flight: later ones are framed and built while the first commits, every commit, ack and event in stream order (1: one at a time)", func(c *Config) *int { return &c.PipelineDepth }, atLeastOne("pipeline_depth")),
-		num("pipeline_bytes", "stop prefetching while what the held messages keep (bodies, records, built rows) reaches this many bytes (one message is always taken)", func(c *Config) *int { return &c.PipelineBytes }, atLeastOne("pipeline_bytes")),
+		num("pipeline_bytes", "bound on what the pipeline holds in flight: the held messages (bodies, records, built rows) and the one being committed with what its commit builds; the fetcher waits while it is reached (one message is always held ahead, built only if it fits)", func(c *Config) *int { return &c.PipelineBytes }, atLeastOne("pipeline_bytes")),
 		onOff("local_fsync", "fsync every write to a local root (file and directory) before it counts; off, a power loss may lose the newest commits, a crash still shows none half-written", func(c *Config) *bool { return &c.LocalFsync }),
 	}
 }

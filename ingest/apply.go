@@ -127,9 +127,7 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 	if ahead {
 		req.Built, _ = w.g.Build(req) // a refusal is Load's to report, in its order
 	}
-	// What the staged load holds beside the body: the records (which point into it) and the
-	// built rows.
-	held = int64(len(recs))*recordBytes + req.Built.Bytes()
+	held = stagedBytes(recs, req.Built)
 	return func(ctx context.Context) (*applied, error) {
 		res, err := w.g.Load(ctx, req)
 		req.Built = nil // a retry builds anew
@@ -142,9 +140,16 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 	}, held, nil
 }
 
+// stagedBytes is what a staged load holds beside the body: the records (which point into it)
+// and the built rows.
+func stagedBytes(recs []framing.Record, built *engine.Built) int64 {
+	return int64(len(recs))*recordBytes + built.Bytes()
+}
+
 // recordBytes is about what one framed record holds beside the body it points into: the
-// Record and a few data members.
-const recordBytes = 176
+// Record and a few data members. Measured: 8,192 records of five members held 2.2 MiB beside
+// the body and the built rows, whatever the length of their values.
+const recordBytes = 280
 
 // mergeRequest parses a merge request and returns the merge that applies it.
 func (w *Worker) mergeRequest(msg jetstream.Msg, receipt *publisher.Receipt) (func(context.Context) (*applied, error), error) {

@@ -88,9 +88,13 @@ type Config struct {
 	// message at a time, the consumer as it was before the pipeline; config.Defaults sets
 	// DefaultPipelineDepth.
 	PipelineDepth int
-	// PipelineBytes stops prefetching while the held bodies reach it (one message is always
-	// taken); default DefaultPipelineBytes.
+	// PipelineBytes bounds what the pipeline counts in flight: the held messages (bodies,
+	// records, built rows) and the one being committed with what its commit builds. The
+	// fetcher waits while it is reached, but one message is always held ahead; default
+	// DefaultPipelineBytes.
 	PipelineBytes int64
+	// footprint, set by WithFootprint, is the process's sum of what its pipelines count.
+	footprint *Footprint
 }
 
 // Defaults of the pipeline settings.

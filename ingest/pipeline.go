@@ -30,6 +30,20 @@ import (
 // the body and the Arrow rows built from its records (which point into the body).
 const stagingFactor = 2
 
+// commitFactor is how many times its body a message's commit builds beyond what staging built:
+// the encoded data files, which the Lance writer keeps whole in memory, growing its buffer by
+// copying, until it writes them out. Measured on the pipeline bench's
+// batch (8,192 rows, 23.3 MiB of NDJSON, heap sampled through the commit with the collector at
+// GOGC 5): the commit peaked 47.7 MiB over the staged message (body, records and rows,
+// 58 MiB), about 2.05 times the body; for 0.7 and 2.9 MiB bodies it was 1.4 to 2.4 and 4.2 to
+// 4.5 MiB, under 2 MiB away from twice the body either way.
+const commitFactor = 2
+
+// buildFactor is how many times its body the Arrow rows of a load hold (the builders' buffers
+// at their capacity): 1.4 for the bench's batch, 1.1 for rows of short values. A message not
+// built ahead builds them in its commit.
+const buildFactor = 1.5
+
 // fetchWait bounds one pull request: how long shutdown may wait for the fetcher.
 const fetchWait = time.Second
 
@@ -42,14 +56,16 @@ type held struct {
 	meta  *jetstream.MsgMetadata
 	seq   uint64
 	size  int64
+	ahead bool          // its rows are built ahead: they fit under the bound
 	ready chan struct{} // closed once st is set
 	st    *staged
 }
 
 type pipe struct {
-	w       *Worker
-	mu      sync.Mutex
-	held    map[uint64]*held
+	w    *Worker
+	mu   sync.Mutex
+	held map[uint64]*held
+	// bytes is what is counted in flight: the held messages and the one being committed.
 	bytes   int64
 	closed  bool          // the session ended: a message fetched now goes straight back
 	waiting bool          // the commit loop waits for a missing predecessor: fetch past the byte bound
@@ -116,19 +132,34 @@ func (p *pipe) commit(stop, pctx context.Context) error {
 		p.mu.Lock()
 		h = p.held[h.seq] // the latest delivery, should the server have sent it again
 		delete(p.held, h.seq)
-		p.bytes -= h.size
+		// It stays counted until its commit returns, and its commit builds more on top: the
+		// fetcher must not fill the bound again while the largest thing in flight is built.
+		committing := h.size + h.growth()
+		p.count(committing - h.size)
+		p.mu.Unlock()
+		p.signal()
+		out := p.w.handle(stop, h.msg, h.st)
+		p.mu.Lock()
+		p.count(-committing)
 		if len(p.held) == 0 && p.bytes != 0 {
-			// Nothing held holds nothing: a residue would stop the fetcher for good.
-			p.w.log.Error("pipeline byte count off with nothing held; reset", zap.Int64("bytes", p.bytes))
-			p.bytes = 0
+			// Nothing in flight holds nothing: a residue would stop the fetcher for good.
+			p.w.log.Error("pipeline byte count off with nothing in flight; reset", zap.Int64("bytes", p.bytes))
+			p.count(-p.bytes)
 		}
 		p.mu.Unlock()
 		p.signal()
-		if out := p.w.handle(stop, h.msg, h.st); out == outcomeRequeued {
+		if out == outcomeRequeued {
 			return errRequeued
 		}
 		p.last = max(p.last, h.seq)
 	}
+}
+
+// count adds delta to what is counted in flight, here and in the process's footprint; p.mu
+// is held.
+func (p *pipe) count(delta int64) {
+	p.bytes += delta
+	p.w.cfg.footprint.add(delta)
 }
 
 // next waits for the lowest held message that may be applied now; nil when pctx ends. A wait
@@ -219,10 +250,13 @@ func (p *pipe) signal() {
 }
 
 // fetch pulls one message at a time while the pipeline has room: fewer than PipelineDepth
-// held and what they hold (bodies, records, built rows) under PipelineBytes (unless the commit loop waits for a missing
-// predecessor, which must be let in). One at a time, so no message waits in a client buffer
-// without a heartbeat. It returns nil when ctx ends, the error when the pull subscription is
-// broken for good.
+// held, and what is in flight (the held bodies, records and built rows, the message being
+// committed with what its commit builds) with what the next commit will build under
+// PipelineBytes. Two exceptions: one message is always held ahead, so that the next is framed
+// while one commits however large they are, and a missing predecessor the commit loop waits
+// for must be let in. One at a time, so no message waits in a client buffer without a
+// heartbeat. It returns nil when ctx ends, the error when the pull subscription is broken for
+// good.
 func (p *pipe) fetch(ctx context.Context) error {
 	for {
 		for !p.room() {
@@ -260,7 +294,30 @@ func (p *pipe) fetch(ctx context.Context) error {
 func (p *pipe) room() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.held) < p.w.cfg.PipelineDepth && (p.bytes < p.w.cfg.PipelineBytes || p.waiting)
+	if len(p.held) >= p.w.cfg.PipelineDepth {
+		return false
+	}
+	return p.bytes+p.nextGrowth() < p.w.cfg.PipelineBytes || p.waiting || len(p.held) == 0
+}
+
+// nextGrowth is what the commit of the held message that builds most will add to its count
+// when its turn comes, after the one committing now has given back its own; p.mu is held.
+func (p *pipe) nextGrowth() int64 {
+	var next int64
+	for _, h := range p.held {
+		next = max(next, h.growth())
+	}
+	return next
+}
+
+// growth is what h's commit builds beyond its staged count: the encoded data files, and its
+// rows if they were not built ahead.
+func (h *held) growth() int64 {
+	body := int64(len(h.msg.Data()))
+	if h.ahead {
+		return commitFactor * body
+	}
+	return commitFactor*body + int64(buildFactor*float64(body))
 }
 
 // add takes a fetched message into the pipeline, or gives it back at once if the session
@@ -287,8 +344,12 @@ func (p *pipe) add(msg jetstream.Msg) {
 	// Until it is staged, a message counts as its body twice (the body and the rows to be built
 	// from it): the fetcher must not take more on the body alone.
 	h := &held{msg: msg, meta: meta, seq: meta.Sequence.Stream, size: stagingFactor * int64(len(msg.Data())), ready: make(chan struct{})}
+	// Its rows are built ahead only if, built and committing, it stays under the bound with what
+	// is in flight; past it (the one message always held ahead) it is only framed, so that what
+	// is in flight beyond the bound is its body and records.
+	h.ahead = p.bytes+(stagingFactor+commitFactor)*int64(len(msg.Data()))+p.nextGrowth() <= p.w.cfg.PipelineBytes
 	p.held[h.seq] = h
-	p.bytes += h.size
+	p.count(h.size)
 	p.mu.Unlock()
 	p.stageQ <- h // never blocks: at most PipelineDepth are held, and the queue holds twice that
 	p.signal()
@@ -304,12 +365,12 @@ func (p *pipe) stage(ctx context.Context) {
 			p.mu.Lock()
 			msg, meta := h.msg, h.meta // add may swap in a newer delivery of the same message
 			p.mu.Unlock()
-			st := p.w.stage(msg, meta, true)
+			st := p.w.stage(msg, meta, h.ahead)
 			// What staging built counts against the bound too, in place of the estimate.
 			p.mu.Lock()
 			if _, still := p.held[h.seq]; still && !p.closed {
 				size := int64(len(msg.Data())) + st.bytes
-				p.bytes += size - h.size
+				p.count(size - h.size)
 				h.size = size
 			}
 			p.mu.Unlock()
@@ -353,7 +414,8 @@ func (p *pipe) giveBack() {
 	for _, h := range p.held {
 		hs = append(hs, h)
 	}
-	p.held, p.bytes = map[uint64]*held{}, 0
+	p.held = map[uint64]*held{}
+	p.count(-p.bytes)
 	p.mu.Unlock()
 	sort.Slice(hs, func(i, j int) bool { return hs[i].seq < hs[j].seq })
 	for _, h := range hs {

@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
@@ -299,6 +301,50 @@ func TestPipelineBytesCountWhatIsStaged(t *testing.T) {
 		h.publish(person(i), nil)
 	}
 	time.Sleep(time.Second)
+	info, err := h.w.cons.Info(context.Background())
+	if err != nil || info.NumAckPending != 2 || info.Delivered.Stream != 2 {
+		t.Fatalf("consumer %+v %v: want the message that commits and one held behind it", info, err)
+	}
+	failpoint.Reset()
+	if got := h.inOrder(6); fmt.Sprint(got) != "[1 2 3 4 5 6]" {
+		t.Fatalf("events of %v", got)
+	}
+}
+
+// The message being committed stays counted, with what its commit builds, until its commit
+// returns: with room for one staged message, the fetcher takes one behind the message that
+// commits (one is always held ahead) and no second. Were the commit not counted, the one held
+// behind it would leave room for more.
+func TestPipelineBytesCountTheCommit(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable("load.after_prepare", "error"); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	h := start(t, func(w *Worker) {
+		body := []byte(person(1))
+		recs, err := framing.ParseRetained(body, framing.DefaultLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		built, err := w.g.Build(engine.LoadRequest{Mode: engine.ModeMerge, Records: recs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.cfg.RetryMax, w.cfg.PipelineBytes = 200*time.Millisecond, int64(len(body))+stagedBytes(recs, built)+1
+		w.log = zap.New(core)
+	}, depth(8))
+	// The rest are published once the first commits, so that none is fetched before.
+	h.publish(person(1), nil)
+	waitFor(t, func() bool { return logs.FilterMessage("failure, retrying in place").Len() > 0 }, "the first message to commit")
+	for i := 2; i <= 6; i++ {
+		h.publish(person(i), nil)
+	}
+	waitFor(t, func() bool {
+		info, err := h.w.cons.Info(context.Background())
+		return err == nil && info.Delivered.Stream >= 2
+	}, "a message behind the one that commits")
+	time.Sleep(time.Second) // what the fetcher would take past the bound, it takes by then
 	info, err := h.w.cons.Info(context.Background())
 	if err != nil || info.NumAckPending != 2 || info.Delivered.Stream != 2 {
 		t.Fatalf("consumer %+v %v: want the message that commits and one held behind it", info, err)

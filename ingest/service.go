@@ -44,6 +44,8 @@ type serviceOpts struct {
 	httpLn   net.Listener
 	leaseTTL time.Duration
 	holder   string
+	// footprint, when set, gets the service's bound and its pipeline's count (WithFootprint).
+	footprint *Footprint
 }
 
 // ServiceOpt configures NewService.
@@ -139,6 +141,7 @@ func NewService(nc *nats.Conn, g *engine.Graph, cfg Config, opts ...ServiceOpt) 
 		return nil, err
 	}
 	w.UseMetrics(o.metrics)
+	w.cfg.footprint = o.footprint
 	return &Service{w: w, g: g, log: o.log.With(zap.String("graph", w.cfg.Graph)), metrics: o.metrics,
 		httpAddr: o.httpAddr, httpLn: o.httpLn, leaseTTL: o.leaseTTL, holder: o.holder}, nil
 }
@@ -160,6 +163,8 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopHTTP()
+	// A standby reserves its bound too: it may take the graph over at any moment.
+	defer s.w.cfg.footprint.reserve(s.w.cfg.PipelineBytes)()
 	if err := s.w.Setup(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -26,7 +26,6 @@ import (
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/ingest"
-	"github.com/omnigraph/omnigraph-worker/internal/memlimit"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -411,20 +410,10 @@ func serve(ctx context.Context, settings *boundSettings) error {
 	}
 	// Under a memory limit, the collector runs earlier as the heap nears it (gc_percent lets
 	// the heap grow to several times the live data otherwise).
-	switch {
-	case getenv("GOMEMLIMIT") != "":
-		log.Info("memory limit", zap.String("GOMEMLIMIT", getenv("GOMEMLIMIT")))
-	case c.MemoryLimit > 0:
-		debug.SetMemoryLimit(int64(c.MemoryLimit))
-		log.Info("memory limit", zap.Int("soft_limit_bytes", c.MemoryLimit))
-	default:
-		if hard, ok := memlimit.FromCgroup("/sys/fs/cgroup"); ok {
-			debug.SetMemoryLimit(memlimit.Soft(hard))
-			log.Info("memory limit", zap.Int64("cgroup_bytes", hard), zap.Int64("soft_limit_bytes", memlimit.Soft(hard)))
-		}
-	}
+	fp := &ingest.Footprint{}
+	defer limitMemory(ctx, c, fp, log)()
 	if c.Graphs != "" {
-		return serveFleet(ctx, c, log)
+		return serveFleet(ctx, c, fp, log)
 	}
 	st, g, err := openServed(ctx, c, c.Root, log)
 	if err != nil {
@@ -436,7 +425,8 @@ func serve(ctx context.Context, settings *boundSettings) error {
 		return err
 	}
 	defer stop()
-	svc, err := ingest.NewService(nc, g, c.Ingest(), ingest.WithLogger(log), ingest.WithHTTP(c.HTTP), ingest.WithLeaseTTL(c.LeaseTTL))
+	svc, err := ingest.NewService(nc, g, c.Ingest(), ingest.WithLogger(log), ingest.WithHTTP(c.HTTP), ingest.WithLeaseTTL(c.LeaseTTL),
+		ingest.WithFootprint(fp))
 	if err != nil {
 		return err
 	}

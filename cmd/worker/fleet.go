@@ -17,8 +17,9 @@ import (
 // serveFleet is `worker run --graphs`: this process's share of the fleet's graphs, each
 // graph's root <root>/<graph>, each served as `worker run --graph` serves one (its own
 // lease, consumer, pipeline and metrics), started and stopped as the fleet's members come
-// and go.
-func serveFleet(ctx context.Context, c *config.Config, log *zap.Logger) error {
+// and go. The graphs served share fp: the default memory limit leaves room for the sum of
+// their pipelines' bounds.
+func serveFleet(ctx context.Context, c *config.Config, fp *ingest.Footprint, log *zap.Logger) error {
 	graphs := c.GraphList()
 	if err := checkFleetRoots(ctx, c, graphs); err != nil {
 		return err
@@ -43,7 +44,8 @@ func serveFleet(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		}
 		defer st.Close()
 		// The service logs its graph itself.
-		svc, err := ingest.NewService(nc, g, c.IngestOf(graph), ingest.WithLogger(log), ingest.WithMetrics(m), ingest.WithLeaseTTL(c.LeaseTTL))
+		svc, err := ingest.NewService(nc, g, c.IngestOf(graph), ingest.WithLogger(log), ingest.WithMetrics(m), ingest.WithLeaseTTL(c.LeaseTTL),
+			ingest.WithFootprint(fp))
 		if err != nil {
 			return err
 		}

@@ -1,5 +1,6 @@
-// Package memlimit finds the memory limit a container puts on this process, so the Go
-// collector can be told to run before the kernel's OOM killer would.
+// Package memlimit chooses the Go collector's soft memory limit: under the memory limit a
+// container puts on this process, so that the collector runs before the kernel's OOM killer
+// would, and by default in step with what the worker's pipelines may hold (Policy, Governor).
 package memlimit
 
 import (
