@@ -130,3 +130,35 @@ func TestStagedCompactionNothingDueAndFailures(t *testing.T) {
 		t.Fatal("the compaction changed the graph")
 	}
 }
+
+// CompactionBytes is nothing when no run is due, and twice the due run's files (capped at one
+// output file) when one is: what a worker counts while the compaction holds its rows and file.
+func TestCompactionBytes(t *testing.T) {
+	g := testGraph(t)
+	smallLoads(t, g, "", "p", 15)
+	if n := g.CompactionBytes(16, 0); n != 0 {
+		t.Fatalf("%d bytes with nothing due", n)
+	}
+	smallLoads(t, g, "", "q", 1)
+	var want, largest uint64
+	for ref, ts := range g.tables {
+		if ref.branch != "" {
+			continue
+		}
+		var files uint64
+		for _, f := range ts.ds.Manifest().Fragments {
+			n, _ := f.FileBytes()
+			files += n
+			largest = max(largest, n)
+		}
+		want = max(want, 2*files)
+	}
+	if n := g.CompactionBytes(16, 0); n <= 0 || uint64(n) != want {
+		t.Fatalf("%d bytes due, want %d", n, want)
+	}
+	// Output files of a few fragments' size: the run is still due, its files cut at that.
+	cut := 4 * largest
+	if n := g.CompactionBytes(16, cut); uint64(n) != 2*cut {
+		t.Fatalf("%d bytes with %d-byte files, want %d", n, cut, 2*cut)
+	}
+}

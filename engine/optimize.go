@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -83,6 +84,47 @@ func (g *Graph) CompactionDue(fanout int) bool {
 		}
 	}
 	return false
+}
+
+// CompactionBytes is about how much memory staging the due compactions (StageCompaction at
+// fanout) holds at its peak, from what this writer already holds (no I/O): the tables are
+// rewritten one after another, each holding up to one output file (MaxBytesPerFile, 0: the
+// default) of rows read and the file encoded from them. A worker counts it against its bound on
+// what is in flight, so that the messages it prefetches leave room for it.
+func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
+	g.writeMu.Lock()
+	defer g.writeMu.Unlock()
+	fanout = fanoutOrDefault(fanout)
+	if maxBytes == 0 {
+		maxBytes = lance.DefaultMaxBytesPerFile
+	}
+	var peak uint64
+	for ref, ts := range g.tables {
+		if ref.branch != "" {
+			continue
+		}
+		frags := ts.ds.Manifest().Fragments
+		run := compactionRun(frags, fanout, maxBytes)
+		if run == nil {
+			continue
+		}
+		in := map[uint64]bool{}
+		for _, id := range run {
+			in[id] = true
+		}
+		var bytes uint64
+		for i := range frags {
+			if in[frags[i].ID] {
+				n, ok := frags[i].FileBytes()
+				if !ok {
+					n = maxBytes // unrecorded: take the most a file holds
+				}
+				bytes += n
+			}
+		}
+		peak = max(peak, 2*min(bytes, maxBytes))
+	}
+	return int64(min(peak, math.MaxInt64))
 }
 
 // compactionRun is what an automatic compaction of a table rewrites: a full tier run, else the

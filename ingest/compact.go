@@ -99,6 +99,7 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 // recovery. inline does it all in the writer's turn (engine.Graph.Optimize).
 func (w *Worker) compactOnce(ctx context.Context, inline bool) (*engine.OptimizeResult, error) {
 	o := engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Actor: CompactionActor}
+	defer w.countCompaction(w.g.CompactionBytes(o.Fanout, o.MaxBytesPerFile))()
 	if inline {
 		return w.g.Optimize(context.WithoutCancel(ctx), o)
 	}
@@ -107,6 +108,18 @@ func (w *Worker) compactOnce(ctx context.Context, inline bool) (*engine.Optimize
 		return &engine.OptimizeResult{}, err
 	}
 	return w.g.CommitCompaction(context.WithoutCancel(ctx), sc)
+}
+
+// countCompaction counts bytes in flight until the returned release: in the pipeline's bound,
+// so that it prefetches less while a compaction holds its rows and files, and in the
+// process's footprint, which its memory limit follows.
+func (w *Worker) countCompaction(bytes int64) (release func()) {
+	w.compacting.Add(bytes)
+	w.cfg.footprint.add(bytes)
+	return func() {
+		w.compacting.Add(-bytes)
+		w.cfg.footprint.add(-bytes)
+	}
 }
 
 // CompactionActor is the actor recorded on the worker's compaction commits.

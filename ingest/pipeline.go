@@ -251,8 +251,8 @@ func (p *pipe) signal() {
 
 // fetch pulls one message at a time while the pipeline has room: fewer than PipelineDepth
 // held, and what is in flight (the held bodies, records and built rows, the message being
-// committed with what its commit builds) with what the next commit will build under
-// PipelineBytes. Two exceptions: one message is always held ahead, so that the next is framed
+// committed with what its commit builds, the compaction under way) with what the next commit
+// will build under PipelineBytes. Two exceptions: one message is always held ahead, so that the next is framed
 // while one commits however large they are, and a missing predecessor the commit loop waits
 // for must be let in. One at a time, so no message waits in a client buffer without a
 // heartbeat. It returns nil when ctx ends, the error when the pull subscription is broken for
@@ -297,7 +297,7 @@ func (p *pipe) room() bool {
 	if len(p.held) >= p.w.cfg.PipelineDepth {
 		return false
 	}
-	return p.bytes+p.nextGrowth() < p.w.cfg.PipelineBytes || p.waiting || len(p.held) == 0
+	return p.bytes+p.w.compacting.Load()+p.nextGrowth() < p.w.cfg.PipelineBytes || p.waiting || len(p.held) == 0
 }
 
 // nextGrowth is what the commit of the held message that builds most will add to its count
@@ -347,7 +347,7 @@ func (p *pipe) add(msg jetstream.Msg) {
 	// Its rows are built ahead only if, built and committing, it stays under the bound with what
 	// is in flight; past it (the one message always held ahead) it is only framed, so that what
 	// is in flight beyond the bound is its body and records.
-	h.ahead = p.bytes+(stagingFactor+commitFactor)*int64(len(msg.Data()))+p.nextGrowth() <= p.w.cfg.PipelineBytes
+	h.ahead = p.bytes+p.w.compacting.Load()+(stagingFactor+commitFactor)*int64(len(msg.Data()))+p.nextGrowth() <= p.w.cfg.PipelineBytes
 	p.held[h.seq] = h
 	p.count(h.size)
 	p.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -34,6 +35,9 @@ type Worker struct {
 	metrics *Metrics
 	// compactPoke wakes the compactor (compact.go) after a commit.
 	compactPoke chan struct{}
+	// compacting is what the compaction under way is counted to hold, which the pipeline's
+	// bound on what is in flight includes.
+	compacting atomic.Int64
 }
 
 // UseMetrics records this worker's outcomes in m.

@@ -1,0 +1,75 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+)
+
+// A compaction under way counts what it holds (engine.Graph.CompactionBytes) in the worker's
+// bound on what is in flight and in the process's footprint, from before it stages to after it
+// published; then nothing is left counted.
+func TestCompactionCountsWhatItHolds(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable("compaction.after_stage", "sleep(1000)"); err != nil {
+		t.Fatal(err)
+	}
+	fp := &Footprint{}
+	h := start(t, func(w *Worker) { w.cfg.CompactionFanout = 2; w.cfg.footprint = fp })
+	for i := range 2 {
+		h.publish(person(i), map[string]string{HeaderMode: "append"})
+		h.event()
+	}
+	waitFor(t, func() bool { return h.w.compacting.Load() > 0 }, "the compaction to be counted")
+	if got := fp.InFlight(); got != h.w.compacting.Load() {
+		t.Fatalf("footprint %d, compaction counted %d", got, h.w.compacting.Load())
+	}
+	waitFor(t, func() bool { return h.w.compacting.Load() == 0 && fp.InFlight() == 0 }, "the count to be given back")
+}
+
+// While a compaction is counted, the pipeline prefetches as if that much were in flight: with
+// it over the bound, one message waits behind the one that commits, not the pipeline's depth.
+func TestPipelineLeavesRoomForTheCompaction(t *testing.T) {
+	for _, compacting := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compacting=%v", compacting), func(t *testing.T) {
+			t.Cleanup(failpoint.Reset)
+			if err := failpoint.Enable("load.after_prepare", "error"); err != nil {
+				t.Fatal(err)
+			}
+			h := start(t, func(w *Worker) {
+				w.cfg.RetryMax, w.cfg.PipelineBytes = 200*time.Millisecond, 1<<20
+				if compacting {
+					w.compacting.Store(1 << 20)
+				}
+			}, depth(8))
+			h.publish(person(1), nil)
+			waitFor(t, func() bool {
+				info, err := h.w.cons.Info(context.Background())
+				return err == nil && info.Delivered.Stream >= 1
+			}, "the first message")
+			for i := 2; i <= 6; i++ {
+				h.publish(person(i), nil)
+			}
+			want := 6
+			if compacting {
+				want = 2
+			}
+			waitFor(t, func() bool {
+				info, err := h.w.cons.Info(context.Background())
+				return err == nil && info.NumAckPending == want
+			}, fmt.Sprintf("%d messages in flight", want))
+			time.Sleep(500 * time.Millisecond) // what the fetcher would take past the bound, it takes by then
+			if info, err := h.w.cons.Info(context.Background()); err != nil || info.NumAckPending != want {
+				t.Fatalf("consumer %+v %v: want %d messages in flight", info, err, want)
+			}
+			h.w.compacting.Store(0)
+			failpoint.Reset()
+			if got := h.inOrder(6); fmt.Sprint(got) != "[1 2 3 4 5 6]" {
+				t.Fatalf("events of %v", got)
+			}
+		})
+	}
+}
