@@ -14,6 +14,10 @@ import (
 // commit.
 const compactionRounds = 4
 
+// inlineCompactionShare: a compaction counted to hold more than 1/inlineCompactionShare of
+// pipeline_bytes is done in the writer's turn (compactDue).
+const inlineCompactionShare = 4
+
 // compactionPause is how long the worker stops trying to compact after a compaction failed, so
 // that a fault which keeps failing it (storage trouble, say) does not cost a failed attempt
 // after every message; the messages themselves go on.
@@ -54,14 +58,19 @@ func (w *Worker) pokeCompactor() {
 }
 
 // compactDue runs up to compactionRounds compactions while one is due; false when one failed.
-// After a staged compaction went stale, the next is done in the writer's turn (inline), where
-// nothing changes under it: a stream that keeps upserting rows of the newest fragments would
-// otherwise leave every staged one stale and the fragments growing.
+// Two kinds are done in the writer's turn (inline) instead of beside the messages:
+//   - one that holds more than inlineCompactionShare of the pipeline's bound: beside the
+//     messages its memory would stack on a full pipeline's, and a rewrite of large fragments
+//     is rare (a few per thousand batches) while the memory bound holds always;
+//   - the next after a staged one went stale: there nothing changes under it, and a stream
+//     that keeps upserting rows of the newest fragments would otherwise leave every staged one
+//     stale and the fragments growing.
 func (w *Worker) compactDue(ctx context.Context) bool {
-	inline := false
+	stale := false
 	for round := 0; round < compactionRounds && ctx.Err() == nil && w.g.CompactionDue(w.cfg.CompactionFanout); round++ {
 		start := time.Now()
-		res, err := w.compactOnce(ctx, inline)
+		bytes := w.g.CompactionBytes(w.cfg.CompactionFanout, 0)
+		res, err := w.compactOnce(ctx, bytes, stale || bytes > w.cfg.PipelineBytes/inlineCompactionShare)
 		took := time.Since(start)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -75,7 +84,7 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 			w.metrics.compaction(resultStale, took)
 			w.log.Info("compaction staged on tables that changed meanwhile; dropped, the next is done in the writer's turn",
 				zap.Strings("tables", res.Stale), zap.Duration("took", took))
-			inline = true
+			stale = true
 			if res.Commit == nil {
 				continue
 			}
@@ -96,10 +105,11 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 
 // compactOnce stages one compaction on ctx and commits it on a context stop does not cancel:
 // once it has the writer's turn, a publish is short and is finished rather than left to
-// recovery. inline does it all in the writer's turn (engine.Graph.Optimize).
-func (w *Worker) compactOnce(ctx context.Context, inline bool) (*engine.OptimizeResult, error) {
+// recovery. inline does it all in the writer's turn (engine.Graph.Optimize). bytes is what it is
+// counted to hold (engine.Graph.CompactionBytes).
+func (w *Worker) compactOnce(ctx context.Context, bytes int64, inline bool) (*engine.OptimizeResult, error) {
 	o := engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Actor: CompactionActor}
-	defer w.countCompaction(w.g.CompactionBytes(o.Fanout, o.MaxBytesPerFile))()
+	defer w.countCompaction(bytes)()
 	if inline {
 		return w.g.Optimize(context.WithoutCancel(ctx), o)
 	}
@@ -110,16 +120,14 @@ func (w *Worker) compactOnce(ctx context.Context, inline bool) (*engine.Optimize
 	return w.g.CommitCompaction(context.WithoutCancel(ctx), sc)
 }
 
-// countCompaction counts bytes in flight until the returned release: in the pipeline's bound,
-// so that it prefetches less while a compaction holds its rows and files, and in the
-// process's footprint, which its memory limit follows.
+// countCompaction counts bytes in the pipeline's bound until the returned release, so that it
+// prefetches less while a compaction holds its rows and files. Not in the process's footprint:
+// the estimate is an upper bound (twice the files), and the default memory limit, which follows
+// the footprint, would let the heap grow into all of it; the pipeline making room keeps the
+// heap under the limit it already had.
 func (w *Worker) countCompaction(bytes int64) (release func()) {
 	w.compacting.Add(bytes)
-	w.cfg.footprint.add(bytes)
-	return func() {
-		w.compacting.Add(-bytes)
-		w.cfg.footprint.add(-bytes)
-	}
+	return func() { w.compacting.Add(-bytes) }
 }
 
 // CompactionActor is the actor recorded on the worker's compaction commits.
