@@ -15,9 +15,10 @@ import (
 // serde_json and JSON.stringify write it, or with spaces between the envelope's and the data
 // object's tokens, as json.dumps writes it — in one pass over the line, reading it in place in
 // the batch's arena copy: Data values are slices of that copy, with no per-line copy, no
-// second walk over the members, and one allocation at most per record (an edge's endpoints
-// and a supplied id, together; see own). It accepts a line only when it is sure the general
-// scanner (scanner.record) would accept it and build the same record; anything else —
+// second walk over the members, and no allocation per record (members, ids, and an edge's
+// endpoints with a supplied id are carved out of slabs; see own). It accepts a line only
+// when it is sure the general scanner (scanner.record) would accept it and build the same
+// record; anything else —
 // whitespace inside a value or around the line's object, an escaped member name, any
 // refusal — makes it give up on the line, which the general scanner then frames or refuses
 // with its exact message. So refusals are never decided here, and the fast path is an
@@ -55,14 +56,14 @@ type fastScanner struct {
 	sets     []*keySet // nested objects' duplicate checks, by depth
 	members  []Member  // the slab records' Data slices are carved from
 	ids      []string  // the slab records' ID pointers point into
+	strs     []byte    // the slab records' From, To and ID strings are copied into
 	lastTyp  string    // the last record's type, which the next one most likely repeats
 	// data.id's content in the line (idS < 0 without one), for own.
 	idS, idE int
 	idEsc    bool
-	// To size slabs: the lines of the part not framed yet, and the data members and records
-	// framed so far.
-	left, used, framed int
-	intern             map[string]string
+	// To size slabs: the lines of the part not framed yet.
+	left   int
+	intern map[string]string
 }
 
 func newFastScanner(maxDepth int) *fastScanner {
@@ -87,8 +88,7 @@ func putFastScanner(f *fastScanner) {
 
 // reset readies f for another batch.
 func (f *fastScanner) reset() {
-	f.members, f.ids, f.data = nil, nil, f.data[:0]
-	f.used, f.framed = 0, 0
+	f.members, f.ids, f.strs, f.data = nil, nil, nil, f.data[:0]
 	// Nothing kept may point into the batch, nor grow with what one batch held.
 	if cap(f.data) > maxKeptMembers {
 		f.data = nil
@@ -119,6 +119,20 @@ const maxInterned = 128
 
 // idSlab is how many ids one slab allocation holds.
 const idSlab = 1024
+
+// slabLines is how many lines' worth of members or strings one slab is sized for, at the
+// current line's count: enough that slabs cost a few allocations per thousand lines, few
+// enough that the last one of a table (whose size the next table's lines do not match, or
+// which the batch's end cuts short) leaves little of it zeroed and unused.
+const slabLines = 256
+
+// strSlab bounds the bytes of one string slab (a longer string gets one of its own size).
+const strSlab = 16 << 10
+
+// slabFor is the size of a new slab for a line that needs n of its elements.
+func (f *fastScanner) slabFor(n, most int) int {
+	return max(n, min(most, n*min(max(f.left, 1), slabLines)))
+}
 
 // record frames the line at the start of a (which runs on to the end of the part) into rec
 // and returns the index after its closing brace, or reports false when the general scanner
@@ -272,10 +286,10 @@ type span struct {
 	escaped bool
 }
 
-// own gives an edge its From and To, and a record with data.id its ID, decoded into one
-// allocation of their own: not views of the batch's copy, which a long-lived index keyed by
-// ids or endpoints (the engine keeps some) would otherwise keep whole; and one allocation,
-// not three, as they are kept or dropped together.
+// own gives an edge its From and To, and a record with data.id its ID, decoded into the
+// batch's string slabs: not views of the batch (or its copy), which a long-lived index keyed
+// by ids or endpoints (the engine keeps some) would otherwise keep whole, but copies that
+// share a slab of a few hundred lines' strings, so that they cost no allocation each.
 func (f *fastScanner) own(a []byte, rec *Record, sp [3]span) {
 	if rec.Kind != EdgeRecord {
 		sp[0], sp[1] = span{}, span{}
@@ -283,8 +297,14 @@ func (f *fastScanner) own(a []byte, rec *Record, sp [3]span) {
 	if sp[2].s < 0 {
 		sp[2] = span{}
 	}
-	// Decoding never lengthens a string, so buf never reallocates.
-	buf := make([]byte, 0, (sp[0].e-sp[0].s)+(sp[1].e-sp[1].s)+(sp[2].e-sp[2].s))
+	// Decoding never lengthens a string, so the slab never reallocates under the strings
+	// already handed out.
+	need := (sp[0].e - sp[0].s) + (sp[1].e - sp[1].s) + (sp[2].e - sp[2].s)
+	if cap(f.strs)-len(f.strs) < need {
+		f.strs = make([]byte, 0, f.slabFor(need, strSlab))
+	}
+	start := len(f.strs)
+	buf := f.strs[start:start]
 	var ends [3]int
 	for k, p := range sp {
 		if p.escaped {
@@ -307,6 +327,7 @@ func (f *fastScanner) own(a []byte, rec *Record, sp [3]span) {
 		*id = unsafeString(buf[ends[1]:ends[2]])
 		rec.ID = id
 	}
+	f.strs = f.strs[:start+len(buf)]
 }
 
 // fillData applies the data rules to the members f.dataObject found and fills rec.Data and
@@ -357,14 +378,8 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 		return true
 	}
 	if cap(f.members)-len(f.members) < n {
-		// Enough for the lines left at the larger of this record's and the average
-		// member count, up to a slab: a small batch gets about what it needs rather than
-		// a slab mostly unused, which costs its zeroing and GC work all the same.
-		avg := (f.used + f.framed - 1) / max(f.framed, 1)
-		f.members = make([]Member, 0, max(n, min(memberSlab, max(n, avg)*f.left)))
+		f.members = make([]Member, 0, f.slabFor(n, memberSlab))
 	}
-	f.used += n
-	f.framed++
 	// Fields are set one by one into the slab's zeroed memory: appending whole Members would
 	// cost a bulk write barrier for each while the GC runs, as it often does during a batch.
 	start := len(f.members)

@@ -320,6 +320,27 @@ func TestFastStringsAreOwned(t *testing.T) {
 	}
 }
 
+// TestFastPathAllocatesPerSlab: a batch of edges with ids costs a few slab allocations per
+// few hundred lines, not one (or more) per record: the worker frames every message, and each
+// small allocation costs the collector as much as its bytes.
+func TestFastPathAllocatesPerSlab(t *testing.T) {
+	const lines = 2000
+	var b strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&b, `{"edge":"E","from":"a%d","to":"b%d","data":{"id":"e%d","w":%d}}`+"\n", i, i, i, i)
+	}
+	body := []byte(b.String())
+	allocs := testing.AllocsPerRun(20, func() {
+		if recs, err := ParseRetained(body, DefaultLimits()); err != nil || len(recs) != lines {
+			t.Fatalf("%d records, %v", len(recs), err)
+		}
+	})
+	// The records, and per slabLines lines a slab of members, ids and strings each.
+	if most := 1 + 3*(lines/slabLines+1) + 3; allocs > float64(most) {
+		t.Fatalf("%v allocations for %d lines, want at most %d", allocs, lines, most)
+	}
+}
+
 // TestPartsShareOneSlice: parts fill ranges of one records slice; blank lines leave gaps that
 // are closed, and a MaxLines ceiling bounds each part's range, whatever the number of parts.
 func TestPartsShareOneSlice(t *testing.T) {
