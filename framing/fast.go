@@ -33,11 +33,11 @@ type fastMember struct {
 type fastShape struct {
 	kind  RecordKind
 	typ   string
-	names []string // distinct
-	words []uint64 // the first 8 bytes of each name, zero-padded (see sameName)
+	names []string  // distinct
+	words []uint64  // the first 8 bytes of each name, zero-padded (see sameName)
+	keys  []fastKey // each name as a member name is written (see fastKey.colon)
 	// What names says of the data rules (see dataRules).
-	id      int
-	refused bool
+	id, refusedAt int
 }
 
 // fastShapes is how many tables' shapes are remembered: batches mix a few tables.
@@ -52,10 +52,13 @@ type fastScanner struct {
 	members  []Member  // the slab records' Data slices are carved from
 	ids      []string  // the slab records' ID pointers point into
 	strs     []byte    // the slab records' From, To and ID strings are copied into
-	lastTyp  string    // the last record's type, which the next one most likely repeats
+	// The last node's and edge's type, which the next one most likely repeats.
+	lastTyp [2]knownName
 	// data.id's content in the line (idS < 0 without one), for own.
 	idS, idE int
 	idEsc    bool
+	// The members the line being framed has added to members so far.
+	pending int
 	// To size slabs: the lines of the part not framed yet.
 	left   int
 	intern map[string]string
@@ -129,28 +132,43 @@ func (f *fastScanner) slabFor(n, most int) int {
 	return max(n, min(most, n*min(max(f.left, 1), slabLines)))
 }
 
+// Envelope members by bit: type, edge, from, to, data.
+const (
+	hasType = 1 << iota
+	hasEdge
+	hasFrom
+	hasTo
+	hasData
+)
+
 // record frames the line at the start of a (which runs on to the end of the part) into rec
 // and returns the index after its closing brace, or reports false when the general scanner
 // must decide about the line. Nothing valid in a compact line is a line break, so the scan
 // never crosses into the next line; the caller checks what follows the brace. a must not
 // change while the records live: their strings point into it.
 func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
+	f.idS, f.pending = -1, 0
+	end, ok := f.envelope(a, rec)
+	if !ok {
+		// A data object framed by its shape wrote its members before the line was given up.
+		n := len(f.members) - f.pending
+		clear(f.members[n:])
+		f.members = f.members[:n]
+		return 0, false
+	}
+	rec.Line = line
+	return end, true
+}
+
+// envelope frames the envelope object, and its "data" member, at the start of a.
+func (f *fastScanner) envelope(a []byte, rec *Record) (int, bool) {
 	n := len(a)
 	if n < 2 || a[0] != '{' {
 		return 0, false
 	}
-	// Envelope members by bit: type, edge, from, to, data.
-	const (
-		hasType = 1 << iota
-		hasEdge
-		hasFrom
-		hasTo
-		hasData
-	)
 	var seen uint8
-	var typS, typE, fromS, fromE, toS, toE int
-	var typEsc, fromEsc, toEsc bool
-	f.data = f.data[:0]
+	var from, to span
+	collected := false // "data" is in f.data, for fillData
 	i := skipSpace(a, 1)
 	for {
 		// A member name of the envelope, matched as written: an escaped or unknown one is
@@ -175,35 +193,54 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
 		default:
 			return 0, false
 		}
-		i = skipSpace(a, i)
-		if seen&bit != 0 {
-			return 0, false // a duplicate
+		if i = skipSpace(a, i); i >= n || seen&bit != 0 { // a duplicate
+			return 0, false
 		}
 		seen |= bit
-		if bit == hasData {
-			if i >= n || a[i] != '{' || f.maxDepth < 2 {
+		var ok bool
+		switch bit {
+		case hasData:
+			if a[i] != '{' || f.maxDepth < 2 {
 				return 0, false
 			}
-			end, ok := f.dataObject(a, i)
-			if !ok {
-				return 0, false
+			// Its names are most likely the last ones of the table, when the table is known.
+			follows := false
+			end := 0
+			if seen&(hasType|hasEdge) != 0 {
+				kind := NodeRecord
+				if seen&hasEdge != 0 {
+					kind = EdgeRecord
+				}
+				if end, follows, ok = f.shapedData(a, i, f.shape(kind, rec.Type), rec); !ok {
+					return 0, false
+				}
+			}
+			if !follows {
+				if end, ok = f.dataObject(a, i); !ok {
+					return 0, false
+				}
+				collected = true
 			}
 			i = end
-		} else {
-			if i >= n || a[i] != '"' {
+		case hasType, hasEdge:
+			if a[i] != '"' {
+				return 0, false
+			}
+			if i, ok = f.typeName(a, i, bit, rec); !ok {
+				return 0, false
+			}
+		default:
+			if a[i] != '"' {
 				return 0, false
 			}
 			end, esc, ok := scanString(a, i)
 			if !ok {
 				return 0, false
 			}
-			switch bit {
-			case hasType, hasEdge:
-				typS, typE, typEsc = i+1, end-1, esc
-			case hasFrom:
-				fromS, fromE, fromEsc = i+1, end-1, esc
-			default:
-				toS, toE, toEsc = i+1, end-1, esc
+			if bit == hasFrom {
+				from = span{i + 1, end - 1, esc}
+			} else {
+				to = span{i + 1, end - 1, esc}
 			}
 			i = end
 		}
@@ -219,7 +256,6 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
 		}
 		break
 	}
-	end := i + 1
 	switch seen &^ hasData {
 	case hasType:
 		rec.Kind = NodeRecord
@@ -228,24 +264,86 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
 	default:
 		return 0, false
 	}
-	switch {
-	case typEsc:
-		rec.Type = stringValue(a[typS-1 : typE+1])
-	case f.lastTyp == unsafeString(a[typS:typE]):
-		rec.Type = f.lastTyp
-	default:
-		rec.Type = f.name(a[typS:typE])
-		f.lastTyp = rec.Type
-	}
-	rec.Line = line
-	f.idS = -1
-	if !f.fillData(a, rec) {
+	if collected && !f.fillData(a, rec) {
 		return 0, false
 	}
 	if rec.Kind == EdgeRecord || f.idS >= 0 {
-		f.own(a, rec, [3]span{{fromS, fromE, fromEsc}, {toS, toE, toEsc}, {f.idS, f.idE, f.idEsc}})
+		f.own(a, rec, from, to)
+	}
+	return i + 1, true
+}
+
+// typeName sets rec.Type to the string at a[i] == '"', the value of "type" (bit hasType) or
+// "edge", and returns the index after it. The name of the last line of the same kind is
+// most likely repeated, and is then recognised without a scan.
+func (f *fastScanner) typeName(a []byte, i int, bit uint8, rec *Record) (int, bool) {
+	last := &f.lastTyp[bit>>1]
+	if end, ok := quoted(a, i, last.name, last.word); ok {
+		rec.Type = last.name
+		return end, true
+	}
+	end, esc, ok := scanString(a, i)
+	if !ok {
+		return 0, false
+	}
+	if esc {
+		rec.Type = stringValue(a[i:end])
+		return end, true
+	}
+	rec.Type = f.name(a[i+1 : end-1])
+	if len(rec.Type) <= maxInterned {
+		*last = knownName{rec.Type, wordOf(rec.Type)}
 	}
 	return end, true
+}
+
+// knownName is a name whose string values are recognised as written (see quoted).
+type knownName struct {
+	name string
+	word uint64 // the first 8 bytes of name, zero-padded
+}
+
+// quoted reports whether the string at a[i] == '"' is name as written, and returns the
+// index after its closing quote. name, a string value already scanned without escapes,
+// holds no quote nor backslash nor anything a string refuses, so the same bytes followed by a
+// quote are a valid string; word is its first 8 bytes zero-padded, which a name of up to 8
+// bytes, as most are, is compared with in one load rather than a call.
+func quoted(a []byte, i int, name string, word uint64) (int, bool) {
+	e := i + 1 + len(name)
+	if e >= len(a) || a[e] != '"' {
+		return 0, false
+	}
+	if len(name) <= 8 && i+9 <= len(a) {
+		return e + 1, binary.LittleEndian.Uint64(a[i+1:])&(^uint64(0)>>(64-8*len(name))) == word
+	}
+	return e + 1, name == unsafeString(a[i+1:e])
+}
+
+// fastKey is a data member name as a compact line writes it, quoted and followed by its
+// colon: `"name":` less its opening quote.
+type fastKey struct {
+	full       string // `name":`
+	word, mask uint64 // full's first 8 bytes (fewer when it is shorter), and which they are
+}
+
+func newFastKey(name string) fastKey {
+	full := name + `":`
+	n := min(len(full), 8)
+	return fastKey{full: full, word: wordOf(full[:n]), mask: ^uint64(0) >> (64 - 8*n)}
+}
+
+// colon reports whether the string at a[i] == '"' is the key's name as written, followed
+// right away by its colon, and returns the index after the colon. The name, a string value
+// already scanned without escapes, holds no quote nor backslash nor anything a string
+// refuses, so the same bytes followed by a quote are a valid string. A name of up to 6
+// bytes, as most are, is compared with its quote and colon in one load. Spaces before the
+// colon, which json.dumps does not write, are not matched: the caller scans such lines.
+func (k *fastKey) colon(a []byte, i int) (int, bool) {
+	e := i + 1 + len(k.full)
+	if i+9 > len(a) || e > len(a) || binary.LittleEndian.Uint64(a[i+1:])&k.mask != k.word {
+		return 0, false
+	}
+	return e, len(k.full) <= 8 || k.full[8:] == unsafeString(a[i+9:e])
 }
 
 // The envelope's member names with their colon, as little-endian words.
@@ -262,7 +360,8 @@ var (
 // so values stay compact slices of the line. A '\n' is never skipped: the scan stays in its
 // line.
 func skipSpace(a []byte, i int) int {
-	for i < len(a) && (a[i] == ' ' || a[i] == '\t' || a[i] == '\r') {
+	// One compare for the byte that is not a space, as nearly all are.
+	for i < len(a) && a[i] <= ' ' && (a[i] == ' ' || a[i] == '\t' || a[i] == '\r') {
 		i++
 	}
 	return i

@@ -254,6 +254,27 @@ func TestFastShapes(t *testing.T) {
 		`{"edge":"S","from":"a","to":"b","data":{"x":1,"src":"a"}}`,
 		`{"edge":"S","from":"a","to":"b","data":{"x":1}}`,
 		`{"type":"S","data":{"x":1,"src":"a"}}`,
+		// Lines of a known shape whose data object is framed by it before the line turns
+		// out to be the general scanner's, or which leave the shape's form.
+		`{"type":"S","data":{"x":1,"y":2}}`,
+		`{"type":"S","data":{"x":1,"y":2},"edge":"E"}`,
+		`{"type":"S","data":{"x":1,"y":2},"type":"T"}`,
+		`{"type":"S","data":{"x":1,"y":2},"z":3}`,
+		`{"type":"S","data":{"x":1,"y":2}`,
+		`{"type":"S","data":{"x" :1,"y":2}}`,
+		`{"type":"S","data":{"x": 1, "y": "2"}}`,
+		`{"data":{"x":1,"y":2},"type":"S"}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":"q\u0041"}}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":"r\u0041"}}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":5}}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":"s","id":"t"}}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":"u"},"data":{}}`,
+		`{"type":"S","data":{"x":1}}`,
+		`{"type":"S","data":{"xx":1}}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":"v"}}`,
+		`{"edge":"S","from":"a","to":"b","data":{"x":1,"_rowid":2}}`,
+		`{"edge":"S","from":"a","to":"b","data":{"x":1}}`,
+		`{"edge":"S","from":"a","to":"b","data":{"x":1,"_rowid":2}}`,
 	} {
 		recs := make([]Record, 1)
 		took := takes(f, in, i+1, &recs[0])
@@ -263,6 +284,12 @@ func TestFastShapes(t *testing.T) {
 		}
 		if took && !reflect.DeepEqual(recs[0], want) {
 			t.Fatalf("%s:\nfast    %#v\ngeneral %#v", in, recs[0], want)
+		}
+		// What a line given up wrote into the slab is dropped with it.
+		for _, m := range f.members[len(f.members):cap(f.members)] {
+			if m.Name != "" || m.Value != nil {
+				t.Fatalf("%s: the member slab keeps %s past its end", in, m.Name)
+			}
 		}
 	}
 }

@@ -15,44 +15,130 @@ type span struct {
 // batch's string slabs: not views of the batch (or its copy), which a long-lived index keyed
 // by ids or endpoints (the engine keeps some) would otherwise keep whole, but copies that
 // share a slab of a few hundred lines' strings, so that they cost no allocation each.
-func (f *fastScanner) own(a []byte, rec *Record, sp [3]span) {
+func (f *fastScanner) own(a []byte, rec *Record, from, to span) {
+	id := span{f.idS, f.idE, f.idEsc}
 	if rec.Kind != EdgeRecord {
-		sp[0], sp[1] = span{}, span{}
+		from, to = span{}, span{}
 	}
-	if sp[2].s < 0 {
-		sp[2] = span{}
+	if id.s < 0 {
+		id = span{}
 	}
 	// Decoding never lengthens a string, so the slab never reallocates under the strings
 	// already handed out.
-	need := (sp[0].e - sp[0].s) + (sp[1].e - sp[1].s) + (sp[2].e - sp[2].s)
+	need := (from.e - from.s) + (to.e - to.s) + (id.e - id.s)
 	if cap(f.strs)-len(f.strs) < need {
 		f.strs = make([]byte, 0, f.slabFor(need, strSlab))
 	}
-	start := len(f.strs)
-	buf := f.strs[start:start]
-	var ends [3]int
-	for k, p := range sp {
-		if p.escaped {
-			buf = appendUnescaped(buf, a[p.s:p.e])
-		} else {
-			buf = append(buf, a[p.s:p.e]...)
-		}
-		ends[k] = len(buf)
-	}
 	if rec.Kind == EdgeRecord {
-		rec.From = unsafeString(buf[:ends[0]])
-		rec.To = unsafeString(buf[ends[0]:ends[1]])
+		rec.From = f.put(a, from)
+		rec.To = f.put(a, to)
 	}
 	if f.idS >= 0 {
 		if len(f.ids) == cap(f.ids) {
 			f.ids = make([]string, 0, max(1, min(idSlab, f.left)))
 		}
 		f.ids = f.ids[:len(f.ids)+1]
-		id := &f.ids[len(f.ids)-1]
-		*id = unsafeString(buf[ends[1]:ends[2]])
-		rec.ID = id
+		p := &f.ids[len(f.ids)-1]
+		*p = f.put(a, id)
+		rec.ID = p
 	}
-	f.strs = f.strs[:start+len(buf)]
+}
+
+// put decodes the string sp of a into the string slab, which has room for it.
+func (f *fastScanner) put(a []byte, sp span) string {
+	start := len(f.strs)
+	if sp.escaped {
+		f.strs = appendUnescaped(f.strs, a[sp.s:sp.e])
+	} else {
+		f.strs = append(f.strs, a[sp.s:sp.e]...)
+	}
+	return unsafeString(f.strs[start:])
+}
+
+// shapedData frames the "data" object at a[i] == '{' of a record of table sh when its names
+// follow the table's shape, or a prefix of it: each name is then recognised as written in
+// one comparison (no scan, no duplicate check: the shape's names are distinct), and each
+// member is written straight into the slab. It reports follows false, with nothing kept,
+// when a name departs from the shape, for dataObject and fillData to decide; and ok false
+// for a line the general scanner must decide. Its members are pending until the line is
+// framed (see record).
+func (f *fastScanner) shapedData(a []byte, i int, sh *fastShape, rec *Record) (end int, follows, ok bool) {
+	n := len(a)
+	if i = skipSpace(a, i+1); i < n && a[i] == '}' {
+		return i + 1, true, true
+	}
+	keys := sh.keys
+	if len(keys) == 0 {
+		return 0, false, true
+	}
+	if cap(f.members)-len(f.members) < len(keys) {
+		f.members = make([]Member, 0, f.slabFor(len(keys), memberSlab))
+	}
+	start := len(f.members)
+	ms := f.members[start : start+len(keys)]
+	ok = true // until the line is one for the general scanner
+	j, k := 0, 0
+	for j < len(keys) && i < n && a[i] == '"' {
+		vs, same := keys[j].colon(a, i)
+		if !same {
+			break
+		}
+		if vs = skipSpace(a, vs); vs >= n {
+			ok = false
+			break
+		}
+		var ve int
+		if a[vs] == '"' {
+			var esc bool
+			if ve, esc, ok = scanString(a, vs); !ok {
+				break
+			}
+			if j == sh.id {
+				f.idS, f.idE, f.idEsc = vs+1, ve-1, esc
+			} else {
+				ms[k].Name = sh.names[j]
+				ms[k].Value = a[vs:ve:ve]
+				k++
+			}
+		} else {
+			// data.id must be a string (the general scanner refuses any other).
+			if j == sh.id {
+				ok = false
+				break
+			}
+			if ve, ok = f.value(a, vs, 2); !ok {
+				break
+			}
+			// Fields are set one by one into the slab's zeroed memory: assigning whole
+			// Members would cost a bulk write barrier for each while the GC runs.
+			ms[k].Name = sh.names[j]
+			ms[k].Value = a[vs:ve:ve]
+			k++
+		}
+		j++
+		if i = skipSpace(a, ve); i >= n {
+			ok = false
+			break
+		}
+		if a[i] == ',' {
+			i = skipSpace(a, i+1)
+			continue
+		}
+		if a[i] != '}' || sh.refusedAt < j {
+			ok = false
+			break
+		}
+		f.members = f.members[:start+k]
+		f.pending = k
+		if k > 0 {
+			rec.Data = f.members[start : start+k : start+k]
+		}
+		return i + 1, true, true
+	}
+	// Not framed here: what was written is dropped.
+	clear(ms[:k])
+	f.idS = -1
+	return 0, false, ok
 }
 
 // fillData applies the data rules to the members f.dataObject found and fills rec.Data and
@@ -79,16 +165,19 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 		}
 		sh.names = names
 		sh.words = make([]uint64, len(names))
+		sh.keys = make([]fastKey, len(names))
 		for j, name := range names {
 			sh.words[j] = wordOf(name)
+			sh.keys[j] = newFastKey(name)
 		}
-		sh.id, sh.refused = dataRules(names, rec.Kind)
+		sh.id, sh.refusedAt = dataRules(names, rec.Kind)
 	}
-	id, refused := sh.id, sh.refused
-	if len(ms) < len(sh.names) {
-		id, refused = dataRules(sh.names[:len(ms)], rec.Kind)
+	// The rules for these names, a prefix of the shape's.
+	id := sh.id
+	if id >= len(ms) {
+		id = -1
 	}
-	if refused || (id >= 0 && a[ms[id].vs] != '"') {
+	if sh.refusedAt < len(ms) || (id >= 0 && a[ms[id].vs] != '"') {
 		return false
 	}
 	n := len(ms)
@@ -137,20 +226,21 @@ func sameName(a []byte, m fastMember, name string, word uint64) bool {
 }
 
 // dataRules returns the index of "id" among a record's data member names (-1 without one),
-// and whether a name is refused: a reserved physical one, or "src" or "dst" in an edge.
-func dataRules(names []string, kind RecordKind) (id int, refused bool) {
-	id = -1
+// and that of the first name refused (len(names) without one): a reserved physical one, or
+// "src" or "dst" in an edge. A record with a prefix of names is refused when the prefix
+// holds that index.
+func dataRules(names []string, kind RecordKind) (id, refusedAt int) {
+	id, refusedAt = -1, len(names)
 	for j, name := range names {
 		switch {
 		case name == "id":
 			id = j
-		case len(name) > 0 && name[0] == '_' && reservedPhysical(name):
-			refused = true
-		case kind == EdgeRecord && (name == "src" || name == "dst"):
-			refused = true
+		case len(name) > 0 && name[0] == '_' && reservedPhysical(name),
+			kind == EdgeRecord && (name == "src" || name == "dst"):
+			refusedAt = min(refusedAt, j)
 		}
 	}
-	return id, refused
+	return id, refusedAt
 }
 
 // shape returns the remembered shape of a table, claiming a slot for one not seen yet.
@@ -208,6 +298,7 @@ func (f *fastScanner) name(b []byte) string {
 // dataObject scans the "data" object at a[i] == '{', collecting its members in f.data; it
 // returns the index after it.
 func (f *fastScanner) dataObject(a []byte, i int) (int, bool) {
+	f.data = f.data[:0]
 	i = skipSpace(a, i+1)
 	if i < len(a) && a[i] == '}' {
 		return i + 1, true
