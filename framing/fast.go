@@ -11,14 +11,15 @@ import (
 // object's tokens, as json.dumps writes it — in one pass over the line, reading it in place in
 // the batch's arena copy: Data values are slices of that copy, with no per-line copy, no
 // second walk over the members, and no allocation per record (members, ids, and an edge's
-// endpoints with a supplied id are carved out of slabs; see own). It accepts a line only
-// when it is sure the general scanner (scanner.record) would accept it and build the same
-// record; anything else —
-// whitespace inside a value or around the line's object, an escaped member name, any
+// endpoints with a supplied id are carved out of slabs; see own). A line of the skeleton of
+// one framed before is framed by a template of it (see fasttmpl.go), comparing the bytes
+// between its values and scanning the values alone. It accepts a line only when it is sure
+// the general scanner (scanner.record) would accept it and build the same record; anything
+// else — whitespace inside a value or around the line's object, an escaped member name, any
 // refusal — makes it give up on the line, which the general scanner then frames or refuses
 // with its exact message. So refusals are never decided here, and the fast path is an
-// optimisation of accepted lines only; TestFastAgreesWithGeneral, FuzzFastPath and FuzzParse
-// hold the two to the same records.
+// optimisation of accepted lines only; TestFastAgreesWithGeneral, TestTemplates, FuzzFastPath
+// and FuzzParse hold the two to the same records.
 
 // fastMember is one "data" member found by the fast path: its name and value as offsets into
 // the line.
@@ -33,9 +34,8 @@ type fastMember struct {
 type fastShape struct {
 	kind  RecordKind
 	typ   string
-	names []string  // distinct
-	words []uint64  // the first 8 bytes of each name, zero-padded (see sameName)
-	keys  []fastKey // each name as a member name is written (see fastKey.colon)
+	names []string // distinct
+	words []uint64 // the first 8 bytes of each name, zero-padded (see sameName)
 	// What names says of the data rules (see dataRules).
 	id, refusedAt int
 }
@@ -57,15 +57,22 @@ type fastScanner struct {
 	// data.id's content in the line (idS < 0 without one), for own.
 	idS, idE int
 	idEsc    bool
-	// The members the line being framed has added to members so far.
-	pending int
+	// The last line's endpoints, for learn.
+	from, to span
+	// The batch's templates: tmpl[:ntmpl], the one last used, and the next one replaced.
+	tmpl                    [tmpls]template
+	ntmpl, lastTmpl, victim int
+	// The templates' standing in the batch (see missed), and how many lines are framed
+	// without them before they are tried again.
+	credit, pause int
+	spans         []valueSpan // learn's
 	// To size slabs: the lines of the part not framed yet.
 	left   int
 	intern map[string]string
 }
 
 func newFastScanner(maxDepth int) *fastScanner {
-	return &fastScanner{maxDepth: maxDepth, intern: make(map[string]string)}
+	return &fastScanner{maxDepth: maxDepth, intern: make(map[string]string), credit: startCredit}
 }
 
 // fastScanners keeps scanners between batches, with their interned names, table shapes and
@@ -86,6 +93,8 @@ func putFastScanner(f *fastScanner) {
 
 // reset readies f for another batch.
 func (f *fastScanner) reset() {
+	// Templates are learnt anew in each batch, under its limits.
+	f.forget()
 	f.members, f.ids, f.strs, f.data = nil, nil, nil, f.data[:0]
 	// Nothing kept may point into the batch, nor grow with what one batch held.
 	if cap(f.data) > maxKeptMembers {
@@ -147,16 +156,29 @@ const (
 // never crosses into the next line; the caller checks what follows the brace. a must not
 // change while the records live: their strings point into it.
 func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
-	f.idS, f.pending = -1, 0
+	f.idS = -1
+	templates := f.pause == 0
+	if !templates {
+		f.pause--
+	} else if f.ntmpl > 0 {
+		end, ok, costly := f.templated(a, rec)
+		if ok {
+			f.credit = min(f.credit+1, maxCredit)
+			rec.Line = line
+			return end, true
+		}
+		if costly {
+			f.missed()
+		}
+	}
 	end, ok := f.envelope(a, rec)
 	if !ok {
-		// A data object framed by its shape wrote its members before the line was given up.
-		n := len(f.members) - f.pending
-		clear(f.members[n:])
-		f.members = f.members[:n]
 		return 0, false
 	}
 	rec.Line = line
+	if templates {
+		f.learn(a, end, rec, f.from, f.to)
+	}
 	return end, true
 }
 
@@ -168,8 +190,7 @@ func (f *fastScanner) envelope(a []byte, rec *Record) (int, bool) {
 	}
 	var seen uint8
 	var from, to span
-	collected := false // "data" is in f.data, for fillData
-	i := skipSpace(a, 1)
+	i, _ := next(a, 1)
 	for {
 		// A member name of the envelope, matched as written: an escaped or unknown one is
 		// for the general scanner (which refuses the unknown ones). Each is matched with its
@@ -193,44 +214,31 @@ func (f *fastScanner) envelope(a []byte, rec *Record) (int, bool) {
 		default:
 			return 0, false
 		}
-		if i = skipSpace(a, i); i >= n || seen&bit != 0 { // a duplicate
+		var c byte
+		if i, c = next(a, i); seen&bit != 0 { // a duplicate
 			return 0, false
 		}
 		seen |= bit
 		var ok bool
 		switch bit {
 		case hasData:
-			if a[i] != '{' || f.maxDepth < 2 {
+			if c != '{' || f.maxDepth < 2 {
 				return 0, false
 			}
-			// Its names are most likely the last ones of the table, when the table is known.
-			follows := false
-			end := 0
-			if seen&(hasType|hasEdge) != 0 {
-				kind := NodeRecord
-				if seen&hasEdge != 0 {
-					kind = EdgeRecord
-				}
-				if end, follows, ok = f.shapedData(a, i, f.shape(kind, rec.Type), rec); !ok {
-					return 0, false
-				}
-			}
-			if !follows {
-				if end, ok = f.dataObject(a, i); !ok {
-					return 0, false
-				}
-				collected = true
+			end, ok := f.dataObject(a, i)
+			if !ok {
+				return 0, false
 			}
 			i = end
 		case hasType, hasEdge:
-			if a[i] != '"' {
+			if c != '"' {
 				return 0, false
 			}
 			if i, ok = f.typeName(a, i, bit, rec); !ok {
 				return 0, false
 			}
 		default:
-			if a[i] != '"' {
+			if c != '"' {
 				return 0, false
 			}
 			end, esc, ok := scanString(a, i)
@@ -244,14 +252,11 @@ func (f *fastScanner) envelope(a []byte, rec *Record) (int, bool) {
 			}
 			i = end
 		}
-		if i = skipSpace(a, i); i >= n {
-			return 0, false
-		}
-		if a[i] == ',' {
-			i = skipSpace(a, i+1)
+		if i, c = next(a, i); c == ',' {
+			i, _ = next(a, i+1)
 			continue
 		}
-		if a[i] != '}' {
+		if c != '}' {
 			return 0, false
 		}
 		break
@@ -264,12 +269,13 @@ func (f *fastScanner) envelope(a []byte, rec *Record) (int, bool) {
 	default:
 		return 0, false
 	}
-	if collected && !f.fillData(a, rec) {
+	if seen&hasData != 0 && !f.fillData(a, rec) {
 		return 0, false
 	}
 	if rec.Kind == EdgeRecord || f.idS >= 0 {
 		f.own(a, rec, from, to)
 	}
+	f.from, f.to = from, to
 	return i + 1, true
 }
 
@@ -319,33 +325,6 @@ func quoted(a []byte, i int, name string, word uint64) (int, bool) {
 	return e + 1, name == unsafeString(a[i+1:e])
 }
 
-// fastKey is a data member name as a compact line writes it, quoted and followed by its
-// colon: `"name":` less its opening quote.
-type fastKey struct {
-	full       string // `name":`
-	word, mask uint64 // full's first 8 bytes (fewer when it is shorter), and which they are
-}
-
-func newFastKey(name string) fastKey {
-	full := name + `":`
-	n := min(len(full), 8)
-	return fastKey{full: full, word: wordOf(full[:n]), mask: ^uint64(0) >> (64 - 8*n)}
-}
-
-// colon reports whether the string at a[i] == '"' is the key's name as written, followed
-// right away by its colon, and returns the index after the colon. The name, a string value
-// already scanned without escapes, holds no quote nor backslash nor anything a string
-// refuses, so the same bytes followed by a quote are a valid string. A name of up to 6
-// bytes, as most are, is compared with its quote and colon in one load. Spaces before the
-// colon, which json.dumps does not write, are not matched: the caller scans such lines.
-func (k *fastKey) colon(a []byte, i int) (int, bool) {
-	e := i + 1 + len(k.full)
-	if i+9 > len(a) || e > len(a) || binary.LittleEndian.Uint64(a[i+1:])&k.mask != k.word {
-		return 0, false
-	}
-	return e, len(k.full) <= 8 || k.full[8:] == unsafeString(a[i+9:e])
-}
-
 // The envelope's member names with their colon, as little-endian words.
 var (
 	wordType = wordOf(`"type":`)
@@ -365,6 +344,18 @@ func skipSpace(a []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// next returns the index of the first byte from i on that is not a space (see skipSpace),
+// and that byte: 0 at the end of a, which no token starts with.
+func next(a []byte, i int) (int, byte) {
+	if i < len(a) && a[i] > ' ' {
+		return i, a[i]
+	}
+	if i = skipSpace(a, i); i < len(a) {
+		return i, a[i]
+	}
+	return i, 0
 }
 
 // wordOf is the first 8 bytes of s, zero-padded, as a little-endian word.

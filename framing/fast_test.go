@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -165,6 +166,9 @@ func checkFastAgrees(t *testing.T, body []byte) {
 func FuzzFastPath(f *testing.F) {
 	for _, s := range append(append(append([]string{}, fastLines...), slowLines...), fuzzSeeds...) {
 		f.Add([]byte(s))
+	}
+	for _, s := range append(append([]string{}, templateFits...), templateLeaves...) {
+		f.Add([]byte(templateBase + "\n" + s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkFastAgrees(t, data) })
 }
@@ -391,5 +395,65 @@ func TestPartsShareOneSlice(t *testing.T) {
 				t.Fatalf("MaxLines %d, %d parts: %d records, %v; in one: %d, %v", lim.MaxLines, parts, len(got), err, len(one), oneErr)
 			}
 		}
+	}
+}
+
+// TestTemplates: a line of the skeleton of one framed before — the same bytes around its
+// values — is framed by the template learnt from it, exactly as the general scanner frames
+// it, when its values are valid compact values of the kinds the envelope requires; any other
+// line is left to the usual path. Either way the fast path and the general scanner agree.
+// templateBase is a line a template is learnt from; templateFits are lines it frames, and
+// templateLeaves lines of about its skeleton it must leave to the usual path.
+const templateBase = `{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{"k":[1,2]}}}`
+
+var templateFits = []string{
+	`{"edge":"E","from":"a\u0041","to":"","data":{"id":"i\"","w":-1.5e3,"s":{"q":null},"o":[]}}`,
+	`{"edge":"E","from":"ünï 😀","to":"b","data":{"id":"","w":"1","s":true,"o":{"k":{"k":1}}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":[[[[[[1]]]]]]}}`,
+}
+var templateLeaves = []string{
+	`{"edge":"E","from":1,"to":"b","data":{"id":"i","w":1,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":null,"data":{"id":"i","w":1,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":7,"w":1,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":01,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1e400,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{"k":1,"k":2}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":[1, 2]}}`,
+	"{\"edge\":\"E\",\"from\":\"a\",\"to\":\"b\",\"data\":{\"id\":\"i\",\"w\":1,\"s\":\"x\ty\",\"o\":{}}}",
+	"{\"edge\":\"E\",\"from\":\"a\",\"to\":\"b\",\"data\":{\"id\":\"\xff\",\"w\":1,\"s\":\"x\",\"o\":{}}}",
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x\ud800","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{},"p":1}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x"}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{}}`,
+	`{"edge":"F","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{} }}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":`,
+}
+
+func TestTemplates(t *testing.T) {
+	for _, in := range append(append([]string{}, templateFits...), templateLeaves...) {
+		f := newFastScanner(DefaultMaxDepth)
+		if !takes(f, templateBase, 1, &Record{}) || f.ntmpl != 1 {
+			t.Fatalf("no template learnt from %s", templateBase)
+		}
+		var rec Record
+		end, ok, _ := f.templated([]byte(in), &rec)
+		took := ok && end == len(in)
+		if took != slices.Contains(templateFits, in) {
+			t.Errorf("%s: framed by the template: %v", in, took)
+		}
+		if took {
+			rec.Line = 2
+			want, err := newScanner(DefaultMaxDepth, len(in)).record([]byte(in), 2)
+			if err != nil || !reflect.DeepEqual(rec, want) {
+				t.Errorf("%s:\ntemplate %#v\ngeneral  %#v (%v)", in, rec, want, err)
+			}
+		}
+		for _, m := range f.members[len(f.members):cap(f.members)] {
+			if m.Name != "" || m.Value != nil {
+				t.Fatalf("%s: the member slab keeps %s past its end", in, m.Name)
+			}
+		}
+		checkFastAgrees(t, []byte(templateBase+"\n"+in+"\n"+templateBase))
 	}
 }

@@ -55,92 +55,6 @@ func (f *fastScanner) put(a []byte, sp span) string {
 	return unsafeString(f.strs[start:])
 }
 
-// shapedData frames the "data" object at a[i] == '{' of a record of table sh when its names
-// follow the table's shape, or a prefix of it: each name is then recognised as written in
-// one comparison (no scan, no duplicate check: the shape's names are distinct), and each
-// member is written straight into the slab. It reports follows false, with nothing kept,
-// when a name departs from the shape, for dataObject and fillData to decide; and ok false
-// for a line the general scanner must decide. Its members are pending until the line is
-// framed (see record).
-func (f *fastScanner) shapedData(a []byte, i int, sh *fastShape, rec *Record) (end int, follows, ok bool) {
-	n := len(a)
-	if i = skipSpace(a, i+1); i < n && a[i] == '}' {
-		return i + 1, true, true
-	}
-	keys := sh.keys
-	if len(keys) == 0 {
-		return 0, false, true
-	}
-	if cap(f.members)-len(f.members) < len(keys) {
-		f.members = make([]Member, 0, f.slabFor(len(keys), memberSlab))
-	}
-	start := len(f.members)
-	ms := f.members[start : start+len(keys)]
-	ok = true // until the line is one for the general scanner
-	j, k := 0, 0
-	for j < len(keys) && i < n && a[i] == '"' {
-		vs, same := keys[j].colon(a, i)
-		if !same {
-			break
-		}
-		if vs = skipSpace(a, vs); vs >= n {
-			ok = false
-			break
-		}
-		var ve int
-		if a[vs] == '"' {
-			var esc bool
-			if ve, esc, ok = scanString(a, vs); !ok {
-				break
-			}
-			if j == sh.id {
-				f.idS, f.idE, f.idEsc = vs+1, ve-1, esc
-			} else {
-				ms[k].Name = sh.names[j]
-				ms[k].Value = a[vs:ve:ve]
-				k++
-			}
-		} else {
-			// data.id must be a string (the general scanner refuses any other).
-			if j == sh.id {
-				ok = false
-				break
-			}
-			if ve, ok = f.value(a, vs, 2); !ok {
-				break
-			}
-			// Fields are set one by one into the slab's zeroed memory: assigning whole
-			// Members would cost a bulk write barrier for each while the GC runs.
-			ms[k].Name = sh.names[j]
-			ms[k].Value = a[vs:ve:ve]
-			k++
-		}
-		j++
-		if i = skipSpace(a, ve); i >= n {
-			ok = false
-			break
-		}
-		if a[i] == ',' {
-			i = skipSpace(a, i+1)
-			continue
-		}
-		if a[i] != '}' || sh.refusedAt < j {
-			ok = false
-			break
-		}
-		f.members = f.members[:start+k]
-		f.pending = k
-		if k > 0 {
-			rec.Data = f.members[start : start+k : start+k]
-		}
-		return i + 1, true, true
-	}
-	// Not framed here: what was written is dropped.
-	clear(ms[:k])
-	f.idS = -1
-	return 0, false, ok
-}
-
 // fillData applies the data rules to the members f.dataObject found and fills rec.Data and
 // rec.ID; it reports false for a record the general scanner must refuse.
 func (f *fastScanner) fillData(a []byte, rec *Record) bool {
@@ -159,18 +73,14 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 		}
 		// The names the next record of this table is likely to repeat; those of the old
 		// shape are reused.
-		names := make([]string, len(ms))
-		for j, m := range ms {
-			names[j] = f.name(a[m.ks:m.ke])
+		// Only the names are handed to records: the slices are reused.
+		sh.names, sh.words = sh.names[:0], sh.words[:0]
+		for _, m := range ms {
+			name := f.name(a[m.ks:m.ke])
+			sh.names = append(sh.names, name)
+			sh.words = append(sh.words, wordOf(name))
 		}
-		sh.names = names
-		sh.words = make([]uint64, len(names))
-		sh.keys = make([]fastKey, len(names))
-		for j, name := range names {
-			sh.words[j] = wordOf(name)
-			sh.keys[j] = newFastKey(name)
-		}
-		sh.id, sh.refusedAt = dataRules(names, rec.Kind)
+		sh.id, sh.refusedAt = dataRules(sh.names, rec.Kind)
 	}
 	// The rules for these names, a prefix of the shape's.
 	id := sh.id

@@ -101,12 +101,18 @@ func scanString(a []byte, i int) (int, bool, bool) {
 	for {
 		// Eight bytes at a time to the first one that is not plain; byte by byte near the end.
 		if i+8 <= len(a) {
-			m := stringStop(binary.LittleEndian.Uint64(a[i:]))
+			w := binary.LittleEndian.Uint64(a[i:])
+			m := stringStop(w)
 			if m == 0 {
 				i += 8
 				continue
 			}
-			i += bits.TrailingZeros64(m) >> 3
+			// The lowest flagged bit is the top one of the stop's byte, taken from w as is.
+			t := bits.TrailingZeros64(m)
+			i += t >> 3
+			if byte(w>>(t&^7)) == '"' {
+				return i + 1, escaped, true
+			}
 		} else {
 			for i < len(a) && plain[a[i]] {
 				i++
