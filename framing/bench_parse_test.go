@@ -18,6 +18,16 @@ func BenchmarkParseSmall1k1k(b *testing.B) { benchParse(b, benchdata.GraphBody(0
 
 func BenchmarkParseSmall4k4k(b *testing.B) { benchParse(b, benchdata.GraphBody(0, 4096), 8192) }
 
+// The same batches framed as the worker frames a message's body (ParseRetained: records point
+// into the body rather than into a copy), the path integration/bench's framing figure measures.
+func BenchmarkRetainedSmall1k1k(b *testing.B) {
+	benchRetained(b, benchdata.GraphBody(0, 1000), 2000)
+}
+
+func BenchmarkRetainedSmall4k4k(b *testing.B) {
+	benchRetained(b, benchdata.GraphBody(0, 4096), 8192)
+}
+
 // The 1k+1k batch as Python's json.dumps writes it, with ", " and ": " between tokens.
 func BenchmarkParseSpaced1k1k(b *testing.B) {
 	body := bytes.ReplaceAll(benchdata.GraphBody(0, 1000), []byte(`":`), []byte(`": `))
@@ -30,6 +40,18 @@ func benchParse(b *testing.B, body []byte, want int) {
 	b.ResetTimer()
 	for b.Loop() {
 		recs, err := framing.ParseBytes(body, framing.DefaultLimits())
+		if err != nil || len(recs) != want {
+			b.Fatalf("%d records, %v", len(recs), err)
+		}
+	}
+}
+
+func benchRetained(b *testing.B, body []byte, want int) {
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		recs, err := framing.ParseRetained(body, framing.DefaultLimits())
 		if err != nil || len(recs) != want {
 			b.Fatalf("%d records, %v", len(recs), err)
 		}

@@ -1,13 +1,8 @@
 package framing
 
 import (
-	"bytes"
 	"encoding/binary"
-	"math"
-	"math/bits"
-	"strconv"
 	"sync"
-	"unicode/utf8"
 	"unsafe"
 )
 
@@ -15,14 +10,16 @@ import (
 // serde_json and JSON.stringify write it, or with spaces between the envelope's and the data
 // object's tokens, as json.dumps writes it — in one pass over the line, reading it in place in
 // the batch's arena copy: Data values are slices of that copy, with no per-line copy, no
-// second walk over the members, and one allocation at most per record (an edge's endpoints
-// and a supplied id, together; see own). It accepts a line only when it is sure the general
-// scanner (scanner.record) would accept it and build the same record; anything else —
-// whitespace inside a value or around the line's object, an escaped member name, any
+// second walk over the members, and no allocation per record (members, ids, and an edge's
+// endpoints with a supplied id are carved out of slabs; see own). A line of the skeleton of
+// one framed before is framed by a template of it (see fasttmpl.go), comparing the bytes
+// between its values and scanning the values alone. It accepts a line only when it is sure
+// the general scanner (scanner.record) would accept it and build the same record; anything
+// else — whitespace inside a value or around the line's object, an escaped member name, any
 // refusal — makes it give up on the line, which the general scanner then frames or refuses
 // with its exact message. So refusals are never decided here, and the fast path is an
-// optimisation of accepted lines only; TestFastAgreesWithGeneral, FuzzFastPath and FuzzParse
-// hold the two to the same records.
+// optimisation of accepted lines only; TestFastAgreesWithGeneral, TestTemplates, FuzzFastPath
+// and FuzzParse hold the two to the same records.
 
 // fastMember is one "data" member found by the fast path: its name and value as offsets into
 // the line.
@@ -40,8 +37,7 @@ type fastShape struct {
 	names []string // distinct
 	words []uint64 // the first 8 bytes of each name, zero-padded (see sameName)
 	// What names says of the data rules (see dataRules).
-	id      int
-	refused bool
+	id, refusedAt int
 }
 
 // fastShapes is how many tables' shapes are remembered: batches mix a few tables.
@@ -55,18 +51,28 @@ type fastScanner struct {
 	sets     []*keySet // nested objects' duplicate checks, by depth
 	members  []Member  // the slab records' Data slices are carved from
 	ids      []string  // the slab records' ID pointers point into
-	lastTyp  string    // the last record's type, which the next one most likely repeats
+	strs     []byte    // the slab records' From, To and ID strings are copied into
+	// The last node's and edge's type, which the next one most likely repeats.
+	lastTyp [2]knownName
 	// data.id's content in the line (idS < 0 without one), for own.
 	idS, idE int
 	idEsc    bool
-	// To size slabs: the lines of the part not framed yet, and the data members and records
-	// framed so far.
-	left, used, framed int
-	intern             map[string]string
+	// The last line's endpoints, for learn.
+	from, to span
+	// The batch's templates: tmpl[:ntmpl], the one last used, and the next one replaced.
+	tmpl                    [tmpls]template
+	ntmpl, lastTmpl, victim int
+	// The templates' standing in the batch (see missed), and how many lines are framed
+	// without them before they are tried again.
+	credit, pause int
+	spans         []valueSpan // learn's
+	// To size slabs: the lines of the part not framed yet.
+	left   int
+	intern map[string]string
 }
 
 func newFastScanner(maxDepth int) *fastScanner {
-	return &fastScanner{maxDepth: maxDepth, intern: make(map[string]string)}
+	return &fastScanner{maxDepth: maxDepth, intern: make(map[string]string), credit: startCredit}
 }
 
 // fastScanners keeps scanners between batches, with their interned names, table shapes and
@@ -87,8 +93,9 @@ func putFastScanner(f *fastScanner) {
 
 // reset readies f for another batch.
 func (f *fastScanner) reset() {
-	f.members, f.ids, f.data = nil, nil, f.data[:0]
-	f.used, f.framed = 0, 0
+	// Templates are learnt anew in each batch, under its limits.
+	f.forget()
+	f.members, f.ids, f.strs, f.data = nil, nil, nil, f.data[:0]
 	// Nothing kept may point into the batch, nor grow with what one batch held.
 	if cap(f.data) > maxKeptMembers {
 		f.data = nil
@@ -120,29 +127,70 @@ const maxInterned = 128
 // idSlab is how many ids one slab allocation holds.
 const idSlab = 1024
 
+// slabLines is how many lines' worth of members or strings one slab is sized for, at the
+// current line's count: enough that slabs cost a few allocations per thousand lines, few
+// enough that the last one of a table (whose size the next table's lines do not match, or
+// which the batch's end cuts short) leaves little of it zeroed and unused.
+const slabLines = 256
+
+// strSlab bounds the bytes of one string slab (a longer string gets one of its own size).
+const strSlab = 16 << 10
+
+// slabFor is the size of a new slab for a line that needs n of its elements.
+func (f *fastScanner) slabFor(n, most int) int {
+	return max(n, min(most, n*min(max(f.left, 1), slabLines)))
+}
+
+// Envelope members by bit: type, edge, from, to, data.
+const (
+	hasType = 1 << iota
+	hasEdge
+	hasFrom
+	hasTo
+	hasData
+)
+
 // record frames the line at the start of a (which runs on to the end of the part) into rec
 // and returns the index after its closing brace, or reports false when the general scanner
 // must decide about the line. Nothing valid in a compact line is a line break, so the scan
 // never crosses into the next line; the caller checks what follows the brace. a must not
 // change while the records live: their strings point into it.
 func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
+	f.idS = -1
+	templates := f.pause == 0
+	if !templates {
+		f.pause--
+	} else if f.ntmpl > 0 {
+		end, ok, costly := f.templated(a, rec)
+		if ok {
+			f.credit = min(f.credit+1, maxCredit)
+			rec.Line = line
+			return end, true
+		}
+		if costly {
+			f.missed()
+		}
+	}
+	end, ok := f.envelope(a, rec)
+	if !ok {
+		return 0, false
+	}
+	rec.Line = line
+	if templates {
+		f.learn(a, end, rec, f.from, f.to)
+	}
+	return end, true
+}
+
+// envelope frames the envelope object, and its "data" member, at the start of a.
+func (f *fastScanner) envelope(a []byte, rec *Record) (int, bool) {
 	n := len(a)
 	if n < 2 || a[0] != '{' {
 		return 0, false
 	}
-	// Envelope members by bit: type, edge, from, to, data.
-	const (
-		hasType = 1 << iota
-		hasEdge
-		hasFrom
-		hasTo
-		hasData
-	)
 	var seen uint8
-	var typS, typE, fromS, fromE, toS, toE int
-	var typEsc, fromEsc, toEsc bool
-	f.data = f.data[:0]
-	i := skipSpace(a, 1)
+	var from, to span
+	i, _ := next(a, 1)
 	for {
 		// A member name of the envelope, matched as written: an escaped or unknown one is
 		// for the general scanner (which refuses the unknown ones). Each is matched with its
@@ -166,13 +214,15 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
 		default:
 			return 0, false
 		}
-		i = skipSpace(a, i)
-		if seen&bit != 0 {
-			return 0, false // a duplicate
+		var c byte
+		if i, c = next(a, i); seen&bit != 0 { // a duplicate
+			return 0, false
 		}
 		seen |= bit
-		if bit == hasData {
-			if i >= n || a[i] != '{' || f.maxDepth < 2 {
+		var ok bool
+		switch bit {
+		case hasData:
+			if c != '{' || f.maxDepth < 2 {
 				return 0, false
 			}
 			end, ok := f.dataObject(a, i)
@@ -180,37 +230,37 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
 				return 0, false
 			}
 			i = end
-		} else {
-			if i >= n || a[i] != '"' {
+		case hasType, hasEdge:
+			if c != '"' {
+				return 0, false
+			}
+			if i, ok = f.typeName(a, i, bit, rec); !ok {
+				return 0, false
+			}
+		default:
+			if c != '"' {
 				return 0, false
 			}
 			end, esc, ok := scanString(a, i)
 			if !ok {
 				return 0, false
 			}
-			switch bit {
-			case hasType, hasEdge:
-				typS, typE, typEsc = i+1, end-1, esc
-			case hasFrom:
-				fromS, fromE, fromEsc = i+1, end-1, esc
-			default:
-				toS, toE, toEsc = i+1, end-1, esc
+			if bit == hasFrom {
+				from = span{i + 1, end - 1, esc}
+			} else {
+				to = span{i + 1, end - 1, esc}
 			}
 			i = end
 		}
-		if i = skipSpace(a, i); i >= n {
-			return 0, false
-		}
-		if a[i] == ',' {
-			i = skipSpace(a, i+1)
+		if i, c = next(a, i); c == ',' {
+			i, _ = next(a, i+1)
 			continue
 		}
-		if a[i] != '}' {
+		if c != '}' {
 			return 0, false
 		}
 		break
 	}
-	end := i + 1
 	switch seen &^ hasData {
 	case hasType:
 		rec.Kind = NodeRecord
@@ -219,24 +269,60 @@ func (f *fastScanner) record(a []byte, line int, rec *Record) (int, bool) {
 	default:
 		return 0, false
 	}
-	switch {
-	case typEsc:
-		rec.Type = stringValue(a[typS-1 : typE+1])
-	case f.lastTyp == unsafeString(a[typS:typE]):
-		rec.Type = f.lastTyp
-	default:
-		rec.Type = f.name(a[typS:typE])
-		f.lastTyp = rec.Type
-	}
-	rec.Line = line
-	f.idS = -1
-	if !f.fillData(a, rec) {
+	if seen&hasData != 0 && !f.fillData(a, rec) {
 		return 0, false
 	}
 	if rec.Kind == EdgeRecord || f.idS >= 0 {
-		f.own(a, rec, [3]span{{fromS, fromE, fromEsc}, {toS, toE, toEsc}, {f.idS, f.idE, f.idEsc}})
+		f.own(a, rec, from, to)
+	}
+	f.from, f.to = from, to
+	return i + 1, true
+}
+
+// typeName sets rec.Type to the string at a[i] == '"', the value of "type" (bit hasType) or
+// "edge", and returns the index after it. The name of the last line of the same kind is
+// most likely repeated, and is then recognised without a scan.
+func (f *fastScanner) typeName(a []byte, i int, bit uint8, rec *Record) (int, bool) {
+	last := &f.lastTyp[bit>>1]
+	if end, ok := quoted(a, i, last.name, last.word); ok {
+		rec.Type = last.name
+		return end, true
+	}
+	end, esc, ok := scanString(a, i)
+	if !ok {
+		return 0, false
+	}
+	if esc {
+		rec.Type = stringValue(a[i:end])
+		return end, true
+	}
+	rec.Type = f.name(a[i+1 : end-1])
+	if len(rec.Type) <= maxInterned {
+		*last = knownName{rec.Type, wordOf(rec.Type)}
 	}
 	return end, true
+}
+
+// knownName is a name whose string values are recognised as written (see quoted).
+type knownName struct {
+	name string
+	word uint64 // the first 8 bytes of name, zero-padded
+}
+
+// quoted reports whether the string at a[i] == '"' is name as written, and returns the
+// index after its closing quote. name, a string value already scanned without escapes,
+// holds no quote nor backslash nor anything a string refuses, so the same bytes followed by a
+// quote are a valid string; word is its first 8 bytes zero-padded, which a name of up to 8
+// bytes, as most are, is compared with in one load rather than a call.
+func quoted(a []byte, i int, name string, word uint64) (int, bool) {
+	e := i + 1 + len(name)
+	if e >= len(a) || a[e] != '"' {
+		return 0, false
+	}
+	if len(name) <= 8 && i+9 <= len(a) {
+		return e + 1, binary.LittleEndian.Uint64(a[i+1:])&(^uint64(0)>>(64-8*len(name))) == word
+	}
+	return e + 1, name == unsafeString(a[i+1:e])
 }
 
 // The envelope's member names with their colon, as little-endian words.
@@ -253,10 +339,23 @@ var (
 // so values stay compact slices of the line. A '\n' is never skipped: the scan stays in its
 // line.
 func skipSpace(a []byte, i int) int {
-	for i < len(a) && (a[i] == ' ' || a[i] == '\t' || a[i] == '\r') {
+	// One compare for the byte that is not a space, as nearly all are.
+	for i < len(a) && a[i] <= ' ' && (a[i] == ' ' || a[i] == '\t' || a[i] == '\r') {
 		i++
 	}
 	return i
+}
+
+// next returns the index of the first byte from i on that is not a space (see skipSpace),
+// and that byte: 0 at the end of a, which no token starts with.
+func next(a []byte, i int) (int, byte) {
+	if i < len(a) && a[i] > ' ' {
+		return i, a[i]
+	}
+	if i = skipSpace(a, i); i < len(a) {
+		return i, a[i]
+	}
+	return i, 0
 }
 
 // wordOf is the first 8 bytes of s, zero-padded, as a little-endian word.
@@ -265,441 +364,6 @@ func wordOf(s string) uint64 {
 	copy(w[:], s)
 	return binary.LittleEndian.Uint64(w[:])
 }
-
-// span is a string value's content in the line.
-type span struct {
-	s, e    int
-	escaped bool
-}
-
-// own gives an edge its From and To, and a record with data.id its ID, decoded into one
-// allocation of their own: not views of the batch's copy, which a long-lived index keyed by
-// ids or endpoints (the engine keeps some) would otherwise keep whole; and one allocation,
-// not three, as they are kept or dropped together.
-func (f *fastScanner) own(a []byte, rec *Record, sp [3]span) {
-	if rec.Kind != EdgeRecord {
-		sp[0], sp[1] = span{}, span{}
-	}
-	if sp[2].s < 0 {
-		sp[2] = span{}
-	}
-	// Decoding never lengthens a string, so buf never reallocates.
-	buf := make([]byte, 0, (sp[0].e-sp[0].s)+(sp[1].e-sp[1].s)+(sp[2].e-sp[2].s))
-	var ends [3]int
-	for k, p := range sp {
-		if p.escaped {
-			buf = appendUnescaped(buf, a[p.s:p.e])
-		} else {
-			buf = append(buf, a[p.s:p.e]...)
-		}
-		ends[k] = len(buf)
-	}
-	if rec.Kind == EdgeRecord {
-		rec.From = unsafeString(buf[:ends[0]])
-		rec.To = unsafeString(buf[ends[0]:ends[1]])
-	}
-	if f.idS >= 0 {
-		if len(f.ids) == cap(f.ids) {
-			f.ids = make([]string, 0, max(1, min(idSlab, f.left)))
-		}
-		f.ids = f.ids[:len(f.ids)+1]
-		id := &f.ids[len(f.ids)-1]
-		*id = unsafeString(buf[ends[1]:ends[2]])
-		rec.ID = id
-	}
-}
-
-// fillData applies the data rules to the members f.dataObject found and fills rec.Data and
-// rec.ID; it reports false for a record the general scanner must refuse.
-func (f *fastScanner) fillData(a []byte, rec *Record) bool {
-	ms := f.data
-	if len(ms) == 0 {
-		return true
-	}
-	sh := f.shape(rec.Kind, rec.Type)
-	follows := len(ms) <= len(sh.names)
-	for j := 0; follows && j < len(ms); j++ {
-		follows = sameName(a, ms[j], sh.names[j], sh.words[j])
-	}
-	if !follows {
-		if !distinct(a, ms) {
-			return false
-		}
-		// The names the next record of this table is likely to repeat; those of the old
-		// shape are reused.
-		names := make([]string, len(ms))
-		for j, m := range ms {
-			names[j] = f.name(a[m.ks:m.ke])
-		}
-		sh.names = names
-		sh.words = make([]uint64, len(names))
-		for j, name := range names {
-			sh.words[j] = wordOf(name)
-		}
-		sh.id, sh.refused = dataRules(names, rec.Kind)
-	}
-	id, refused := sh.id, sh.refused
-	if len(ms) < len(sh.names) {
-		id, refused = dataRules(sh.names[:len(ms)], rec.Kind)
-	}
-	if refused || (id >= 0 && a[ms[id].vs] != '"') {
-		return false
-	}
-	n := len(ms)
-	if id >= 0 {
-		n--
-	}
-	if id >= 0 {
-		v := ms[id]
-		f.idS, f.idE, f.idEsc = v.vs+1, v.ve-1, bytes.IndexByte(a[v.vs+1:v.ve-1], '\\') >= 0
-	}
-	if n == 0 { // only "id"
-		return true
-	}
-	if cap(f.members)-len(f.members) < n {
-		// Enough for the lines left at the larger of this record's and the average
-		// member count, up to a slab: a small batch gets about what it needs rather than
-		// a slab mostly unused, which costs its zeroing and GC work all the same.
-		avg := (f.used + f.framed - 1) / max(f.framed, 1)
-		f.members = make([]Member, 0, max(n, min(memberSlab, max(n, avg)*f.left)))
-	}
-	f.used += n
-	f.framed++
-	// Fields are set one by one into the slab's zeroed memory: appending whole Members would
-	// cost a bulk write barrier for each while the GC runs, as it often does during a batch.
-	start := len(f.members)
-	f.members = f.members[:start+n]
-	k := start
-	for j, m := range ms {
-		if j == id {
-			continue
-		}
-		dst := &f.members[k]
-		dst.Name = sh.names[j]
-		dst.Value = a[m.vs:m.ve:m.ve]
-		k++
-	}
-	rec.Data = f.members[start:k:k]
-	return true
-}
-
-// sameName reports whether member m is called name, whose first 8 bytes zero-padded are
-// word: a name of up to 8 bytes, as most are, is compared in one load rather than a call.
-func sameName(a []byte, m fastMember, name string, word uint64) bool {
-	n := m.ke - m.ks
-	if n != len(name) {
-		return false
-	}
-	if n <= 8 && m.ks+8 <= len(a) {
-		return binary.LittleEndian.Uint64(a[m.ks:])&(^uint64(0)>>(64-8*n)) == word
-	}
-	return name == unsafeString(a[m.ks:m.ke])
-}
-
-// dataRules returns the index of "id" among a record's data member names (-1 without one),
-// and whether a name is refused: a reserved physical one, or "src" or "dst" in an edge.
-func dataRules(names []string, kind RecordKind) (id int, refused bool) {
-	id = -1
-	for j, name := range names {
-		switch {
-		case name == "id":
-			id = j
-		case len(name) > 0 && name[0] == '_' && reservedPhysical(name):
-			refused = true
-		case kind == EdgeRecord && (name == "src" || name == "dst"):
-			refused = true
-		}
-	}
-	return id, refused
-}
-
-// shape returns the remembered shape of a table, claiming a slot for one not seen yet.
-func (f *fastScanner) shape(kind RecordKind, typ string) *fastShape {
-	for k := range f.shapes {
-		if sh := &f.shapes[k]; sh.kind == kind && sh.typ == typ {
-			return sh
-		}
-	}
-	sh := &f.shapes[f.next]
-	f.next = (f.next + 1) % fastShapes
-	*sh = fastShape{kind: kind, typ: typ, id: -1}
-	return sh
-}
-
-// distinct reports whether the data member names are pairwise different (as written: the
-// fast path takes no escaped name).
-func distinct(a []byte, ms []fastMember) bool {
-	if len(ms) <= keySetListMax {
-		for j := 1; j < len(ms); j++ {
-			kj := a[ms[j].ks:ms[j].ke]
-			for _, m := range ms[:j] {
-				if bytes.Equal(a[m.ks:m.ke], kj) {
-					return false
-				}
-			}
-		}
-		return true
-	}
-	ks := newKeySet()
-	for _, m := range ms {
-		if !ks.add(a[m.ks:m.ke]) {
-			return false
-		}
-	}
-	return true
-}
-
-// name returns b as a string shared between records: names and types repeat line after line,
-// and a shared copy does not keep the batch's arena alive.
-func (f *fastScanner) name(b []byte) string {
-	if len(b) > maxInterned {
-		return string(b)
-	}
-	if n, ok := f.intern[string(b)]; ok {
-		return n
-	}
-	n := string(b)
-	if len(f.intern) < internMax {
-		f.intern[n] = n
-	}
-	return n
-}
-
-// dataObject scans the "data" object at a[i] == '{', collecting its members in f.data; it
-// returns the index after it.
-func (f *fastScanner) dataObject(a []byte, i int) (int, bool) {
-	i = skipSpace(a, i+1)
-	if i < len(a) && a[i] == '}' {
-		return i + 1, true
-	}
-	for {
-		if i >= len(a) || a[i] != '"' {
-			return 0, false
-		}
-		end, esc, ok := scanString(a, i)
-		if !ok || esc {
-			return 0, false
-		}
-		colon := skipSpace(a, end)
-		if colon >= len(a) || a[colon] != ':' {
-			return 0, false
-		}
-		vs := skipSpace(a, colon+1)
-		ve, ok := f.value(a, vs, 2)
-		if !ok {
-			return 0, false
-		}
-		f.data = append(f.data, fastMember{ks: i + 1, ke: end - 1, vs: vs, ve: ve})
-		next := skipSpace(a, ve)
-		if next >= len(a) {
-			return 0, false
-		}
-		switch a[next] {
-		case ',':
-			i = skipSpace(a, next+1)
-		case '}':
-			return next + 1, true
-		default:
-			return 0, false
-		}
-	}
-}
-
-// value scans one compact JSON value at a[i], inside depth containers, and returns the index
-// after it.
-func (f *fastScanner) value(a []byte, i, depth int) (int, bool) {
-	if i >= len(a) {
-		return 0, false
-	}
-	switch c := a[i]; {
-	case c == '"':
-		end, _, ok := scanString(a, i)
-		return end, ok
-	case c == '-' || (c >= '0' && c <= '9'):
-		return scanNumber(a, i)
-	case c == 't':
-		return literalEnd(a, i, "true")
-	case c == 'f':
-		return literalEnd(a, i, "false")
-	case c == 'n':
-		return literalEnd(a, i, "null")
-	case c == '{':
-		return f.object(a, i, depth+1)
-	case c == '[':
-		return f.array(a, i, depth+1)
-	}
-	return 0, false
-}
-
-func (f *fastScanner) object(a []byte, i, depth int) (int, bool) {
-	if depth > f.maxDepth {
-		return 0, false
-	}
-	i++
-	if i < len(a) && a[i] == '}' {
-		return i + 1, true
-	}
-	for len(f.sets) <= depth {
-		f.sets = append(f.sets, newKeySet())
-	}
-	keys := f.sets[depth]
-	keys.reset()
-	for {
-		if i >= len(a) || a[i] != '"' {
-			return 0, false
-		}
-		end, esc, ok := scanString(a, i)
-		if !ok || esc || end >= len(a) || a[end] != ':' || !keys.add(a[i+1:end-1]) {
-			return 0, false
-		}
-		if i, ok = f.value(a, end+1, depth); !ok || i >= len(a) {
-			return 0, false
-		}
-		switch a[i] {
-		case ',':
-			i++
-		case '}':
-			return i + 1, true
-		default:
-			return 0, false
-		}
-	}
-}
-
-func (f *fastScanner) array(a []byte, i, depth int) (int, bool) {
-	if depth > f.maxDepth {
-		return 0, false
-	}
-	i++
-	if i < len(a) && a[i] == ']' {
-		return i + 1, true
-	}
-	for {
-		var ok bool
-		if i, ok = f.value(a, i, depth); !ok || i >= len(a) {
-			return 0, false
-		}
-		switch a[i] {
-		case ',':
-			i++
-		case ']':
-			return i + 1, true
-		default:
-			return 0, false
-		}
-	}
-}
-
-// scanString scans the string whose opening quote is a[i] and returns the index after its
-// closing quote and whether it holds escapes, checking what scanner.str checks.
-func scanString(a []byte, i int) (int, bool, bool) {
-	i++
-	escaped := false
-	for {
-		// Eight bytes at a time to the first one that is not plain; byte by byte near the end.
-		if i+8 <= len(a) {
-			m := stringStop(binary.LittleEndian.Uint64(a[i:]))
-			if m == 0 {
-				i += 8
-				continue
-			}
-			i += bits.TrailingZeros64(m) >> 3
-		} else {
-			for i < len(a) && plain[a[i]] {
-				i++
-			}
-			if i >= len(a) {
-				return 0, false, false
-			}
-		}
-		switch c := a[i]; {
-		case c == '"':
-			return i + 1, escaped, true
-		case c == '\\':
-			n, msg := escapeLen(a[i:])
-			if msg != "" {
-				return 0, false, false
-			}
-			escaped = true
-			i += n
-		case c < 0x20:
-			return 0, false, false
-		default:
-			r, size := utf8.DecodeRune(a[i:])
-			if r == utf8.RuneError && size == 1 {
-				return 0, false, false
-			}
-			i += size
-		}
-	}
-}
-
-// stringStop has the top bit set in the lowest byte of w that is not plain (and maybe in some
-// above it): the same test as special, per byte.
-func stringStop(w uint64) uint64 {
-	q := w ^ (lsb * '"')
-	b := w ^ (lsb * '\\')
-	return ((w-lsb*0x20)&^w | (q-lsb)&^q | (b-lsb)&^b | w) & msb
-}
-
-// scanNumber scans a number at a[i] with scanner.number's grammar and range check.
-func scanNumber(a []byte, i int) (int, bool) {
-	start := i
-	if a[i] == '-' {
-		i++
-	}
-	digits := i
-	switch {
-	case i < len(a) && a[i] == '0':
-		i++
-	case i < len(a) && isDigit(a[i]):
-		for i < len(a) && isDigit(a[i]) {
-			i++
-		}
-	default:
-		return 0, false
-	}
-	intDigits := i - digits
-	exponent := false
-	if i < len(a) && a[i] == '.' {
-		i++
-		if i >= len(a) || !isDigit(a[i]) {
-			return 0, false
-		}
-		for i < len(a) && isDigit(a[i]) {
-			i++
-		}
-	}
-	if i < len(a) && (a[i] == 'e' || a[i] == 'E') {
-		exponent = true
-		i++
-		if i < len(a) && (a[i] == '+' || a[i] == '-') {
-			i++
-		}
-		if i >= len(a) || !isDigit(a[i]) {
-			return 0, false
-		}
-		for i < len(a) && isDigit(a[i]) {
-			i++
-		}
-	}
-	if exponent || intDigits > 308 {
-		v, _ := strconv.ParseFloat(unsafeString(a[start:i]), 64)
-		if math.IsInf(v, 0) {
-			return 0, false
-		}
-	}
-	return i, true
-}
-
-func literalEnd(a []byte, i int, word string) (int, bool) {
-	if !hasPrefix(a[i:], word) {
-		return 0, false
-	}
-	return i + len(word), true
-}
-
-func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
 
 // unsafeString views b as a string without copying; b must never change afterwards.
 func unsafeString(b []byte) string {

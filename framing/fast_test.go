@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -166,6 +167,9 @@ func FuzzFastPath(f *testing.F) {
 	for _, s := range append(append(append([]string{}, fastLines...), slowLines...), fuzzSeeds...) {
 		f.Add([]byte(s))
 	}
+	for _, s := range append(append([]string{}, templateFits...), templateLeaves...) {
+		f.Add([]byte(templateBase + "\n" + s))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkFastAgrees(t, data) })
 }
 
@@ -254,6 +258,27 @@ func TestFastShapes(t *testing.T) {
 		`{"edge":"S","from":"a","to":"b","data":{"x":1,"src":"a"}}`,
 		`{"edge":"S","from":"a","to":"b","data":{"x":1}}`,
 		`{"type":"S","data":{"x":1,"src":"a"}}`,
+		// Lines of a known shape whose data object is framed by it before the line turns
+		// out to be the general scanner's, or which leave the shape's form.
+		`{"type":"S","data":{"x":1,"y":2}}`,
+		`{"type":"S","data":{"x":1,"y":2},"edge":"E"}`,
+		`{"type":"S","data":{"x":1,"y":2},"type":"T"}`,
+		`{"type":"S","data":{"x":1,"y":2},"z":3}`,
+		`{"type":"S","data":{"x":1,"y":2}`,
+		`{"type":"S","data":{"x" :1,"y":2}}`,
+		`{"type":"S","data":{"x": 1, "y": "2"}}`,
+		`{"data":{"x":1,"y":2},"type":"S"}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":"q\u0041"}}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":"r\u0041"}}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":5}}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":"s","id":"t"}}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":"u"},"data":{}}`,
+		`{"type":"S","data":{"x":1}}`,
+		`{"type":"S","data":{"xx":1}}`,
+		`{"type":"S","data":{"x":1,"y":2,"id":"v"}}`,
+		`{"edge":"S","from":"a","to":"b","data":{"x":1,"_rowid":2}}`,
+		`{"edge":"S","from":"a","to":"b","data":{"x":1}}`,
+		`{"edge":"S","from":"a","to":"b","data":{"x":1,"_rowid":2}}`,
 	} {
 		recs := make([]Record, 1)
 		took := takes(f, in, i+1, &recs[0])
@@ -263,6 +288,12 @@ func TestFastShapes(t *testing.T) {
 		}
 		if took && !reflect.DeepEqual(recs[0], want) {
 			t.Fatalf("%s:\nfast    %#v\ngeneral %#v", in, recs[0], want)
+		}
+		// What a line given up wrote into the slab is dropped with it.
+		for _, m := range f.members[len(f.members):cap(f.members)] {
+			if m.Name != "" || m.Value != nil {
+				t.Fatalf("%s: the member slab keeps %s past its end", in, m.Name)
+			}
 		}
 	}
 }
@@ -320,6 +351,27 @@ func TestFastStringsAreOwned(t *testing.T) {
 	}
 }
 
+// TestFastPathAllocatesPerSlab: a batch of edges with ids costs a few slab allocations per
+// few hundred lines, not one (or more) per record: the worker frames every message, and each
+// small allocation costs the collector as much as its bytes.
+func TestFastPathAllocatesPerSlab(t *testing.T) {
+	const lines = 2000
+	var b strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&b, `{"edge":"E","from":"a%d","to":"b%d","data":{"id":"e%d","w":%d}}`+"\n", i, i, i, i)
+	}
+	body := []byte(b.String())
+	allocs := testing.AllocsPerRun(20, func() {
+		if recs, err := ParseRetained(body, DefaultLimits()); err != nil || len(recs) != lines {
+			t.Fatalf("%d records, %v", len(recs), err)
+		}
+	})
+	// The records, and per slabLines lines a slab of members, ids and strings each.
+	if most := 1 + 3*(lines/slabLines+1) + 3; allocs > float64(most) {
+		t.Fatalf("%v allocations for %d lines, want at most %d", allocs, lines, most)
+	}
+}
+
 // TestPartsShareOneSlice: parts fill ranges of one records slice; blank lines leave gaps that
 // are closed, and a MaxLines ceiling bounds each part's range, whatever the number of parts.
 func TestPartsShareOneSlice(t *testing.T) {
@@ -343,5 +395,65 @@ func TestPartsShareOneSlice(t *testing.T) {
 				t.Fatalf("MaxLines %d, %d parts: %d records, %v; in one: %d, %v", lim.MaxLines, parts, len(got), err, len(one), oneErr)
 			}
 		}
+	}
+}
+
+// TestTemplates: a line of the skeleton of one framed before — the same bytes around its
+// values — is framed by the template learnt from it, exactly as the general scanner frames
+// it, when its values are valid compact values of the kinds the envelope requires; any other
+// line is left to the usual path. Either way the fast path and the general scanner agree.
+// templateBase is a line a template is learnt from; templateFits are lines it frames, and
+// templateLeaves lines of about its skeleton it must leave to the usual path.
+const templateBase = `{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{"k":[1,2]}}}`
+
+var templateFits = []string{
+	`{"edge":"E","from":"a\u0041","to":"","data":{"id":"i\"","w":-1.5e3,"s":{"q":null},"o":[]}}`,
+	`{"edge":"E","from":"ünï 😀","to":"b","data":{"id":"","w":"1","s":true,"o":{"k":{"k":1}}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":[[[[[[1]]]]]]}}`,
+}
+var templateLeaves = []string{
+	`{"edge":"E","from":1,"to":"b","data":{"id":"i","w":1,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":null,"data":{"id":"i","w":1,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":7,"w":1,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":01,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1e400,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{"k":1,"k":2}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":[1, 2]}}`,
+	"{\"edge\":\"E\",\"from\":\"a\",\"to\":\"b\",\"data\":{\"id\":\"i\",\"w\":1,\"s\":\"x\ty\",\"o\":{}}}",
+	"{\"edge\":\"E\",\"from\":\"a\",\"to\":\"b\",\"data\":{\"id\":\"\xff\",\"w\":1,\"s\":\"x\",\"o\":{}}}",
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x\ud800","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{},"p":1}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x"}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{}}`,
+	`{"edge":"F","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{}}}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":{} }}`,
+	`{"edge":"E","from":"a","to":"b","data":{"id":"i","w":1,"s":"x","o":`,
+}
+
+func TestTemplates(t *testing.T) {
+	for _, in := range append(append([]string{}, templateFits...), templateLeaves...) {
+		f := newFastScanner(DefaultMaxDepth)
+		if !takes(f, templateBase, 1, &Record{}) || f.ntmpl != 1 {
+			t.Fatalf("no template learnt from %s", templateBase)
+		}
+		var rec Record
+		end, ok, _ := f.templated([]byte(in), &rec)
+		took := ok && end == len(in)
+		if took != slices.Contains(templateFits, in) {
+			t.Errorf("%s: framed by the template: %v", in, took)
+		}
+		if took {
+			rec.Line = 2
+			want, err := newScanner(DefaultMaxDepth, len(in)).record([]byte(in), 2)
+			if err != nil || !reflect.DeepEqual(rec, want) {
+				t.Errorf("%s:\ntemplate %#v\ngeneral  %#v (%v)", in, rec, want, err)
+			}
+		}
+		for _, m := range f.members[len(f.members):cap(f.members)] {
+			if m.Name != "" || m.Value != nil {
+				t.Fatalf("%s: the member slab keeps %s past its end", in, m.Name)
+			}
+		}
+		checkFastAgrees(t, []byte(templateBase+"\n"+in+"\n"+templateBase))
 	}
 }

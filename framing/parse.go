@@ -54,7 +54,7 @@ func Parse(r io.Reader, lim Limits) ([]Record, error) {
 
 // ParseBytes parses one batch held in memory. body is not modified or retained: records'
 // Data values point into one copy of it (a line with insignificant whitespace compacted over
-// its own bytes); their From, To and ID strings are their own.
+// its own bytes); their Type, From, To and ID strings are not views of it (see Record).
 func ParseBytes(body []byte, lim Limits) ([]Record, error) {
 	lim = lim.normalized()
 	if int64(len(body)) > lim.MaxBytes {

@@ -30,8 +30,10 @@ func (k RecordKind) String() string {
 // are the engine's to check.
 //
 // A batch's records' Data values share one copy of its bytes, so they must not be written
-// to; Type, From, To and ID are strings of their own, which an index may keep without
-// keeping the batch.
+// to. Type, From, To and ID are never views of the batch, so an index may keep them without
+// keeping it: Type names are shared between records, and From, To and ID are copies, which
+// the records of a few hundred lines share in small slabs holding nothing but those strings
+// (an index that keeps one string keeps its slab's few kilobytes, not the batch).
 type Record struct {
 	Line int        // 1-based line number in the batch (blank lines counted)
 	Kind RecordKind // NodeRecord or EdgeRecord
