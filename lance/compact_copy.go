@@ -65,6 +65,23 @@ type copyOutput struct {
 	ids, created, updated []uint64
 }
 
+// newCopyOutput starts a new fragment with room for the inputs it will likely take, the first
+// of rest onwards, by their recorded sizes: the output then grows without copies.
+func newCopyOutput(d *Dataset, rest []compactCandidate, sink *fragmentSink) *copyOutput {
+	var rows, size uint64
+	for _, c := range rest {
+		n, _ := c.frag.FileBytes()
+		if rows > 0 && (rows+c.frag.PhysicalRows > uint64(sink.maxRows) || sink.maxBytes > 0 && size+n > uint64(sink.maxBytes)) {
+			break
+		}
+		rows, size = rows+c.frag.PhysicalRows, size+n
+	}
+	out := &copyOutput{c: file.NewConcat(d.Schema()), ids: make([]uint64, 0, rows),
+		created: make([]uint64, 0, rows), updated: make([]uint64, 0, rows)}
+	out.c.Grow(int(min(size, 1<<30)))
+	return out
+}
+
 // rewriteGroupCopy writes bin's fragments by concatenating their data files. A new fragment
 // is finished before an input that would take it past the sink's row target or byte limit, and
 // written at once. An input that cannot be copied (another version or schema than its
@@ -99,7 +116,7 @@ func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, 
 		out = nil
 		return nil
 	}
-	for _, c := range bin {
+	for i, c := range bin {
 		f := c.frag
 		ids, err := f.stableRowIDs()
 		if err != nil {
@@ -128,7 +145,7 @@ func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, 
 			}
 		}
 		if out == nil {
-			out = &copyOutput{c: file.NewConcat(d.Schema())}
+			out = newCopyOutput(d, bin[i:], sink)
 		}
 		if err := d.appendCopy(ctx, out, f, data, st.Location(key), sink.fo.Version); err != nil {
 			return g, cg, err

@@ -83,6 +83,16 @@ func (c *Concat) Size() int64 { return int64(len(c.out)) }
 // Version is the inputs' version (zero before the first Append).
 func (c *Concat) Version() Version { return c.version }
 
+// Grow makes room for n more bytes of pages, so that a caller that knows the size of what it
+// will append spares the copies of a growing output.
+func (c *Concat) Grow(n int) {
+	if n > 0 && cap(c.out)-len(c.out) < n {
+		grown := make([]byte, len(c.out), len(c.out)+n)
+		copy(grown, c.out)
+		c.out = grown
+	}
+}
+
 // Append copies the pages of the data file held in data (name identifies it in errors) after
 // those already appended. It refuses, with an error matching ErrNotCopyable and the Concat
 // unchanged, a file it cannot copy; other errors (a ctx error) leave it unchanged too.
@@ -204,9 +214,7 @@ func (c *Concat) copyPages(r *Reader, data []byte) {
 		}
 	}
 	if cap(c.out)-len(c.out) < need {
-		grown := make([]byte, len(c.out), max(len(c.out)+need, cap(c.out)+cap(c.out)/2))
-		copy(grown, c.out)
-		c.out = grown
+		c.Grow(max(need, cap(c.out)/2))
 	}
 	for i := range r.cols {
 		for _, p := range r.cols[i].pages {
