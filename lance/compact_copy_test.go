@@ -3,7 +3,6 @@ package lance
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -256,28 +255,4 @@ func TestCompactionCopyFallsBack(t *testing.T) {
 		f.Files[0].FileSizeBytes = uint64(len(b))
 		check(t, d, CompactionOptions{})
 	})
-}
-
-// A data file that does not parse is not copied, and the compaction fails as decoding it
-// fails (a FormatError, not the copy's refusal): nothing is staged.
-func TestCompactionCopyCorruptFile(t *testing.T) {
-	ctx := context.Background()
-	st := memStore(t)
-	d := buildCopyTable(t, st, file.V2_2, []int{5, 6, 7}, 1)
-	f := &d.Manifest().Fragments[1]
-	key := "data/" + f.Files[0].Path
-	b, err := st.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = bytes.Clone(b)
-	b[len(b)-1] ^= 0xff // the magic
-	if err := st.Put(ctx, key, b); err != nil {
-		t.Fatal(err)
-	}
-	s, c, err := d.StageCompaction(ctx, CompactionOptions{Fragments: fragmentIDs(d)}, StageOptions{})
-	var fe *file.FormatError
-	if !errors.As(err, &fe) || errors.Is(err, file.ErrNotCopyable) || s != nil || c != nil {
-		t.Fatalf("compaction of a corrupt file: %v (staged %v)", err, s != nil)
-	}
 }
