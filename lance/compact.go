@@ -29,6 +29,9 @@ type CompactionOptions struct {
 	// DefaultMaxBytesPerFile. (Lance cuts at max_bytes_per_file, 90 GB; the cut here is lower
 	// because compaction holds one output file in memory, so it bounds compaction's memory.)
 	MaxBytesPerFile uint64
+	// NoPageCopy rewrites every group by decoding and encoding its rows, even where its
+	// fragments' encoded pages could be copied into the new files (see StageCompaction).
+	NoPageCopy bool
 }
 
 // DefaultMaxBytesPerFile is the data file size at which compaction starts a new fragment.
@@ -57,6 +60,7 @@ type Compaction struct {
 	groups      []compactGroup
 	removed     int
 	added       int
+	copied      int
 	rows        uint64
 }
 
@@ -80,6 +84,10 @@ func (c *Compaction) FragmentsRemoved() int { return c.removed }
 
 // FragmentsAdded is how many fragments the rewrite writes.
 func (c *Compaction) FragmentsAdded() int { return c.added }
+
+// FragmentsCopied is how many of the fragments the rewrite writes were built by copying
+// encoded pages rather than by decoding and encoding rows.
+func (c *Compaction) FragmentsCopied() int { return c.copied }
 
 // RowsRewritten is how many live rows the rewrite moves.
 func (c *Compaction) RowsRewritten() uint64 { return c.rows }
@@ -114,6 +122,13 @@ type compactCandidate struct {
 //     target's rows and about MaxBytesPerFile bytes (ids unassigned), whose row id sequences
 //     carry the rows' stable row ids and whose created-at / last-updated-at sequences carry
 //     each row's versions (deleted rows dropped from all three).
+//
+// A group whose fragments are each one data file of the declared version, 2.1 or later,
+// holding every column and no deletions, is rewritten without decoding: its files' encoded
+// pages are copied into the new files (file.Concat), each new fragment ending before the input
+// that would take it past the target rows or MaxBytesPerFile. Rows, order, row ids and versions
+// are those a decoding rewrite gives; the pages keep their sizes and compression. An input
+// that turns out not to be copyable sends its group back to decoding (NoPageCopy forces that).
 //
 // Unlike lance, a fragment whose files already hold half of MaxBytesPerFile is no candidate for
 // its size: a table of wide rows would otherwise rewrite its size-cut fragments on every run.
@@ -172,9 +187,12 @@ func (d *Dataset) StageCompaction(ctx context.Context, co CompactionOptions, o S
 	op := Operation{Kind: OpRewrite}
 	for _, bin := range bins {
 		sink := out
-		g, cg, err := d.rewriteGroup(ctx, bin, &sink)
+		g, cg, copied, err := d.rewriteBin(ctx, bin, &sink, !co.NoPageCopy)
 		if err != nil {
 			return nil, nil, err
+		}
+		if copied {
+			c.copied += len(g.NewFragments)
 		}
 		op.Groups = append(op.Groups, g)
 		c.groups = append(c.groups, cg)

@@ -438,6 +438,12 @@ func (k *fragmentSink) flush() error {
 	if err != nil {
 		return err
 	}
+	return k.addFile(b, rows)
+}
+
+// addFile writes (or keeps for the transaction) data file b of the given rows, finished, and
+// records its fragment.
+func (k *fragmentSink) addFile(b []byte, rows int64) error {
 	name := newDataFileName()
 	if k.put != nil {
 		if err := k.put("data/"+name, b); err != nil {

@@ -107,6 +107,11 @@ type columnInfo struct {
 	metaPos int64 // position of its ColumnMetadata, for error messages
 	pages   []pageInfo
 	rows    uint64 // sum of page lengths
+	// What a page copy (Concat) cannot carry over: column buffers, a column encoding other
+	// than the plain one, fields this package does not know.
+	colBuffers int
+	plainEnc   bool
+	unknown    bool
 }
 
 type pageInfo struct {
@@ -114,6 +119,8 @@ type pageInfo struct {
 	offsets, sizes []uint64 // page buffers, checked to lie inside the file
 	encoding       []byte   // ArrayEncoding message (the Any's value), or PageLayout when layout21
 	layout21       bool     // a 2.1+ page (lance.encodings21.PageLayout)
+	priority       uint64   // the top-level row the page starts at, as 2.1+ writers record it
+	unknown        bool     // the Page message has fields this package does not know
 }
 
 // maxPageRows bounds a page's (and a file's) row count: Lance row addresses hold the row offset
@@ -138,6 +145,7 @@ func parseColumnMetadata(b []byte, fileSize uint64) (columnInfo, error) {
 			if url != columnEncodingURL {
 				return errf("column encoding has type %q, want %q", url, columnEncodingURL)
 			}
+			ci.plainEnc = string(value) == "\x0a\x00"
 			return pb.Walk(value, func(g pb.Field) error {
 				if g.Num == 2 || g.Num == 3 {
 					return errf("column encoding %d (zone index or blob) is not supported", g.Num)
@@ -166,12 +174,15 @@ func parseColumnMetadata(b []byte, fileSize uint64) (columnInfo, error) {
 			var err error
 			colBufSizes, err = f.Uints(colBufSizes)
 			return err
+		default:
+			ci.unknown = true
 		}
 		return nil
 	})
 	if err != nil {
 		return ci, err
 	}
+	ci.colBuffers = len(colBufOffsets)
 	return ci, checkBuffers(colBufOffsets, colBufSizes, fileSize)
 }
 
@@ -206,6 +217,12 @@ func parsePage(b []byte, fileSize uint64) (pageInfo, error) {
 			default:
 				return errf("page encoding has type %q, want %q", url, arrayEncodingURL)
 			}
+		case 5:
+			if err = f.Want(protowire.VarintType); err == nil {
+				p.priority = f.Varint
+			}
+		default:
+			p.unknown = true
 		}
 		return err
 	})

@@ -41,6 +41,7 @@ type Reader struct {
 	schema  *schema.Schema
 	cols    []columnInfo
 	version Version
+	globals uint32 // global buffers; only the first (the file descriptor) is read
 }
 
 // tailRead is how much Open reads from the end of the file first: for most files it holds the
@@ -117,7 +118,7 @@ func Open(ctx context.Context, src Source, name string) (*Reader, error) {
 	if rows > maxPageRows {
 		return nil, r.fail(int64(gb0Pos), "file claims %d rows, more than a Lance file can hold", rows)
 	}
-	r.schema, r.numRows = s, int64(rows)
+	r.schema, r.numRows, r.globals = s, int64(rows), ft.numGlobalBuffers
 
 	r.cols = make([]columnInfo, ft.numColumns) // bounded: the table's 16 bytes per column fit the file
 	cmo := meta[ft.cmoStart-lo:]

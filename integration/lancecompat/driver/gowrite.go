@@ -132,6 +132,9 @@ func writeGoTables(ctx context.Context, s *suite, dir string) (*goModel, error) 
 		if err := writeGoForOfficial(ctx, m, dir); err != nil {
 			return fmt.Errorf("for official compaction: %w", err)
 		}
+		if err := writeGoCopied(ctx, m, dir); err != nil {
+			return fmt.Errorf("copied: %w", err)
+		}
 		return writeJSON(filepath.Join(dir, "cases.json"), map[string]any{"cases": m.cases})
 	}()
 	s.add("go-writes", err)

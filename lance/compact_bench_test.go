@@ -1,0 +1,90 @@
+package lance
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/omnigraph/omnigraph-worker/lance/file"
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+// personArrow is the engine's table of internal/benchdata's Person nodes: the key as id, then
+// the properties.
+var personArrow = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.BinaryTypes.String},
+	{Name: "handle", Type: arrow.BinaryTypes.String},
+	{Name: "name", Type: arrow.BinaryTypes.String},
+	{Name: "age", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "score", Type: arrow.PrimitiveTypes.Float64},
+}, nil)
+
+// people is rows [k*n, (k+1)*n) of the Person table, as benchdata.GraphBatch makes them.
+func people(k, n int) []arrow.Record {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, personArrow)
+	defer b.Release()
+	for i := 0; i < n; i++ {
+		h := fmt.Sprintf("p%d-%d", k, i)
+		b.Field(0).(*array.StringBuilder).Append(h)
+		b.Field(1).(*array.StringBuilder).Append(h)
+		b.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("name-%d-%d", k, i))
+		b.Field(3).(*array.Int64Builder).Append(int64(i % 90))
+		b.Field(4).(*array.Float64Builder).Append(float64(i) * 0.5)
+	}
+	return []arrow.Record{b.NewRecord()}
+}
+
+// BenchmarkStageCompaction stages what the worker's background compaction stages: 16
+// fragments of 8,192 Person rows (a 2.2 table) rewritten as one, by page copy and by decoding.
+func BenchmarkStageCompaction(b *testing.B) {
+	ctx := context.Background()
+	const frags, rowsPer = 16, 8192
+	for _, mode := range []string{"copy", "decode"} {
+		b.Run(mode, func(b *testing.B) {
+			st, err := storage.Open(ctx, "mem://BenchmarkStageCompaction_"+mode)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = st.DeletePrefix(ctx, ""); st.Close() }() // b.Run may call this again
+			s, err := schema.FromArrow(personArrow)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d, err := Create(ctx, st, s, people(0, rowsPer), CreateOptions{FileVersion: file.V2_2})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for k := 1; k < frags; k++ {
+				sa, err := d.StageAppend(ctx, people(k, rowsPer), StageOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if d, err = d.Commit(ctx, sa); err != nil {
+					b.Fatal(err)
+				}
+			}
+			co := CompactionOptions{Fragments: fragmentIDs(d), NoPageCopy: mode == "decode"}
+			var fileBytes uint64
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				staged, c, err := d.StageCompaction(ctx, co, StageOptions{InlineTransactionOnly: true})
+				if err != nil || staged == nil || c.FragmentsAdded() != 1 || (c.FragmentsCopied() == 1) != (mode == "copy") {
+					b.Fatalf("stage: %v (%d added, %d copied)", err, c.FragmentsAdded(), c.FragmentsCopied())
+				}
+				// The staged file is unreferenced: drop it so the store does not grow.
+				df := staged.Txn.Op.Groups[0].NewFragments[0].Files[0]
+				if err := st.Delete(ctx, "data/"+df.Path); err != nil {
+					b.Fatal(err)
+				}
+				fileBytes = df.FileSizeBytes
+			}
+			b.ReportMetric(float64(frags*rowsPer)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(fileBytes), "file_bytes")
+		})
+	}
+}

@@ -1,0 +1,179 @@
+package lance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/omnigraph/omnigraph-worker/lance/file"
+)
+
+// Compaction by page copy. Rewriting a bin's rows decodes every value and encodes it again,
+// which costs more CPU per row than writing them did. When a bin's fragments are whole data
+// files of the declared 2.1+ version, untouched by deletions, the new fragments can instead be
+// built from their files' encoded pages (file.Concat), as Lance's binary-copy compaction does:
+// the rows, their order, their row ids and versions are the same as a decoding rewrite gives;
+// only where the new fragments are cut differs (between input files, not at exactly the target).
+
+// rewriteBin writes one bin's new fragments: by page copy when the bin allows it (and
+// allowCopy), else, or when an input turns out not to be copyable, by decoding its rows. copied
+// says which way was taken.
+func (d *Dataset) rewriteBin(ctx context.Context, bin []compactCandidate, sink *fragmentSink, allowCopy bool) (RewriteGroup, compactGroup, bool, error) {
+	if allowCopy && d.pageCopyable(bin, sink) {
+		g, cg, err := d.rewriteGroupCopy(ctx, bin, sink)
+		if err == nil || !errors.Is(err, file.ErrNotCopyable) {
+			return g, cg, err == nil, err
+		}
+		// Files already written for this bin stay unreferenced: cleanup's orphan sweep takes them.
+		sink.frags = nil
+	}
+	g, cg, err := d.rewriteGroup(ctx, bin, sink)
+	return g, cg, false, err
+}
+
+// pageCopyable reports whether every fragment of bin is one data file of the version the sink
+// writes (2.1 or later) holding every column of the schema, as the writer lays them out,
+// without deletions, and no larger than the sink's row target.
+func (d *Dataset) pageCopyable(bin []compactCandidate, sink *fragmentSink) bool {
+	v := sink.fo.Version
+	if v.Major < 2 || (v.Major == 2 && v.Minor < 1) {
+		return false
+	}
+	fields := file.ColumnFields(d.Schema(), v)
+	for _, c := range bin {
+		f := c.frag
+		if f.Deletion != nil || len(f.Files) != 1 || f.PhysicalRows == 0 || f.PhysicalRows > uint64(sink.maxRows) {
+			return false
+		}
+		df := &f.Files[0]
+		if (file.Version{Major: df.FileMajor, Minor: df.FileMinor}) != v || !slices.Equal(df.Fields, fields) || len(df.ColumnIndices) != len(fields) {
+			return false
+		}
+		for i, ci := range df.ColumnIndices {
+			if ci != int32(i) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// copyOutput is the new fragment being built: its file and its rows' ids and versions.
+type copyOutput struct {
+	c                     *file.Concat
+	ids, created, updated []uint64
+}
+
+// newCopyOutput starts a new fragment with room for the inputs it will likely take, the first
+// of rest onwards, by their recorded sizes: the output then grows without copies.
+func newCopyOutput(d *Dataset, rest []compactCandidate, sink *fragmentSink) *copyOutput {
+	var rows, size uint64
+	for _, c := range rest {
+		n, _ := c.frag.FileBytes()
+		if rows > 0 && (rows+c.frag.PhysicalRows > uint64(sink.maxRows) || sink.maxBytes > 0 && size+n > uint64(sink.maxBytes)) {
+			break
+		}
+		rows, size = rows+c.frag.PhysicalRows, size+n
+	}
+	out := &copyOutput{c: file.NewConcat(d.Schema()), ids: make([]uint64, 0, rows),
+		created: make([]uint64, 0, rows), updated: make([]uint64, 0, rows)}
+	out.c.Grow(int(min(size, 1<<30)))
+	return out
+}
+
+// rewriteGroupCopy writes bin's fragments by concatenating their data files. A new fragment
+// is finished before an input that would take it past the sink's row target or byte limit, and
+// written at once. An input that cannot be copied (another version or schema than its
+// manifest entry says, a corrupt file) returns an error matching file.ErrNotCopyable.
+func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, sink *fragmentSink) (RewriteGroup, compactGroup, error) {
+	var g RewriteGroup
+	var cg compactGroup
+	if err := d.checkReadable(); err != nil {
+		return g, cg, err
+	}
+	var out *copyOutput
+	var at, before uint64 // rows of the group in finished fragments; before the current input
+	finish := func() error {
+		if out == nil {
+			return nil
+		}
+		rows := out.c.NumRows()
+		b, err := out.c.Finish()
+		if err != nil {
+			return err
+		}
+		if err := sink.addFile(b, rows); err != nil {
+			return err
+		}
+		nf := &sink.frags[len(sink.frags)-1]
+		nf.RowIDs = encodeRowIDSequence(out.ids)
+		nf.CreatedAt = encodeVersionRuns(out.created)
+		nf.LastUpdatedAt = encodeVersionRuns(out.updated)
+		at += uint64(rows)
+		cg.paths = append(cg.paths, nf.Files[0].Path)
+		cg.ends = append(cg.ends, at)
+		out = nil
+		return nil
+	}
+	for i, c := range bin {
+		f := c.frag
+		ids, err := f.stableRowIDs()
+		if err != nil {
+			return g, cg, err
+		}
+		cr, err := f.createdRuns()
+		if err != nil {
+			return g, cg, err
+		}
+		up, err := f.lastUpdatedRuns()
+		if err != nil {
+			return g, cg, err
+		}
+		st, key, err := d.dataFileKey(&f.Files[0])
+		if err != nil {
+			return g, cg, err
+		}
+		data, err := st.Get(ctx, key)
+		if err != nil {
+			return g, cg, fmt.Errorf("lance: read data file: %w", err)
+		}
+		if out != nil && (uint64(out.c.NumRows())+f.PhysicalRows > uint64(sink.maxRows) ||
+			sink.maxBytes > 0 && out.c.Size()+int64(len(data)) > sink.maxBytes) {
+			if err := finish(); err != nil {
+				return g, cg, err
+			}
+		}
+		if out == nil {
+			out = newCopyOutput(d, bin[i:], sink)
+		}
+		if err := d.appendCopy(ctx, out, f, data, st.Location(key), sink.fo.Version); err != nil {
+			return g, cg, err
+		}
+		out.ids = append(out.ids, ids...)
+		out.created = append(out.created, expandRuns(cr)...)
+		out.updated = append(out.updated, expandRuns(up)...)
+		cg.old = append(cg.old, compactOld{id: f.ID, physical: f.PhysicalRows, base: before})
+		before += f.PhysicalRows
+		g.OldFragments = append(g.OldFragments, f.clone())
+	}
+	if err := finish(); err != nil {
+		return g, cg, err
+	}
+	g.NewFragments = sink.frags
+	return g, cg, nil
+}
+
+// appendCopy appends fragment f's data file (data, at location) to out, refusing a file whose
+// version or row count is not what the manifest says of it.
+func (d *Dataset) appendCopy(ctx context.Context, out *copyOutput, f *Fragment, data []byte, location string, v file.Version) error {
+	had := out.c.NumRows()
+	if err := out.c.Append(ctx, data, location); err != nil {
+		return err
+	}
+	if got := uint64(out.c.NumRows() - had); got != f.PhysicalRows || out.c.Version() != v {
+		return &file.CopyError{File: location, Reason: fmt.Sprintf("a file of %d rows of version %s, its fragment %d says %d of %s",
+			got, out.c.Version(), f.ID, f.PhysicalRows, v)}
+	}
+	return nil
+}
