@@ -31,9 +31,9 @@ import (
 const stagingFactor = 2
 
 // commitFactor is how many times its body a message's commit builds beyond what staging built:
-// the encoded data files, which the Lance writer keeps whole in memory, growing its buffer by
-// copying, until it writes them out. Measured on the pipeline bench's
-// batch (8,192 rows, 23.3 MiB of NDJSON, heap sampled through the commit with the collector at
+// the encoded data files, which the Lance writer keeps whole in memory until they are written.
+// Measured, before the writer sized its output for the batch up front instead of copying it as
+// it grew (so it is now an upper bound), on the pipeline bench's batch (8,192 rows, 23.3 MiB of NDJSON, heap sampled through the commit with the collector at
 // GOGC 5): the commit peaked 47.7 MiB over the staged message (body, records and rows,
 // 58 MiB), about 2.05 times the body; for 0.7 and 2.9 MiB bodies it was 1.4 to 2.4 and 4.2 to
 // 4.5 MiB, under 2 MiB away from twice the body either way.
