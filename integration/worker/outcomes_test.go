@@ -112,7 +112,7 @@ func TestHappyPathEvents(t *testing.T) {
 		last = ev.Version
 	}
 	waitAcked(t, ns.url, n, w)
-	// The worker compacted between messages (fanout 2: every second one-row fragment).
+	// The worker compacted beside the messages (fanout 2: every second one-row fragment).
 	if commits := workerCmd(t, "commits", "--root", root); !strings.Contains(commits, "omnigraph-worker:compaction") {
 		t.Fatalf("no compaction commit:\n%s\n%s", commits, w.out)
 	}
