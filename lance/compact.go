@@ -295,6 +295,33 @@ func splitForSize(run []compactCandidate, min uint64) [][]compactCandidate {
 	}
 }
 
+// rowSequences are a fragment's stable row ids and the created-at and last-updated-at version
+// of each of its physical rows.
+func (f *Fragment) rowSequences() (ids, created, updated []uint64, err error) {
+	if ids, err = f.stableRowIDs(); err != nil {
+		return nil, nil, nil, err
+	}
+	cr, err := f.createdRuns()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	up, err := f.lastUpdatedRuns()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ids, expandRuns(cr), expandRuns(up), nil
+}
+
+// seal gives a finished rewritten fragment the row ids and versions of its rows and records it
+// in the group, at rows the group's finished fragments hold with it.
+func (cg *compactGroup) seal(nf *Fragment, ids, created, updated []uint64, at uint64) {
+	nf.RowIDs = encodeRowIDSequence(ids)
+	nf.CreatedAt = encodeVersionRuns(created)
+	nf.LastUpdatedAt = encodeVersionRuns(updated)
+	cg.paths = append(cg.paths, nf.Files[0].Path)
+	cg.ends = append(cg.ends, at)
+}
+
 // rewriteGroup reads the live rows of one bin in order and writes them through sink as new
 // fragments, carrying their row ids and versions.
 func (d *Dataset) rewriteGroup(ctx context.Context, bin []compactCandidate, sink *fragmentSink) (RewriteGroup, compactGroup, error) {
@@ -312,13 +339,9 @@ func (d *Dataset) rewriteGroup(ctx context.Context, bin []compactCandidate, sink
 			if n > uint64(len(ids)) {
 				return fmt.Errorf("lance: compaction wrote more rows than it read row ids for")
 			}
-			nf.RowIDs = encodeRowIDSequence(ids[:n])
-			nf.CreatedAt = encodeVersionRuns(created[:n])
-			nf.LastUpdatedAt = encodeVersionRuns(updated[:n])
-			ids, created, updated = slices.Clone(ids[n:]), slices.Clone(created[n:]), slices.Clone(updated[n:])
 			at += n
-			cg.paths = append(cg.paths, nf.Files[0].Path)
-			cg.ends = append(cg.ends, at)
+			cg.seal(nf, ids[:n], created[:n], updated[:n], at)
+			ids, created, updated = slices.Clone(ids[n:]), slices.Clone(created[n:]), slices.Clone(updated[n:])
 		}
 		return nil
 	}
@@ -329,22 +352,14 @@ func (d *Dataset) rewriteGroup(ctx context.Context, bin []compactCandidate, sink
 		if err != nil {
 			return g, cg, err
 		}
-		fids, err := f.stableRowIDs()
-		if err != nil {
-			return g, cg, err
-		}
-		cr, err := f.createdRuns()
-		if err != nil {
-			return g, cg, err
-		}
-		up, err := f.lastUpdatedRuns()
+		fids, fcreated, fupdated, err := f.rowSequences()
 		if err != nil {
 			return g, cg, err
 		}
 		cg.old = append(cg.old, compactOld{id: f.ID, physical: f.PhysicalRows, deleted: r.deleted, base: before})
 		ids = appendLive(ids, fids, r.deleted)
-		created = appendLive(created, expandRuns(cr), r.deleted)
-		updated = appendLive(updated, expandRuns(up), r.deleted)
+		created = appendLive(created, fcreated, r.deleted)
+		updated = appendLive(updated, fupdated, r.deleted)
 		batch := readBatchRows(f.PhysicalRows, d.fragmentBytes(ctx, f))
 		var read uint64
 		for {

@@ -106,27 +106,14 @@ func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, 
 		if err := sink.addFile(b, rows); err != nil {
 			return err
 		}
-		nf := &sink.frags[len(sink.frags)-1]
-		nf.RowIDs = encodeRowIDSequence(out.ids)
-		nf.CreatedAt = encodeVersionRuns(out.created)
-		nf.LastUpdatedAt = encodeVersionRuns(out.updated)
 		at += uint64(rows)
-		cg.paths = append(cg.paths, nf.Files[0].Path)
-		cg.ends = append(cg.ends, at)
+		cg.seal(&sink.frags[len(sink.frags)-1], out.ids, out.created, out.updated, at)
 		out = nil
 		return nil
 	}
 	for i, c := range bin {
 		f := c.frag
-		ids, err := f.stableRowIDs()
-		if err != nil {
-			return g, cg, err
-		}
-		cr, err := f.createdRuns()
-		if err != nil {
-			return g, cg, err
-		}
-		up, err := f.lastUpdatedRuns()
+		ids, created, updated, err := f.rowSequences()
 		if err != nil {
 			return g, cg, err
 		}
@@ -151,8 +138,8 @@ func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, 
 			return g, cg, err
 		}
 		out.ids = append(out.ids, ids...)
-		out.created = append(out.created, expandRuns(cr)...)
-		out.updated = append(out.updated, expandRuns(up)...)
+		out.created = append(out.created, created...)
+		out.updated = append(out.updated, updated...)
 		cg.old = append(cg.old, compactOld{id: f.ID, physical: f.PhysicalRows, base: before})
 		before += f.PhysicalRows
 		g.OldFragments = append(g.OldFragments, f.clone())
