@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -91,11 +90,7 @@ func TestLargeCompactionIsDoneInline(t *testing.T) {
 		h.publish(person(i), map[string]string{HeaderMode: "append"})
 		h.event()
 	}
-	metrics := func() string {
-		var buf bytes.Buffer
-		_, _ = m.WriteTo(&buf)
-		return buf.String()
-	}
+	metrics := func() string { return exposition(m) }
 	waitFor(t, func() bool { return strings.Contains(metrics(), `omnigraph_compactions_total{result="ok"} 1`) }, "the compaction")
 	if strings.Contains(metrics(), `result="failed"`) {
 		t.Fatalf("the compaction was staged:\n%s", metrics())

@@ -138,10 +138,8 @@ func TestOperatorRequiredStopsConsumptionVisibly(t *testing.T) {
 		t.Fatalf("readyz after the fix: %d %s", code, body)
 	}
 	h.checkNoRedelivery()
-	var buf strings.Builder
-	_, _ = m.WriteTo(&buf)
-	if strings.Contains(buf.String(), "omnigraph_retry_budget_exhausted_total{") || strings.Contains(buf.String(), "omnigraph_dead_letters_total{") {
-		t.Fatalf("an operator hold is neither a stall past the budget nor a dead letter:\n%s", buf.String())
+	if out := exposition(m); strings.Contains(out, "omnigraph_retry_budget_exhausted_total{") || strings.Contains(out, "omnigraph_dead_letters_total{") {
+		t.Fatalf("an operator hold is neither a stall past the budget nor a dead letter:\n%s", out)
 	}
 	if out := h.export(); strings.Contains(out, "intruder") || !strings.Contains(out, `"handle":"bob"`) {
 		t.Fatalf("export:\n%s", out)

@@ -17,13 +17,18 @@ import (
 )
 
 // waitMetrics polls m until it shows every line of want.
+// exposition is m's metrics in the text exposition format.
+func exposition(m *Metrics) string {
+	var buf bytes.Buffer
+	_, _ = m.WriteTo(&buf)
+	return buf.String()
+}
+
 func waitMetrics(t *testing.T, m *Metrics, want ...string) {
 	t.Helper()
 	var out string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		var buf bytes.Buffer
-		_, _ = m.WriteTo(&buf)
-		out = buf.String()
+		out = exposition(m)
 		missing := false
 		for _, w := range want {
 			missing = missing || !strings.Contains(out, w+"\n")

@@ -409,9 +409,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	var out string
 	for time.Now().Before(deadline) {
-		var buf bytes.Buffer
-		_, _ = m.WriteTo(&buf)
-		out = buf.String()
+		out = exposition(m)
 		if strings.Contains(out, `omnigraph_dead_letters_total{reason="invalid"} 1`) {
 			break
 		}
@@ -570,10 +568,8 @@ func TestWorkerCompactsBesideMessages(t *testing.T) {
 			compactions++
 		}
 	}
-	var buf bytes.Buffer
-	_, _ = m.WriteTo(&buf)
-	if compactions < 2 || !strings.Contains(buf.String(), fmt.Sprintf(`omnigraph_compactions_total{result="ok"} %d`, compactions)) {
-		t.Fatalf("%d compaction commits; metrics:\n%s", compactions, buf.String())
+	if out := exposition(m); compactions < 2 || !strings.Contains(out, fmt.Sprintf(`omnigraph_compactions_total{result="ok"} %d`, compactions)) {
+		t.Fatalf("%d compaction commits; metrics:\n%s", compactions, out)
 	}
 }
 
@@ -591,10 +587,8 @@ func TestFailedCompactionPauses(t *testing.T) {
 		h.publish(fmt.Sprintf(`{"type":"Person","data":{"handle":"p%d","name":"P","active":true}}`, i), map[string]string{HeaderMode: "append"})
 		h.event()
 	}
-	var buf bytes.Buffer
-	_, _ = m.WriteTo(&buf)
-	if !strings.Contains(buf.String(), `omnigraph_compactions_total{result="failed"} 1`) || strings.Contains(buf.String(), `result="ok"`) {
-		t.Fatalf("want exactly one failed compaction over %d messages:\n%s", n, buf.String())
+	if out := exposition(m); !strings.Contains(out, `omnigraph_compactions_total{result="failed"} 1`) || strings.Contains(out, `result="ok"`) {
+		t.Fatalf("want exactly one failed compaction over %d messages:\n%s", n, out)
 	}
 	if c := strings.Count(h.export(), `"type":"Person"`); c != n {
 		t.Fatalf("%d people committed, want %d", c, n)
@@ -617,11 +611,7 @@ func TestStaleCompactionIsDoneInline(t *testing.T) {
 		h.publish(person(i), map[string]string{HeaderMode: "append"})
 		h.event()
 	}
-	metrics := func() string {
-		var buf bytes.Buffer
-		_, _ = m.WriteTo(&buf)
-		return buf.String()
-	}
+	metrics := func() string { return exposition(m) }
 	done := false
 	for k := 0; k < 40 && !done; k++ {
 		h.publish(fmt.Sprintf(`{"type":"Person","data":{"handle":"p1","name":"Renamed %d","active":true}}`, k), map[string]string{HeaderMode: "merge"})
