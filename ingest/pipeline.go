@@ -31,13 +31,13 @@ import (
 const stagingFactor = 2
 
 // commitFactor is how many times its body a message's commit builds beyond what staging built:
-// the encoded data files, which the Lance writer keeps whole in memory until they are written.
-// Measured, before the writer sized its output for the batch up front instead of copying it as
-// it grew (so it is now an upper bound), on the pipeline bench's batch (8,192 rows, 23.3 MiB of NDJSON, heap sampled through the commit with the collector at
-// GOGC 5): the commit peaked 47.7 MiB over the staged message (body, records and rows,
-// 58 MiB), about 2.05 times the body; for 0.7 and 2.9 MiB bodies it was 1.4 to 2.4 and 4.2 to
-// 4.5 MiB, under 2 MiB away from twice the body either way.
-const commitFactor = 2
+// the encoded data files, which the Lance writer keeps whole in memory until they are written,
+// and the writer's own state growing with the rows (id index entries). Measured by sampling the
+// live heap through commits of 8,192-row batches with the collector at GOGC 5: 1.05 times the
+// body for 23.3 MiB batches (2,900-byte names), 0.97 for 2.9 MiB, 1.75 for 0.7 MiB (10-byte
+// names, where the per-row state outweighs the values; under 0.3 MiB off at 1.5). Before the
+// writer sized its output for the batch up front it was 1.69 for the 23.3 MiB batch.
+const commitFactor = 1.5
 
 // buildFactor is how many times its body the Arrow rows of a load hold (the builders' buffers
 // at their capacity): 1.4 for the bench's batch, 1.1 for rows of short values. A message not
@@ -315,9 +315,9 @@ func (p *pipe) nextGrowth() int64 {
 func (h *held) growth() int64 {
 	body := int64(len(h.msg.Data()))
 	if h.ahead {
-		return commitFactor * body
+		return int64(commitFactor * float64(body))
 	}
-	return commitFactor*body + int64(buildFactor*float64(body))
+	return int64((commitFactor + buildFactor) * float64(body))
 }
 
 // add takes a fetched message into the pipeline, or gives it back at once if the session
@@ -347,7 +347,7 @@ func (p *pipe) add(msg jetstream.Msg) {
 	// Its rows are built ahead only if, built and committing, it stays under the bound with what
 	// is in flight; past it (the one message always held ahead) it is only framed, so that what
 	// is in flight beyond the bound is its body and records.
-	h.ahead = p.bytes+p.w.compacting.Load()+(stagingFactor+commitFactor)*int64(len(msg.Data()))+p.nextGrowth() <= p.w.cfg.PipelineBytes
+	h.ahead = p.bytes+p.w.compacting.Load()+int64((stagingFactor+commitFactor)*float64(len(msg.Data())))+p.nextGrowth() <= p.w.cfg.PipelineBytes
 	p.held[h.seq] = h
 	p.count(h.size)
 	p.mu.Unlock()
