@@ -265,6 +265,38 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
+// holdsThenApplies is the end of a test whose first message's commit fails in place
+// (load.after_prepare) while the fetcher takes what its bounds let it: holds, then applies.
+func (h *harness) holdsThenApplies(inFlight, n int) {
+	h.t.Helper()
+	h.holds(inFlight)
+	h.applies(n)
+}
+
+// holds requires, a second after the messages were published, the lowest inFlight of them and
+// no others delivered and pending.
+func (h *harness) holds(inFlight int) {
+	h.t.Helper()
+	time.Sleep(time.Second) // what the fetcher would take past its bounds, it takes by then
+	info, err := h.w.cons.Info(context.Background())
+	if err != nil || info.NumAckPending != inFlight || info.Delivered.Stream != uint64(inFlight) {
+		h.t.Fatalf("consumer %+v %v: want %d messages in flight, the lowest", info, err, inFlight)
+	}
+}
+
+// applies lifts the failpoints and requires all n messages committed in stream order.
+func (h *harness) applies(n int) {
+	h.t.Helper()
+	failpoint.Reset()
+	want := make([]uint64, n)
+	for i := range want {
+		want[i] = uint64(i + 1)
+	}
+	if got := h.inOrder(n); fmt.Sprint(got) != fmt.Sprint(want) {
+		h.t.Fatalf("events of %v", got)
+	}
+}
+
 // pipeline_bytes bounds the prefetch: at one byte, one message waits behind the one applied,
 // however deep the pipeline.
 func TestPipelineBytesBoundThePrefetch(t *testing.T) {
@@ -276,15 +308,7 @@ func TestPipelineBytesBoundThePrefetch(t *testing.T) {
 	for i := range 4 {
 		h.publish(person(i), nil)
 	}
-	time.Sleep(time.Second)
-	info, err := h.w.cons.Info(context.Background())
-	if err != nil || info.NumAckPending != 2 || info.Delivered.Stream != 2 {
-		t.Fatalf("consumer %+v %v: want the held message and one behind it", info, err)
-	}
-	failpoint.Reset()
-	if got := h.inOrder(4); fmt.Sprint(got) != "[1 2 3 4]" {
-		t.Fatalf("events of %v", got)
-	}
+	h.holdsThenApplies(2, 4) // the message that commits and one behind it
 }
 
 // The bound counts what a held message keeps beside its body (its records, the built rows),
@@ -300,15 +324,7 @@ func TestPipelineBytesCountWhatIsStaged(t *testing.T) {
 	for i := range 6 {
 		h.publish(person(i), nil)
 	}
-	time.Sleep(time.Second)
-	info, err := h.w.cons.Info(context.Background())
-	if err != nil || info.NumAckPending != 2 || info.Delivered.Stream != 2 {
-		t.Fatalf("consumer %+v %v: want the message that commits and one held behind it", info, err)
-	}
-	failpoint.Reset()
-	if got := h.inOrder(6); fmt.Sprint(got) != "[1 2 3 4 5 6]" {
-		t.Fatalf("events of %v", got)
-	}
+	h.holdsThenApplies(2, 6) // the message that commits and one held behind it
 }
 
 // The message being committed stays counted, with what its commit builds, until its commit
@@ -344,15 +360,7 @@ func TestPipelineBytesCountTheCommit(t *testing.T) {
 		info, err := h.w.cons.Info(context.Background())
 		return err == nil && info.Delivered.Stream >= 2
 	}, "a message behind the one that commits")
-	time.Sleep(time.Second) // what the fetcher would take past the bound, it takes by then
-	info, err := h.w.cons.Info(context.Background())
-	if err != nil || info.NumAckPending != 2 || info.Delivered.Stream != 2 {
-		t.Fatalf("consumer %+v %v: want the message that commits and one held behind it", info, err)
-	}
-	failpoint.Reset()
-	if got := h.inOrder(6); fmt.Sprint(got) != "[1 2 3 4 5 6]" {
-		t.Fatalf("events of %v", got)
-	}
+	h.holdsThenApplies(2, 6) // the message that commits and one held behind it
 }
 
 // A pipeline that waits longer than ack_wait for a missing predecessor says so: it is silent
