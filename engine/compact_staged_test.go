@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
@@ -160,5 +162,26 @@ func TestCompactionBytes(t *testing.T) {
 	cut := 4 * largest
 	if n := g.CompactionBytes(16, cut); uint64(n) != 2*cut {
 		t.Fatalf("%d bytes with %d-byte files, want %d", n, cut, 2*cut)
+	}
+}
+
+// A staged compaction older than half the orphan grace is not published: a cleanup may by then
+// take its files for leftovers. Every table is stale and nothing commits.
+func TestStagedCompactionExpires(t *testing.T) {
+	g := testGraph(t)
+	ctx := context.Background()
+	smallLoads(t, g, "", "p", 16)
+	sc, err := g.StageCompaction(ctx, OptimizeOptions{Fanout: 16})
+	if err != nil || sc == nil {
+		t.Fatalf("stage: %v %v", sc, err)
+	}
+	sc.at = sc.at.Add(-stagedCompactionMaxAge - time.Second)
+	before := mainFragments(t, g)
+	res, err := g.CommitCompaction(ctx, sc)
+	if err != nil || res.Commit != nil || len(res.Stale) != 3 {
+		t.Fatalf("an expired compaction: %+v %v", res, err)
+	}
+	if after := mainFragments(t, g); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("fragments %v, were %v", after, before)
 	}
 }
