@@ -11,6 +11,16 @@ import (
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
+// stageDue stages the compaction o finds due, which the test requires there to be.
+func stageDue(t *testing.T, g *Graph, o OptimizeOptions) *StagedCompaction {
+	t.Helper()
+	sc, err := g.StageCompaction(context.Background(), o)
+	if err != nil || sc == nil {
+		t.Fatalf("stage: %v %v", sc, err)
+	}
+	return sc
+}
+
 // A compaction staged while loads go on commits after them: the rows it rewrote and the ones
 // appended meanwhile are all there once, the writer's indexes follow the moved rows, and the
 // run it staged is gone from every table.
@@ -18,10 +28,7 @@ func TestStagedCompactionCommitsAfterLoads(t *testing.T) {
 	g := testGraph(t)
 	ctx := context.Background()
 	smallLoads(t, g, "", "p", 16)
-	sc, err := g.StageCompaction(ctx, OptimizeOptions{Fanout: 16, Actor: "bg"})
-	if err != nil || sc == nil {
-		t.Fatalf("stage: %v %v", sc, err)
-	}
+	sc := stageDue(t, g, OptimizeOptions{Fanout: 16, Actor: "bg"})
 	smallLoads(t, g, "", "q", 3)
 	before := sortedExport(t, g, "")
 	res, err := g.CommitCompaction(ctx, sc)
@@ -64,10 +71,7 @@ func TestStagedCompactionLeavesChangedTablesOut(t *testing.T) {
 	g := testGraph(t)
 	ctx := context.Background()
 	smallLoads(t, g, "", "p", 16)
-	sc, err := g.StageCompaction(ctx, OptimizeOptions{Fanout: 16})
-	if err != nil || sc == nil {
-		t.Fatalf("stage: %v %v", sc, err)
-	}
+	sc := stageDue(t, g, OptimizeOptions{Fanout: 16})
 	loadInto(t, g, "", "", "merge", person("p5", "P five"))
 	res, err := g.CommitCompaction(ctx, sc)
 	if err != nil {
@@ -121,10 +125,7 @@ func TestStagedCompactionNothingDueAndFailures(t *testing.T) {
 		}
 		noSidecars(t, g)
 	}
-	sc, err := g.StageCompaction(ctx, OptimizeOptions{Fanout: 16})
-	if err != nil || sc == nil {
-		t.Fatalf("stage after the failures: %v %v", sc, err)
-	}
+	sc := stageDue(t, g, OptimizeOptions{Fanout: 16})
 	if res, err := g.CommitCompaction(ctx, sc); err != nil || res.Commit == nil {
 		t.Fatalf("commit after the failures: %+v %v", res, err)
 	}
@@ -171,10 +172,7 @@ func TestStagedCompactionExpires(t *testing.T) {
 	g := testGraph(t)
 	ctx := context.Background()
 	smallLoads(t, g, "", "p", 16)
-	sc, err := g.StageCompaction(ctx, OptimizeOptions{Fanout: 16})
-	if err != nil || sc == nil {
-		t.Fatalf("stage: %v %v", sc, err)
-	}
+	sc := stageDue(t, g, OptimizeOptions{Fanout: 16})
 	sc.at = sc.at.Add(-stagedCompactionMaxAge - time.Second)
 	before := mainFragments(t, g)
 	res, err := g.CommitCompaction(ctx, sc)
