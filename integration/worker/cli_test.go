@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 )
@@ -191,8 +192,15 @@ func TestCLIRequestsWaitForOutcome(t *testing.T) {
 		t.Fatalf("cleanup --no-wait: exit %d\n%s", code, out)
 	}
 	waitAcked(t, ns.url, 5, w)
-	// Every outcome is stored: load, merge, optimize and cleanup (the dead letter is not an event).
-	if n := streamMsgs(t, ns.url, "OMNIGRAPH_DEMO_EVENTS"); n != 4 {
+	// Every outcome is stored: load, merge, optimize and cleanup (the dead letter is not an
+	// event). A message's event follows its ack, so the cleanup's may still be on its way.
+	var n uint64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n = streamMsgs(t, ns.url, "OMNIGRAPH_DEMO_EVENTS"); n >= 4 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if n != 4 {
 		t.Fatalf("events stream holds %d events, want 4", n)
 	}
 	w.terminate(t)
