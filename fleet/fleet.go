@@ -24,7 +24,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/ingest"
@@ -189,7 +188,7 @@ func New(nc *nats.Conn, cfg Config, serve Serve, opts ...Opt) (*Fleet, error) {
 		}
 	}
 	f.log = f.log.With(zap.String("fleet", cfg.ID), zap.String("member", cfg.Member))
-	f.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f.reg.MustRegister(ingest.RuntimeCollectors()...)
 	for _, g := range cfg.Graphs {
 		f.metrics[g] = ingest.NewGraphMetrics(f.reg, g)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 
@@ -55,8 +56,21 @@ func NewMetrics() *Metrics {
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
 	m.reg = reg
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(RuntimeCollectors()...)
 	return m
+}
+
+// RuntimeCollectors are the Go runtime's and the process's collectors a worker's registry
+// holds once: the standard ones, plus the live heap at the last collection
+// (go_gc_heap_live_bytes) and the soft memory limit (go_gc_gomemlimit_bytes). Resident memory
+// and heap_inuse climb to the limit under a steady load and say nothing of a leak; the live
+// heap does, and the limit is what the memory governor set.
+func RuntimeCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/(heap/live|gomemlimit):bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
 }
 
 // NewGraphMetrics returns empty metrics of one graph registered on reg with the label

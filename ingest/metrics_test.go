@@ -38,6 +38,7 @@ func TestMetricsConventional(t *testing.T) {
 	}
 	for _, want := range []string{
 		"# TYPE go_goroutines gauge", "# TYPE go_memstats_alloc_bytes gauge",
+		"# TYPE go_gc_heap_live_bytes gauge", "# TYPE go_gc_gomemlimit_bytes gauge",
 		"# TYPE process_cpu_seconds_total counter", "# TYPE process_resident_memory_bytes gauge",
 		"# TYPE omnigraph_messages_total counter", `omnigraph_messages_total{outcome="committed"} 1`,
 		`omnigraph_messages_total{outcome="dead_lettered"} 1`,

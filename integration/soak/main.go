@@ -1,7 +1,9 @@
 // Command soak runs `worker run` under a steady stream of graph batches for a set number of
 // minutes against a real nats-server process, and prints once a minute the worker's resident
 // memory, open file descriptors and goroutines, then the slope of each over the minutes after
-// warm-up: a worker that runs for months shows none (`make soak`; not part of CI).
+// warm-up: a worker that runs for months shows none (`make soak`; not part of CI). Resident
+// memory and heap_inuse climb toward the soft memory limit while the collector lets garbage
+// gather; the live heap (what the last collection kept) is the figure a leak moves.
 package main
 
 import (
@@ -148,25 +150,27 @@ func run(ctx context.Context, minutes, warmup, rate, rows, keys int) error {
 			futures = pending
 			s.published, s.failed = published, failed
 			samples = append(samples, s)
-			fmt.Printf("soak: minute=%d rss_mib=%.1f heap_inuse_mib=%.1f fds=%d goroutines=%d published=%d publish_failed=%d applied=%d\n",
-				len(samples), s.rssMiB, s.heapMiB, s.fds, s.goroutines, s.published, s.failed, s.applied)
+			fmt.Printf("soak: minute=%d rss_mib=%.1f heap_inuse_mib=%.1f heap_live_mib=%.1f memory_limit_mib=%.0f fds=%d goroutines=%d published=%d publish_failed=%d applied=%d\n",
+				len(samples), s.rssMiB, s.heapMiB, s.liveMiB, s.limitMiB, s.fds, s.goroutines, s.published, s.failed, s.applied)
 		}
 	}
 	after := samples[warmup:]
 	rss, heap := slope(after, func(s sample) float64 { return s.rssMiB }), slope(after, func(s sample) float64 { return s.heapMiB })
+	live := slope(after, func(s sample) float64 { return s.liveMiB })
 	fds, gor := slope(after, func(s sample) float64 { return float64(s.fds) }), slope(after, func(s sample) float64 { return float64(s.goroutines) })
 	last := samples[len(samples)-1]
 	gorText := fmt.Sprintf("%.2f", gor)
 	if last.goroutines < 0 {
 		gorText = "n/a" // the worker's metrics do not report go_goroutines
 	}
-	fmt.Printf("soak: slope rss_mib_per_min=%.2f heap_inuse_mib_per_min=%.2f fds_per_min=%.2f goroutines_per_min=%s applied=%d of %d published (worker log %s)\n",
-		rss, heap, fds, gorText, last.applied, last.published, logf.Name())
+	fmt.Printf("soak: slope rss_mib_per_min=%.2f heap_inuse_mib_per_min=%.2f heap_live_mib_per_min=%.2f fds_per_min=%.2f goroutines_per_min=%s applied=%d of %d published (worker log %s)\n",
+		rss, heap, live, fds, gorText, last.applied, last.published, logf.Name())
 	return nil
 }
 
 type sample struct {
 	rssMiB, heapMiB            float64
+	liveMiB, limitMiB          float64 // the live heap at the last collection; the soft limit
 	fds, goroutines            int
 	published, failed, applied int
 }
@@ -209,6 +213,10 @@ func measure(pid int, httpAddr string) (sample, error) {
 			s.goroutines = int(v)
 		case f[0] == "go_memstats_heap_inuse_bytes":
 			s.heapMiB = v / (1 << 20)
+		case f[0] == "go_gc_heap_live_bytes":
+			s.liveMiB = v / (1 << 20)
+		case f[0] == "go_gc_gomemlimit_bytes":
+			s.limitMiB = v / (1 << 20)
 		case strings.HasPrefix(f[0], "omnigraph_messages_total{") && strings.Contains(f[0], `outcome="committed"`):
 			s.applied = int(v)
 		}
