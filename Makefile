@@ -61,8 +61,9 @@ bench-framing:
 # and goroutines printed each minute and their slopes at the end; not part of `make test`.
 SOAK_MINUTES ?= 10
 SOAK_WARMUP ?= 2
+SOAK_PROFILES ?=
 soak:
-	$(GO) run ./integration/soak -minutes $(SOAK_MINUTES) -warmup $(SOAK_WARMUP)
+	$(GO) run ./integration/soak -minutes $(SOAK_MINUTES) -warmup $(SOAK_WARMUP) -profiles "$(SOAK_PROFILES)"
 
 # Short fuzz runs of every parser; corpora live in testdata/fuzz of each package.
 FUZZTIME ?= 20s

@@ -76,6 +76,8 @@ type Config struct {
 	// Off, a power loss may lose the newest commits, though a crash still never shows a torn
 	// one (storage.WithLocalFsync).
 	LocalFsync bool `yaml:"local_fsync"`
+	// Profiles: `worker run` also serves the Go runtime's profiles at /debug/pprof/ on HTTP.
+	Profiles bool `yaml:"pprof"`
 	// LogLevel is the least level `worker run` logs: debug, info, warn or error.
 	LogLevel string `yaml:"log_level"`
 	// StreamMaxAge, StreamMaxBytes, DLQMaxAge and DLQMaxBytes cap the ingest and dead-letter
@@ -274,6 +276,7 @@ func settings() []setting {
 		s("placement_tags", "place those streams on servers with all these tags (comma list)", func(c *Config) *string { return &c.PlacementTags }, nil),
 		num("pipeline_depth", "messages in flight: later ones are framed and built while the first commits, every commit, ack and event in stream order (1: one at a time)", func(c *Config) *int { return &c.PipelineDepth }, atLeastOne("pipeline_depth")),
 		num("pipeline_bytes", "bound on what the pipeline holds in flight: the held messages (bodies, records, built rows) and the one being committed with what its commit builds; the fetcher waits while it is reached (one message is always held ahead, built only if it fits)", func(c *Config) *int { return &c.PipelineBytes }, atLeastOne("pipeline_bytes")),
+		onOff("pprof", "also serve the Go runtime's profiles (heap, goroutines, CPU) at /debug/pprof/ on the http address, for `go tool pprof`; off by default: a profile shows the process's inner workings to whoever reaches that address", func(c *Config) *bool { return &c.Profiles }),
 		onOff("local_fsync", "fsync every write to a local root (file and directory) before it counts; off, a power loss may lose the newest commits, a crash still shows none half-written", func(c *Config) *bool { return &c.LocalFsync }),
 	}
 }

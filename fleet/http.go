@@ -13,17 +13,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+
+	"github.com/omnigraph/omnigraph-worker/internal/profiling"
 )
 
 type httpOpts struct {
-	addr string
-	ln   net.Listener
+	addr     string
+	ln       net.Listener
+	profiles bool
 }
 
 // WithHTTP serves /metrics, /healthz and /readyz on addr while Run runs ("" serves nothing,
 // the default). Run fails at once when addr cannot be listened on.
 func WithHTTP(addr string) Opt {
 	return func(f *Fleet) error { f.http.addr = addr; return nil }
+}
+
+// WithProfiles also serves the Go runtime's profiles at /debug/pprof/ on the HTTP server
+// (internal/profiling): off by default.
+func WithProfiles(on bool) Opt {
+	return func(f *Fleet) error { f.http.profiles = on; return nil }
 }
 
 // WithHTTPListener serves the HTTP endpoints on ln instead of an address; Run closes it when
@@ -146,7 +155,11 @@ func (f *Fleet) serveHTTP() (stop func(), err error) {
 			return nil, fmt.Errorf("fleet: metrics server: %w", err)
 		}
 	}
-	srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	h := f.Handler()
+	if f.http.profiles {
+		h = profiling.Handler(h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/internal/profiling"
 )
 
 // DefaultLeaseTTL is the single-writer lease's TTL when NewService is given none: a standby
@@ -33,6 +34,7 @@ type Service struct {
 	metrics  *Metrics
 	httpAddr string
 	httpLn   net.Listener
+	profiles bool
 	leaseTTL time.Duration
 	holder   string
 }
@@ -42,6 +44,7 @@ type serviceOpts struct {
 	metrics  *Metrics
 	httpAddr string
 	httpLn   net.Listener
+	profiles bool
 	leaseTTL time.Duration
 	holder   string
 	// footprint, when set, gets the service's bound and its pipeline's count (WithFootprint).
@@ -89,6 +92,12 @@ func WithHTTPListener(ln net.Listener) ServiceOpt {
 		o.httpLn = ln
 		return nil
 	}
+}
+
+// WithProfiles also serves the Go runtime's profiles at /debug/pprof/ on the HTTP server
+// (internal/profiling): off by default.
+func WithProfiles(on bool) ServiceOpt {
+	return func(o *serviceOpts) error { o.profiles = on; return nil }
 }
 
 // WithLeaseTTL sets the single-writer lease's TTL (default DefaultLeaseTTL).
@@ -143,7 +152,7 @@ func NewService(nc *nats.Conn, g *engine.Graph, cfg Config, opts ...ServiceOpt) 
 	w.UseMetrics(o.metrics)
 	w.cfg.footprint = o.footprint
 	return &Service{w: w, g: g, log: o.log.With(zap.String("graph", w.cfg.Graph)), metrics: o.metrics,
-		httpAddr: o.httpAddr, httpLn: o.httpLn, leaseTTL: o.leaseTTL, holder: o.holder}, nil
+		httpAddr: o.httpAddr, httpLn: o.httpLn, profiles: o.profiles, leaseTTL: o.leaseTTL, holder: o.holder}, nil
 }
 
 // Config is the effective configuration (defaults filled in).
@@ -250,7 +259,11 @@ func (s *Service) serveHTTP() (stop func(), err error) {
 			return nil, fmt.Errorf("ingest: metrics server: %w", err)
 		}
 	}
-	srv := &http.Server{Handler: s.metrics.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	h := s.metrics.Handler()
+	if s.profiles {
+		h = profiling.Handler(h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -519,6 +520,28 @@ func TestDeadLetterLoggedAtWarn(t *testing.T) {
 		}
 		if e.Level != want {
 			t.Errorf("%v logged at %v, want %v", e.ContextMap()["outcome"], e.Level, want)
+		}
+	}
+}
+
+// The runtime's profiles are served on the service's HTTP address only when WithProfiles
+// asks for them.
+func TestServiceProfilesOnlyWhenAsked(t *testing.T) {
+	sg := newSvcGraph(t)
+	for _, on := range []bool{false, true} {
+		r := sg.run(fmt.Sprintf("profiles-%v", on), WithProfiles(on))
+		r.waitReady()
+		resp, err := http.Get("http://" + r.addr + "/debug/pprof/heap?debug=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if served := resp.StatusCode == http.StatusOK && strings.Contains(string(body), "heap profile:"); served != on {
+			t.Fatalf("WithProfiles(%v): /debug/pprof/heap answered %d %.100q", on, resp.StatusCode, body)
+		}
+		if err := r.end(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -425,7 +425,7 @@ func serve(ctx context.Context, settings *boundSettings) error {
 		return err
 	}
 	defer stop()
-	svc, err := ingest.NewService(nc, g, c.Ingest(), ingest.WithLogger(log), ingest.WithHTTP(c.HTTP), ingest.WithLeaseTTL(c.LeaseTTL),
+	svc, err := ingest.NewService(nc, g, c.Ingest(), ingest.WithLogger(log), ingest.WithHTTP(c.HTTP), ingest.WithProfiles(c.Profiles), ingest.WithLeaseTTL(c.LeaseTTL),
 		ingest.WithFootprint(fp))
 	if err != nil {
 		return err

@@ -52,7 +52,7 @@ func serveFleet(ctx context.Context, c *config.Config, fp *ingest.Footprint, log
 		return svc.Run(ctx)
 	}
 	f, err := fleet.New(nc, fleet.Config{ID: c.Fleet, Graphs: graphs, TTL: c.LeaseTTL, Replication: c.Ingest().Replication}, serveOne,
-		fleet.WithLogger(log), fleet.WithHTTP(c.HTTP),
+		fleet.WithLogger(log), fleet.WithHTTP(c.HTTP), fleet.WithProfiles(c.Profiles),
 		// What would fail any process the same way (a root without a graph and no schema, a
 		// placement the cluster refuses) ends this one with its exit code, rather than being
 		// tried again here and then, after each restart, wherever the graph goes.

@@ -35,6 +35,7 @@ func main() {
 	warmup := flag.Int("warmup", 2, "minutes left out of the slopes (caches and pools filling)")
 	rate := flag.Int("rate", 20, "batches published per second")
 	rows := flag.Int("rows", 100, "people per batch (and as many edges)")
+	profiles := flag.String("profiles", "", "write the worker's heap profile (after a collection) here at the end of warm-up and at the end, to compare with go tool pprof -diff_base")
 	keys := flag.Int("keys", 50, "distinct batches, upserted in turn (mode merge): the graph stays this size, so what grows is the worker, not the data; 0 appends new rows forever")
 	flag.Parse()
 	if *minutes <= *warmup {
@@ -43,13 +44,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *minutes, *warmup, *rate, *rows, *keys); err != nil {
+	if err := run(ctx, *minutes, *warmup, *rate, *rows, *keys, *profiles); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, minutes, warmup, rate, rows, keys int) error {
+func run(ctx context.Context, minutes, warmup, rate, rows, keys int, profiles string) error {
 	dir, err := os.MkdirTemp("", "omnigraph-soak-")
 	if err != nil {
 		return err
@@ -79,7 +80,7 @@ func run(ctx context.Context, minutes, warmup, rate, rows, keys int) error {
 	}
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", httpPort)
 	w := exec.Command(worker, "run", "--root", filepath.Join(dir, "graph"), "--graph", "soak", "--schema", schema,
-		"--nats-url", url, "--http", httpAddr)
+		"--nats-url", url, "--http", httpAddr, "--pprof")
 	logf, err := os.Create(filepath.Join(dir, "worker.log"))
 	if err != nil {
 		return err
@@ -150,6 +151,11 @@ func run(ctx context.Context, minutes, warmup, rate, rows, keys int) error {
 			futures = pending
 			s.published, s.failed = published, failed
 			samples = append(samples, s)
+			if profiles != "" && (len(samples) == warmup || len(samples) == minutes) {
+				if err := heapProfile(httpAddr, filepath.Join(profiles, fmt.Sprintf("heap-minute-%d.pb.gz", len(samples)))); err != nil {
+					return err
+				}
+			}
 			fmt.Printf("soak: minute=%d rss_mib=%.1f heap_inuse_mib=%.1f heap_live_mib=%.1f memory_limit_mib=%.0f fds=%d goroutines=%d published=%d publish_failed=%d applied=%d\n",
 				len(samples), s.rssMiB, s.heapMiB, s.liveMiB, s.limitMiB, s.fds, s.goroutines, s.published, s.failed, s.applied)
 		}
@@ -236,6 +242,31 @@ func slope(ss []sample, f func(sample) float64) float64 {
 		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
 	}
 	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+}
+
+// heapProfile saves the worker's heap profile, taken after a collection (gc=1), to path.
+func heapProfile(httpAddr, path string) error {
+	resp, err := http.Get("http://" + httpAddr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	fmt.Printf("soak: heap profile %s\n", path)
+	return f.Close()
 }
 
 func waitReady(ctx context.Context, addr string) error {
