@@ -2,11 +2,15 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/engine/rows"
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
@@ -18,11 +22,14 @@ import (
 // (framing.ParseRetained: records point into the body it keeps), alone and followed by engine/rows building
 // the per-table Arrow records (an append load's build, one table at a time):
 //
-//	bench: framing batch=1k+1k bytes=… mb_per_s=… with_arrow_mb_per_s=…
+//	bench: framing batch=1k+1k bytes=… gc_percent=400 mb_per_s=… with_arrow_mb_per_s=…
 //
 // Per core: GOMAXPROCS is 1 while it runs (a batch of this size is framed in one part), and
 // the time is the process's CPU time (user + system, the GC's included), so other work on a
-// shared machine does not count against it. Each figure is the median of rounds rounds.
+// shared machine does not count against it. The collector runs at `worker run`'s default
+// gc_percent (the setting's default, printed): at Go's own 100, in a process whose live heap
+// is little more than the batch, it would collect every frame or two, a cost no worker pays.
+// Each figure is the median of rounds rounds.
 // Node is not needed: `-only framing` runs just this.
 func framingBench(rounds int) error {
 	var ru syscall.Rusage
@@ -35,6 +42,14 @@ func framingBench(rounds int) error {
 	}
 	cat := contract.Catalog
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	gcPercent := config.Defaults().GCPercent
+	if v := os.Getenv("GOGC"); v != "" {
+		// As in `worker run`, the variable wins, so a run can price another setting.
+		if n, err := strconv.Atoi(v); err == nil {
+			gcPercent = n
+		}
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
 	for _, b := range []struct {
 		label string
 		n     int
@@ -69,7 +84,7 @@ func framingBench(rounds int) error {
 		if err != nil {
 			return fmt.Errorf("framing + arrow %s: %w", b.label, err)
 		}
-		fmt.Printf("bench: framing batch=%s bytes=%d mb_per_s=%.1f with_arrow_mb_per_s=%.1f\n", b.label, len(body), alone, withArrow)
+		fmt.Printf("bench: framing batch=%s bytes=%d gc_percent=%d mb_per_s=%.1f with_arrow_mb_per_s=%.1f\n", b.label, len(body), gcPercent, alone, withArrow)
 	}
 	return nil
 }
