@@ -80,7 +80,7 @@ func run(ctx context.Context, minutes, warmup, rate, rows, keys int, profiles st
 	}
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", httpPort)
 	w := exec.Command(worker, "run", "--root", filepath.Join(dir, "graph"), "--graph", "soak", "--schema", schema,
-		"--nats-url", url, "--http", httpAddr, "--pprof")
+		"--nats-url", url, "--http", httpAddr, "--pprof", "on")
 	logf, err := os.Create(filepath.Join(dir, "worker.log"))
 	if err != nil {
 		return err
