@@ -73,22 +73,7 @@ func TestConcatRoundTrip(t *testing.T) {
 					if r.Version() != v || r.NumRows() != 300 || r.NumColumns() != len(ColumnFields(s, v)) {
 						t.Fatalf("version %s rows %d columns %d", r.Version(), r.NumRows(), r.NumColumns())
 					}
-					got := readRange(t, r, s.Fields, 0, 300, mem)
-					defer got.Release()
-					for i := range s.Fields {
-						expectArrays(t, s.Fields[i].Name, rec.Column(i), got.Column(i))
-					}
-					rng := rand.New(rand.NewSource(2))
-					for k := 0; k < 40; k++ {
-						i := rng.Intn(len(s.Fields))
-						off := rng.Int63n(301)
-						n := rng.Int63n(301 - off)
-						part := readRange(t, r, s.Fields[i:i+1], off, n, mem)
-						want := array.NewSlice(rec.Column(i), off, off+n)
-						expectArrays(t, fmt.Sprintf("%s[%d:%d]", s.Fields[i].Name, off, off+n), want, part.Column(0))
-						want.Release()
-						part.Release()
-					}
+					checkReadsBack(t, r, s, rec, mem)
 				})
 			}
 		}

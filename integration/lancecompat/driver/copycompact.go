@@ -7,7 +7,6 @@ import (
 	"github.com/omnigraph/omnigraph-worker/integration/lancecompat/canon"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
-	"github.com/omnigraph/omnigraph-worker/lance/schema"
 )
 
 // Compaction by page copy: tables of small fragments appended without deletions, compacted
@@ -88,19 +87,8 @@ func writeCopiedPlain(ctx context.Context, m *goModel, dir string) error {
 
 func writeCopiedTypes(ctx context.Context, m *goModel, dir string) error {
 	const t = "gtypescopied"
-	as := allTypesSchema()
-	m.sch[t] = as
-	ls, err := schema.FromArrow(as)
-	if err != nil {
-		return err
-	}
-	st, err := openTable(ctx, dir, t)
-	if err != nil {
-		return err
-	}
-	small := lance.StageOptions{FileOptions: file.Options{MaxPageRows: 6}}
-	rows := rowsRange(allTypesRow, 0, 20)
-	d, err := lance.Create(ctx, st, ls, rec(as, rows), m.createOptions(lance.CreateOptions{Stage: small}))
+	as, small := allTypesSchema(), smallPages
+	d, rows, err := createAllTypes(ctx, m, dir, t)
 	if err != nil {
 		return err
 	}

@@ -168,22 +168,32 @@ func rec(sch *arrow.Schema, rows []canon.Row) []arrow.Record {
 	return []arrow.Record{r}
 }
 
-func writeAllTypes(ctx context.Context, m *goModel, dir string) error {
-	const t = "gtypes"
+// smallPages cuts the all-types tables' pages at 6 rows, so that 20 rows span several.
+var smallPages = lance.StageOptions{FileOptions: file.Options{MaxPageRows: 6}}
+
+// createAllTypes creates table t of the all-types schema with its first 20 rows, in pages of
+// 6 rows.
+func createAllTypes(ctx context.Context, m *goModel, dir, t string) (*lance.Dataset, []canon.Row, error) {
 	as := allTypesSchema()
 	m.sch[t] = as
 	ls, err := schema.FromArrow(as)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	st, err := openTable(ctx, dir, t)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	small := lance.StageOptions{FileOptions: file.Options{MaxPageRows: 6}}
-	cols := []string{"id", "ls", "vec", "ls_i64", "ts"}
 	rows := rowsRange(allTypesRow, 0, 20)
-	d, err := lance.Create(ctx, st, ls, rec(as, rows), m.createOptions(lance.CreateOptions{Stage: small}))
+	d, err := lance.Create(ctx, st, ls, rec(as, rows), m.createOptions(lance.CreateOptions{Stage: smallPages}))
+	return d, rows, err
+}
+
+func writeAllTypes(ctx context.Context, m *goModel, dir string) error {
+	const t = "gtypes"
+	as, small := allTypesSchema(), smallPages
+	cols := []string{"id", "ls", "vec", "ls_i64", "ts"}
+	d, rows, err := createAllTypes(ctx, m, dir, t)
 	if err != nil {
 		return err
 	}
