@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/engine"
@@ -28,7 +30,11 @@ func startBenchWorker(ctx context.Context, nc *nats.Conn, g *engine.Graph, graph
 	if pipelineDepth > 0 {
 		c.PipelineDepth = pipelineDepth
 	}
-	w, err := ingest.New(nc, g, c.Ingest(), nil)
+	log, err := benchWorkerLog(graph)
+	if err != nil {
+		return nil, err
+	}
+	w, err := ingest.New(nc, g, c.Ingest(), log)
 	if err != nil {
 		return nil, err
 	}
@@ -57,4 +63,21 @@ func startBenchWorker(ctx context.Context, nc *nats.Conn, g *engine.Graph, graph
 		_ = sub.Unsubscribe()
 	}
 	return b, nil
+}
+
+// workerLog is the file the e2e workers log to at info (-worker-log); "" logs nothing.
+var workerLog string
+
+// benchWorkerLog is graph's worker's logger: nil (none) unless -worker-log names a file.
+func benchWorkerLog(graph string) (*zap.Logger, error) {
+	if workerLog == "" {
+		return nil, nil
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.OutputPaths, cfg.Sampling = []string{workerLog}, nil
+	l, err := cfg.Build()
+	if err != nil {
+		return nil, fmt.Errorf("-worker-log: %w", err)
+	}
+	return l.With(zap.String("bench_graph", graph)), nil
 }
