@@ -128,10 +128,10 @@ func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
 }
 
 // compactionRun is what an automatic compaction of a table rewrites: a full tier run, else the
-// oldest fragment with more than a tenth of its rows deleted, alone. Upserts leave deletion
-// vectors in fragments of every age, and a tier run only ever holds the newest ones, so
-// without the second rule the rows an upsert replaced in an old fragment would be read and
-// masked by every scan for good.
+// oldest fragment with more than a tenth of its rows, and at least deletionRewriteMinRows rows,
+// deleted, alone. Upserts leave deletion vectors in fragments of every age, and a tier run
+// only ever holds the newest ones, so without the second rule the rows an upsert replaced in
+// an old fragment would be read and masked by every scan for good.
 func compactionRun(frags []lance.Fragment, fanout int, maxBytes uint64) []uint64 {
 	if run := tierRun(frags, fanout, maxBytes); run != nil {
 		return run
@@ -139,12 +139,20 @@ func compactionRun(frags []lance.Fragment, fanout int, maxBytes uint64) []uint64
 	for i := range frags {
 		// NumDeletedRows 0 with a deletion file means "not recorded" (only other writers):
 		// judging it would need the file, and this check must stay free of I/O.
-		if d := frags[i].Deletion; d != nil && d.NumDeletedRows*10 > frags[i].PhysicalRows {
+		if d := frags[i].Deletion; d != nil && d.NumDeletedRows*10 > frags[i].PhysicalRows && d.NumDeletedRows >= deletionRewriteMinRows {
 			return []uint64{frags[i].ID}
 		}
 	}
 	return nil
 }
+
+// deletionRewriteMinRows is the fewest deleted rows for which a fragment is rewritten for its
+// deletions alone. Each rewrite is a graph commit of its own, while a masked row costs a scan
+// next to nothing: with a tenth alone, a stream upserting small batches made every fragment
+// it merged due again after two or three messages, and `make soak` (100-row upserts) ran more
+// compactions than messages. So a fragment masks fewer than this many rows, or a tenth of its
+// own, at most; one whose every row is deleted is dropped by the delete itself.
+const deletionRewriteMinRows = 1024
 
 func fanoutOrDefault(f int) int {
 	if f < 2 {

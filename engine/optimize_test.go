@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -486,26 +487,62 @@ func TestOptimizeCutsWideRowsBySize(t *testing.T) {
 	}
 }
 
-// Upserts leave deletions in old fragments that no tier run reaches: once a fragment has more
-// than a tenth of its rows deleted, automatic compaction rewrites it alone.
+// The deletion rule alone, on fragments too large for any tier run: a fragment is rewritten
+// for its deletions past a tenth of its rows and deletionRewriteMinRows both, the oldest first.
+func TestCompactionRunDeletionRule(t *testing.T) {
+	frag := func(id, rows, deleted uint64) lance.Fragment {
+		f := lance.Fragment{ID: id, PhysicalRows: rows}
+		if deleted > 0 {
+			f.Deletion = &lance.DeletionFile{NumDeletedRows: deleted}
+		}
+		return f
+	}
+	const big = lanceTargetRows // past half the target: no tier run takes it
+	const minRows = deletionRewriteMinRows
+	for _, c := range []struct {
+		name  string
+		frags []lance.Fragment
+		want  []uint64
+	}{
+		{"none deleted", []lance.Fragment{frag(1, big, 0)}, nil},
+		{"exactly a tenth", []lance.Fragment{frag(1, big, big/10)}, nil},
+		{"past a tenth", []lance.Fragment{frag(1, big, big/10+1)}, []uint64{1}},
+		{"past a tenth, under the minimum", []lance.Fragment{frag(1, 5*minRows, minRows-1)}, nil},
+		{"past a tenth, at the minimum", []lance.Fragment{frag(1, 5*minRows, minRows)}, []uint64{1}},
+		{"the oldest due", []lance.Fragment{frag(1, big, 1), frag(2, big, big/2), frag(3, big, big/2)}, []uint64{2}},
+		{"not recorded", []lance.Fragment{frag(1, big, 0), {ID: 2, PhysicalRows: big, Deletion: &lance.DeletionFile{}}}, nil},
+	} {
+		if got := compactionRun(c.frags, 16, 0); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Upserts leave deletions in old fragments that no tier run reaches: once enough of a
+// fragment's rows are deleted (TestCompactionRunDeletionRule), automatic compaction rewrites
+// it alone, and the graph reads the same.
 func TestOptimizeRewritesDeletionHeavyFragments(t *testing.T) {
 	g := testGraph(t)
-	var batch []string
-	for i := 0; i < 20; i++ {
-		batch = append(batch, person(fmt.Sprintf("p%d", i), "P"))
+	people := func(from, to int, name string) []string {
+		var out []string
+		for i := from; i < to; i++ {
+			out = append(out, person(fmt.Sprintf("p%d", i), name))
+		}
+		return out
 	}
-	loadInto(t, g, "", "", "append", batch...)
-	loadInto(t, g, "", "", "merge", person("p1", "P one"), person("p2", "P two")) // 2 of 20 deleted: not yet
+	const rows = 8 * deletionRewriteMinRows
+	loadInto(t, g, "", "", "append", people(0, rows, "P")...)
+	loadInto(t, g, "", "", "merge", people(0, deletionRewriteMinRows-1, "P again")...)
 	if g.CompactionDue(16) {
-		t.Fatal("due at 10% deleted")
+		t.Fatal("due under the minimum")
 	}
-	loadInto(t, g, "", "", "merge", person("p3", "P three")) // 3 of 20
+	loadInto(t, g, "", "", "merge", person(fmt.Sprintf("p%d", deletionRewriteMinRows-1), "P again"))
 	if !g.CompactionDue(16) {
-		t.Fatal("not due at 15% deleted")
+		t.Fatal("not due at the minimum")
 	}
 	before := sortedExport(t, g, "")
 	res := optimize(t, g, OptimizeOptions{Fanout: 16})
-	if res.Commit == nil || len(res.Tables) != 1 || res.Tables[0].TableKey != "node:Person" || res.Tables[0].FragmentsRemoved != 1 || res.Tables[0].RowsRewritten != 17 {
+	if res.Commit == nil || len(res.Tables) != 1 || res.Tables[0].TableKey != "node:Person" || res.Tables[0].FragmentsRemoved != 1 || res.Tables[0].RowsRewritten != rows-deletionRewriteMinRows {
 		t.Fatalf("result %+v", res)
 	}
 	if after := sortedExport(t, g, ""); after != before {
