@@ -156,8 +156,8 @@ func run(ctx context.Context, minutes, warmup, rate, rows, keys int, profiles st
 					return err
 				}
 			}
-			fmt.Printf("soak: minute=%d rss_mib=%.1f heap_inuse_mib=%.1f heap_live_mib=%.1f memory_limit_mib=%.0f fds=%d goroutines=%d published=%d publish_failed=%d applied=%d\n",
-				len(samples), s.rssMiB, s.heapMiB, s.liveMiB, s.limitMiB, s.fds, s.goroutines, s.published, s.failed, s.applied)
+			fmt.Printf("soak: minute=%d rss_mib=%.1f heap_inuse_mib=%.1f heap_live_mib=%.1f memory_limit_mib=%.0f fds=%d goroutines=%d published=%d publish_failed=%d applied=%d compactions=%d\n",
+				len(samples), s.rssMiB, s.heapMiB, s.liveMiB, s.limitMiB, s.fds, s.goroutines, s.published, s.failed, s.applied, s.compactions)
 		}
 	}
 	after := samples[warmup:]
@@ -179,6 +179,7 @@ type sample struct {
 	liveMiB, limitMiB          float64 // the live heap at the last collection; the soft limit
 	fds, goroutines            int
 	published, failed, applied int
+	compactions                int // automatic compactions published (each a graph commit)
 }
 
 // measure reads the worker's resident memory and descriptors from /proc and its goroutines
@@ -225,6 +226,8 @@ func measure(pid int, httpAddr string) (sample, error) {
 			s.limitMiB = v / (1 << 20)
 		case strings.HasPrefix(f[0], "omnigraph_messages_total{") && strings.Contains(f[0], `outcome="committed"`):
 			s.applied = int(v)
+		case strings.HasPrefix(f[0], "omnigraph_compactions_total{") && strings.Contains(f[0], `result="ok"`):
+			s.compactions = int(v)
 		}
 	}
 	return s, sc.Err()
