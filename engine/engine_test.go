@@ -414,7 +414,7 @@ func TestOverwriteRefusesMovedHead(t *testing.T) {
 	}
 	t.Cleanup(failpoint.Reset)
 	_ = failpoint.Enable("load.after_prepare", "sleep(0)")
-	p, err := g.prepare(ctx, &LoadRequest{Mode: ModeOverwrite, Records: records(t, people[2])})
+	p, err := g.prepare(ctx, &LoadRequest{Mode: ModeOverwrite, Records: records(t, people[2])}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

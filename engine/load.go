@@ -193,9 +193,20 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 			return nil, err
 		}
 	}
+	// A preparation is speculative: on what this writer holds, without asking storage for
+	// newer versions of __manifest or of the tables. The revalidation asks for both, in the one
+	// round trip it shares with the recovery barrier; a change it finds sends the load back to
+	// prepare again, on the state it read. A refusal is judged once more on what storage holds
+	// before it stands. An overwrite, which may not prepare again past a moved head, is never
+	// speculative.
+	speculative := req.Mode != ModeOverwrite
 	for attempt := 0; ; attempt++ {
-		p, err := g.prepare(ctx, &req)
+		p, err := g.prepare(ctx, &req, speculative)
 		req.Built = nil // rows built ahead serve the first attempt only
+		if err != nil && speculative && ctx.Err() == nil {
+			speculative, attempt = false, attempt-1
+			continue
+		}
 		if err != nil || p.result != nil && p.result.AlreadyApplied {
 			return resultOrNil(p), err
 		}
@@ -222,12 +233,18 @@ func resultOrNil(p *prepared) *LoadResult {
 }
 
 // prepare captures the authority token and a snapshot, builds and validates the batch, and
-// stages one Lance transaction per touched table. Nothing becomes visible.
-func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error) {
+// stages one Lance transaction per touched table. Nothing becomes visible. cached prepares on
+// the state this writer holds, when it holds one, and leaves the drift checks to the
+// revalidation: no storage round trip of its own on a warm graph.
+func (g *Graph) prepare(ctx context.Context, req *LoadRequest, cached bool) (*prepared, error) {
 	pub := g.publisher(req.Branch)
-	st, err := pub.Snapshot(ctx)
-	if err != nil {
-		return nil, err
+	var err error
+	st := pub.Cached()
+	if !cached || st == nil {
+		if st, err = pub.Snapshot(ctx); err != nil {
+			return nil, err
+		}
+		cached = false
 	}
 	p := &prepared{state: st}
 	if req.Receipt != nil {
@@ -271,7 +288,7 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 	}
 	// The tables are opened and probed for drift side by side: independent reads, one round
 	// trip to storage for all of them rather than one (or more) per table.
-	if err := g.openPlanned(ctx, p.tables); err != nil {
+	if err := g.openPlanned(ctx, p.tables, !cached); err != nil {
 		return nil, err
 	}
 	// The checks against the snapshot run while the tables' files are encoded: encoding only
@@ -296,9 +313,10 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest) (*prepared, error
 	return p, nil
 }
 
-// openPlanned opens every planned table at its pin (reusing the cached states) and checks that
-// none drifted, the tables side by side; the cache takes the opened states once all are done.
-func (g *Graph) openPlanned(ctx context.Context, tables []*plannedTable) error {
+// openPlanned opens every planned table at its pin (reusing the cached states) and, with drift,
+// checks that none drifted, the tables side by side; the cache takes the opened states once
+// all are done.
+func (g *Graph) openPlanned(ctx context.Context, tables []*plannedTable, drift bool) error {
 	opened := make([]bool, len(tables))
 	at := make([]int, len(tables))
 	for i := range at {
@@ -307,7 +325,7 @@ func (g *Graph) openPlanned(ctx context.Context, tables []*plannedTable) error {
 	err := parallel.Each(at, TableConcurrency, func(i int) error {
 		t := tables[i]
 		var err error
-		if t.ts, opened[i], err = g.tableState(ctx, t.entry, t.batch.Edge != nil); err != nil {
+		if t.ts, opened[i], err = g.tableState(ctx, t.entry, t.batch.Edge != nil); err != nil || !drift {
 			return err
 		}
 		return checkNoDrift(ctx, t.ts.ds, t.entry)

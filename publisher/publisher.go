@@ -148,6 +148,17 @@ func (p *Publisher) Snapshot(ctx context.Context) (*State, error) {
 	return st, nil
 }
 
+// Cached is the state the last Snapshot or publish left, without asking storage whether a
+// newer version exists (nil before the first). A writer that revalidates before it publishes
+// may prepare on it: whatever another process published meanwhile, the revalidation's own
+// Snapshot sees.
+func (p *Publisher) Cached() *State {
+	if p.ds == nil {
+		return nil
+	}
+	return p.state
+}
+
 // SnapshotAt reads the state of an older __manifest version of the branch (not cached).
 func (p *Publisher) SnapshotAt(ctx context.Context, version uint64) (*State, error) {
 	ds, err := lance.Open(ctx, p.store, lance.WithBranch(p.branch), lance.AtVersion(version))
