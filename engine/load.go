@@ -286,8 +286,8 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest, cached bool) (*pr
 		p.tables = append(p.tables, &plannedTable{key: k, entry: entry, batch: batches[k], uuid: lance.NewUUID(),
 			firstTouch: req.Branch != "" && (entry.Branch == nil || *entry.Branch != req.Branch)})
 	}
-	// The tables are opened and probed for drift side by side: independent reads, one round
-	// trip to storage for all of them rather than one (or more) per table.
+	// The tables are opened (and, on a fresh snapshot, probed for drift) side by side:
+	// independent reads, one round trip to storage for all of them rather than one per table.
 	if err := g.openPlanned(ctx, p.tables, !cached); err != nil {
 		return nil, err
 	}

@@ -150,8 +150,8 @@ func compactionRun(frags []lance.Fragment, fanout int, maxBytes uint64) []uint64
 // deletions alone. Each rewrite is a graph commit of its own, while a masked row costs a scan
 // next to nothing: with a tenth alone, a stream upserting small batches made every fragment
 // it merged due again after two or three messages, and `make soak` (100-row upserts) ran more
-// compactions than messages. So a fragment masks fewer than this many rows, or a tenth of its
-// own, at most; one whose every row is deleted is dropped by the delete itself.
+// compactions than messages. So a fragment masks at most the larger of this many rows and a
+// tenth of its own; one whose every row is deleted is dropped by the delete itself.
 const deletionRewriteMinRows = 1024
 
 func fanoutOrDefault(f int) int {
