@@ -47,6 +47,8 @@ func framingBench(rounds int) error {
 		// As in `worker run`, the variable wins, so a run can price another setting.
 		if n, err := strconv.Atoi(v); err == nil {
 			gcPercent = n
+		} else if v == "off" {
+			gcPercent = -1
 		}
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
