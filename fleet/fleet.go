@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/internal/httpserve"
 )
 
 // Bucket is the JetStream key-value bucket of every fleet's heartbeats: key <fleet>.<member>,
@@ -93,7 +94,7 @@ type Fleet struct {
 	serve   Serve
 	log     *zap.Logger
 	fatal   func(error) bool
-	http    httpOpts
+	http    httpserve.Config
 	reg     *prometheus.Registry
 	metrics map[string]*ingest.Metrics
 

@@ -8,31 +8,23 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.uber.org/zap"
 
-	"github.com/omnigraph/omnigraph-worker/internal/profiling"
+	"github.com/omnigraph/omnigraph-worker/internal/httpserve"
 )
-
-type httpOpts struct {
-	addr     string
-	ln       net.Listener
-	profiles bool
-}
 
 // WithHTTP serves /metrics, /healthz and /readyz on addr while Run runs ("" serves nothing,
 // the default). Run fails at once when addr cannot be listened on.
 func WithHTTP(addr string) Opt {
-	return func(f *Fleet) error { f.http.addr = addr; return nil }
+	return func(f *Fleet) error { f.http.Addr = addr; return nil }
 }
 
 // WithProfiles also serves the Go runtime's profiles at /debug/pprof/ on the HTTP server
 // (internal/profiling): off by default.
 func WithProfiles(on bool) Opt {
-	return func(f *Fleet) error { f.http.profiles = on; return nil }
+	return func(f *Fleet) error { f.http.Profiles = on; return nil }
 }
 
 // WithHTTPListener serves the HTTP endpoints on ln instead of an address; Run closes it when
@@ -42,7 +34,7 @@ func WithHTTPListener(ln net.Listener) Opt {
 		if ln == nil {
 			return errors.New("fleet: WithHTTPListener(nil)")
 		}
-		f.http.ln = ln
+		f.http.Listener = ln
 		return nil
 	}
 }
@@ -146,30 +138,8 @@ func (f *Fleet) Handler() http.Handler {
 
 // serveHTTP starts the metrics and health server; stop closes it and waits for it to end.
 func (f *Fleet) serveHTTP() (stop func(), err error) {
-	ln := f.http.ln
-	if ln == nil {
-		if f.http.addr == "" {
-			return func() {}, nil
-		}
-		if ln, err = net.Listen("tcp", f.http.addr); err != nil {
-			return nil, fmt.Errorf("fleet: metrics server: %w", err)
-		}
+	if stop, err = httpserve.Start(f.http, f.Handler(), f.log); err != nil {
+		return nil, fmt.Errorf("fleet: metrics server: %w", err)
 	}
-	h := f.Handler()
-	if f.http.profiles {
-		h = profiling.Handler(h)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			f.log.Warn("metrics server", zap.Error(err))
-		}
-	}()
-	f.log.Info("metrics", zap.String("addr", ln.Addr().String()))
-	return func() {
-		_ = srv.Close()
-		<-done
-	}, nil
+	return stop, nil
 }

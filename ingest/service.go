@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/engine"
-	"github.com/omnigraph/omnigraph-worker/internal/profiling"
+	"github.com/omnigraph/omnigraph-worker/internal/httpserve"
 )
 
 // DefaultLeaseTTL is the single-writer lease's TTL when NewService is given none: a standby
@@ -32,9 +31,7 @@ type Service struct {
 	g        *engine.Graph
 	log      *zap.Logger
 	metrics  *Metrics
-	httpAddr string
-	httpLn   net.Listener
-	profiles bool
+	http     httpserve.Config
 	leaseTTL time.Duration
 	holder   string
 }
@@ -42,9 +39,7 @@ type Service struct {
 type serviceOpts struct {
 	log      *zap.Logger
 	metrics  *Metrics
-	httpAddr string
-	httpLn   net.Listener
-	profiles bool
+	http     httpserve.Config
 	leaseTTL time.Duration
 	holder   string
 	// footprint, when set, gets the service's bound and its pipeline's count (WithFootprint).
@@ -79,7 +74,7 @@ func WithMetrics(m *Metrics) ServiceOpt {
 // WithHTTP serves /metrics, /healthz and /readyz on addr while Run runs ("" serves nothing,
 // the default). Run fails at once when addr cannot be listened on.
 func WithHTTP(addr string) ServiceOpt {
-	return func(o *serviceOpts) error { o.httpAddr = addr; return nil }
+	return func(o *serviceOpts) error { o.http.Addr = addr; return nil }
 }
 
 // WithHTTPListener serves the HTTP endpoints on ln instead of an address; Run closes it when
@@ -89,7 +84,7 @@ func WithHTTPListener(ln net.Listener) ServiceOpt {
 		if ln == nil {
 			return errors.New("ingest: WithHTTPListener(nil)")
 		}
-		o.httpLn = ln
+		o.http.Listener = ln
 		return nil
 	}
 }
@@ -97,7 +92,7 @@ func WithHTTPListener(ln net.Listener) ServiceOpt {
 // WithProfiles also serves the Go runtime's profiles at /debug/pprof/ on the HTTP server
 // (internal/profiling): off by default.
 func WithProfiles(on bool) ServiceOpt {
-	return func(o *serviceOpts) error { o.profiles = on; return nil }
+	return func(o *serviceOpts) error { o.http.Profiles = on; return nil }
 }
 
 // WithLeaseTTL sets the single-writer lease's TTL (default DefaultLeaseTTL).
@@ -152,7 +147,7 @@ func NewService(nc *nats.Conn, g *engine.Graph, cfg Config, opts ...ServiceOpt) 
 	w.UseMetrics(o.metrics)
 	w.cfg.footprint = o.footprint
 	return &Service{w: w, g: g, log: o.log.With(zap.String("graph", w.cfg.Graph)), metrics: o.metrics,
-		httpAddr: o.httpAddr, httpLn: o.httpLn, profiles: o.profiles, leaseTTL: o.leaseTTL, holder: o.holder}, nil
+		http: o.http, leaseTTL: o.leaseTTL, holder: o.holder}, nil
 }
 
 // Config is the effective configuration (defaults filled in).
@@ -250,30 +245,8 @@ func (s *Service) release(l *Lease) {
 
 // serveHTTP starts the metrics and health server; stop closes it and waits for it to end.
 func (s *Service) serveHTTP() (stop func(), err error) {
-	ln := s.httpLn
-	if ln == nil {
-		if s.httpAddr == "" {
-			return func() {}, nil
-		}
-		if ln, err = net.Listen("tcp", s.httpAddr); err != nil {
-			return nil, fmt.Errorf("ingest: metrics server: %w", err)
-		}
+	if stop, err = httpserve.Start(s.http, s.metrics.Handler(), s.log); err != nil {
+		return nil, fmt.Errorf("ingest: metrics server: %w", err)
 	}
-	h := s.metrics.Handler()
-	if s.profiles {
-		h = profiling.Handler(h)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Warn("metrics server", zap.Error(err))
-		}
-	}()
-	s.log.Info("metrics", zap.String("addr", ln.Addr().String()))
-	return func() {
-		_ = srv.Close()
-		<-done
-	}, nil
+	return stop, nil
 }
