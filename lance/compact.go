@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // CompactionOptions mirror lance's compaction defaults.
@@ -179,6 +180,15 @@ func (d *Dataset) StageCompaction(ctx context.Context, co CompactionOptions, o S
 				return err
 			}
 			if err := d.dir.Put(ctx, key, data); err != nil {
+				return fmt.Errorf("lance: write data file: %w", err)
+			}
+			return nil
+		},
+		compose: func(key string, parts []storage.Part) error {
+			if err := inject("lance.write_data_file"); err != nil {
+				return err
+			}
+			if err := storage.Compose(ctx, d.dir, key, parts); err != nil {
 				return fmt.Errorf("lance: write data file: %w", err)
 			}
 			return nil

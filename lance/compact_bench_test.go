@@ -39,52 +39,60 @@ func people(k, n int) []arrow.Record {
 }
 
 // BenchmarkStageCompaction stages what the worker's background compaction stages: 16
-// fragments of 8,192 Person rows (a 2.2 table) rewritten as one, by page copy and by decoding.
+// fragments of 8,192 Person rows (a 2.2 table) rewritten as one, by page copy and by decoding,
+// in memory and on a local disk (without fsync, as the e2e bench's durability=none). On disk
+// the page copy composes the file from ranges of the inputs (storage.Compose).
 func BenchmarkStageCompaction(b *testing.B) {
 	ctx := context.Background()
 	const frags, rowsPer = 16, 8192
-	for _, mode := range []string{"copy", "decode"} {
-		b.Run(mode, func(b *testing.B) {
-			st, err := storage.Open(ctx, "mem://BenchmarkStageCompaction_"+mode)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = st.DeletePrefix(ctx, ""); st.Close() }() // b.Run may call this again
-			s, err := schema.FromArrow(personArrow)
-			if err != nil {
-				b.Fatal(err)
-			}
-			d, err := Create(ctx, st, s, people(0, rowsPer), CreateOptions{FileVersion: file.V2_2})
-			if err != nil {
-				b.Fatal(err)
-			}
-			for k := 1; k < frags; k++ {
-				sa, err := d.StageAppend(ctx, people(k, rowsPer), StageOptions{})
+	for _, where := range []string{"mem", "disk"} {
+		for _, mode := range []string{"copy", "decode"} {
+			b.Run(mode+"/"+where, func(b *testing.B) {
+				uri := "mem://BenchmarkStageCompaction_" + mode
+				if where == "disk" {
+					uri = b.TempDir()
+				}
+				st, err := storage.Open(ctx, uri, storage.WithLocalFsync(false))
 				if err != nil {
 					b.Fatal(err)
 				}
-				if d, err = d.Commit(ctx, sa); err != nil {
+				defer func() { _ = st.DeletePrefix(ctx, ""); st.Close() }() // b.Run may call this again
+				s, err := schema.FromArrow(personArrow)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-			co := CompactionOptions{Fragments: fragmentIDs(d), NoPageCopy: mode == "decode"}
-			var fileBytes uint64
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				staged, c, err := d.StageCompaction(ctx, co, StageOptions{InlineTransactionOnly: true})
-				if err != nil || staged == nil || c.FragmentsAdded() != 1 || (c.FragmentsCopied() == 1) != (mode == "copy") {
-					b.Fatalf("stage: %v (%d added, %d copied)", err, c.FragmentsAdded(), c.FragmentsCopied())
-				}
-				// The staged file is unreferenced: drop it so the store does not grow.
-				df := staged.Txn.Op.Groups[0].NewFragments[0].Files[0]
-				if err := st.Delete(ctx, "data/"+df.Path); err != nil {
+				d, err := Create(ctx, st, s, people(0, rowsPer), CreateOptions{FileVersion: file.V2_2})
+				if err != nil {
 					b.Fatal(err)
 				}
-				fileBytes = df.FileSizeBytes
-			}
-			b.ReportMetric(float64(frags*rowsPer)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-			b.ReportMetric(float64(fileBytes), "file_bytes")
-		})
+				for k := 1; k < frags; k++ {
+					sa, err := d.StageAppend(ctx, people(k, rowsPer), StageOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if d, err = d.Commit(ctx, sa); err != nil {
+						b.Fatal(err)
+					}
+				}
+				co := CompactionOptions{Fragments: fragmentIDs(d), NoPageCopy: mode == "decode"}
+				var fileBytes uint64
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					staged, c, err := d.StageCompaction(ctx, co, StageOptions{InlineTransactionOnly: true})
+					if err != nil || staged == nil || c.FragmentsAdded() != 1 || (c.FragmentsCopied() == 1) != (mode == "copy") {
+						b.Fatalf("stage: %v (%d added, %d copied)", err, c.FragmentsAdded(), c.FragmentsCopied())
+					}
+					// The staged file is unreferenced: drop it so the store does not grow.
+					df := staged.Txn.Op.Groups[0].NewFragments[0].Files[0]
+					if err := st.Delete(ctx, "data/"+df.Path); err != nil {
+						b.Fatal(err)
+					}
+					fileBytes = df.FileSizeBytes
+				}
+				b.ReportMetric(float64(frags*rowsPer)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+				b.ReportMetric(float64(fileBytes), "file_bytes")
+			})
+		}
 	}
 }

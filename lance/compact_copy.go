@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/omnigraph/omnigraph-worker/lance/file"
+	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // Compaction by page copy. Rewriting a bin's rows decodes every value and encodes it again,
@@ -59,15 +60,20 @@ func (d *Dataset) pageCopyable(bin []compactCandidate, sink *fragmentSink) bool 
 	return true
 }
 
-// copyOutput is the new fragment being built: its file and its rows' ids and versions.
+// copyOutput is the new fragment being built: its file and its rows' ids and versions. When
+// ranged, its inputs' pages are referenced (file.Concat.AppendRange) and the file is composed
+// from ranges of theirs by the storage (storage.Compose) instead of being built in memory.
 type copyOutput struct {
 	c                     *file.Concat
 	ids, created, updated []uint64
+	ranged                bool
+	inputs                []storage.Part // ranged: the input files, by AppendRange order (Offset, Length unset)
 }
 
-// newCopyOutput starts a new fragment with room for the inputs it will likely take, the first
-// of rest onwards, by their recorded sizes: the output then grows without copies.
-func newCopyOutput(d *Dataset, rest []compactCandidate, sink *fragmentSink) *copyOutput {
+// newCopyOutput starts a new fragment. Built in memory, it makes room for the inputs it will
+// likely take, the first of rest onwards, by their recorded sizes: the output then grows
+// without copies.
+func newCopyOutput(d *Dataset, rest []compactCandidate, sink *fragmentSink, ranged bool) *copyOutput {
 	var rows, size uint64
 	for _, c := range rest {
 		n, _ := c.frag.FileBytes()
@@ -77,21 +83,42 @@ func newCopyOutput(d *Dataset, rest []compactCandidate, sink *fragmentSink) *cop
 		rows, size = rows+c.frag.PhysicalRows, size+n
 	}
 	out := &copyOutput{c: file.NewConcat(d.Schema()), ids: make([]uint64, 0, rows),
-		created: make([]uint64, 0, rows), updated: make([]uint64, 0, rows)}
-	out.c.Grow(int(min(size, 1<<30)))
+		created: make([]uint64, 0, rows), updated: make([]uint64, 0, rows), ranged: ranged}
+	if !ranged {
+		out.c.Grow(int(min(size, 1<<30)))
+	}
 	return out
+}
+
+// copyInput is one fragment's data file, where it is stored.
+type copyInput struct {
+	st   storage.Store
+	key  string
+	size int64
 }
 
 // rewriteGroupCopy writes bin's fragments by concatenating their data files. A new fragment
 // is finished before an input that would take it past the sink's row target or byte limit, and
 // written at once. An input that cannot be copied (another version or schema than its
-// manifest entry says, a corrupt file) returns an error matching file.ErrNotCopyable.
+// manifest entry says, a corrupt file) returns an error matching file.ErrNotCopyable. Where the
+// storage composes files from ranges of others itself (storage.ComposesLocally: a local disk),
+// the inputs are never read whole and the pages never pass through memory.
 func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, sink *fragmentSink) (RewriteGroup, compactGroup, error) {
 	var g RewriteGroup
 	var cg compactGroup
 	if err := d.checkReadable(); err != nil {
 		return g, cg, err
 	}
+	inputs := make([]copyInput, len(bin))
+	stores := make([]storage.Store, len(bin))
+	for i, c := range bin {
+		st, key, err := d.dataFileKey(&c.frag.Files[0])
+		if err != nil {
+			return g, cg, err
+		}
+		inputs[i], stores[i] = copyInput{st: st, key: key, size: int64(c.frag.Files[0].FileSizeBytes)}, st
+	}
+	ranged := sink.compose != nil && storage.ComposesLocally(d.dir, stores...)
 	var out *copyOutput
 	var at, before uint64 // rows of the group in finished fragments; before the current input
 	finish := func() error {
@@ -99,12 +126,22 @@ func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, 
 			return nil
 		}
 		rows := out.c.NumRows()
-		b, err := out.c.Finish()
-		if err != nil {
-			return err
-		}
-		if err := sink.addFile(b, rows); err != nil {
-			return err
+		if out.ranged {
+			parts, err := out.c.FinishParts(ctx)
+			if err != nil {
+				return err
+			}
+			if err := sink.addParts(composition(parts, out.inputs), file.PartsSize(parts), rows); err != nil {
+				return err
+			}
+		} else {
+			b, err := out.c.Finish()
+			if err != nil {
+				return err
+			}
+			if err := sink.addFile(b, rows); err != nil {
+				return err
+			}
 		}
 		at += uint64(rows)
 		cg.seal(&sink.frags[len(sink.frags)-1], out.ids, out.created, out.updated, at)
@@ -117,24 +154,30 @@ func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, 
 		if err != nil {
 			return g, cg, err
 		}
-		st, key, err := d.dataFileKey(&f.Files[0])
-		if err != nil {
-			return g, cg, err
-		}
-		data, err := st.Get(ctx, key)
-		if err != nil {
-			return g, cg, fmt.Errorf("lance: read data file: %w", err)
+		in := inputs[i]
+		var data []byte
+		if ranged {
+			if in.size <= 0 { // not recorded
+				if in.size, err = in.st.Size(ctx, in.key); err != nil {
+					return g, cg, fmt.Errorf("lance: size of data file: %w", err)
+				}
+			}
+		} else {
+			if data, err = in.st.Get(ctx, in.key); err != nil {
+				return g, cg, fmt.Errorf("lance: read data file: %w", err)
+			}
+			in.size = int64(len(data))
 		}
 		if out != nil && (uint64(out.c.NumRows())+f.PhysicalRows > uint64(sink.maxRows) ||
-			sink.maxBytes > 0 && out.c.Size()+int64(len(data)) > sink.maxBytes) {
+			sink.maxBytes > 0 && out.c.Size()+in.size > sink.maxBytes) {
 			if err := finish(); err != nil {
 				return g, cg, err
 			}
 		}
 		if out == nil {
-			out = newCopyOutput(d, bin[i:], sink)
+			out = newCopyOutput(d, bin[i:], sink, ranged)
 		}
-		if err := d.appendCopy(ctx, out, f, data, st.Location(key), sink.fo.Version); err != nil {
+		if err := d.appendCopy(ctx, out, f, in, data, sink.fo.Version); err != nil {
 			return g, cg, err
 		}
 		out.ids = append(out.ids, ids...)
@@ -151,11 +194,21 @@ func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, 
 	return g, cg, nil
 }
 
-// appendCopy appends fragment f's data file (data, at location) to out, refusing a file whose
-// version or row count is not what the manifest says of it.
-func (d *Dataset) appendCopy(ctx context.Context, out *copyOutput, f *Fragment, data []byte, location string, v file.Version) error {
+// appendCopy appends fragment f's data file (in; its bytes data unless out is ranged) to out,
+// refusing a file whose version or row count is not what the manifest says of it.
+func (d *Dataset) appendCopy(ctx context.Context, out *copyOutput, f *Fragment, in copyInput, data []byte, v file.Version) error {
 	had := out.c.NumRows()
-	if err := out.c.Append(ctx, data, location); err != nil {
+	location := in.st.Location(in.key)
+	var err error
+	if out.ranged {
+		err = out.c.AppendRange(ctx, &storeSource{st: in.st, key: in.key, size: in.size}, location)
+		if err == nil {
+			out.inputs = append(out.inputs, storage.Part{Source: in.st, Key: in.key})
+		}
+	} else {
+		err = out.c.Append(ctx, data, location)
+	}
+	if err != nil {
 		return err
 	}
 	if got := uint64(out.c.NumRows() - had); got != f.PhysicalRows || out.c.Version() != v {
@@ -163,4 +216,18 @@ func (d *Dataset) appendCopy(ctx context.Context, out *copyOutput, f *Fragment, 
 			got, out.c.Version(), f.ID, f.PhysicalRows, v)}
 	}
 	return nil
+}
+
+// composition is the storage parts of a file a ranged Concat described.
+func composition(parts []file.Part, inputs []storage.Part) []storage.Part {
+	out := make([]storage.Part, len(parts))
+	for i, p := range parts {
+		if p.Length == 0 {
+			out[i] = storage.Part{Data: p.Data}
+			continue
+		}
+		in := inputs[p.Input]
+		out[i] = storage.Part{Source: in.Source, Key: in.Key, Offset: int64(p.Offset), Length: int64(p.Length)}
+	}
+	return out
 }

@@ -391,8 +391,11 @@ type fragmentSink struct {
 	maxRows  int64
 	maxBytes int64
 	put      func(key string, data []byte) error
-	w        *file.Writer
-	frags    []Fragment
+	// compose, when set, writes a data file from parts (storage.Compose), as put writes one
+	// from bytes: for compaction's page copy.
+	compose func(key string, parts []storage.Part) error
+	w       *file.Writer
+	frags   []Fragment
 }
 
 // write appends rec's rows, starting a new fragment whenever the current one is full.
@@ -452,15 +455,31 @@ func (k *fragmentSink) addFile(b []byte, rows int64) error {
 	} else {
 		k.out.add("data/"+name, b, "lance.write_data_file", "data file")
 	}
+	k.record(name, uint64(len(b)), rows)
+	return nil
+}
+
+// addParts writes the data file parts make (size bytes, of the given rows) with compose, and
+// records its fragment.
+func (k *fragmentSink) addParts(parts []storage.Part, size uint64, rows int64) error {
+	name := newDataFileName()
+	if err := k.compose("data/"+name, parts); err != nil {
+		return err
+	}
+	k.record(name, size, rows)
+	return nil
+}
+
+// record adds the fragment of the data file name just written.
+func (k *fragmentSink) record(name string, size uint64, rows int64) {
 	ids := file.ColumnFields(k.s, k.fo.Version) // 2.1+ files have columns for leaves only
 	cols := make([]int32, len(ids))
 	for i := range cols {
 		cols[i] = int32(i)
 	}
 	k.frags = append(k.frags, Fragment{PhysicalRows: uint64(rows), Files: []DataFile{{
-		Path: name, Fields: ids, ColumnIndices: cols, FileMajor: k.fo.Version.Major, FileMinor: k.fo.Version.Minor, FileSizeBytes: uint64(len(b)),
+		Path: name, Fields: ids, ColumnIndices: cols, FileMajor: k.fo.Version.Major, FileMinor: k.fo.Version.Minor, FileSizeBytes: size,
 	}}})
-	return nil
 }
 
 // Commit makes a staged transaction visible as exactly version ReadVersion+1, with no retry:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"net/url"
@@ -63,8 +64,8 @@ type localWrite struct {
 
 // localPut publishes a fully written, fsynced file with rename, which replaces the target
 // atomically on POSIX file systems.
-func localPut(ctx context.Context, lw localWrite, path string, data []byte) error {
-	staged, err := stage(lw, path, data)
+func localPut(ctx context.Context, lw localWrite, path string, fill fillFunc) error {
+	staged, err := stage(lw, path, fill)
 	if err != nil {
 		return err
 	}
@@ -75,7 +76,7 @@ func localPut(ctx context.Context, lw localWrite, path string, data []byte) erro
 	if err := os.Rename(staged, path); err != nil {
 		_ = os.Remove(staged)
 		if errors.Is(err, syscall.EXDEV) && filepath.Dir(staged) != filepath.Dir(path) {
-			return localPut(ctx, localWrite{sync: lw.sync}, path, data) // the target is on another file system
+			return localPut(ctx, localWrite{sync: lw.sync}, path, fill) // the target is on another file system
 		}
 		return err
 	}
@@ -87,8 +88,8 @@ func localPut(ctx context.Context, lw localWrite, path string, data []byte) erro
 // check is the kernel's (the file system's), so it is atomic across processes, unlike a stat
 // followed by a rename. The name only ever points at complete, fsynced bytes, so no reader
 // sees a partial manifest.
-func localPutIfAbsent(ctx context.Context, lw localWrite, path string, data []byte) error {
-	staged, err := stage(lw, path, data)
+func localPutIfAbsent(ctx context.Context, lw localWrite, path string, fill fillFunc) error {
+	staged, err := stage(lw, path, fill)
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func localPutIfAbsent(ctx context.Context, lw localWrite, path string, data []by
 			return fmt.Errorf("%w: %w", ErrAlreadyExists, err)
 		}
 		if errors.Is(err, syscall.EXDEV) && filepath.Dir(staged) != filepath.Dir(path) {
-			return localPutIfAbsent(ctx, localWrite{sync: lw.sync}, path, data)
+			return localPutIfAbsent(ctx, localWrite{sync: lw.sync}, path, fill)
 		}
 		return err
 	}
@@ -112,26 +113,37 @@ func localPutIfAbsent(ctx context.Context, lw localWrite, path string, data []by
 	return nil
 }
 
-// stage writes data, fsynced, where it can be renamed or linked to path: into a spare file
-// when one is ready, else into a new temporary file beside path. path's directory exists
-// afterwards.
-func stage(lw localWrite, path string, data []byte) (string, error) {
+// fillFunc writes an object's bytes into a new, empty file.
+type fillFunc func(f *os.File) error
+
+// fillWith writes data.
+func fillWith(data []byte) fillFunc {
+	return func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	}
+}
+
+// stage writes the object (fill), fsynced, where it can be renamed or linked to path: into a
+// spare file when one is ready, else into a new temporary file beside path. path's directory
+// exists afterwards.
+func stage(lw localWrite, path string, fill fillFunc) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
 		return "", err
 	}
-	if name := lw.sp.take(); name != "" && fillSpare(name, data, lw.sync) == nil {
+	if name := lw.sp.take(); name != "" && fillSpare(name, fill, lw.sync) == nil {
 		if err := failpoint.Inject(FailpointSpareFilled); err != nil {
 			_ = os.Remove(name)
 			return "", err
 		}
 		return name, nil
 	}
-	return writeTemp(path, data, lw.sync)
+	return writeTemp(path, fill, lw.sync)
 }
 
-// writeTemp writes data to "<path>#<random digits>" in path's directory, fsyncs (when sync)
-// and closes it. The caller publishes and removes it.
-func writeTemp(path string, data []byte, sync bool) (string, error) {
+// writeTemp writes the object (fill) to "<path>#<random digits>" in path's directory, fsyncs
+// (when sync) and closes it. The caller publishes and removes it.
+func writeTemp(path string, fill fillFunc, sync bool) (string, error) {
 	for range 100 {
 		tmp := path + "#" + strconv.FormatUint(rand.Uint64(), 10)
 		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
@@ -141,7 +153,7 @@ func writeTemp(path string, data []byte, sync bool) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := writeClose(f, data, sync); err != nil {
+		if err := writeClose(f, fill, sync); err != nil {
 			_ = os.Remove(tmp)
 			return "", err
 		}
@@ -150,9 +162,9 @@ func writeTemp(path string, data []byte, sync bool) (string, error) {
 	return "", fmt.Errorf("no free temporary name next to %s", path)
 }
 
-// writeClose writes data to f, fsyncs it when sync, and closes it.
-func writeClose(f *os.File, data []byte, sync bool) error {
-	_, err := f.Write(data)
+// writeClose fills f, fsyncs it when sync, and closes it.
+func writeClose(f *os.File, fill fillFunc, sync bool) error {
+	err := fill(f)
 	if err == nil && sync {
 		err = f.Sync()
 	}
@@ -325,4 +337,29 @@ func (s *store) listLocal(ctx context.Context, full, delim string, withTemp bool
 	slices.SortFunc(files, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
 	slices.Sort(dirs)
 	return files, dirs, nil
+}
+
+// localGetRange reads length bytes at offset of the file at path with one pread(2): a data
+// file's metadata and pages are read by many small ranges, for which fileblob's reader (a
+// stat, an open, a seek and its own buffering each) costs several times the read.
+func localGetRange(path string, offset, length int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w: %w", ErrNotFound, err)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, length)
+	n, err := f.ReadAt(buf, offset)
+	switch {
+	case errors.Is(err, syscall.EISDIR):
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err) // a directory is no object
+	case errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("%w: wanted %d bytes at offset %d, got %d", ErrOutOfRange, length, offset, n)
+	case err != nil:
+		return nil, err
+	}
+	return buf, nil
 }

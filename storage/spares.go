@@ -311,12 +311,12 @@ func (p *spares) close() {
 	p.drain()
 }
 
-// fillSpare writes data into the spare file name (fsynced when sync); on failure the spare is
-// removed.
-func fillSpare(name string, data []byte, sync bool) error {
+// fillSpare writes the object (fill) into the spare file name (fsynced when sync); on failure
+// the spare is removed.
+func fillSpare(name string, fill fillFunc, sync bool) error {
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
 	if err == nil {
-		err = writeClose(f, data, sync)
+		err = writeClose(f, fill, sync)
 	}
 	if err != nil {
 		_ = os.Remove(name)

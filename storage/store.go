@@ -287,13 +287,30 @@ func (s *store) GetRange(ctx context.Context, key string, offset, length int64) 
 		}
 		return []byte{}, nil
 	}
+	if s.local() && length <= 64<<20 {
+		b, err := localGetRange(s.path(full), offset, length)
+		return b, wrap(ctx, opGetRange, key, err)
+	}
 	r, err := s.b.NewRangeReader(ctx, full, offset, length, nil)
 	if err != nil {
 		return nil, wrap(ctx, opGetRange, key, err)
 	}
 	defer r.Close()
-	var buf bytes.Buffer
-	buf.Grow(int(min(length, 64<<20)))
+	if length <= 64<<20 {
+		// The common case, read into exactly its size: a bytes.Buffer would grow once more to
+		// find the end, doubling what every range read allocates.
+		buf := make([]byte, length)
+		n, err := io.ReadFull(r, buf)
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w: wanted %d bytes at offset %d, got %d", ErrOutOfRange, length, offset, n)
+		}
+		if err != nil {
+			return nil, wrap(ctx, opGetRange, key, err)
+		}
+		return buf, nil
+	}
+	var buf bytes.Buffer // a length no read is trusted to allocate up front
+	buf.Grow(64 << 20)
 	n, err := buf.ReadFrom(io.LimitReader(r, length))
 	if err == nil && n != length {
 		err = fmt.Errorf("%w: wanted %d bytes at offset %d, got %d", ErrOutOfRange, length, offset, n)
@@ -336,7 +353,7 @@ func (s *store) Put(ctx context.Context, key string, data []byte) error {
 	full, err := s.begin(ctx, "storage.put", key)
 	if err == nil {
 		if s.local() {
-			err = localPut(ctx, s.localWrite(), s.path(full), data)
+			err = localPut(ctx, s.localWrite(), s.path(full), fillWith(data))
 		} else {
 			err = writeAll(ctx, s.b, full, data, writeOpts)
 		}
@@ -364,7 +381,7 @@ func (s *store) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 	full, err := s.begin(ctx, "storage.put_if_absent", key)
 	if err == nil {
 		if s.local() {
-			err = localPutIfAbsent(ctx, s.localWrite(), s.path(full), data)
+			err = localPutIfAbsent(ctx, s.localWrite(), s.path(full), fillWith(data))
 		} else {
 			// s3blob, gcsblob and azureblob send this as a conditional PUT (If-None-Match: *,
 			// ifGenerationMatch=0, If-None-Match: * respectively), so the service decides;

@@ -62,6 +62,11 @@ type Concat struct {
 	rows    uint64
 	files   int
 	done    bool
+	// Inputs appended by AppendRange (concat_ranges.go): the output is then parts, not out.
+	ranged bool
+	parts  []Part
+	size   uint64 // the output's bytes so far, in parts
+	srcs   []Source
 }
 
 // NewConcat starts a concatenation of files whose schema is s (nil: the first input's). The
@@ -77,8 +82,14 @@ func NewConcat(s *schema.Schema) *Concat {
 // NumRows is the rows appended so far.
 func (c *Concat) NumRows() int64 { return int64(c.rows) }
 
-// Size is the bytes of the pages copied so far (the output's size, metadata aside).
-func (c *Concat) Size() int64 { return int64(len(c.out)) }
+// Size is the bytes of the pages copied or referenced so far (the output's size, metadata
+// aside).
+func (c *Concat) Size() int64 {
+	if c.ranged {
+		return int64(c.size)
+	}
+	return int64(len(c.out))
+}
 
 // Version is the inputs' version (zero before the first Append).
 func (c *Concat) Version() Version { return c.version }
@@ -108,24 +119,34 @@ func (c *Concat) Append(ctx context.Context, data []byte, name string) error {
 		}
 		return err
 	}
-	if err := c.check(r, data); err != nil {
+	if c.ranged {
+		return errors.New("lance file: Append after AppendRange")
+	}
+	if err := c.check(r, func(off, n uint64) ([]byte, error) { return data[off : off+n], nil }); err != nil {
 		return err
 	}
-	if c.files == 0 {
-		c.version = r.version
-		if c.want == nil {
-			c.want, c.wantMsg = r.schema, schema.EncodeSchemaMessage(r.schema)
-		}
-		c.cols = make([][]wpage21, len(r.cols))
-	}
+	c.start(r)
 	c.copyPages(r, data)
 	c.rows += uint64(r.numRows)
 	c.files++
 	return nil
 }
 
+// start takes the output's version, schema and columns from the first input, r.
+func (c *Concat) start(r *Reader) {
+	if c.files > 0 {
+		return
+	}
+	c.version = r.version
+	if c.want == nil {
+		c.want, c.wantMsg = r.schema, schema.EncodeSchemaMessage(r.schema)
+	}
+	c.cols = make([][]wpage21, len(r.cols))
+}
+
 // check refuses what a page copy cannot carry into the output, before anything is copied.
-func (c *Concat) check(r *Reader, data []byte) error {
+// read returns the input's bytes [off, off+n), which r has checked lie inside it.
+func (c *Concat) check(r *Reader, read func(off, n uint64) ([]byte, error)) error {
 	refuse := func(format string, args ...any) error {
 		return &CopyError{File: r.name, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -156,7 +177,10 @@ func (c *Concat) check(r *Reader, data []byte) error {
 		return refuse("%d columns, the schema has %d leaves", len(r.cols), n)
 	}
 	for i := range r.cols {
-		if err := checkCopyColumn(&r.cols[i], uint64(r.numRows), data); err != nil {
+		if err := checkCopyColumn(&r.cols[i], uint64(r.numRows), read); err != nil {
+			if re, ok := err.(readError); ok {
+				return re.err // storage's failure, not the input's: no reason to decode it instead
+			}
 			return &CopyError{File: r.name, Reason: fmt.Sprintf("column %d", i), Err: err}
 		}
 	}
@@ -167,7 +191,7 @@ func (c *Concat) check(r *Reader, data []byte) error {
 // special column encoding, unknown fields) or whose pages do not describe the file's rows.
 // Page layouts must parse and mini-block chunks must lie in their buffer: the copy keeps the
 // values unread, but not a page this package could not read back.
-func checkCopyColumn(ci *columnInfo, rows uint64, data []byte) error {
+func checkCopyColumn(ci *columnInfo, rows uint64, read func(off, n uint64) ([]byte, error)) error {
 	switch {
 	case ci.colBuffers > 0:
 		return errf("%d column buffers", ci.colBuffers)
@@ -191,7 +215,11 @@ func checkCopyColumn(ci *columnInfo, rows uint64, data []byte) error {
 		if len(p.offsets) < 2 {
 			return errf("page %d: mini-block page with %d buffers", j, len(p.offsets))
 		}
-		spans, err := chunkSpans(l, data[p.offsets[0]:p.offsets[0]+p.sizes[0]])
+		meta, err := read(p.offsets[0], p.sizes[0])
+		if err != nil {
+			return readError{err}
+		}
+		spans, err := chunkSpans(l, meta)
 		if err != nil {
 			return errf("page %d: %v", j, err)
 		}
@@ -201,6 +229,12 @@ func checkCopyColumn(ci *columnInfo, rows uint64, data []byte) error {
 	}
 	return nil
 }
+
+// readError is a failure to read an input's bytes, which check returns as it is.
+type readError struct{ err error }
+
+func (e readError) Error() string { return e.err.Error() }
+func (e readError) Unwrap() error { return e.err }
 
 // copyPages appends r's pages, column by column, their buffers padded to 64 bytes as the
 // writer pads them, and records them with offsets and priorities moved to the output's.
@@ -233,8 +267,8 @@ func (c *Concat) copyPages(r *Reader, data []byte) {
 // The file's metadata is parsed back before it is returned, so a bug here cannot hand out a
 // file the reader would refuse. The Concat cannot be used after.
 func (c *Concat) Finish() ([]byte, error) {
-	if c.files == 0 || c.done {
-		return nil, errors.New("lance file: Finish of no files, or twice")
+	if c.files == 0 || c.done || c.ranged {
+		return nil, errors.New("lance file: Finish of no files, of files appended by AppendRange, or twice")
 	}
 	c.done = true
 	gb0 := encodeFileDescriptor(c.want, c.rows)
@@ -246,13 +280,21 @@ func (c *Concat) Finish() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lance file: concatenated file does not parse: %w", err)
 	}
+	if err := c.verify(r); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// verify checks that the output, opened as r, holds the rows appended.
+func (c *Concat) verify(r *Reader) error {
 	if uint64(r.numRows) != c.rows || r.version != c.version {
-		return nil, fmt.Errorf("lance file: concatenated file reads as %d rows of version %s, wrote %d of %s", r.numRows, r.version, c.rows, c.version)
+		return fmt.Errorf("lance file: concatenated file reads as %d rows of version %s, wrote %d of %s", r.numRows, r.version, c.rows, c.version)
 	}
 	for i := range r.cols {
 		if r.cols[i].rows != c.rows {
-			return nil, fmt.Errorf("lance file: concatenated file's column %d has %d rows of %d", i, r.cols[i].rows, c.rows)
+			return fmt.Errorf("lance file: concatenated file's column %d has %d rows of %d", i, r.cols[i].rows, c.rows)
 		}
 	}
-	return out, nil
+	return nil
 }

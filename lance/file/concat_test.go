@@ -14,8 +14,9 @@ import (
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
 )
 
-// concatParts writes rows [cuts[i], cuts[i+1]) of rec as one file each and concatenates them.
-func concatParts(t *testing.T, s *schema.Schema, opts Options, rec arrow.Record, cuts []int64) (whole []byte, parts [][]byte) {
+// concatParts writes rows [cuts[i], cuts[i+1]) of rec as one file each and concatenates them,
+// by Append (whole) and by AppendRange (ranged, its parts put together).
+func concatParts(t *testing.T, s *schema.Schema, opts Options, rec arrow.Record, cuts []int64) (whole, ranged []byte, parts [][]byte) {
 	t.Helper()
 	c := NewConcat(s)
 	for i := 0; i+1 < len(cuts); i++ {
@@ -38,7 +39,36 @@ func concatParts(t *testing.T, s *schema.Schema, opts Options, rec arrow.Record,
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out, parts
+	return out, concatRanges(t, s, parts), parts
+}
+
+// concatRanges concatenates inputs by AppendRange and returns the file its parts make.
+func concatRanges(t *testing.T, s *schema.Schema, inputs [][]byte) []byte {
+	t.Helper()
+	c := NewConcat(s)
+	for i, b := range inputs {
+		if err := c.AppendRange(context.Background(), BytesSource(b), fmt.Sprintf("part%d.lance", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parts, err := c.FinishParts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return assemble(parts, inputs)
+}
+
+// assemble is the file parts describe, the ranges taken from inputs.
+func assemble(parts []Part, inputs [][]byte) []byte {
+	var out []byte
+	for _, p := range parts {
+		if p.Length == 0 {
+			out = append(out, p.Data...)
+		} else {
+			out = append(out, inputs[p.Input][p.Offset:p.Offset+p.Length]...)
+		}
+	}
+	return out
 }
 
 // The concatenation of files reads back, through this package's reader, as the rows of the
@@ -68,12 +98,14 @@ func TestConcatRoundTrip(t *testing.T) {
 					defer mem.AssertSize(t, 0)
 					rec := randomRecord(mem, as, 300, rate, 1)
 					defer rec.Release()
-					out, _ := concatParts(t, s, opts, rec, []int64{0, 1, 38, 38 + 100, 300})
-					r := mustOpen(t, out)
-					if r.Version() != v || r.NumRows() != 300 || r.NumColumns() != len(ColumnFields(s, v)) {
-						t.Fatalf("version %s rows %d columns %d", r.Version(), r.NumRows(), r.NumColumns())
+					whole, ranged, _ := concatParts(t, s, opts, rec, []int64{0, 1, 38, 38 + 100, 300})
+					for _, out := range [][]byte{whole, ranged} {
+						r := mustOpen(t, out)
+						if r.Version() != v || r.NumRows() != 300 || r.NumColumns() != len(ColumnFields(s, v)) {
+							t.Fatalf("version %s rows %d columns %d", r.Version(), r.NumRows(), r.NumColumns())
+						}
+						checkReadsBack(t, r, s, rec, mem)
 					}
-					checkReadsBack(t, r, s, rec, mem)
 				})
 			}
 		}
@@ -89,8 +121,19 @@ func TestConcatCopiesPages(t *testing.T) {
 	for _, v := range []Version{V2_1, V2_2} {
 		rec := randomRecord(memory.DefaultAllocator, as, 200, 0.3, 4)
 		cuts := []int64{0, 70, 71, 200}
-		out, parts := concatParts(t, s, Options{Version: v, MaxPageRows: 9}, rec, cuts)
+		whole, ranged, parts := concatParts(t, s, Options{Version: v, MaxPageRows: 9}, rec, cuts)
 		rec.Release()
+		for _, out := range [][]byte{whole, ranged} {
+			checkCopiedPages(t, v, out, parts, s, cuts)
+		}
+	}
+}
+
+// checkCopiedPages checks that out's pages are those of parts, in order, as
+// TestConcatCopiesPages says.
+func checkCopiedPages(t *testing.T, v Version, out []byte, parts [][]byte, s *schema.Schema, cuts []int64) {
+	t.Helper()
+	{
 		gotV, got := testColumns21(t, out)
 		if gotV != v {
 			t.Fatalf("footer says %s, want %s", gotV, v)
@@ -123,10 +166,53 @@ func TestConcatCopiesPages(t *testing.T) {
 			}
 		}
 		r := mustOpen(t, out)
-		if !bytes.Equal(schema.EncodeSchemaMessage(r.Schema()), schema.EncodeSchemaMessage(s)) || r.NumRows() != 200 {
+		if !bytes.Equal(schema.EncodeSchemaMessage(r.Schema()), schema.EncodeSchemaMessage(s)) || r.NumRows() != cuts[len(cuts)-1] {
 			t.Fatalf("%s: descriptor says %d rows and another schema", v, r.NumRows())
 		}
 	}
+}
+
+// With no gap allowed between the buffers of a range, every page buffer that does not end
+// exactly where the next begins starts a range of its own: the output, made of many ranges and
+// paddings, still holds the inputs' pages, aligned, and reads back.
+func TestConcatRangesSplitAtGaps(t *testing.T) {
+	defer func(g uint64) { rangeGap = g }(rangeGap)
+	rangeGap = 0
+	s, as := lanceSchema(t, arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}}, nil))
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec := randomRecord(mem, as, 300, 0.3, 9)
+	defer rec.Release()
+	cuts := []int64{0, 50, 300}
+	var inputs [][]byte
+	for i := 0; i+1 < len(cuts); i++ {
+		part := rec.NewSlice(cuts[i], cuts[i+1])
+		inputs = append(inputs, writeFile(t, s, Options{Version: V2_2, MaxPageRows: 7}, part))
+		part.Release()
+	}
+	c := NewConcat(s)
+	for i, b := range inputs {
+		if err := c.AppendRange(context.Background(), BytesSource(b), fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parts, err := c.FinishParts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges := 0
+	for _, p := range parts {
+		if p.Length > 0 {
+			ranges++
+		}
+	}
+	if ranges <= 2*len(inputs) {
+		t.Fatalf("%d ranges for %d inputs of many pages: the gaps did not split them", ranges, len(inputs))
+	}
+	out := assemble(parts, inputs)
+	checkCopiedPages(t, V2_2, out, inputs, s, cuts)
+	checkReadsBack(t, mustOpen(t, out), s, rec, mem)
 }
 
 func expectNotCopyable(t *testing.T, what string, err error) {
@@ -155,6 +241,29 @@ func TestConcatRefusals(t *testing.T) {
 	defer orec.Release()
 	fOther := writeFile(t, other, Options{Version: V2_1}, orec)
 
+	for _, in := range []struct {
+		what string
+		b    []byte
+	}{{"2.0 file", f20}, {"another schema", fOther}, {"not a Lance file", []byte("not a lance file at all, nothing like one!")}} {
+		expectNotCopyable(t, in.what+" by AppendRange", NewConcat(s).AppendRange(ctx, BytesSource(in.b), "x"))
+	}
+	rc := NewConcat(s)
+	if err := rc.AppendRange(ctx, BytesSource(f21), "a"); err != nil {
+		t.Fatal(err)
+	}
+	expectNotCopyable(t, "2.2 after 2.1 by AppendRange", rc.AppendRange(ctx, BytesSource(f22), "b"))
+	if rc.Append(ctx, f21, "c") == nil {
+		t.Fatal("Append after AppendRange succeeded")
+	}
+	if _, err := rc.Finish(); err == nil {
+		t.Fatal("Finish of a ranged concatenation succeeded")
+	}
+	if parts, err := rc.FinishParts(ctx); err != nil || PartsSize(parts) <= uint64(len(f21)/2) {
+		t.Fatalf("FinishParts after refusals: %d bytes, %v", PartsSize(parts), err)
+	}
+	if c := NewConcat(s); c.Append(ctx, f21, "a") != nil || c.AppendRange(ctx, BytesSource(f21), "b") == nil {
+		t.Fatal("AppendRange after Append succeeded")
+	}
 	expectNotCopyable(t, "2.0 file", NewConcat(s).Append(ctx, f20, "f20"))
 	expectNotCopyable(t, "another schema", NewConcat(s).Append(ctx, fOther, "other"))
 	expectNotCopyable(t, "not a Lance file", NewConcat(s).Append(ctx, []byte("not a lance file at all, nothing like one!"), "junk"))
@@ -227,8 +336,8 @@ func mustLayout(t *testing.T) []byte {
 	return cols[0][0].layout
 }
 
-// A corrupt input never yields a bad file: each byte flip and truncation of the second input
-// is either refused (ErrNotCopyable) or copied faithfully, so that the output's rows of that
+// A corrupt input never yields a bad file, by Append or AppendRange: each byte flip and
+// truncation of the second input is either refused (ErrNotCopyable) or copied faithfully, so that the output's rows of that
 // input read exactly as the input itself reads (the same values, or an error both ways).
 func TestConcatCorruptInputs(t *testing.T) {
 	ctx := context.Background()
@@ -249,17 +358,33 @@ func TestConcatCorruptInputs(t *testing.T) {
 			} else {
 				bad[rng.Intn(len(bad))] ^= byte(1 + rng.Intn(255))
 			}
+			ranged := k%2 == 1 // by AppendRange
 			c := NewConcat(s)
-			if err := c.Append(ctx, good, "good"); err != nil {
+			add := func(b []byte, name string) error {
+				if ranged {
+					return c.AppendRange(ctx, BytesSource(b), name)
+				}
+				return c.Append(ctx, b, name)
+			}
+			if err := add(good, "good"); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Append(ctx, bad, "bad"); err != nil {
+			if err := add(bad, "bad"); err != nil {
 				expectNotCopyable(t, fmt.Sprintf("flip %d", k), err)
 				refused++
 				continue
 			}
 			copied++
-			out, err := c.Finish()
+			var out []byte
+			var err error
+			if ranged {
+				var parts []Part
+				if parts, err = c.FinishParts(ctx); err == nil {
+					out = assemble(parts, [][]byte{good, bad})
+				}
+			} else {
+				out, err = c.Finish()
+			}
 			if err != nil {
 				t.Fatalf("flip %d: accepted, then Finish: %v", k, err)
 			}

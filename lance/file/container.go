@@ -362,20 +362,27 @@ func checkSchemaTree(s *schema.Schema) error {
 // descriptor (global buffer 0), each column's metadata (meta appends column i's), the column
 // metadata and global buffer offset tables, and the footer naming version major.minor.
 func appendFileTail(dst, gb0 []byte, columns int, meta func(dst []byte, i int) []byte, major, minor uint16) []byte {
-	gb0Pos := uint64(len(dst))
+	return appendFileTailAt(dst, 0, gb0, columns, meta, major, minor)
+}
+
+// appendFileTailAt is appendFileTail for a dst whose first byte is the file's byte at: the
+// pages before dst are written elsewhere (Concat.AppendRange).
+func appendFileTailAt(dst []byte, at uint64, gb0 []byte, columns int, meta func(dst []byte, i int) []byte, major, minor uint16) []byte {
+	pos := func() uint64 { return at + uint64(len(dst)) }
+	gb0Pos := pos()
 	dst = append(dst, gb0...)
-	colMetaStart := uint64(len(dst))
+	colMetaStart := pos()
 	positions := make([]uint64, 0, 2*columns)
 	for i := range columns {
-		start := len(dst)
+		start := pos()
 		dst = meta(dst, i)
-		positions = append(positions, uint64(start), uint64(len(dst)-start))
+		positions = append(positions, start, pos()-start)
 	}
-	cmoStart := uint64(len(dst))
+	cmoStart := pos()
 	for _, p := range positions {
 		dst = appendU64(dst, p)
 	}
-	gboStart := uint64(len(dst))
+	gboStart := pos()
 	dst = appendU64(appendU64(dst, gb0Pos), uint64(len(gb0)))
 	return appendFooter(dst, footer{
 		columnMetaStart: colMetaStart, cmoStart: cmoStart, gboStart: gboStart,

@@ -51,11 +51,21 @@ const tailRead = 64 << 10
 // Open reads the footer, offset tables, file descriptor and column metadata of a data file. name
 // identifies the file in errors.
 func Open(ctx context.Context, src Source, name string) (*Reader, error) {
+	return open(ctx, src, name, tailRead)
+}
+
+// metadataRead is the first read of an open that wants the metadata alone (Concat.AppendRange):
+// enough for the footer and the metadata of a table of a few dozen columns in one page each.
+// More takes a second read.
+const metadataRead = 8 << 10
+
+// open is Open reading first bytes from the end.
+func open(ctx context.Context, src Source, name string, first int64) (*Reader, error) {
 	r := &Reader{name: name, src: src, size: src.Size()}
 	if r.size < footerSize {
 		return nil, r.fail(0, "file is %d bytes, shorter than the %d-byte footer", r.size, footerSize)
 	}
-	tailStart := max(0, r.size-tailRead)
+	tailStart := max(0, r.size-first)
 	tail, err := r.read(ctx, tailStart, r.size-tailStart)
 	if err != nil {
 		return nil, err

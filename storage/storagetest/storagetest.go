@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"InvalidKeys", testInvalidKeys},
 		{"ContextCanceled", testContextCanceled},
 		{"Failpoints", testFailpoints},
+		{"Compose", testCompose},
 		{"Close", testClose},
 	}
 	for _, c := range cases {
