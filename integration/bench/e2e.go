@@ -142,13 +142,12 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 			durability, pipe, median(lat), p99, batches/took.Seconds(), 2000*batches/took.Seconds(), median(offMS), median(twoMS), median(ratios),
 			median(floorRatios), pairedRounds, pairedBlock, list(ratios), list(floorRatios), peakRSSMiB())
 	}
-	took8, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, iters, 1_000_000)
-	if err != nil {
-		return err
-	}
-	goRate := float64(8192*iters) / took8.Seconds()
 	if !withOfficial {
-		fmt.Printf("bench: e2e-sustained-8192 durability=%s %s rows_per_s=%.0f official=none\n", durability, pipe, goRate)
+		took8, _, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, iters, 1_000_000)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("bench: e2e-sustained-8192 durability=%s %s rows_per_s=%.0f official=none\n", durability, pipe, float64(8192*iters)/took8.Seconds())
 		return nil
 	}
 	node8, err := nodeRun(ctx, script, filepath.Join(tmp, "node-e2e-8k"), 8192, iters)
@@ -156,67 +155,22 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 		return err
 	}
 	lanceRate := 8192 / (node8.AppendP50 / 1000)
-	// vs_writes_only: the rate over the official engine's own two-table writes of the same
-	// batches, timed right after the stream.
-	writesOnly, err := twoTableRate(ctx, script, filepath.Join(tmp, "node-e2e-8k-two"), iters)
+	// vs_writes_only: the stream's rate over the official engine's own two-table writes of the
+	// same batches, the two alternating in rounds.
+	sp, err := sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two"), js, cfg.IngestSubject(), events, iters, 1_000_000)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("bench: e2e-sustained-8192 durability=%s %s rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f vs_writes_only=%.2f\n",
-		durability, pipe, goRate, lanceRate, goRate/lanceRate, goRate/writesOnly)
+	fmt.Printf("bench: e2e-sustained-8192 durability=%s %s rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f vs_writes_only=%.2f %s\n",
+		durability, pipe, sp.rate, lanceRate, sp.rate/lanceRate, sp.vsWritesOnly, sp.fields())
 	// The same stream into a graph whose worker does not compact: the
 	// official side's writes do not compact either, so this is the rate at equal work.
-	rate, err := sustainedWithoutCompaction(ctx, nc, js, tmp, iters)
-	if err != nil {
+	if sp, err = sustainedWithoutCompaction(ctx, nc, js, script, tmp, iters); err != nil {
 		return err
 	}
-	if writesOnly, err = twoTableRate(ctx, script, filepath.Join(tmp, "node-e2e-8k-two-nc"), iters); err != nil {
-		return err
-	}
-	fmt.Printf("bench: e2e-sustained-8192 durability=%s %s compaction_fanout=0 rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f vs_writes_only=%.2f\n",
-		durability, pipe, rate, lanceRate, rate/lanceRate, rate/writesOnly)
+	fmt.Printf("bench: e2e-sustained-8192 durability=%s %s compaction_fanout=0 rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f vs_writes_only=%.2f %s\n",
+		durability, pipe, sp.rate, lanceRate, sp.rate/lanceRate, sp.vsWritesOnly, sp.fields())
 	return nil
-}
-
-// twoTableRate is the official engine's rate, rows per second at its p50, writing iters
-// 8,192-row batches split over the two tables as the floor writes them, after two unmeasured.
-func twoTableRate(ctx context.Context, script, dir string, iters int) (float64, error) {
-	o, err := startOfficial(ctx, script, dir, 8192, 2)
-	if err != nil {
-		return 0, err
-	}
-	defer o.close()
-	if _, err := o.appends(2); err != nil {
-		return 0, err
-	}
-	t, err := o.appends(iters)
-	if err != nil {
-		return 0, err
-	}
-	return 8192 / (median(t) / 1000), nil
-}
-
-// sustainedWithoutCompaction is the sustained stream through a worker of its own, on a graph of
-// its own, with compaction_fanout 0, after the same warm-up of four batches; rows per second.
-func sustainedWithoutCompaction(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, tmp string, iters int) (float64, error) {
-	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-e2e-nocompact"))
-	if err != nil {
-		return 0, err
-	}
-	bw, err := startBenchWorker(ctx, nc, g, "benchnc", 0, 64)
-	if err != nil {
-		return 0, err
-	}
-	defer bw.stop()
-	cfg, events := bw.cfg, bw.events
-	if _, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, 4, 2_000_000); err != nil {
-		return 0, err
-	}
-	took, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, iters, 3_000_000)
-	if err != nil {
-		return 0, err
-	}
-	return float64(8192*iters) / took.Seconds(), nil
 }
 
 // floorMeasured: the floor involves no local write of the Go side, so it is measured once per
@@ -228,59 +182,3 @@ var (
 	pipelineDepth int
 	withOfficial  = true
 )
-
-// sustained is a producer that publishes count batches of n nodes + n edges back to back,
-// without waiting for each to commit (JetStream async publish), and the time until the last
-// commit event: the worker's throughput with a queue in front of it.
-func sustained(ctx context.Context, js jetstream.JetStream, subject string, events <-chan struct{}, n, count, base int) (time.Duration, error) {
-	bodies := make([][]byte, count)
-	for k := range bodies {
-		bodies[k] = benchdata.GraphBody(base+k, n)
-	}
-	start := time.Now()
-	msgs := make([]*nats.Msg, len(bodies))
-	for k := range bodies {
-		msgs[k] = nats.NewMsg(subject)
-		msgs[k].Data = bodies[k]
-		msgs[k].Header.Set(ingest.HeaderMode, "append")
-	}
-	if err := publishAll(ctx, js, msgs, fmt.Sprintf("%s-%d", subject, base)); err != nil {
-		return 0, err
-	}
-	if err := awaitEvents(events, len(bodies)); err != nil {
-		return 0, fmt.Errorf("sustained: %w", err)
-	}
-	return time.Since(start), nil
-}
-
-// publishAll publishes msgs back to back (async), each with a Nats-Msg-Id of prefix and its
-// index, and publishes again, one at a time, any that JetStream did not confirm: an async
-// publish can fail (a timeout on a loaded machine), and a batch that never reaches the stream
-// would leave a bench waiting for its commit. The ids make a retry of a stored one a duplicate.
-func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, prefix string) error {
-	futures := make([]jetstream.PubAckFuture, len(msgs))
-	for k, m := range msgs {
-		m.Header.Set(ingest.HeaderMsgID, fmt.Sprintf("%s-%d", prefix, k))
-		f, err := js.PublishMsgAsync(m)
-		if err != nil {
-			return err
-		}
-		futures[k] = f
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	for k, f := range futures {
-		select {
-		case <-f.Ok():
-			continue
-		case <-f.Err():
-		}
-		if _, err := js.PublishMsg(ctx, msgs[k], jetstream.WithRetryAttempts(5)); err != nil {
-			return fmt.Errorf("publish batch %d again: %w", k, err)
-		}
-	}
-	return nil
-}

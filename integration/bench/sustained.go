@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
+)
+
+// sustainedRounds is the measured rounds of a paired sustained measurement.
+const sustainedRounds = 2
+
+// pairedSustained is a paired sustained measurement (sustainedPaired).
+type pairedSustained struct {
+	rate         float64   // the worker's rows per second, over every round
+	vsWritesOnly float64   // rate over the official engine's two-table rate, over every round
+	ratios       []float64 // the same, round by round
+	official     float64   // the official engine's rows per second, over every round
+	block        int       // batches per round and side
+}
+
+func (p pairedSustained) fields() string {
+	return fmt.Sprintf("lance_two_tables_rows_per_s=%.0f rounds=%dx%d round_ratios=%s", p.official, len(p.ratios), p.block, list(p.ratios))
+}
+
+// sustainedPaired measures the sustained stream against the official engine's own writes of the
+// same 8,192-row batches to two tables (one bench-serve process in dir, its tables growing as
+// the graph does), in sustainedRounds alternating rounds of block batches per side, after a
+// warm-up of each: this machine drifts by tens of percent within a minute, so the two sides
+// are timed seconds apart, not minutes, each from a page cache the other left clean. A round of the worker is timed from its first publish
+// to its last commit event (its pipeline filling included, which costs it a few percent of a
+// 30-batch round); the official one is the sum of its appends. Every round counts, compactions
+// included: vsWritesOnly divides the rows per second over all rounds, not a median, so a round
+// that paid for a compaction weighs in.
+func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetStream, subject string, events <-chan struct{}, block, base int) (pairedSustained, error) {
+	res := pairedSustained{block: block}
+	two, err := startOfficial(ctx, script, dir, 8192, 2)
+	if err != nil {
+		return res, err
+	}
+	defer two.close()
+	if _, _, err := sustained(ctx, js, subject, events, 4096, 4, base); err != nil {
+		return res, err
+	}
+	if _, err := two.appends(2); err != nil {
+		return res, err
+	}
+	var goTotal, offTotal time.Duration
+	for round := range sustainedRounds {
+		// Each side starts with no dirty pages of the other's to write back: without fsync,
+		// one side's writes are flushed by the kernel during the next side's round, and the
+		// writer that finds the page cache over its dirty limit is made to wait for them.
+		syscall.Sync()
+		took, _, err := sustained(ctx, js, subject, events, 4096, block, base+4+round*block)
+		if err != nil {
+			return res, err
+		}
+		syscall.Sync()
+		ms, err := two.appends(block)
+		if err != nil {
+			return res, err
+		}
+		off := time.Duration(sum(ms) * float64(time.Millisecond))
+		res.ratios = append(res.ratios, off.Seconds()/took.Seconds())
+		goTotal += took
+		offTotal += off
+	}
+	rows := float64(8192 * sustainedRounds * block)
+	res.rate, res.official = rows/goTotal.Seconds(), rows/offTotal.Seconds()
+	res.vsWritesOnly = res.rate / res.official
+	return res, nil
+}
+
+// sustainedWithoutCompaction is sustainedPaired through a worker of its own, on a graph of its
+// own, with compaction_fanout 0, against an official process of its own.
+func sustainedWithoutCompaction(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, script, tmp string, block int) (pairedSustained, error) {
+	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-e2e-nocompact"))
+	if err != nil {
+		return pairedSustained{}, err
+	}
+	bw, err := startBenchWorker(ctx, nc, g, "benchnc", 0, 64)
+	if err != nil {
+		return pairedSustained{}, err
+	}
+	defer bw.stop()
+	return sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two-nc"), js, bw.cfg.IngestSubject(), bw.events, block, 3_000_000)
+}
+
+func sum(xs []float64) float64 {
+	t := 0.0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+// sustained is a producer that publishes count batches of n nodes + n edges back to back,
+// without waiting for each to commit (JetStream async publish): the worker's throughput with a
+// queue in front of it. took is the time until the last commit event; full the time from the
+// first commit event to the last, count-1 commits made with the pipeline full.
+func sustained(ctx context.Context, js jetstream.JetStream, subject string, events <-chan struct{}, n, count, base int) (took, full time.Duration, err error) {
+	bodies := make([][]byte, count)
+	for k := range bodies {
+		bodies[k] = benchdata.GraphBody(base+k, n)
+	}
+	start := time.Now()
+	msgs := make([]*nats.Msg, len(bodies))
+	for k := range bodies {
+		msgs[k] = nats.NewMsg(subject)
+		msgs[k].Data = bodies[k]
+		msgs[k].Header.Set(ingest.HeaderMode, "append")
+	}
+	if err := publishAll(ctx, js, msgs, fmt.Sprintf("%s-%d", subject, base)); err != nil {
+		return 0, 0, err
+	}
+	if err := awaitEvents(events, 1); err != nil {
+		return 0, 0, fmt.Errorf("sustained: %w", err)
+	}
+	first := time.Now()
+	if err := awaitEvents(events, len(bodies)-1); err != nil {
+		return 0, 0, fmt.Errorf("sustained: %w", err)
+	}
+	return time.Since(start), time.Since(first), nil
+}
+
+// publishAll publishes msgs back to back (async), each with a Nats-Msg-Id of prefix and its
+// index, and publishes again, one at a time, any that JetStream did not confirm: an async
+// publish can fail (a timeout on a loaded machine), and a batch that never reaches the stream
+// would leave a bench waiting for its commit. The ids make a retry of a stored one a duplicate.
+func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, prefix string) error {
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for k, m := range msgs {
+		m.Header.Set(ingest.HeaderMsgID, fmt.Sprintf("%s-%d", prefix, k))
+		f, err := js.PublishMsgAsync(m)
+		if err != nil {
+			return err
+		}
+		futures[k] = f
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for k, f := range futures {
+		select {
+		case <-f.Ok():
+			continue
+		case <-f.Err():
+		}
+		if _, err := js.PublishMsg(ctx, msgs[k], jetstream.WithRetryAttempts(5)); err != nil {
+			return fmt.Errorf("publish batch %d again: %w", k, err)
+		}
+	}
+	return nil
+}
