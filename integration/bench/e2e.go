@@ -143,7 +143,7 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 			median(floorRatios), pairedRounds, pairedBlock, list(ratios), list(floorRatios), peakRSSMiB())
 	}
 	if !withOfficial {
-		took8, _, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, iters, 1_000_000)
+		took8, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, iters, 1_000_000)
 		if err != nil {
 			return err
 		}

@@ -97,7 +97,7 @@ func floorBench(ctx context.Context, nc *nats.Conn, script, tmp string, iters in
 		j, median(frame), t, o, (j+t)/o, (j+median(frame)+t)/o)
 
 	// 4k+4k back to back, as the sustained measurement publishes them.
-	took, _, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, iters, 0)
+	took, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, iters, 0)
 	if err != nil {
 		return err
 	}

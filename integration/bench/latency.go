@@ -81,11 +81,11 @@ func latencyRun(ctx context.Context, nc *nats.Conn, latMS int) error {
 	defer bw.stop()
 	cfg, events := bw.cfg, bw.events
 	js, _ := jetstream.New(nc)
-	if _, _, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, latencyWarmup, 0); err != nil {
+	if _, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, latencyWarmup, 0); err != nil {
 		return err
 	}
 	rt0, req0 := lat.RoundTrips(), lat.Requests()
-	took, _, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, latencyCommits, latencyWarmup)
+	took, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, latencyCommits, latencyWarmup)
 	if err != nil {
 		return err
 	}

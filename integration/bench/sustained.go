@@ -34,11 +34,11 @@ func (p pairedSustained) fields() string {
 // same 8,192-row batches to two tables (one bench-serve process in dir, its tables growing as
 // the graph does), in sustainedRounds alternating rounds of block batches per side, after a
 // warm-up of each: this machine drifts by tens of percent within a minute, so the two sides
-// are timed seconds apart, not minutes, each from a page cache the other left clean. A round of the worker is timed from its first publish
-// to its last commit event (its pipeline filling included, which costs it a few percent of a
-// 30-batch round); the official one is the sum of its appends. Every round counts, compactions
-// included: vsWritesOnly divides the rows per second over all rounds, not a median, so a round
-// that paid for a compaction weighs in.
+// are timed seconds apart, not minutes, each from a page cache the other left clean. A round
+// of the worker is timed from its first publish to its last commit event (its pipeline filling
+// included, which costs it a few percent of a 30-batch round); the official one is the sum of
+// its appends. Every round counts, compactions included: vsWritesOnly divides the rows per
+// second over all rounds, not a median, so a round that paid for a compaction weighs in.
 func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetStream, subject string, events <-chan struct{}, block, base int) (pairedSustained, error) {
 	res := pairedSustained{block: block}
 	two, err := startOfficial(ctx, script, dir, 8192, 2)
@@ -46,7 +46,7 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 		return res, err
 	}
 	defer two.close()
-	if _, _, err := sustained(ctx, js, subject, events, 4096, 4, base); err != nil {
+	if _, err := sustained(ctx, js, subject, events, 4096, 4, base); err != nil {
 		return res, err
 	}
 	if _, err := two.appends(2); err != nil {
@@ -58,7 +58,7 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 		// one side's writes are flushed by the kernel during the next side's round, and the
 		// writer that finds the page cache over its dirty limit is made to wait for them.
 		syscall.Sync()
-		took, _, err := sustained(ctx, js, subject, events, 4096, block, base+4+round*block)
+		took, err := sustained(ctx, js, subject, events, 4096, block, base+4+round*block)
 		if err != nil {
 			return res, err
 		}
@@ -103,9 +103,8 @@ func sum(xs []float64) float64 {
 
 // sustained is a producer that publishes count batches of n nodes + n edges back to back,
 // without waiting for each to commit (JetStream async publish): the worker's throughput with a
-// queue in front of it. took is the time until the last commit event; full the time from the
-// first commit event to the last, count-1 commits made with the pipeline full.
-func sustained(ctx context.Context, js jetstream.JetStream, subject string, events <-chan struct{}, n, count, base int) (took, full time.Duration, err error) {
+// queue in front of it, timed until the last commit event.
+func sustained(ctx context.Context, js jetstream.JetStream, subject string, events <-chan struct{}, n, count, base int) (time.Duration, error) {
 	bodies := make([][]byte, count)
 	for k := range bodies {
 		bodies[k] = benchdata.GraphBody(base+k, n)
@@ -118,16 +117,12 @@ func sustained(ctx context.Context, js jetstream.JetStream, subject string, even
 		msgs[k].Header.Set(ingest.HeaderMode, "append")
 	}
 	if err := publishAll(ctx, js, msgs, fmt.Sprintf("%s-%d", subject, base)); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	if err := awaitEvents(events, 1); err != nil {
-		return 0, 0, fmt.Errorf("sustained: %w", err)
+	if err := awaitEvents(events, len(bodies)); err != nil {
+		return 0, fmt.Errorf("sustained: %w", err)
 	}
-	first := time.Now()
-	if err := awaitEvents(events, len(bodies)-1); err != nil {
-		return 0, 0, fmt.Errorf("sustained: %w", err)
-	}
-	return time.Since(start), time.Since(first), nil
+	return time.Since(start), nil
 }
 
 // publishAll publishes msgs back to back (async), each with a Nats-Msg-Id of prefix and its
