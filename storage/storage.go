@@ -41,7 +41,8 @@
 // An injected error comes back as *OpError{Op: "<op>"} wrapping the *failpoint.Error.
 // DeletePrefix lists and deletes internally without firing storage.list or storage.delete,
 // so each point targets exactly one public method. Compose (compose.go), a Put of the
-// concatenation of byte ranges of other objects, fires storage.put.
+// concatenation of byte ranges of other objects, fires storage.put, and storage.get_range for
+// each range it reads.
 //
 // # Latency
 //

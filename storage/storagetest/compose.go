@@ -67,6 +67,16 @@ func testCompose(t *testing.T, s storage.Store) {
 		t.Fatalf("Compose under storage.put's failpoint: %v", err)
 	}
 	failed("injected", err, "put", "never", nil)
+	// Each range is a range read, with its failpoint.
+	if err := failpoint.Enable("storage.get_range", "error"); err != nil {
+		t.Fatal(err)
+	}
+	err = storage.Compose(ctx, s, "never", parts)
+	failpoint.Disable("storage.get_range")
+	if !errors.As(err, &fe) || fe.Name != "storage.get_range" {
+		t.Fatalf("Compose under storage.get_range's failpoint: %v", err)
+	}
+	failed("injected range read", err, "get_range", "src/a", nil)
 	mustGet(t, s, "out", want)
 }
 
