@@ -1,6 +1,7 @@
 package file
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,15 +82,7 @@ func (c *Concat) referencePages(r *Reader, input int) {
 			}
 		}
 	}
-	slices.SortStableFunc(bufs, func(a, b pageBuffer) int {
-		switch {
-		case a.off < b.off:
-			return -1
-		case a.off > b.off:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(bufs, func(a, b pageBuffer) int { return cmp.Compare(a.off, b.off) })
 	at := make(map[[3]int]uint64, len(bufs)) // output offset by column, page, buffer
 	open := false
 	var runIn, runOut, runEnd uint64 // the current run: its input start, output start, input end
