@@ -154,7 +154,8 @@ func (c *Concat) FinishParts(ctx context.Context) ([]Part, error) {
 	parts := append(c.parts, Part{Data: tail})
 	src := &partsSource{parts: parts, srcs: c.srcs, size: c.size + uint64(len(tail))}
 	c.parts, c.cols, c.srcs = nil, nil, nil
-	r, err := Open(ctx, src, "concatenation")
+	// The first read is exactly the metadata, held in memory: no input is read again.
+	r, err := open(ctx, src, "concatenation", int64(len(tail)))
 	if err != nil {
 		return nil, fmt.Errorf("lance file: concatenated file does not parse: %w", err)
 	}
