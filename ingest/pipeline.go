@@ -170,13 +170,23 @@ func (p *pipe) next(pctx context.Context) *held {
 	var told uint64
 	for pctx.Err() == nil {
 		h, n := p.lowest()
-		if h != nil && (p.last != 0 && h.seq == p.last+1 || p.inOrder(pctx, h.seq, n)) {
+		ordered, known := false, true
+		if h != nil {
+			ordered = p.last != 0 && h.seq == p.last+1
+			if !ordered {
+				ordered, known = p.inOrder(pctx, h.seq, n)
+			}
+		}
+		if ordered {
 			p.setWaiting(false)
 			return h
 		}
 		var poll <-chan time.Time
 		if h != nil {
-			p.setWaiting(true)
+			// Only a predecessor known to be missing lets the fetcher past the bound on
+			// bytes: while the consumer's state cannot be read (a server that does not
+			// answer), nothing says one is, and the bound holds.
+			p.setWaiting(known)
 			poll = time.After(orderPoll)
 			if since.IsZero() {
 				since = time.Now()
@@ -200,20 +210,20 @@ func (p *pipe) next(pctx context.Context) *held {
 // inOrder asks the consumer whether nothing below seq can still be delivered: its ack floor
 // is right below seq, or every message pending on it is one of the n this pipeline holds. The
 // count is taken before and after the request so that a message delivered meanwhile is not
-// taken for one that was held.
-func (p *pipe) inOrder(ctx context.Context, seq uint64, n int) bool {
+// taken for one that was held. known is false when the consumer's state was not read.
+func (p *pipe) inOrder(ctx context.Context, seq uint64, n int) (ordered, known bool) {
 	info, err := p.w.cons.Info(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.w.log.Warn("consumer state not read; the pipeline waits", zap.Error(err))
 		}
-		return false
+		return false, false
 	}
 	if info.AckFloor.Stream+1 == seq {
-		return true
+		return true, true
 	}
 	_, after := p.lowest()
-	return after == n && info.NumAckPending == n
+	return after == n && info.NumAckPending == n, true
 }
 
 // lowest is the held message of the lowest sequence and how many are held.

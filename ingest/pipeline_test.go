@@ -2,8 +2,10 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,6 +311,44 @@ func TestPipelineBytesBoundThePrefetch(t *testing.T) {
 		h.publish(person(i), nil)
 	}
 	h.holdsThenApplies(2, 4) // the message that commits and one behind it
+}
+
+// While the consumer's state cannot be read, the pipeline cannot tell whether a predecessor
+// of what it holds is missing, and the bound on bytes holds: at one byte, one message is held
+// (none can be applied before the order is known), not the depth's four. Once the state reads
+// again, all commit in order.
+func TestPipelineBytesHoldWhileTheOrderIsUnknown(t *testing.T) {
+	var blind atomic.Bool
+	blind.Store(true)
+	var real jetstream.Consumer
+	h := start(t, depth(4), func(w *Worker) {
+		real = w.cons
+		w.cons = blindConsumer{Consumer: w.cons, blind: &blind}
+		w.cfg.PipelineBytes = 1
+	})
+	for i := range 4 {
+		h.publish(person(i), nil)
+	}
+	time.Sleep(time.Second) // what the fetcher would take past its bound, it takes by then
+	info, err := real.Info(context.Background())
+	if err != nil || info.NumAckPending != 1 || info.Delivered.Stream != 1 {
+		t.Fatalf("consumer %+v %v: want the lowest message alone in flight", info, err)
+	}
+	blind.Store(false)
+	h.applies(4)
+}
+
+// blindConsumer's Info fails while blind is set, as a server that does not answer.
+type blindConsumer struct {
+	jetstream.Consumer
+	blind *atomic.Bool
+}
+
+func (c blindConsumer) Info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	if c.blind.Load() {
+		return nil, errors.New("no answer")
+	}
+	return c.Consumer.Info(ctx)
 }
 
 // The bound counts what a held message keeps beside its body (its records, the built rows),
