@@ -147,7 +147,7 @@ func main() {
 	agedSameTable := flag.Bool("aged-same-table", false, "the aged graph's one-row commits go to the measured table (fragment growth) instead of another")
 	only := flag.String("only", "", "run only the lance, graph, e2e, merge, history, pipeline, framing or latency benchmarks (framing, pipeline and latency need no Node)")
 	flag.IntVar(&pipelineDepth, "pipeline-depth", 0, "the e2e worker's pipeline_depth (0: the default of `worker run`; 1: one message at a time)")
-	flag.StringVar(&workerLog, "worker-log", "", "append the e2e workers' info log (compactions among it) to this file")
+	flag.StringVar(&workerLog, "worker-log", "", "append the e2e workers' info log (compactions among it) and the pipeline-full workers' output to this file")
 	flag.BoolVar(&withOfficial, "official", true, "pair the e2e bench with the official engine (false: the Go side's figures only, for a machine without node_modules)")
 	historyChild := flag.String("history-child", "", "internal: build|open, for the history bench's child processes")
 	historyDir := flag.String("history-dir", "", "internal: the history bench graph")

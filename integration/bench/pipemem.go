@@ -89,7 +89,13 @@ func pipelineMemoryRun(ctx context.Context, dir, worker, schema, url, graph stri
 		"--nats-url", url, "--memory-limit", strconv.Itoa(limit), "--http", httpAddr, durabilityFlag,
 		"--pipeline-depth", strconv.Itoa(depth), "--pipeline-bytes", strconv.Itoa(pipeMemBytes))
 	w.Env = append(os.Environ(), "GOGC=") // the worker's own collector setting, not this process's
-	logf, err := os.Create(filepath.Join(dir, graph+".log"))
+	// The worker's output goes with the bench's temporary directory, unless -worker-log keeps
+	// it.
+	logPath, flags := filepath.Join(dir, graph+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC
+	if workerLog != "" {
+		logPath, flags = workerLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND
+	}
+	logf, err := os.OpenFile(logPath, flags, 0o644)
 	if err != nil {
 		return err
 	}
