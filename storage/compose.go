@@ -2,12 +2,9 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"syscall"
 )
 
 // Part is one piece of an object Compose writes: Data when Source is nil, else Length bytes
@@ -115,19 +112,13 @@ func fillParts(ctx context.Context, f *os.File, parts []Part) error {
 // copyRange appends the range p names to f.
 func copyRange(ctx context.Context, f *os.File, p Part) error {
 	src := p.Source.(*store)
-	full, err := src.begin(ctx, "storage.get_range", p.Key)
-	if err == nil && (p.Offset < 0 || p.Length < 0) {
-		err = fmt.Errorf("%w: negative offset %d or length %d", ErrOutOfRange, p.Offset, p.Length)
-	}
+	full, err := src.beginRange(ctx, p.Key, p.Offset, p.Length)
 	if err != nil {
 		return wrap(ctx, opGetRange, p.Key, err)
 	}
 	in, err := os.Open(src.path(full))
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EISDIR) {
-			err = fmt.Errorf("%w: %w", ErrNotFound, err)
-		}
-		return wrap(ctx, opGetRange, p.Key, err)
+		return wrap(ctx, opGetRange, p.Key, localAbsence(err))
 	}
 	defer in.Close()
 	if _, err := in.Seek(p.Offset, io.SeekStart); err != nil {
@@ -137,5 +128,5 @@ func copyRange(ctx context.Context, f *os.File, p Part) error {
 	if err == nil && n != p.Length {
 		err = fmt.Errorf("%w: wanted %d bytes at offset %d, got %d", ErrOutOfRange, p.Length, p.Offset, n)
 	}
-	return wrap(ctx, opGetRange, p.Key, err)
+	return wrap(ctx, opGetRange, p.Key, localAbsence(err))
 }

@@ -345,21 +345,25 @@ func (s *store) listLocal(ctx context.Context, full, delim string, withTemp bool
 func localGetRange(path string, offset, length int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = fmt.Errorf("%w: %w", ErrNotFound, err)
-		}
-		return nil, err
+		return nil, localAbsence(err)
 	}
 	defer f.Close()
 	buf := make([]byte, length)
 	n, err := f.ReadAt(buf, offset)
-	switch {
-	case errors.Is(err, syscall.EISDIR):
-		return nil, fmt.Errorf("%w: %w", ErrNotFound, err) // a directory is no object
-	case errors.Is(err, io.EOF):
+	if errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: wanted %d bytes at offset %d, got %d", ErrOutOfRange, length, offset, n)
-	case err != nil:
-		return nil, err
+	}
+	if err != nil {
+		return nil, localAbsence(err)
 	}
 	return buf, nil
+}
+
+// localAbsence marks an error opening or reading a key's file as ErrNotFound where the file
+// is missing or is a directory (which opens, then fails to read: a directory is no object).
+func localAbsence(err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EISDIR) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
 }

@@ -267,11 +267,18 @@ func (s *store) readAll(ctx context.Context, full string) ([]byte, error) {
 	return nil, err
 }
 
-func (s *store) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+// beginRange is begin for a read of length bytes at offset of key (GetRange, and Compose's
+// ranges), which refuses a negative offset or length.
+func (s *store) beginRange(ctx context.Context, key string, offset, length int64) (string, error) {
 	full, err := s.begin(ctx, "storage.get_range", key)
 	if err == nil && (offset < 0 || length < 0) {
 		err = fmt.Errorf("%w: negative offset %d or length %d", ErrOutOfRange, offset, length)
 	}
+	return full, err
+}
+
+func (s *store) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	full, err := s.beginRange(ctx, key, offset, length)
 	if err != nil {
 		return nil, wrap(ctx, opGetRange, key, err)
 	}

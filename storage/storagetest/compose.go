@@ -52,6 +52,8 @@ func testCompose(t *testing.T, s storage.Store) {
 	failed("negative offset", storage.Compose(ctx, s, "never", negative), "get_range", "src/a", storage.ErrOutOfRange)
 	missing := []storage.Part{{Source: s, Key: "src/none", Offset: 0, Length: 1}}
 	failed("missing source", storage.Compose(ctx, s, "never", missing), "get_range", "src/none", storage.ErrNotFound)
+	directory := []storage.Part{{Source: s, Key: "src", Offset: 0, Length: 1}} // holds src/a: no object
+	failed("directory source", storage.Compose(ctx, s, "never", directory), "get_range", "src", storage.ErrNotFound)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	failed("cancelled", storage.Compose(cancelled, s, "never", parts), "put", "never", context.Canceled)
