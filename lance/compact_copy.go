@@ -67,7 +67,7 @@ type copyOutput struct {
 	c                     *file.Concat
 	ids, created, updated []uint64
 	ranged                bool
-	inputs                []storage.Part // ranged: the input files, by AppendRange order (Offset, Length unset)
+	inputs                []copyInput // ranged: the input files, in AppendRange order
 }
 
 // newCopyOutput starts a new fragment. Built in memory, it makes room for the inputs it will
@@ -110,7 +110,7 @@ func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, 
 		return g, cg, err
 	}
 	inputs := make([]copyInput, len(bin))
-	stores := make([]storage.Store, len(bin))
+	stores := make([]storage.Store, len(bin)) // for ComposesLocally
 	for i, c := range bin {
 		st, key, err := d.dataFileKey(&c.frag.Files[0])
 		if err != nil {
@@ -203,7 +203,7 @@ func (d *Dataset) appendCopy(ctx context.Context, out *copyOutput, f *Fragment, 
 	if out.ranged {
 		err = out.c.AppendRange(ctx, &storeSource{st: in.st, key: in.key, size: in.size}, location)
 		if err == nil {
-			out.inputs = append(out.inputs, storage.Part{Source: in.st, Key: in.key})
+			out.inputs = append(out.inputs, in)
 		}
 	} else {
 		err = out.c.Append(ctx, data, location)
@@ -219,7 +219,7 @@ func (d *Dataset) appendCopy(ctx context.Context, out *copyOutput, f *Fragment, 
 }
 
 // composition is the storage parts of a file a ranged Concat described.
-func composition(parts []file.Part, inputs []storage.Part) []storage.Part {
+func composition(parts []file.Part, inputs []copyInput) []storage.Part {
 	out := make([]storage.Part, len(parts))
 	for i, p := range parts {
 		if p.Length == 0 {
@@ -227,7 +227,7 @@ func composition(parts []file.Part, inputs []storage.Part) []storage.Part {
 			continue
 		}
 		in := inputs[p.Input]
-		out[i] = storage.Part{Source: in.Source, Key: in.Key, Offset: int64(p.Offset), Length: int64(p.Length)}
+		out[i] = storage.Part{Source: in.st, Key: in.key, Offset: int64(p.Offset), Length: int64(p.Length)}
 	}
 	return out
 }
