@@ -155,8 +155,8 @@ func checkFastAgrees(t *testing.T, body []byte) {
 	t.Helper()
 	for _, lim := range []Limits{DefaultLimits(), tinyLimits.normalized()} {
 		lines := strings.Count(string(body), "\n") + 1
-		fast, ferr := frameLines(body, 1, make([]Record, 0, recordCap(1, lines, lim)), lim, true)
-		slow, serr := frameLines(body, 1, make([]Record, 0, recordCap(1, lines, lim)), lim, false)
+		fast, ferr := frameLines(body, 1, make([]Record, 0, recordCap(1, lines, len(body), lim)), lim, true)
+		slow, serr := frameLines(body, 1, make([]Record, 0, recordCap(1, lines, len(body), lim)), lim, false)
 		if fmt.Sprint(ferr) != fmt.Sprint(serr) || !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("%q: the fast path and the general scanner disagree:\n%v %#v\n%v %#v", body, ferr, fast, serr, slow)
 		}

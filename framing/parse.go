@@ -154,7 +154,7 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 			lines++
 		}
 		ps = append(ps, &part{body: body[start:end], first: line, off: total})
-		total += recordCap(line, lines, lim)
+		total += recordCap(line, lines, end-start, lim)
 		line += n
 		start = end
 	}
@@ -188,20 +188,27 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 	return all[:n:n], nil
 }
 
-// recordCap is how many records lines lines from line first can give at most.
-func recordCap(first, lines int, lim Limits) int {
+// recordCap is how many records lines lines from line first, size bytes in all, can give at
+// most, plus the slot a line is framed into before it is known to be one. Not every line is a
+// record: blank lines are not, and a record needs minRecordLine bytes with its delimiter, so
+// a body of 32 MiB of newlines sizes no array of 32 million records (3 GiB).
+func recordCap(first, lines, size int, lim Limits) int {
 	if lim.MaxLines > 0 {
 		lines = max(0, min(lines, lim.MaxLines-first+1))
 	}
-	return lines
+	return min(lines, (size+1)/minRecordLine+1)
 }
+
+// minRecordLine is the shortest record line with its delimiter: {"type":""} and "\n" (the
+// last line has no delimiter, hence the +1 above).
+const minRecordLine = len(`{"type":""}`) + 1
 
 var newline = []byte{'\n'}
 
 // parseLines parses consecutive lines of a batch, the first of which is line number first;
 // there are at most lines of them.
 func parseLines(body []byte, first, lines int, lim Limits) ([]Record, error) {
-	return frameLines(body, first, make([]Record, 0, recordCap(first, lines, lim)), lim, true)
+	return frameLines(body, first, make([]Record, 0, recordCap(first, lines, len(body), lim)), lim, true)
 }
 
 // frameLines is parseLines, with the fast path or the general scanner alone (for tests

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -418,5 +419,47 @@ func TestParseRetainedUsesTheBody(t *testing.T) {
 	copied, err := ParseBytes(body, DefaultLimits())
 	if err != nil || inBody(copied[0].Data[0].Value) {
 		t.Errorf("ParseBytes points into the caller's body: %v", err)
+	}
+}
+
+// The records array is sized by what the body can hold, not by its line count: a body of
+// newlines is a valid empty batch, and costs no more than a body of the shortest records
+// would (before, it cost an array of one record per line: 3 GiB).
+func TestBlankLinesSizeNoRecords(t *testing.T) {
+	body := bytes.Repeat([]byte("\n"), 32<<20)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	recs, err := ParseRetained(body, DefaultLimits())
+	runtime.ReadMemStats(&after)
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("%d records, %v; want none", len(recs), err)
+	}
+	most := uint64((len(body)+1)/minRecordLine+1) * uint64(unsafe.Sizeof(Record{}))
+	if got := after.TotalAlloc - before.TotalAlloc; got > most+16<<20 {
+		t.Fatalf("framing 32 MiB of blank lines allocated %d MiB", got>>20)
+	}
+}
+
+// The capacity bound is exact for the shortest record lines, whole or in parts, with and
+// without a final newline and with CRLF: none outgrows its array.
+func TestShortestRecordsFillTheirBound(t *testing.T) {
+	for _, n := range []int{1, 2, 7, 20000} {
+		for _, tail := range []string{"", "\n"} {
+			for _, eol := range []string{"\n", "\r\n"} {
+				body := []byte(strings.Repeat(`{"type":""}`+eol, n-1) + `{"type":""}` + tail)
+				for parts := 1; parts <= 4; parts++ {
+					recs, err := parseParts(body, DefaultLimits(), parts)
+					if err != nil || len(recs) != n {
+						t.Fatalf("n=%d tail=%q eol=%q parts=%d: %d records, %v", n, tail, eol, parts, len(recs), err)
+					}
+					// A short line after a full array is framed into the spare slot, and refused.
+					_, err = parseParts(append(slices.Clip(body), "\n{}"...), DefaultLimits(), parts)
+					var invalid *errs.InvalidInput
+					if !errors.As(err, &invalid) {
+						t.Fatalf("n=%d tail=%q eol=%q parts=%d: a trailing {} gave %v", n, tail, eol, parts, err)
+					}
+				}
+			}
+		}
 	}
 }
