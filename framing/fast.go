@@ -66,6 +66,8 @@ type fastScanner struct {
 	// without them before they are tried again.
 	credit, pause int
 	spans         []valueSpan // learn's
+	// Where the member slabs go when they come from the pool (a Frame's), else nil.
+	slabs *[][]Member
 	// To size slabs: the lines of the part not framed yet.
 	left   int
 	intern map[string]string
@@ -95,7 +97,7 @@ func putFastScanner(f *fastScanner) {
 func (f *fastScanner) reset() {
 	// Templates are learnt anew in each batch, under its limits.
 	f.forget()
-	f.members, f.ids, f.strs, f.data = nil, nil, nil, f.data[:0]
+	f.members, f.ids, f.strs, f.data, f.slabs = nil, nil, nil, f.data[:0], nil
 	// Nothing kept may point into the batch, nor grow with what one batch held.
 	if cap(f.data) > maxKeptMembers {
 		f.data = nil
@@ -135,6 +137,17 @@ const slabLines = 256
 
 // strSlab bounds the bytes of one string slab (a longer string gets one of its own size).
 const strSlab = 16 << 10
+
+// newMembers starts a new member slab for a line that needs n members.
+func (f *fastScanner) newMembers(n int) {
+	size := f.slabFor(n, memberSlab)
+	if f.slabs == nil {
+		f.members = make([]Member, 0, size)
+		return
+	}
+	f.members = pooledMembers(size)
+	*f.slabs = append(*f.slabs, f.members)
+}
 
 // slabFor is the size of a new slab for a line that needs n of its elements.
 func (f *fastScanner) slabFor(n, most int) int {

@@ -155,8 +155,8 @@ func checkFastAgrees(t *testing.T, body []byte) {
 	t.Helper()
 	for _, lim := range []Limits{DefaultLimits(), tinyLimits.normalized()} {
 		lines := strings.Count(string(body), "\n") + 1
-		fast, ferr := frameLines(body, 1, make([]Record, 0, recordCap(1, lines, len(body), lim)), lim, true)
-		slow, serr := frameLines(body, 1, make([]Record, 0, recordCap(1, lines, len(body), lim)), lim, false)
+		fast, ferr := frameLines(body, 1, make([]Record, 0, recordCap(1, lines, len(body), lim)), lim, true, nil)
+		slow, serr := frameLines(body, 1, make([]Record, 0, recordCap(1, lines, len(body), lim)), lim, false, nil)
 		if fmt.Sprint(ferr) != fmt.Sprint(serr) || !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("%q: the fast path and the general scanner disagree:\n%v %#v\n%v %#v", body, ferr, fast, serr, slow)
 		}
@@ -388,9 +388,9 @@ func TestPartsShareOneSlice(t *testing.T) {
 	}
 	body := []byte(b.String())
 	for _, lim := range []Limits{DefaultLimits(), Limits{MaxLines: 400}.normalized(), Limits{MaxLines: 600}.normalized()} {
-		one, oneErr := parseParts(body, lim, 1)
+		one, oneErr := parseParts(body, lim, 1, nil)
 		for _, parts := range []int{2, 3, 8} {
-			got, err := parseParts(body, lim, parts)
+			got, err := parseParts(body, lim, parts, nil)
 			if fmt.Sprint(err) != fmt.Sprint(oneErr) || !reflect.DeepEqual(got, one) {
 				t.Fatalf("MaxLines %d, %d parts: %d records, %v; in one: %d, %v", lim.MaxLines, parts, len(got), err, len(one), oneErr)
 			}

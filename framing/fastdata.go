@@ -102,7 +102,7 @@ func (f *fastScanner) fillData(a []byte, rec *Record) bool {
 		return true
 	}
 	if cap(f.members)-len(f.members) < n {
-		f.members = make([]Member, 0, f.slabFor(n, memberSlab))
+		f.newMembers(n)
 	}
 	// Fields are set one by one into the slab's zeroed memory: appending whole Members would
 	// cost a bulk write barrier for each while the GC runs, as it often does during a batch.

@@ -113,7 +113,7 @@ func (f *fastScanner) byTemplate(a []byte, t *template, rec *Record) (int, bool,
 		return t.first.n, true, true
 	}
 	if cap(f.members)-len(f.members) < t.members {
-		f.members = make([]Member, 0, f.slabFor(t.members, memberSlab))
+		f.newMembers(t.members)
 	}
 	start := len(f.members)
 	ms := f.members[start : start+t.members]

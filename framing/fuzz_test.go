@@ -58,12 +58,24 @@ func FuzzParse(f *testing.F) {
 		if !bytes.Equal(kept, data) {
 			t.Fatalf("ParseRetained wrote to the body: %q became %q", data, kept)
 		}
+		// So does a frame, twice over memory given back (in parts too), and it gives its own
+		// back after.
+		for _, parts := range []int{1, 3} {
+			for range 2 {
+				fr := &Frame{}
+				recs4, err4 := parseParts(kept, Limits{retain: true}.normalized(), parts, fr)
+				if fmt.Sprint(err) != fmt.Sprint(err4) || !reflect.DeepEqual(recs, recs4) {
+					t.Fatalf("a frame in %d parts and ParseBytes disagree: %v / %v", parts, err4, err)
+				}
+				fr.Release()
+			}
+		}
 		// Parsing in parts (as large batches are) is exactly parsing line by line, refusals
 		// included, whatever the number of parts.
 		for _, lim := range []Limits{DefaultLimits(), tinyLimits.normalized()} {
-			seq, serr := parseParts(data, lim, 1)
+			seq, serr := parseParts(data, lim, 1, nil)
 			for _, parts := range []int{2, 3, 7} {
-				par, perr := parseParts(data, lim, parts)
+				par, perr := parseParts(data, lim, parts, nil)
 				if fmt.Sprint(serr) != fmt.Sprint(perr) || !reflect.DeepEqual(seq, par) {
 					t.Fatalf("%d parts disagree with one: %v / %v", parts, perr, serr)
 				}

@@ -49,7 +49,7 @@ func Parse(r io.Reader, lim Limits) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseBody(body, lim)
+	return parseBody(body, lim, nil)
 }
 
 // ParseBytes parses one batch held in memory. body is not modified or retained: records'
@@ -60,7 +60,7 @@ func ParseBytes(body []byte, lim Limits) ([]Record, error) {
 	if int64(len(body)) > lim.MaxBytes {
 		return nil, &errs.ResourceLimitExceeded{Resource: ResourceRequestBytes, Limit: uint64(lim.MaxBytes), Actual: uint64(len(body))}
 	}
-	return parseBody(body, lim)
+	return parseBody(body, lim, nil)
 }
 
 // ParseRetained is ParseBytes for a body the caller keeps, unchanged, as long as the records
@@ -69,12 +69,16 @@ func ParseBytes(body []byte, lim Limits) ([]Record, error) {
 // with insignificant whitespace inside values' structure, which are compacted into copies of
 // their own. body is never written to.
 func ParseRetained(body []byte, lim Limits) ([]Record, error) {
+	return parseRetained(body, lim, nil)
+}
+
+func parseRetained(body []byte, lim Limits, fr *Frame) ([]Record, error) {
 	lim = lim.normalized()
 	lim.retain = true
 	if int64(len(body)) > lim.MaxBytes {
 		return nil, &errs.ResourceLimitExceeded{Resource: ResourceRequestBytes, Limit: uint64(lim.MaxBytes), Actual: uint64(len(body))}
 	}
-	return parseBody(body, lim)
+	return parseBody(body, lim, fr)
 }
 
 func readBounded(r io.Reader, max int64) ([]byte, error) {
@@ -118,25 +122,33 @@ const maxParts = 8
 // Lines carry no state from one to the next, so each part is parsed alone, numbering its lines
 // from where it starts, and the first refusal of the first part that has one is the first
 // refusal of the batch: the result is exactly the sequential one.
-func parseBody(body []byte, lim Limits) ([]Record, error) {
+//
+// fr, when not nil, takes the memory the records use from the pools Release gives it back to,
+// and keeps it.
+func parseBody(body []byte, lim Limits, fr *Frame) ([]Record, error) {
 	parts := min(runtime.GOMAXPROCS(0), maxParts, len(body)/(parallelMinBytes/2))
 	if len(body) < parallelMinBytes {
 		parts = 1
 	}
-	return parseParts(body, lim, parts)
+	return parseParts(body, lim, parts, fr)
 }
 
 // parseParts parses body in up to parts line-aligned parts at once. The parts fill disjoint
 // ranges of one records slice, so joining them copies nothing unless blank lines left gaps.
-func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
+func parseParts(body []byte, lim Limits, parts int, fr *Frame) ([]Record, error) {
 	if parts < 2 {
-		return parseLines(body, 1, bytes.Count(body, newline)+1, lim)
+		lines := bytes.Count(body, newline) // a final newline ends the last line, starting none
+		if len(body) > 0 && body[len(body)-1] != '\n' {
+			lines++
+		}
+		return parseLines(body, 1, lines, lim, fr)
 	}
 	type part struct {
 		body  []byte
 		first int // line number of its first line
 		off   int // where its records go
 		recs  []Record
+		slabs [][]Member // with fr: the member slabs it took
 	}
 	ps := make([]*part, 0, parts)
 	line, total := 1, 0
@@ -158,7 +170,7 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 		line += n
 		start = end
 	}
-	all := make([]Record, total)
+	all := fr.records(total)[:total]
 	for k, p := range ps {
 		end := total
 		if k+1 < len(ps) {
@@ -168,9 +180,12 @@ func parseParts(body []byte, lim Limits, parts int) ([]Record, error) {
 	}
 	err := parallel.Each(ps, len(ps), func(p *part) error {
 		var err error
-		p.recs, err = frameLines(p.body, p.first, p.recs, lim, true)
+		p.recs, err = frameLines(p.body, p.first, p.recs, lim, true, fr.slabList(&p.slabs))
 		return err
 	})
+	for _, p := range ps {
+		fr.keep(p.slabs)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -207,13 +222,19 @@ var newline = []byte{'\n'}
 
 // parseLines parses consecutive lines of a batch, the first of which is line number first;
 // there are at most lines of them.
-func parseLines(body []byte, first, lines int, lim Limits) ([]Record, error) {
-	return frameLines(body, first, make([]Record, 0, recordCap(first, lines, len(body), lim)), lim, true)
+func parseLines(body []byte, first, lines int, lim Limits, fr *Frame) ([]Record, error) {
+	n := recordCap(first, lines, len(body), lim)
+	var slabs [][]Member
+	recs, err := frameLines(body, first, fr.records(n)[:0:n], lim, true, fr.slabList(&slabs))
+	fr.keep(slabs)
+	return recs, err
 }
 
 // frameLines is parseLines, with the fast path or the general scanner alone (for tests
-// comparing them), appending to records (zero, and with room for every line's record).
-func frameLines(body []byte, first int, records []Record, lim Limits, fast bool) ([]Record, error) {
+// comparing them), appending to records (zero, and with room for every line's record). The
+// fast path's member slabs come from the pool and are appended to *slabs when slabs is not
+// nil.
+func frameLines(body []byte, first int, records []Record, lim Limits, fast bool, slabs *[][]Member) ([]Record, error) {
 	// One copy of the part that records point into: a line the fast path takes is used in
 	// place, one the general scanner takes is compacted over its own bytes (its compact copy
 	// never outgrows it), so the arena never reallocates.
@@ -223,6 +244,7 @@ func frameLines(body []byte, first int, records []Record, lim Limits, fast bool)
 		copy(arena, body)
 	}
 	f := getFastScanner(lim.MaxDepth)
+	f.slabs = slabs
 	defer putFastScanner(f)
 	var s *scanner // the general scanner, for lines the fast path leaves to it
 	// One record per line at most: sized once, the slice never grows (records are large).

@@ -341,7 +341,7 @@ func TestLargeBatchParsesInParts(t *testing.T) {
 	if len(body) < 2*parallelMinBytes {
 		t.Fatalf("batch of %d bytes is too small to be parsed in parts", len(body))
 	}
-	one, err := parseParts(body, DefaultLimits(), 1)
+	one, err := parseParts(body, DefaultLimits(), 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,12 +448,12 @@ func TestShortestRecordsFillTheirBound(t *testing.T) {
 			for _, eol := range []string{"\n", "\r\n"} {
 				body := []byte(strings.Repeat(`{"type":""}`+eol, n-1) + `{"type":""}` + tail)
 				for parts := 1; parts <= 4; parts++ {
-					recs, err := parseParts(body, DefaultLimits(), parts)
+					recs, err := parseParts(body, DefaultLimits(), parts, nil)
 					if err != nil || len(recs) != n {
 						t.Fatalf("n=%d tail=%q eol=%q parts=%d: %d records, %v", n, tail, eol, parts, len(recs), err)
 					}
 					// A short line after a full array is framed into the spare slot, and refused.
-					_, err = parseParts(append(slices.Clip(body), "\n{}"...), DefaultLimits(), parts)
+					_, err = parseParts(append(slices.Clip(body), "\n{}"...), DefaultLimits(), parts, nil)
 					var invalid *errs.InvalidInput
 					if !errors.As(err, &invalid) {
 						t.Fatalf("n=%d tail=%q eol=%q parts=%d: a trailing {} gave %v", n, tail, eol, parts, err)

@@ -104,12 +104,13 @@ func decodeRequest(data []byte, v any, field, want string) error {
 // loadRequest frames a graph batch and returns the load that applies it; ahead builds its rows
 // too, for the load's first attempt.
 //
-// held is about how much memory the staged load keeps beside the message's body.
-func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahead bool) (apply func(context.Context) (*applied, error), held int64, err error) {
+// held is about how much memory the staged load keeps beside the message's body; release
+// gives the records' memory back to the framer once apply will not be called again.
+func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahead bool) (apply func(context.Context) (*applied, error), release func(), held int64, err error) {
 	h := msg.Headers()
 	for _, name := range []string{HeaderBranch, HeaderFrom} {
 		if err := engine.CheckBranchName(name, h.Get(name)); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 	}
 	mode := engine.Mode(h.Get(HeaderMode))
@@ -118,10 +119,11 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 	}
 	// The body stays as it is while the message is held (its ack, receipt hash and any dead
 	// letter need it), so the records may point into it rather than into a copy.
-	recs, err := framing.ParseRetained(msg.Data(), framing.DefaultLimits())
+	fr, err := framing.FrameRetained(msg.Data(), framing.DefaultLimits())
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
+	recs := fr.Records
 	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), From: h.Get(HeaderFrom), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
 		Receipt: receipt}
 	if ahead {
@@ -137,7 +139,7 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 		return &applied{entities: res.TotalEntities, event: Event{Kind: "load", Branch: res.Branch, Mode: res.Mode, Nodes: res.Nodes, Edges: res.Edges,
 			GraphCommitID: res.Commit.GraphCommitID, ManifestVersion: res.Commit.GraphManifestVersion, ActorID: res.Commit.ActorID,
 			AlreadyApplied: res.AlreadyApplied}}, nil
-	}, held, nil
+	}, fr.Release, held, nil
 }
 
 // stagedBytes is what a staged load holds beside the body: the records (which point into it)

@@ -139,6 +139,7 @@ func (p *pipe) commit(stop, pctx context.Context) error {
 		p.mu.Unlock()
 		p.signal()
 		out := p.w.handle(stop, h.msg, h.st)
+		h.st.done()
 		p.mu.Lock()
 		p.count(-committing)
 		if len(p.held) == 0 && p.bytes != 0 {

@@ -446,3 +446,28 @@ func TestPipelineLogsALongWait(t *testing.T) {
 		t.Fatalf("long-wait warnings: %+v", waits)
 	}
 }
+
+// Every framed batch's memory goes back to the framer once its message is done with —
+// committed, dead-lettered, or applied after a retry — with the pipeline and without it.
+func TestWorkerGivesFramesBack(t *testing.T) {
+	for _, n := range []int{1, 4} {
+		t.Run(fmt.Sprintf("depth=%d", n), func(t *testing.T) {
+			t.Cleanup(failpoint.Reset)
+			if err := failpoint.Enable("load.after_table_commit", "1*error"); err != nil {
+				t.Fatal(err)
+			}
+			held := framing.Unreleased()
+			h := start(t, depth(n))
+			const msgs = 8
+			for i := range msgs {
+				if i == 5 {
+					h.publish(`{"type":"Nope","data":{}}`, nil) // framed, then refused by the schema
+					continue
+				}
+				h.publish(person(i), map[string]string{HeaderMode: "append"})
+			}
+			h.inOrder(msgs - 1)
+			waitFor(t, func() bool { return framing.Unreleased() == held }, "every frame given back")
+		})
+	}
+}

@@ -300,6 +300,18 @@ type staged struct {
 	// bytes is about how much memory the staged message holds beside its body (records,
 	// built rows), which a pipeline counts against its bound.
 	bytes int64
+	// release gives what apply holds back to where it came from (a load's records to the
+	// framer); nil when there is nothing to give back.
+	release func()
+}
+
+// done is called once the message is applied or given up on, when apply will not run again:
+// what it holds goes back for the next message.
+func (st *staged) done() {
+	if st != nil && st.release != nil {
+		st.release()
+		st.release = nil
+	}
 }
 
 // stage hashes and parses one message. ahead says the message waits behind others in the
@@ -315,7 +327,7 @@ func (w *Worker) stage(msg jetstream.Msg, meta *jetstream.MsgMetadata, ahead boo
 	case w.cfg.MaintenanceSubject():
 		st.apply, st.err = w.maintenanceRequest(msg)
 	default:
-		st.apply, st.bytes, st.err = w.loadRequest(msg, st.receipt, ahead)
+		st.apply, st.release, st.bytes, st.err = w.loadRequest(msg, st.receipt, ahead)
 	}
 	digest := <-sum
 	st.receipt.PayloadSHA256 = hex.EncodeToString(digest[:])
@@ -332,6 +344,7 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 	}
 	if st == nil {
 		st = w.stage(msg, meta, false)
+		defer st.done()
 	}
 	receipt, apply := st.receipt, st.apply
 	if st.err != nil {

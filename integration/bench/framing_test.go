@@ -45,7 +45,7 @@ func TestFramingBenchLines(t *testing.T) {
 	if runErr != nil {
 		t.Fatal(runErr)
 	}
-	line := regexp.MustCompile(`(?m)^bench: framing batch=(1k\+1k|4k\+4k) bytes=\d+ gc_percent=\d+ mb_per_s=[0-9.]+ with_arrow_mb_per_s=[0-9.]+$`)
+	line := regexp.MustCompile(`(?m)^bench: framing batch=(1k\+1k|4k\+4k) bytes=\d+ gc_percent=\d+ mb_per_s=[0-9.]+ with_arrow_mb_per_s=[0-9.]+ fresh_mb_per_s=[0-9.]+$`)
 	if got := line.FindAllString(string(out), -1); len(got) != 2 {
 		t.Fatalf("want two framing lines, got:\n%s", out)
 	}
