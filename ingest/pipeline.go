@@ -67,11 +67,14 @@ type pipe struct {
 	held map[uint64]*held
 	// bytes is what is counted in flight: the held messages and the one being committed.
 	bytes   int64
-	closed  bool          // the session ended: a message fetched now goes straight back
-	waiting bool          // the commit loop waits for a missing predecessor: fetch past the byte bound
-	changed chan struct{} // to the commit loop: the held set changed
-	space   chan struct{} // to the fetcher: a message left or the commit loop began to wait
-	stageQ  chan *held
+	closed  bool // the session ended: a message fetched now goes straight back
+	waiting bool // the commit loop waits for a missing predecessor: fetch past the byte bound
+	// waitingSince is when the commit loop began to wait; forced is when the fetcher last took a
+	// message past the bound for it (see room).
+	waitingSince, forced time.Time
+	changed              chan struct{} // to the commit loop: the held set changed
+	space                chan struct{} // to the fetcher: a message left or the commit loop began to wait
+	stageQ               chan *held
 	// last is the highest sequence whose message this session finished (committed,
 	// recognised as applied or dead-lettered) with every message below it finished too.
 	last uint64
@@ -244,6 +247,9 @@ func (p *pipe) setWaiting(v bool) {
 	p.mu.Lock()
 	changed := p.waiting != v
 	p.waiting = v
+	if changed && v {
+		p.waitingSince, p.forced = time.Now(), time.Time{}
+	}
 	p.mu.Unlock()
 	if changed {
 		p.signal()
@@ -263,29 +269,56 @@ func (p *pipe) signal() {
 // fetch pulls one message at a time while the pipeline has room: fewer than PipelineDepth
 // held, and what is in flight (the held bodies, records and built rows, the message being
 // committed with what its commit builds, the compaction under way) with what the next commit
-// will build under PipelineBytes. Two exceptions: one message is always held ahead, so that the next is framed
-// while one commits however large they are, and a missing predecessor the commit loop waits
-// for must be let in. One at a time, so no message waits in a client buffer without a
-// heartbeat. It returns nil when ctx ends, the error when the pull subscription is broken for
-// good.
+// will build under PipelineBytes, the message fetched included: the pull asks for a message
+// no larger than the room left (JetStream's max_bytes), so that one large message does not
+// take the count far past the bound. Two exceptions: one message is always held ahead, so
+// that the next is framed while one commits however large they are, and a missing predecessor
+// the commit loop waits for must be let in. One at a time, so no message waits in a client
+// buffer without a heartbeat. It returns nil when ctx ends, the error when the pull
+// subscription is broken for good.
 func (p *pipe) fetch(ctx context.Context) error {
 	for {
-		for !p.room() {
+		var most int
+		for {
+			ok, n := p.room()
+			if ok {
+				most = n
+				break
+			}
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-p.space:
+			case <-time.After(fetchWait): // room may come with time alone (see room)
 			}
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		batch, err := p.w.cons.Fetch(1, jetstream.FetchMaxWait(fetchWait))
+		opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(fetchWait)}
+		if most > 0 {
+			opts = append(opts, jetstream.FetchMaxBytes(most))
+		}
+		began := time.Now()
+		batch, err := p.w.cons.Fetch(1, opts...)
+		got := 0
 		if err == nil {
 			for msg := range batch.Messages() {
 				p.add(msg)
+				got++
 			}
 			err = batch.Error()
+		}
+		if err == nil && got == 0 && most > 0 && time.Since(began) < fetchWait/2 {
+			// A pull that ends at once with nothing was refused because the next message is
+			// larger than the room left (an empty stream holds the pull for fetchWait): it
+			// waits until a commit makes room.
+			select {
+			case <-ctx.Done():
+			case <-p.space:
+			case <-time.After(fetchWait):
+			}
+			continue
 		}
 		if err == nil || ctx.Err() != nil || p.w.leaseLost() {
 			continue
@@ -302,13 +335,40 @@ func (p *pipe) fetch(ctx context.Context) error {
 	}
 }
 
-func (p *pipe) room() bool {
+// room reports whether the fetcher may take a message now, and the largest message, in
+// bytes, that keeps what is in flight under PipelineBytes once it is counted (0: any size).
+//
+// While the commit loop waits for a missing predecessor nothing commits, so nothing would
+// make room: the missing message must be let in whatever its size, and under the bound any
+// message is (one past it at most). Over the bound, taking newer messages in the hope that the
+// missing one comes next would fill the pipeline to its depth past the bound (a lost delivery
+// did: 4 times the bound, for the 30 s of an ack_wait); but a missing message comes back only
+// when its ack_wait has run out since it was delivered, before the wait began, and JetStream
+// then delivers it before any new one. So over the bound the fetcher waits out one ack_wait
+// from the start of the wait, then takes one message each fetchWait until the missing one is
+// among them.
+func (p *pipe) room() (bool, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.held) >= p.w.cfg.PipelineDepth {
-		return false
+		return false, 0
 	}
-	return p.bytes+p.w.compacting.Load()+p.nextGrowth() < p.w.cfg.PipelineBytes || p.waiting || len(p.held) == 0
+	if len(p.held) == 0 { // one is always held ahead
+		return true, 0
+	}
+	free := p.w.cfg.PipelineBytes - p.bytes - p.w.compacting.Load() - p.nextGrowth()
+	if p.waiting {
+		now := time.Now()
+		if free >= stagingFactor || now.Sub(p.waitingSince) >= p.w.cfg.AckWait && now.Sub(p.forced) >= fetchWait {
+			p.forced = now
+			return true, 0
+		}
+		return false, 0
+	}
+	if free < stagingFactor {
+		return false, 0
+	}
+	return true, int(free / stagingFactor) // counted at stagingFactor times its body until staged
 }
 
 // nextGrowth is what the commit of the held message that builds most will add to its count

@@ -135,6 +135,48 @@ func TestPipelineWaitsForARedeliveredPredecessor(t *testing.T) {
 	h.exactlyOnce(4, nil)
 }
 
+// While a predecessor is missing nothing commits, and the fetcher does not fill the pipeline
+// to its depth past the bound: it holds one message ahead, waits out the ack_wait after which
+// the missing one is redelivered, and then takes it.
+func TestPipelineBoundHoldsWhileAPredecessorIsMissing(t *testing.T) {
+	h := start(t, depth(4))
+	h.stop()
+	<-h.done
+	h.done <- nil
+	ctx := context.Background()
+	for i := range 6 {
+		h.publish(person(i), nil)
+	}
+	b, err := h.w.cons.Fetch(1, jetstream.FetchMaxWait(time.Second)) // taken by a holder that died
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range b.Messages() {
+	}
+	cfg := h.w.cfg
+	cfg.PipelineDepth, cfg.PipelineBytes = 8, 1
+	w2, err := New(h.nc, h.g, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w2.Run(run) }()
+	defer func() { stop(); <-done }()
+	time.Sleep(cfg.AckWait / 2)
+	info, err := h.w.cons.Info(ctx)
+	if err != nil || info.Delivered.Stream != 2 || info.NumAckPending != 2 {
+		t.Fatalf("consumer %+v %v: want the dead holder's message and one held ahead, no more", info, err)
+	}
+	if got := h.inOrder(6); fmt.Sprint(got) != "[1 2 3 4 5 6]" {
+		t.Fatalf("events of %v", got)
+	}
+	h.exactlyOnce(6, nil)
+}
+
 // A message held by failures past AckWait holds the ones behind it, prefetched and
 // heartbeated: none is redelivered, and all commit in order once it gets through.
 func TestPipelineHoldsMessagesBehindAHeldOne(t *testing.T) {
@@ -311,6 +353,38 @@ func TestPipelineBytesBoundThePrefetch(t *testing.T) {
 		h.publish(person(i), nil)
 	}
 	h.holdsThenApplies(2, 4) // the message that commits and one behind it
+}
+
+// The room left under pipeline_bytes bounds the size of the next message fetched, not only
+// whether one is: with room for many small batches, a batch larger than the room waits, and
+// the small ones behind it with it, until a commit makes room.
+func TestPipelineBytesBoundTheNextMessage(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable("load.after_prepare", "error"); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, func(w *Worker) { w.cfg.RetryMax, w.cfg.PipelineBytes = 200*time.Millisecond, 256<<10 }, depth(8))
+	h.publish(person(0), nil) // commits, retrying in place
+	h.publish(person(1), nil) // held ahead
+	var large strings.Builder
+	for i := range 4000 {
+		if i > 0 {
+			large.WriteByte('\n')
+		}
+		fmt.Fprintf(&large, `{"type":"Person","data":{"handle":"big%d","name":"%s","active":true}}`, i, strings.Repeat("n", 200))
+	}
+	if large.Len() < 512<<10 {
+		t.Fatalf("the large batch is %d bytes", large.Len())
+	}
+	h.publish(large.String(), nil)
+	h.publish(person(3), nil)
+	h.holds(2) // a byte-count check alone would take the large one: little is counted
+	failpoint.Reset()
+	for _, seq := range h.inOrder(4) {
+		if seq > 4 {
+			t.Fatalf("event of message %d", seq)
+		}
+	}
 }
 
 // While the consumer's state cannot be read, the pipeline cannot tell whether a predecessor
