@@ -67,14 +67,14 @@ type pipe struct {
 	held map[uint64]*held
 	// bytes is what is counted in flight: the held messages and the one being committed.
 	bytes   int64
-	closed  bool // the session ended: a message fetched now goes straight back
-	waiting bool // the commit loop waits for a missing predecessor: fetch past the byte bound
+	closed  bool          // the session ended: a message fetched now goes straight back
+	waiting bool          // the commit loop waits for a missing predecessor (see room)
+	changed chan struct{} // to the commit loop: the held set changed
+	space   chan struct{} // to the fetcher: a message left or the commit loop began to wait
+	stageQ  chan *held
 	// waitingSince is when the commit loop began to wait; forced is when the fetcher last took a
-	// message past the bound for it (see room).
+	// message for it (see room).
 	waitingSince, forced time.Time
-	changed              chan struct{} // to the commit loop: the held set changed
-	space                chan struct{} // to the fetcher: a message left or the commit loop began to wait
-	stageQ               chan *held
 	// last is the highest sequence whose message this session finished (committed,
 	// recognised as applied or dead-lettered) with every message below it finished too.
 	last uint64
