@@ -145,7 +145,7 @@ func (f *fastScanner) newMembers(n int) {
 		f.members = make([]Member, 0, size)
 		return
 	}
-	f.members = pooledMembers(size)
+	f.members = memberPools.get(size)
 	*f.slabs = append(*f.slabs, f.members)
 }
 

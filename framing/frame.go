@@ -60,11 +60,11 @@ func (fr *Frame) Release() {
 	if fr.array != nil {
 		// Cleared now, not when reused: a pooled array must not keep old bodies alive.
 		clear(fr.array[:fr.used])
-		putRecords(fr.array)
+		recordPools.put(fr.array)
 	}
 	for _, s := range fr.slabs {
 		clear(s[:cap(s)])
-		putMembers(s)
+		memberPools.put(s)
 	}
 	if fr.live {
 		unreleased.Add(-1)
@@ -78,7 +78,7 @@ func (fr *Frame) records(n int) []Record {
 	if fr == nil {
 		return make([]Record, 0, n)
 	}
-	fr.array = pooledRecords(n)
+	fr.array = recordPools.get(n)
 	fr.used = n
 	return fr.array
 }
@@ -102,57 +102,43 @@ func (fr *Frame) keep(slabs [][]Member) {
 // Sizes pooled, as powers of two: a batch's records array rounds up to the next one (from 64
 // records to 131,072, 12 MiB; larger ones are allocated and dropped), a member slab of up to
 // memberSlab members to the next one from 256.
-const (
-	minRecordsLog = 6
-	maxRecordsLog = 17
-	minMembersLog = 8
-	maxMembersLog = 12 // memberSlab
-)
-
 var (
-	recordPools [maxRecordsLog + 1]sync.Pool // of *[]Record, by capacity's log
-	memberPools [maxMembersLog + 1]sync.Pool // of *[]Member
+	recordPools = newSizedPools[Record](6, 17)
+	memberPools = newSizedPools[Member](8, 12) // 4,096: memberSlab
 )
 
-// sizeLog is the power of two at least n, no smaller than 1<<lo, and whether it is at most
-// 1<<hi.
-func sizeLog(n, lo, hi int) (int, bool) {
-	k := max(lo, bits.Len(uint(max(n, 1)-1)))
-	return k, k <= hi
+// sizedPools keeps slices of T by capacity, one pool per power of two from 1<<lo to 1<<hi.
+type sizedPools[T any] struct {
+	lo, hi int
+	pools  []sync.Pool // of *[]T, by capacity's log - lo
 }
 
-func pooledRecords(n int) []Record {
-	k, ok := sizeLog(n, minRecordsLog, maxRecordsLog)
+func newSizedPools[T any](lo, hi int) *sizedPools[T] {
+	return &sizedPools[T]{lo: lo, hi: hi, pools: make([]sync.Pool, hi-lo+1)}
+}
+
+// sizeLog is the power of two at least n and no smaller than 1<<lo, and whether it is pooled.
+func (sp *sizedPools[T]) sizeLog(n int) (int, bool) {
+	k := max(sp.lo, bits.Len(uint(max(n, 1)-1)))
+	return k, k <= sp.hi
+}
+
+// get returns an empty slice with room for n, pooled if one of its size was put back.
+func (sp *sizedPools[T]) get(n int) []T {
+	k, ok := sp.sizeLog(n)
 	if !ok {
-		return make([]Record, 0, n)
+		return make([]T, 0, n)
 	}
-	if p, _ := recordPools[k].Get().(*[]Record); p != nil {
+	if p, _ := sp.pools[k-sp.lo].Get().(*[]T); p != nil {
 		return (*p)[:0]
 	}
-	return make([]Record, 0, 1<<k)
+	return make([]T, 0, 1<<k)
 }
 
-func putRecords(a []Record) {
-	if k, ok := sizeLog(cap(a), minRecordsLog, maxRecordsLog); ok && cap(a) == 1<<k {
-		a = a[:0]
-		recordPools[k].Put(&a)
-	}
-}
-
-func pooledMembers(n int) []Member {
-	k, ok := sizeLog(n, minMembersLog, maxMembersLog)
-	if !ok {
-		return make([]Member, 0, n)
-	}
-	if p, _ := memberPools[k].Get().(*[]Member); p != nil {
-		return (*p)[:0]
-	}
-	return make([]Member, 0, 1<<k)
-}
-
-func putMembers(s []Member) {
-	if k, ok := sizeLog(cap(s), minMembersLog, maxMembersLog); ok && cap(s) == 1<<k {
+// put keeps s for a later get, if its capacity is one of the sizes pooled; s must be cleared.
+func (sp *sizedPools[T]) put(s []T) {
+	if k, ok := sp.sizeLog(cap(s)); ok && cap(s) == 1<<k {
 		s = s[:0]
-		memberPools[k].Put(&s)
+		sp.pools[k-sp.lo].Put(&s)
 	}
 }

@@ -269,22 +269,18 @@ func (p *pipe) signal() {
 // fetch pulls one message at a time while the pipeline has room: fewer than PipelineDepth
 // held, and what is in flight (the held bodies, records and built rows, the message being
 // committed with what its commit builds, the compaction under way) with what the next commit
-// will build under PipelineBytes, the message fetched included: the pull asks for a message
-// no larger than the room left (JetStream's max_bytes), so that one large message does not
-// take the count far past the bound. Two exceptions: one message is always held ahead, so
-// that the next is framed while one commits however large they are, and a missing predecessor
-// the commit loop waits for must be let in. One at a time, so no message waits in a client
-// buffer without a heartbeat. It returns nil when ctx ends, the error when the pull
+// will build under PipelineBytes. Two exceptions: one message is always held ahead, so that
+// the next is framed while one commits however large they are, and a missing predecessor the
+// commit loop waits for must be let in (see room). One at a time, so no message waits in a
+// client buffer without a heartbeat. It returns nil when ctx ends, the error when the pull
 // subscription is broken for good.
+//
+// The pull does not ask for a message no larger than the room left (a pull's max_bytes): with
+// nats.go 1.55 such a pull of one message sometimes ended in "batch completed" with its
+// message dropped, to be redelivered only after ack_wait.
 func (p *pipe) fetch(ctx context.Context) error {
 	for {
-		var most int
-		for {
-			ok, n := p.room()
-			if ok {
-				most = n
-				break
-			}
+		for !p.room() {
 			select {
 			case <-ctx.Done():
 				return nil
@@ -295,30 +291,12 @@ func (p *pipe) fetch(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(fetchWait)}
-		if most > 0 {
-			opts = append(opts, jetstream.FetchMaxBytes(most))
-		}
-		began := time.Now()
-		batch, err := p.w.cons.Fetch(1, opts...)
-		got := 0
+		batch, err := p.w.cons.Fetch(1, jetstream.FetchMaxWait(fetchWait))
 		if err == nil {
 			for msg := range batch.Messages() {
 				p.add(msg)
-				got++
 			}
 			err = batch.Error()
-		}
-		if err == nil && got == 0 && most > 0 && time.Since(began) < fetchWait/2 {
-			// A pull that ends at once with nothing was refused because the next message is
-			// larger than the room left (an empty stream holds the pull for fetchWait): it
-			// waits until a commit makes room.
-			select {
-			case <-ctx.Done():
-			case <-p.space:
-			case <-time.After(fetchWait):
-			}
-			continue
 		}
 		if err == nil || ctx.Err() != nil || p.w.leaseLost() {
 			continue
@@ -335,8 +313,7 @@ func (p *pipe) fetch(ctx context.Context) error {
 	}
 }
 
-// room reports whether the fetcher may take a message now, and the largest message, in
-// bytes, that keeps what is in flight under PipelineBytes once it is counted (0: any size).
+// room reports whether the fetcher may take a message now.
 //
 // While the commit loop waits for a missing predecessor nothing commits, so nothing would
 // make room: the missing message must be let in whatever its size, and under the bound any
@@ -347,28 +324,25 @@ func (p *pipe) fetch(ctx context.Context) error {
 // then delivers it before any new one. So over the bound the fetcher waits out one ack_wait
 // from the start of the wait, then takes one message each fetchWait until the missing one is
 // among them.
-func (p *pipe) room() (bool, int) {
+func (p *pipe) room() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.held) >= p.w.cfg.PipelineDepth {
-		return false, 0
+		return false
 	}
 	if len(p.held) == 0 { // one is always held ahead
-		return true, 0
+		return true
 	}
-	free := p.w.cfg.PipelineBytes - p.bytes - p.w.compacting.Load() - p.nextGrowth()
-	if p.waiting {
-		now := time.Now()
-		if free >= stagingFactor || now.Sub(p.waitingSince) >= p.w.cfg.AckWait && now.Sub(p.forced) >= fetchWait {
-			p.forced = now
-			return true, 0
-		}
-		return false, 0
+	under := p.bytes+p.w.compacting.Load()+p.nextGrowth() < p.w.cfg.PipelineBytes
+	if !p.waiting {
+		return under
 	}
-	if free < stagingFactor {
-		return false, 0
+	now := time.Now()
+	if under || now.Sub(p.waitingSince) >= p.w.cfg.AckWait && now.Sub(p.forced) >= fetchWait {
+		p.forced = now
+		return true
 	}
-	return true, int(free / stagingFactor) // counted at stagingFactor times its body until staged
+	return false
 }
 
 // nextGrowth is what the commit of the held message that builds most will add to its count

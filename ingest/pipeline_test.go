@@ -95,36 +95,45 @@ func TestPipelineKeepsStreamOrder(t *testing.T) {
 	h.exactlyOnce(n, bad)
 }
 
+// takeOver stops h's worker, publishes n messages, lets a holder that then dies take the
+// first, and starts a worker of configuration cfg on the graph; stop ends it.
+func (h *harness) takeOver(n int, cfg Config) (stop func()) {
+	h.t.Helper()
+	h.stop()
+	<-h.done
+	h.done <- nil
+	for i := range n {
+		h.publish(person(i), nil)
+	}
+	b, err := h.w.cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for m := range b.Messages() {
+		if md, _ := m.Metadata(); md.Sequence.Stream != 1 {
+			h.t.Fatalf("the dead holder took %d", md.Sequence.Stream)
+		}
+	}
+	w2, err := New(h.nc, h.g, cfg, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := w2.Setup(context.Background()); err != nil { // MaxAckPending follows cfg's depth
+		h.t.Fatal(err)
+	}
+	run, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w2.Run(run) }()
+	return func() { cancel(); <-done }
+}
+
 // After a takeover the server redelivers the previous holder's message only when its AckWait
 // runs out, and delivers newer ones meanwhile: the pipeline holds those until the missing one
 // comes, and applies all in stream order.
 func TestPipelineWaitsForARedeliveredPredecessor(t *testing.T) {
 	h := start(t, depth(4))
-	h.stop()
-	<-h.done
-	h.done <- nil
+	defer h.takeOver(4, h.w.cfg)()
 	ctx := context.Background()
-	for i := range 4 {
-		h.publish(person(i), nil)
-	}
-	// The previous holder took message 1 and died with it.
-	b, err := h.w.cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for m := range b.Messages() {
-		if md, _ := m.Metadata(); md.Sequence.Stream != 1 {
-			t.Fatalf("the dead holder took %d", md.Sequence.Stream)
-		}
-	}
-	w2, err := New(h.nc, h.g, h.w.cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w2.Run(run) }()
-	defer func() { stop(); <-done }()
 	if got := h.inOrder(4); fmt.Sprint(got) != "[1 2 3 4]" {
 		t.Fatalf("events of %v", got)
 	}
@@ -140,32 +149,10 @@ func TestPipelineWaitsForARedeliveredPredecessor(t *testing.T) {
 // the missing one is redelivered, and then takes it.
 func TestPipelineBoundHoldsWhileAPredecessorIsMissing(t *testing.T) {
 	h := start(t, depth(4))
-	h.stop()
-	<-h.done
-	h.done <- nil
-	ctx := context.Background()
-	for i := range 6 {
-		h.publish(person(i), nil)
-	}
-	b, err := h.w.cons.Fetch(1, jetstream.FetchMaxWait(time.Second)) // taken by a holder that died
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range b.Messages() {
-	}
 	cfg := h.w.cfg
 	cfg.PipelineDepth, cfg.PipelineBytes = 8, 1
-	w2, err := New(h.nc, h.g, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w2.Setup(ctx); err != nil {
-		t.Fatal(err)
-	}
-	run, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w2.Run(run) }()
-	defer func() { stop(); <-done }()
+	defer h.takeOver(6, cfg)()
+	ctx := context.Background()
 	time.Sleep(cfg.AckWait / 2)
 	info, err := h.w.cons.Info(ctx)
 	if err != nil || info.Delivered.Stream != 2 || info.NumAckPending != 2 {
@@ -353,38 +340,6 @@ func TestPipelineBytesBoundThePrefetch(t *testing.T) {
 		h.publish(person(i), nil)
 	}
 	h.holdsThenApplies(2, 4) // the message that commits and one behind it
-}
-
-// The room left under pipeline_bytes bounds the size of the next message fetched, not only
-// whether one is: with room for many small batches, a batch larger than the room waits, and
-// the small ones behind it with it, until a commit makes room.
-func TestPipelineBytesBoundTheNextMessage(t *testing.T) {
-	t.Cleanup(failpoint.Reset)
-	if err := failpoint.Enable("load.after_prepare", "error"); err != nil {
-		t.Fatal(err)
-	}
-	h := start(t, func(w *Worker) { w.cfg.RetryMax, w.cfg.PipelineBytes = 200*time.Millisecond, 256<<10 }, depth(8))
-	h.publish(person(0), nil) // commits, retrying in place
-	h.publish(person(1), nil) // held ahead
-	var large strings.Builder
-	for i := range 4000 {
-		if i > 0 {
-			large.WriteByte('\n')
-		}
-		fmt.Fprintf(&large, `{"type":"Person","data":{"handle":"big%d","name":"%s","active":true}}`, i, strings.Repeat("n", 200))
-	}
-	if large.Len() < 512<<10 {
-		t.Fatalf("the large batch is %d bytes", large.Len())
-	}
-	h.publish(large.String(), nil)
-	h.publish(person(3), nil)
-	h.holds(2) // a byte-count check alone would take the large one: little is counted
-	failpoint.Reset()
-	for _, seq := range h.inOrder(4) {
-		if seq > 4 {
-			t.Fatalf("event of message %d", seq)
-		}
-	}
 }
 
 // While the consumer's state cannot be read, the pipeline cannot tell whether a predecessor
