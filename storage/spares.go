@@ -198,16 +198,21 @@ func (p *spares) start() error {
 	if err != nil {
 		return err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	// The lock file is locked under another name and then renamed (the flock goes with the
+	// file): a ".lock" is never seen unlocked, which another process starting would take for
+	// the lock of a process that is gone, and remove the directory.
+	made := filepath.Join(dir, ".lock.new")
+	lock, err := os.OpenFile(made, os.O_RDWR|os.O_CREATE, 0o666)
 	if err == nil {
 		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			// The holder's pid, for LiveWriters to name (best effort: the flock is what counts).
+			_, _ = lock.WriteString(strconv.Itoa(os.Getpid()))
+			err = os.Rename(made, filepath.Join(dir, ".lock"))
+		}
 		if err != nil {
 			_ = lock.Close()
 		}
-	}
-	if err == nil {
-		// The holder's pid, for LiveWriters to name (best effort: the flock is what counts).
-		_, _ = lock.WriteString(strconv.Itoa(os.Getpid()))
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
