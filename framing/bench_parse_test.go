@@ -35,27 +35,17 @@ func BenchmarkParseSpaced1k1k(b *testing.B) {
 }
 
 func benchParse(b *testing.B, body []byte, want int) {
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
+	benchFraming(b, body, want, func() (int, func(), error) {
 		recs, err := framing.ParseBytes(body, framing.DefaultLimits())
-		if err != nil || len(recs) != want {
-			b.Fatalf("%d records, %v", len(recs), err)
-		}
-	}
+		return len(recs), func() {}, err
+	})
 }
 
 func benchRetained(b *testing.B, body []byte, want int) {
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
+	benchFraming(b, body, want, func() (int, func(), error) {
 		recs, err := framing.ParseRetained(body, framing.DefaultLimits())
-		if err != nil || len(recs) != want {
-			b.Fatalf("%d records, %v", len(recs), err)
-		}
-	}
+		return len(recs), func() {}, err
+	})
 }
 
 // The same batches framed as the worker frames them since it gives their memory back
@@ -65,14 +55,26 @@ func BenchmarkFrameSmall1k1k(b *testing.B) { benchFrame(b, benchdata.GraphBody(0
 func BenchmarkFrameSmall4k4k(b *testing.B) { benchFrame(b, benchdata.GraphBody(0, 4096), 8192) }
 
 func benchFrame(b *testing.B, body []byte, want int) {
+	benchFraming(b, body, want, func() (int, func(), error) {
+		fr, err := framing.FrameRetained(body, framing.DefaultLimits())
+		if err != nil {
+			return 0, func() {}, err
+		}
+		return len(fr.Records), fr.Release, nil
+	})
+}
+
+// benchFraming runs frame, which frames body and returns how many records it gave and what
+// gives their memory back, as b's loop, requiring want records each time.
+func benchFraming(b *testing.B, body []byte, want int, frame func() (int, func(), error)) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		fr, err := framing.FrameRetained(body, framing.DefaultLimits())
-		if err != nil || len(fr.Records) != want {
-			b.Fatalf("%v", err)
+		n, release, err := frame()
+		if err != nil || n != want {
+			b.Fatalf("%d records, %v", n, err)
 		}
-		fr.Release()
+		release()
 	}
 }
