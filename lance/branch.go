@@ -219,6 +219,15 @@ func (d *Dataset) CreateBranch(ctx context.Context, name string) (*Dataset, erro
 			f.Deletion.BaseID = &newID
 		}
 	}
+	// The branch reads its parent's index files where they are, as it reads its data files.
+	// (Lance's clone points every index at the new base, also one a grandparent holds; an
+	// index already naming a base keeps it here, so a branch of a branch still finds it.)
+	m.Indices = cloneIndices(src.Indices)
+	for i := range m.Indices {
+		if m.Indices[i].BaseID == nil {
+			m.Indices[i].BaseID = &newID
+		}
+	}
 	bname := name
 	m.Branch = &bname
 	m.Timestamp = time.Now().UTC()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -68,6 +69,10 @@ func PlanCleanup(ctx context.Context, st storage.Store, horizons map[string]uint
 	p := &CleanupPlan{root: st}
 	kept := map[string]bool{}        // locations of files a kept version names
 	gone := map[string]cleanupFile{} // files a removed version names, by location
+	// Index directories (_indices/<uuid>/), by location, likewise: an index's files are removed
+	// only when no kept version names the index.
+	keptIdx := map[string]bool{}
+	goneIdx := map[string]cleanupFile{} // key: the directory
 	for _, branch := range branches {
 		head, err := Open(ctx, st, WithBranch(branch))
 		if err != nil {
@@ -94,6 +99,17 @@ func PlanCleanup(ctx context.Context, st storage.Store, horizons map[string]uint
 					gone[loc] = f
 				} else {
 					kept[loc] = true
+				}
+			})
+			if err != nil {
+				return nil, err
+			}
+			err = d.eachIndexDir(func(f cleanupFile) {
+				loc := f.st.Location(f.key)
+				if remove {
+					goneIdx[loc] = f
+				} else {
+					keptIdx[loc] = true
 				}
 			})
 			if err != nil {
@@ -132,6 +148,49 @@ func PlanCleanup(ctx context.Context, st storage.Store, horizons map[string]uint
 			}
 		}
 	}
+	if !orphansBefore.IsZero() {
+		// Index directories no version names, every file of them older than the grace (an
+		// index build under way writes its files before the manifest that names them).
+		for _, branch := range branches {
+			dir := st
+			if branch != "" {
+				dir = st.Sub("tree/" + branch)
+			}
+			objs, err := dir.List(ctx, "_indices/")
+			if err != nil {
+				return nil, err
+			}
+			young := map[string]bool{}
+			for _, o := range objs {
+				if d, ok := indexDirOf(o.Key); ok && (o.ModTime.IsZero() || !o.ModTime.Before(orphansBefore)) {
+					young[d] = true
+				}
+			}
+			for _, o := range objs {
+				d, ok := indexDirOf(o.Key)
+				if !ok || young[d] {
+					continue
+				}
+				if loc := dir.Location(d); !keptIdx[loc] {
+					if _, named := goneIdx[loc]; !named {
+						gone[dir.Location(o.Key)] = cleanupFile{st: dir, key: o.Key, size: uint64(o.Size)}
+					}
+				}
+			}
+		}
+	}
+	for loc, ix := range goneIdx {
+		if keptIdx[loc] {
+			continue
+		}
+		objs, err := ix.st.List(ctx, ix.key)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			gone[ix.st.Location(o.Key)] = cleanupFile{st: ix.st, key: o.Key, size: uint64(o.Size)}
+		}
+	}
 	locs := make([]string, 0, len(gone))
 	for loc := range gone {
 		if !kept[loc] {
@@ -166,6 +225,33 @@ func (d *Dataset) eachFile(fn func(cleanupFile)) error {
 		}
 	}
 	return nil
+}
+
+// eachIndexDir calls fn with the directory (key ending in "/") of every index this version
+// lists.
+func (d *Dataset) eachIndexDir(fn func(cleanupFile)) error {
+	for i := range d.manifest.Indices {
+		x := &d.manifest.Indices[i]
+		st, _, err := d.resolveBase(x.BaseID)
+		if err != nil {
+			return err
+		}
+		fn(cleanupFile{st: st, key: x.Dir()})
+	}
+	return nil
+}
+
+// indexDirOf is the index directory ("_indices/<uuid>/") a key under _indices/ lies in.
+func indexDirOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "_indices/")
+	if !ok {
+		return "", false
+	}
+	uuid, _, ok := strings.Cut(rest, "/")
+	if !ok || uuid == "" {
+		return "", false
+	}
+	return "_indices/" + uuid + "/", true
 }
 
 // Apply removes what the plan names: first the files no kept version names, then the

@@ -215,10 +215,14 @@ func (d *Dataset) StageCompaction(ctx context.Context, co CompactionOptions, o S
 	return d.newStaged(o, op, &fileWrites{}), c, nil
 }
 
-// planCompaction is lance's plan_compaction without indices: the bins of fragments to rewrite.
+// planCompaction is lance's plan_compaction: the bins of fragments to rewrite. As in lance, a
+// bin holds only fragments the same indices cover, so that each index covers a rewritten
+// group whole or not at all; fragments no rewrite may move (indexCoverage) are no candidates.
 func (d *Dataset) planCompaction(ctx context.Context, target, maxBytes uint64, threshold float64) ([][]compactCandidate, error) {
 	var bins [][]compactCandidate
 	var cur []compactCandidate
+	cover, blocked := d.manifest.indexCoverage()
+	curCover := ""
 	end := func() {
 		// A bin of one fragment that is only a candidate for its size changes nothing.
 		if len(cur) > 1 || (len(cur) == 1 && cur[0].candidacy == itself) {
@@ -249,9 +253,13 @@ func (d *Dataset) planCompaction(ctx context.Context, target, maxBytes uint64, t
 		case f.PhysicalRows < target && !f.FullBySize(maxBytes):
 			c.candidacy = withNeighbors
 		}
-		if c.candidacy == notCandidate {
+		if c.candidacy == notCandidate || blocked(f.ID) {
 			end()
 			continue
+		}
+		if k := cover(f.ID); len(cur) == 0 || k != curCover {
+			end()
+			curCover = k
 		}
 		cur = append(cur, c)
 	}
@@ -277,10 +285,31 @@ func (d *Dataset) chosenBin(ids []uint64) ([][]compactCandidate, error) {
 		}
 		bin = append(bin, compactCandidate{frag: f, candidacy: itself, live: f.NumRows()})
 	}
-	if len(bin) == 1 && bin[0].frag.Deletion == nil {
-		return nil, nil
+	// The chosen run is cut where the indices covering it change, and leaves out fragments no
+	// rewrite may move, as the planner does: every index covers a group whole or not at all.
+	cover, blocked := d.manifest.indexCoverage()
+	var bins [][]compactCandidate
+	var run []compactCandidate
+	runCover := ""
+	flush := func() {
+		if len(run) > 1 || (len(run) == 1 && run[0].frag.Deletion != nil) {
+			bins = append(bins, run)
+		}
+		run = nil
 	}
-	return [][]compactCandidate{bin}, nil
+	for _, c := range bin {
+		if blocked(c.frag.ID) {
+			flush()
+			continue
+		}
+		if k := cover(c.frag.ID); len(run) == 0 || k != runCover {
+			flush()
+			runCover = k
+		}
+		run = append(run, c)
+	}
+	flush()
+	return bins, nil
 }
 
 // splitForSize cuts a run of candidates into bins of at least min live rows each, the

@@ -52,6 +52,10 @@ type Manifest struct {
 	Branch             *string
 	TransactionSection *uint64
 	IndexSection       *uint64
+	// Indices is the index section the manifest file holds at IndexSection (nil: none). A
+	// commit carries it as Lance does (index_carry.go); marshalling lays it out and sets
+	// IndexSection.
+	Indices []Index
 }
 
 // StableRowIDs reports whether the dataset assigns stable row ids.
@@ -323,7 +327,8 @@ const manifestFooterLen = 16
 var lanceMagic = []byte("LANC")
 
 // marshalManifestFile lays out a manifest file: the inline transaction section first (as lance 8
-// does), then the length-prefixed manifest, then the footer.
+// does), then the index section when there are indices, then the length-prefixed manifest,
+// then the footer.
 func marshalManifestFile(m *Manifest, txn []byte) []byte {
 	out, _ := marshalManifestFileReusing(m, txn, nil)
 	return out
@@ -343,6 +348,14 @@ func marshalManifestFileReusing(m *Manifest, txn []byte, reuse fragmentCodes) ([
 		out = append(out, txn...)
 	} else {
 		m.TransactionSection = nil
+	}
+	m.IndexSection = nil
+	if len(m.Indices) > 0 {
+		pos := uint64(len(out))
+		m.IndexSection = &pos
+		sec := encodeIndexSection(m.Indices)
+		out = binary.LittleEndian.AppendUint32(out, uint32(len(sec)))
+		out = append(out, sec...)
 	}
 	body, codes := encodeManifestReusing(m, reuse)
 	pos := len(out)
@@ -389,6 +402,22 @@ func parseManifestFile(name string, b []byte) (*Manifest, []byte, error) {
 			return nil, nil, bad(tp, "transaction section length %d runs past the manifest", tl)
 		}
 		txn = b[tp+4 : tp+4+tl]
+	}
+	if m.IndexSection != nil {
+		ip := int64(*m.IndexSection)
+		end := n - manifestFooterLen
+		if ip < 0 || ip+4 > end {
+			return nil, nil, bad(ip, "index section position %d outside the file", ip)
+		}
+		il := int64(binary.LittleEndian.Uint32(b[ip:]))
+		if ip+4+il > end || (ip < pos && ip+4+il > pos) {
+			return nil, nil, bad(ip, "index section length %d runs past its end", il)
+		}
+		xs, err := decodeIndexSection(b[ip+4 : ip+4+il])
+		if err != nil {
+			return nil, nil, bad(ip+4, "index section: %v", err)
+		}
+		m.Indices = xs
 	}
 	return m, txn, nil
 }

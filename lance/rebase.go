@@ -2,6 +2,7 @@ package lance
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -49,6 +50,19 @@ func (s *Staged) Rebase(d *Dataset) error {
 				return conflict(old.ID, fmt.Sprintf("fragment %d changed", old.ID))
 			}
 		}
+	}
+	// An index created meanwhile may cover part of a group: the rewrite would then move rows
+	// out from under it.
+	ids := make([][]uint64, len(s.Txn.Op.Groups))
+	for i, g := range s.Txn.Op.Groups {
+		ids[i] = make([]uint64, len(g.NewFragments))
+	}
+	if _, err := d.rewriteIndices(cloneIndices(d.manifest.Indices), d.manifest, s.Txn.Op.Groups, ids); err != nil {
+		var ie *IndexError
+		if errors.As(err, &ie) {
+			return conflict(0, fmt.Sprintf("index %q: %s", ie.Index, ie.Reason))
+		}
+		return err
 	}
 	s.Txn.ReadVersion, s.base = d.Version(), d
 	return nil

@@ -3,6 +3,8 @@ package lance
 import (
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/omnigraph/omnigraph-worker/lance/internal/pb"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
 )
@@ -73,6 +75,9 @@ type Operation struct {
 	Clone *CloneOp
 	// Rewrite: each group's new fragments replace its old ones (compaction).
 	Groups []RewriteGroup
+	// CreateIndex: the indices it adds (replacing any of the same name) and removes (by uuid).
+	NewIndices     []Index
+	RemovedIndices []Index
 
 	raw []byte // body of an operation this package only carries (never builds)
 }
@@ -148,6 +153,13 @@ func encodeTransaction(t *Transaction) []byte {
 					encodeFragments(gs, 1, g.OldFragments)
 					encodeFragments(gs, 2, g.NewFragments)
 				})
+			}
+		case OpCreateIndex:
+			for i := range op.NewIndices {
+				s.Message(1, func(is *pb.Encoder) { encodeIndex(is, &op.NewIndices[i]) })
+			}
+			for i := range op.RemovedIndices {
+				s.Message(2, func(is *pb.Encoder) { encodeIndex(is, &op.RemovedIndices[i]) })
 			}
 		case OpClone:
 			c := op.Clone
@@ -290,6 +302,25 @@ func decodeOperation(kind OpKind, b []byte) (Operation, error) {
 		err = pb.Walk(b, func(f pb.Field) error {
 			if f.Num == 1 {
 				op.RestoreVersion = f.Varint
+			}
+			return nil
+		})
+	case OpCreateIndex:
+		err = pb.Walk(b, func(f pb.Field) error {
+			if f.Num != 1 && f.Num != 2 {
+				return nil
+			}
+			if err := f.Want(protowire.BytesType); err != nil {
+				return err
+			}
+			x, err := decodeIndex(f.Bytes)
+			if err != nil {
+				return err
+			}
+			if f.Num == 1 {
+				op.NewIndices = append(op.NewIndices, x)
+			} else {
+				op.RemovedIndices = append(op.RemovedIndices, x)
 			}
 			return nil
 		})

@@ -598,9 +598,12 @@ func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, er
 	m.Timestamp = time.Now().UTC()
 	m.WriterLibrary, m.WriterVersion = WriterLibrary, WriterVersion
 	m.Tag = ""
-	m.IndexSection = nil
 	op := &txn.Op
 	var added []Fragment
+	// The new fragments that arrive with every row's stable id (rows an Update moved):
+	// indices may go on covering them.
+	var pureUpdated []int
+	var rewritten [][]uint64 // a Rewrite's new fragment ids, group by group
 	switch op.Kind {
 	case OpAppend:
 		m.Fragments = append(cloneFragments(old.Fragments), op.Fragments...)
@@ -629,17 +632,28 @@ func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, er
 		n := len(frags)
 		m.Fragments = append(frags, op.Fragments...)
 		added = m.Fragments[n:]
+		for i := range added {
+			if added[i].hasRowIDs() {
+				pureUpdated = append(pureUpdated, i)
+			}
+		}
 	case OpRewrite:
 		for _, g := range op.Groups {
 			if err := checkAddedFiles(d.dir.URI(), old, g.NewFragments); err != nil {
 				return nil, err
 			}
 		}
-		frags, err := rewriteFragments(&m, old, op.Groups, stable)
+		frags, ids, err := rewriteFragments(&m, old, op.Groups, stable)
 		if err != nil {
 			return nil, err
 		}
-		m.Fragments = frags
+		m.Fragments, rewritten = frags, ids
+	case OpCreateIndex:
+		for i := range op.NewIndices {
+			if err := d.checkNewIndex(&op.NewIndices[i]); err != nil {
+				return nil, err
+			}
+		}
 	case OpRestore:
 		src, _, _, _, err := readManifest(ctx, d.dir, d.scheme, op.RestoreVersion)
 		if err != nil {
@@ -647,6 +661,7 @@ func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, er
 		}
 		m.Schema, m.Fragments, m.Config, m.TableMetadata = src.Schema, cloneFragments(src.Fragments), src.Config, src.TableMetadata
 		m.BasePaths = src.BasePaths
+		m.Indices = cloneIndices(src.Indices)
 		if src.MaxFragmentID != nil && (m.MaxFragmentID == nil || *m.MaxFragmentID < *src.MaxFragmentID) {
 			m.MaxFragmentID = src.MaxFragmentID
 		}
@@ -668,6 +683,13 @@ func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, er
 		}
 		stableAssign(&m, added, stable)
 	}
+	var moved []uint64
+	for _, i := range pureUpdated {
+		moved = append(moved, added[i].ID)
+	}
+	if err := d.carryIndices(old, &m, txn, moved, rewritten); err != nil {
+		return nil, err
+	}
 	m.recomputeFlags(stable)
 	return &m, nil
 }
@@ -676,8 +698,8 @@ func (d *Dataset) applyTxn(ctx context.Context, txn *Transaction) (*Manifest, er
 // new fragments take the place of its old ones when those are contiguous (else the old ones
 // are dropped and the new ones appended). New fragments without an id get the next ones, and
 // max_fragment_id (in m) follows. next_row_id is unchanged: the new fragments carry the row
-// ids of the rows they hold.
-func rewriteFragments(m *Manifest, old *Manifest, groups []RewriteGroup, stable bool) ([]Fragment, error) {
+// ids of the rows they hold. ids are the new fragments' ids, group by group.
+func rewriteFragments(m *Manifest, old *Manifest, groups []RewriteGroup, stable bool) (_ []Fragment, ids [][]uint64, _ error) {
 	frags := cloneFragments(old.Fragments)
 	next := old.nextFragmentID()
 	maxID, hasMax := uint64(0), old.MaxFragmentID != nil
@@ -687,24 +709,26 @@ func rewriteFragments(m *Manifest, old *Manifest, groups []RewriteGroup, stable 
 	for gi := range groups {
 		g := &groups[gi]
 		if len(g.OldFragments) == 0 {
-			return nil, fmt.Errorf("lance: rewrite group %d replaces no fragment", gi)
+			return nil, nil, fmt.Errorf("lance: rewrite group %d replaces no fragment", gi)
 		}
 		start := slices.IndexFunc(frags, func(f Fragment) bool { return f.ID == g.OldFragments[0].ID })
 		if start < 0 {
-			return nil, fmt.Errorf("lance: rewrite group %d replaces fragment %d, which version %d does not have", gi, g.OldFragments[0].ID, old.Version)
+			return nil, nil, fmt.Errorf("lance: rewrite group %d replaces fragment %d, which version %d does not have", gi, g.OldFragments[0].ID, old.Version)
 		}
 		contiguous := start+len(g.OldFragments) <= len(frags)
 		for i := 1; contiguous && i < len(g.OldFragments); i++ {
 			contiguous = frags[start+i].ID == g.OldFragments[i].ID
 		}
 		added := cloneFragments(g.NewFragments)
+		ids = append(ids, make([]uint64, len(added)))
 		for i := range added {
 			if added[i].ID == 0 {
 				added[i].ID = next
 				next++
 			}
+			ids[gi][i] = added[i].ID
 			if stable && !added[i].hasRowIDs() {
-				return nil, fmt.Errorf("lance: rewrite group %d adds a fragment without row ids to a stable-row-id dataset", gi)
+				return nil, nil, fmt.Errorf("lance: rewrite group %d adds a fragment without row ids to a stable-row-id dataset", gi)
 			}
 			if !hasMax || added[i].ID > maxID {
 				maxID, hasMax = added[i].ID, true
@@ -717,7 +741,7 @@ func rewriteFragments(m *Manifest, old *Manifest, groups []RewriteGroup, stable 
 		for _, of := range g.OldFragments {
 			i := slices.IndexFunc(frags, func(f Fragment) bool { return f.ID == of.ID })
 			if i < 0 {
-				return nil, fmt.Errorf("lance: rewrite group %d replaces fragment %d, which version %d does not have", gi, of.ID, old.Version)
+				return nil, nil, fmt.Errorf("lance: rewrite group %d replaces fragment %d, which version %d does not have", gi, of.ID, old.Version)
 			}
 			frags = slices.Delete(frags, i, i+1)
 		}
@@ -726,18 +750,18 @@ func rewriteFragments(m *Manifest, old *Manifest, groups []RewriteGroup, stable 
 	seen := make(map[uint64]bool, len(frags))
 	for i := range frags {
 		if seen[frags[i].ID] {
-			return nil, fmt.Errorf("lance: the rewrite leaves two fragments with id %d", frags[i].ID)
+			return nil, nil, fmt.Errorf("lance: the rewrite leaves two fragments with id %d", frags[i].ID)
 		}
 		seen[frags[i].ID] = true
 	}
 	if hasMax {
 		if maxID > math.MaxUint32 {
-			return nil, fmt.Errorf("lance: fragment id %d overflows max_fragment_id", maxID)
+			return nil, nil, fmt.Errorf("lance: fragment id %d overflows max_fragment_id", maxID)
 		}
 		mx := uint32(maxID)
 		m.MaxFragmentID = &mx
 	}
-	return frags, nil
+	return frags, ids, nil
 }
 
 // stableAssign gives fragments without row ids fresh ones from next_row_id, and records the

@@ -1,0 +1,438 @@
+package lance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+func testIndex(name string, uuid byte, fields []int32, frags ...uint32) Index {
+	var x Index
+	x.UUID[0], x.UUID[15] = uuid, 0x42
+	x.Fields, x.Name, x.DatasetVersion = fields, name, 3
+	x.Fragments, x.HasFragments = slices.Clone(frags), true
+	if x.Fragments == nil {
+		x.Fragments = []uint32{}
+	}
+	x.Details = &IndexDetails{TypeURL: "/lance.index.pb.BTreeIndexDetails"}
+	v, at := int32(0), uint64(1_700_000_000_000)
+	x.IndexVersion, x.CreatedAt = &v, &at
+	return x
+}
+
+func vectorIndex(name string, uuid byte, fields []int32, frags ...uint32) Index {
+	x := testIndex(name, uuid, fields, frags...)
+	x.Details = &IndexDetails{TypeURL: "/lance.table.VectorIndexDetails", Value: []byte{8, 1}}
+	return x
+}
+
+func TestPortableRoaringRoundTrip(t *testing.T) {
+	sets := [][]uint32{
+		{},
+		{0},
+		{0, 1, 5, 4095},
+		seq32(0, 5000),                     // a bitmap container
+		{3, 65535, 65536, 131075, 1 << 31}, // several containers
+		append(seq32(70000, 75000), math.MaxUint32),
+	}
+	for _, set := range sets {
+		b := encodePortableRoaring(set)
+		got, err := decodePortableRoaring(b, math.MaxUint32+1)
+		if err != nil {
+			t.Fatalf("%d values: %v", len(set), err)
+		}
+		if len(got) == 0 && len(set) == 0 {
+			continue
+		}
+		if !slices.Equal(got, set) {
+			t.Fatalf("%d values: got %d back, first %v", len(set), len(got), got[:min(5, len(got))])
+		}
+	}
+	if n := len(encodePortableRoaring(nil)); n != 8 {
+		t.Fatalf("the empty bitmap is %d bytes, want 8 (zero bytes means no bitmap)", n)
+	}
+}
+
+func seq32(lo, hi uint32) []uint32 {
+	var out []uint32
+	for i := lo; i < hi; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+func TestIndexSectionRoundTrip(t *testing.T) {
+	a := testIndex("id_idx", 1, []int32{0}, 0, 1, 2)
+	// Fields this package does not know survive a commit as they were.
+	a.unknown = protowire.AppendVarint(protowire.AppendTag(nil, 40, protowire.VarintType), 7)
+	b := vectorIndex("vec_idx", 2, []int32{1})
+	b.HasFragments, b.Fragments = false, nil
+	base := uint32(3)
+	b.BaseID = &base
+	neg := int32(-1)
+	b.IndexVersion, b.CreatedAt = &neg, nil
+	c := testIndex("empty", 3, nil)
+	c.Details = nil
+	m := &Manifest{Schema: testSchema(t), Version: 4, Indices: []Index{a, b, c}, DataFormat: DataFormat, DataVersion: "2.2"}
+	file := marshalManifestFile(m, []byte{1, 2, 3})
+	got, txn, err := parseManifestFile("m", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(txn, []byte{1, 2, 3}) {
+		t.Fatalf("transaction section %v", txn)
+	}
+	if !reflect.DeepEqual(got.Indices, m.Indices) {
+		t.Fatalf("indices\n%+v\nwant\n%+v", got.Indices, m.Indices)
+	}
+	if got.Indices[0].Kind() != "BTree" || got.Indices[1].Kind() != "Vector" || !got.Indices[1].IsVector() || got.Indices[2].Kind() != "" {
+		t.Fatalf("kinds %q %q %q", got.Indices[0].Kind(), got.Indices[1].Kind(), got.Indices[2].Kind())
+	}
+	if d := got.Indices[0].Dir(); d != "_indices/01000000-0000-0000-0000-000000000042/" {
+		t.Fatalf("dir %s", d)
+	}
+	// No indices: no section at all, as before.
+	m.Indices = nil
+	got, _, err = parseManifestFile("m", marshalManifestFile(m, nil))
+	if err != nil || got.IndexSection != nil || got.Indices != nil {
+		t.Fatalf("no indices: section %v indices %v err %v", got.IndexSection, got.Indices, err)
+	}
+}
+
+func TestHostileIndexSectionsAreFormatErrors(t *testing.T) {
+	m := &Manifest{Schema: testSchema(t), Version: 4, Indices: []Index{testIndex("id_idx", 1, []int32{0}, 0, 1)}, DataFormat: DataFormat, DataVersion: "2.2"}
+	good := marshalManifestFile(m, nil)
+	pos := int(*m.IndexSection)
+	n := int(uint32(good[pos]) | uint32(good[pos+1])<<8)
+	cookie := pos + bytes.Index(good[pos:], []byte{0x3a, 0x30, 0, 0})
+	for name, mutate := range map[string]func(b []byte){
+		"length past the file": func(b []byte) { b[pos+2] = 0xff },
+		"bitmap cookie":        func(b []byte) { b[cookie] ^= 0xff },
+		"truncated message":    func(b []byte) { b[pos] = byte(n - 3) },
+	} {
+		b := slices.Clone(good)
+		mutate(b)
+		_, _, err := parseManifestFile("m", b)
+		var fe *FormatError
+		if !errors.As(err, &fe) {
+			t.Errorf("%s: %v, want a *FormatError", name, err)
+		}
+	}
+}
+
+// indexedTable is a stable-row-id table of three fragments (ids 0-9, 10-19, 20-29) with a BTREE
+// index on id over fragments 0 and 1, a vector index on name over fragment 0 and an index of
+// the same name as the BTREE's over nothing (an empty older delta).
+func indexedTable(t *testing.T, name string) *Dataset {
+	t.Helper()
+	ctx := context.Background()
+	st, err := storage.Open(ctx, "mem://"+strings.ReplaceAll(t.Name(), "/", "_")+"-"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.DeletePrefix(context.Background(), ""); st.Close() })
+	d, err := Create(ctx, st, testSchema(t), rows(seq(0, 10)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][2]int64{{10, 20}, {20, 30}} {
+		s, err := d.StageAppend(ctx, rows(seq(r[0], r[1])...), StageOptions{})
+		d = commit(t, d, s, err)
+	}
+	s, err := d.StageCreateIndex([]Index{testIndex("id_idx", 1, []int32{0}, 0, 1), vectorIndex("name_vec", 2, []int32{1}, 0)}, nil, StageOptions{})
+	return commit(t, d, s, err)
+}
+
+func indexFrags(d *Dataset) map[string][]uint32 {
+	out := map[string][]uint32{}
+	for _, x := range d.Indices() {
+		out[x.Name] = x.Fragments
+	}
+	return out
+}
+
+func wantFrags(t *testing.T, what string, d *Dataset, want map[string][]uint32) {
+	t.Helper()
+	if got := indexFrags(d); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s: indices cover %v, want %v", what, got, want)
+	}
+	// What was committed is what a reader finds.
+	again, err := d.Checkout(context.Background(), d.Version())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again.Indices(), d.Indices()) {
+		t.Fatalf("%s: read back %+v, committed %+v", what, again.Indices(), d.Indices())
+	}
+}
+
+func TestIndicesCarriedThroughEveryWrite(t *testing.T) {
+	ctx := context.Background()
+	d := indexedTable(t, "t1")
+	v4 := d.Version()
+	wantFrags(t, "created", d, map[string][]uint32{"id_idx": {0, 1}, "name_vec": {0}})
+
+	s, err := d.StageAppend(ctx, rows(seq(30, 35)...), StageOptions{})
+	d = commit(t, d, s, err)
+	wantFrags(t, "append", d, map[string][]uint32{"id_idx": {0, 1}, "name_vec": {0}})
+
+	s, err = d.StageDelete(ctx, In("id", 3, 12), StageOptions{})
+	d = commit(t, d, s, err)
+	wantFrags(t, "delete", d, map[string][]uint32{"id_idx": {0, 1}, "name_vec": {0}})
+
+	// An upsert rewrites every column of the fragments it masks rows in: those leave every
+	// index (Lance's prune of modified fields); new fragments are not covered.
+	s, err = d.StageUpsert(ctx, "id", rows(4, 31), StageOptions{})
+	d = commit(t, d, s, err)
+	wantFrags(t, "upsert", d, map[string][]uint32{"id_idx": {1}})
+
+	// The vector index, left covering no fragment, went with that Update, as Lance drops it;
+	// a scalar index stays even when every fragment it covers is gone.
+	s, err = d.StageDelete(ctx, In("id", 10, 11, 12, 13, 14, 15, 16, 17, 18, 19), StageOptions{})
+	d = commit(t, d, s, err)
+	if slices.ContainsFunc(d.Manifest().Fragments, func(f Fragment) bool { return f.ID == 1 }) {
+		t.Fatal("fragment 1 should be gone with all its rows")
+	}
+	wantFrags(t, "delete of the indexed fragment's rows", d, map[string][]uint32{"id_idx": {1}})
+
+	// Restore takes the restored version's section.
+	s, err = d.StageRestore(ctx, v4, StageOptions{})
+	d = commit(t, d, s, err)
+	wantFrags(t, "restore", d, map[string][]uint32{"id_idx": {0, 1}, "name_vec": {0}})
+
+	// A branch reads its parent's index files where they are.
+	b, err := d.CreateBranch(ctx, "feat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range b.Indices() {
+		if x.BaseID == nil {
+			t.Fatalf("branch index %s names no base", x.Name)
+		}
+		st, _, err := b.resolveBase(x.BaseID)
+		if err != nil || st.Location(x.Dir()) != d.dir.Location(x.Dir()) {
+			t.Fatalf("branch index %s resolves to %v (%v), want the parent's %s", x.Name, st.Location(x.Dir()), err, d.dir.Location(x.Dir()))
+		}
+	}
+	s, err = b.StageAppend(ctx, rows(100), StageOptions{})
+	b = commit(t, b, s, err)
+	wantFrags(t, "append on a branch", b, map[string][]uint32{"id_idx": {0, 1}, "name_vec": {0}})
+
+	s, err = d.StageOverwrite(ctx, nil, rows(1, 2), StageOptions{})
+	d = commit(t, d, s, err)
+	wantFrags(t, "overwrite", d, map[string][]uint32{})
+}
+
+func TestCreateIndexReplacesByNameAndRefusesBadIndices(t *testing.T) {
+	ctx := context.Background()
+	d := indexedTable(t, "t2")
+	s, err := d.StageCreateIndex([]Index{testIndex("id_idx", 9, []int32{0}, 0, 1, 2)}, []Index{vectorIndex("name_vec", 2, []int32{1})}, StageOptions{})
+	d = commit(t, d, s, err)
+	wantFrags(t, "replace and remove", d, map[string][]uint32{"id_idx": {0, 1, 2}})
+	if d.Indices()[0].UUID[0] != 9 {
+		t.Fatal("the new index did not replace the old one of its name")
+	}
+	txn, err := d.ReadTransaction(ctx, d.Version())
+	if err != nil || txn.Op.Kind != OpCreateIndex || len(txn.Op.NewIndices) != 1 || len(txn.Op.RemovedIndices) != 1 {
+		t.Fatalf("transaction %+v %v", txn, err)
+	}
+	for name, x := range map[string]Index{
+		"no name":       testIndex("", 5, []int32{0}, 0),
+		"unknown field": testIndex("x", 5, []int32{7}, 0),
+		"no bitmap":     func() Index { x := testIndex("x", 5, []int32{0}); x.HasFragments = false; return x }(),
+	} {
+		_, err := d.StageCreateIndex([]Index{x}, nil, StageOptions{})
+		var ie *IndexError
+		if !errors.As(err, &ie) || ie.Op != OpCreateIndex {
+			t.Errorf("%s: %v, want an *IndexError", name, err)
+		}
+	}
+}
+
+func TestCompactionCarriesIndicesAndNeverSplitsTheirCoverage(t *testing.T) {
+	ctx := context.Background()
+	d := indexedTable(t, "t3")
+	before := scanIDs(t, d)
+	// Fragments 0 and 1 (the BTREE's) and 2 (no index) are all small: the planner may merge 0
+	// with 1 only if the same indices cover both, which the vector index on 0 forbids; the
+	// chosen run 0-2 is cut the same way.
+	for _, chosen := range [][]uint64{nil, {0, 1, 2}} {
+		s, c, err := d.StageCompaction(ctx, CompactionOptions{TargetRowsPerFragment: 1000, Fragments: chosen}, StageOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s != nil {
+			t.Fatalf("chosen %v: %d groups, but no two adjacent fragments share their indices", chosen, len(s.Txn.Op.Groups))
+		}
+		_ = c
+	}
+	// Drop the vector index: 0 and 1 now share the BTREE, 2 has none.
+	s, err := d.StageCreateIndex(nil, []Index{vectorIndex("name_vec", 2, []int32{1})}, StageOptions{})
+	d = commit(t, d, s, err)
+	s, err = d.StageAppend(ctx, rows(seq(30, 40)...), StageOptions{})
+	d = commit(t, d, s, err)
+	s, c, err := d.StageCompaction(ctx, CompactionOptions{TargetRowsPerFragment: 1000}, StageOptions{})
+	if err != nil || s == nil {
+		t.Fatalf("compaction %v %v", s, err)
+	}
+	if len(s.Txn.Op.Groups) != 2 || c.FragmentsRemoved() != 4 {
+		t.Fatalf("%d groups removing %d fragments, want {0,1} and {2,3}", len(s.Txn.Op.Groups), c.FragmentsRemoved())
+	}
+	d = commit(t, d, s, nil)
+	// The indexed group's new fragment takes the old ones' place in the bitmap.
+	indexed := uint32(d.Manifest().Fragments[0].ID) // the first group's, in the old ones' place
+	wantFrags(t, "compaction", d, map[string][]uint32{"id_idx": {indexed}})
+	eqIDs(t, scanIDs(t, d), append(before, seq(30, 40)...))
+}
+
+func TestRewriteRefusesWhatItCannotCarry(t *testing.T) {
+	ctx := context.Background()
+	// Without stable row ids a rewrite would move rows out from under the index.
+	d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 10)...), CreateOptions{DisableStableRowIDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageAppend(ctx, rows(seq(10, 20)...), StageOptions{})
+	d = commit(t, d, s, err)
+	s, err = d.StageCreateIndex([]Index{testIndex("id_idx", 1, []int32{0}, 0)}, nil, StageOptions{})
+	d = commit(t, d, s, err)
+	group := RewriteGroup{OldFragments: cloneFragments(d.Manifest().Fragments[:2]), NewFragments: []Fragment{{PhysicalRows: 20}}}
+	rw := d.newStaged(StageOptions{}, Operation{Kind: OpRewrite, Groups: []RewriteGroup{group}}, nil)
+	_, err = d.Commit(ctx, rw)
+	var ie *IndexError
+	if !errors.As(err, &ie) || ie.Index != "id_idx" || ie.Op != OpRewrite {
+		t.Fatalf("non-stable rewrite of an indexed fragment: %v, want an *IndexError naming id_idx", err)
+	}
+	if latest, _ := d.Latest(ctx); latest.Version() != d.Version() {
+		t.Fatal("a refused rewrite committed a version")
+	}
+
+	// With stable row ids, a staged rewrite that an index created meanwhile covers in part can
+	// no longer move onto the new version.
+	d = indexedTable(t, "t4")
+	s, err = d.StageCreateIndex(nil, []Index{vectorIndex("name_vec", 2, []int32{1})}, StageOptions{})
+	d = commit(t, d, s, err)
+	staged, _, err := d.StageCompaction(ctx, CompactionOptions{TargetRowsPerFragment: 1000, Fragments: []uint64{0, 1}}, StageOptions{InlineTransactionOnly: true})
+	if err != nil || staged == nil {
+		t.Fatal(staged, err)
+	}
+	s, err = d.StageCreateIndex([]Index{testIndex("half", 7, []int32{1}, 1)}, nil, StageOptions{})
+	d = commit(t, d, s, err)
+	var rc *RewriteConflictError
+	if err := staged.Rebase(d); !errors.As(err, &rc) {
+		t.Fatalf("rebase over a half-covering index: %v, want a *RewriteConflictError", err)
+	}
+
+	// A fragment reuse index (a deferred remap) blocks compaction of the table.
+	d = indexedTable(t, "t5")
+	fr := testIndex(FragReuseIndexName, 8, nil, 0)
+	s, err = d.StageCreateIndex([]Index{fr}, nil, StageOptions{})
+	d = commit(t, d, s, err)
+	if staged, _, err := d.StageCompaction(ctx, CompactionOptions{TargetRowsPerFragment: 1000}, StageOptions{}); err != nil || staged != nil {
+		t.Fatalf("compaction beside a fragment reuse index: %v %v, want nothing to do", staged, err)
+	}
+}
+
+func TestCleanupRemovesOnlyIndexFilesNoKeptVersionNames(t *testing.T) {
+	ctx := context.Background()
+	d := indexedTable(t, "t6")
+	st := d.Store()
+	old := d.Indices()[0] // id_idx
+	put := func(x Index, name string) {
+		if err := st.Put(ctx, x.Dir()+name, []byte("index bytes")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(old, "page_data.lance")
+	put(old, "page_lookup.lance")
+	put(d.Indices()[1], "index.idx")
+	fresh := testIndex("id_idx", 9, []int32{0}, 0, 1, 2)
+	put(fresh, "page_data.lance")
+	orphan := testIndex("orphan", 11, []int32{0}, 0)
+	put(orphan, "page_data.lance")
+	s, err := d.StageCreateIndex([]Index{fresh}, nil, StageOptions{})
+	d = commit(t, d, s, err)
+	s, err = d.StageAppend(ctx, rows(50), StageOptions{})
+	d = commit(t, d, s, err)
+
+	// Versions below the newest go; only the replaced id_idx's files are named by them alone.
+	p, err := PlanCleanup(ctx, st, map[string]uint64{"": d.Version()}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Apply(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(x Index, name string) bool {
+		ok, err := st.Exists(ctx, x.Dir()+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if exists(old, "page_data.lance") || exists(old, "page_lookup.lance") {
+		t.Fatal("the replaced index's files were kept")
+	}
+	if !exists(fresh, "page_data.lance") {
+		t.Fatal("the new index's files were removed")
+	}
+	vec := d.Indices()[slices.IndexFunc(d.Indices(), func(x Index) bool { return x.Name == "name_vec" })]
+	if !exists(vec, "index.idx") {
+		t.Fatal("the vector index's files were removed")
+	}
+	if !exists(orphan, "page_data.lance") {
+		t.Fatal("an unnamed index directory went without an orphan sweep")
+	}
+	// The orphan sweep takes unnamed index directories older than the grace only.
+	p, err = PlanCleanup(ctx, st, map[string]uint64{"": d.Version()}, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Apply(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(orphan, "page_data.lance") {
+		t.Fatal("a young unnamed index directory was swept")
+	}
+	p, err = PlanCleanup(ctx, st, map[string]uint64{"": d.Version()}, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Apply(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if exists(orphan, "page_data.lance") || !exists(fresh, "page_data.lance") {
+		t.Fatal("the orphan sweep kept the unnamed index or removed a named one")
+	}
+}
+
+func FuzzIndexSection(f *testing.F) {
+	a := testIndex("id_idx", 1, []int32{0, 1}, 0, 1, 70000)
+	b := vectorIndex("v", 2, []int32{2}, seq32(0, 5000)...)
+	f.Add(encodeIndexSection([]Index{a, b}))
+	f.Add([]byte{10, 0})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		xs, err := decodeIndexSection(raw)
+		if err != nil {
+			return
+		}
+		again, err := decodeIndexSection(encodeIndexSection(xs))
+		if err != nil {
+			t.Fatalf("re-encoded section does not decode: %v", err)
+		}
+		if !reflect.DeepEqual(again, xs) {
+			t.Fatalf("round trip changed the section:\n%+v\n%+v", again, xs)
+		}
+	})
+}
