@@ -13,6 +13,12 @@
 //                                                      the way the reference OmniGraph creates them
 //   node compat.mjs openall <root>                   open every dataset of a graph at every version
 //   node compat.mjs bigwrite <dir>                   write table "big" of BIG_ROWS (1.1M) rows
+//   node compat.mjs idxwrite <dir>                   create indexed tables istable (stable row ids,
+//                                                      every index kind) and iplain (BTREE) +
+//                                                      <dir>/indexed.json (see indices.mjs)
+//   node compat.mjs idxverify <dir>                  read <dir>/idxcases.json: check listed indices,
+//                                                      counts, and scalar/fts/vector queries against
+//                                                      a full scan
 //   node compat.mjs bench  <dir> --rows N --iters K   append/scan timings, one JSON line
 //   node compat.mjs bench-serve <dir> --rows N [--tables T]
 //                                                      stdin "K" -> K timed appends, one JSON line each
@@ -27,6 +33,7 @@ import path from "node:path";
 import { arrow, compareIdLists, compareRows, fromCanonical, toCanonical } from "./canonical.mjs";
 import { appendRows, connect, ensureFreshDir, openAt, scan, typesOf, TABLE_STABLE } from "./engine.mjs";
 import { bigWrite } from "./big.mjs";
+import { idxVerify, idxWrite } from "./indices.mjs";
 import { openAll, refGraph } from "./refgraph.mjs";
 import { runWrite } from "./write.mjs";
 
@@ -320,6 +327,8 @@ const USAGE = `usage:
   node compat.mjs refgraph <root>
   node compat.mjs openall <root>
   node compat.mjs bigwrite <dir>
+  node compat.mjs idxwrite <dir>
+  node compat.mjs idxverify <dir>
   node compat.mjs bench  <dir> --rows N --iters K
   node compat.mjs bench-serve <dir> --rows N [--tables T]`;
 
@@ -354,6 +363,8 @@ async function main(argv) {
       case "refgraph": await refGraph(dir, emit); break;
       case "openall": await openAll(dir, emit); break;
       case "bigwrite": await bigWrite(dir, emit); break;
+      case "idxwrite": await idxWrite(dir, { emit, errText, log }); break;
+      case "idxverify": await idxVerify(dir, { emit, errText, log }); break;
       case "bench": await cmdBench(dir, bench.rows, bench.iters); break;
       case "bench-serve": await cmdBenchServe(dir, bench.rows, bench.tables); break;
       default: console.error(`unknown command ${cmd}\n${USAGE}`); return 2;

@@ -1,0 +1,337 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/omnigraph/omnigraph-worker/integration/lancecompat/canon"
+	"github.com/omnigraph/omnigraph-worker/lance"
+)
+
+// Index interop: the official engine builds every index kind on tables (compat.mjs idxwrite:
+// BTREE, BITMAP, LABEL_LIST, INVERTED, IVF_FLAT, IVF_PQ, IVF_HNSW_SQ on a stable-row-id table,
+// a BTREE on one without stable row ids), the Go package writes on them through every write
+// path, and the engine then lists the same indices at every version Go made and answers every
+// scalar, full-text and nearest query exactly as a full scan does (compat.mjs idxverify), also
+// for the rows no index covers and after a Go cleanup.
+
+// idxCase is one entry of idxcases.json.
+type idxCase struct {
+	Name    string       `json:"name"`
+	Table   string       `json:"table"`
+	Branch  *string      `json:"branch"`
+	Version *uint64      `json:"version"`
+	Indices []string     `json:"indices"`
+	Count   uint64       `json:"count"`
+	Scalar  []string     `json:"scalar"`
+	FTS     []string     `json:"fts"`
+	Nearest []idxNearest `json:"nearest"`
+}
+
+type idxNearest struct {
+	Column  string `json:"column"`
+	QueryID int    `json:"query_id"`
+	K       int    `json:"k"`
+}
+
+type indexedJSON struct {
+	Tables map[string]struct {
+		Version uint64 `json:"version"`
+		Indices []struct {
+			Name      string   `json:"name"`
+			IndexType string   `json:"indexType"`
+			Columns   []string `json:"columns"`
+		} `json:"indices"`
+	} `json:"tables"`
+}
+
+var idxWords = []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"}
+
+// idxRow is row i of the index tables, exactly as indices.mjs's rowOf makes it.
+func idxRow(i int) canon.Row {
+	vec := func(k int) []any {
+		out := make([]any, 16)
+		for j := range out {
+			x := float64((i*31+j*17+k*7)%97)/97 - 0.5
+			if j == 0 {
+				x += float64(i) * 1e-4
+			}
+			out[j] = float64(float32(x))
+		}
+		return out
+	}
+	last := "yankee"
+	if i%5 == 0 {
+		last = "zulu"
+	}
+	return canon.Row{
+		"id":   strconv.Itoa(i),
+		"s":    fmt.Sprintf("%s %s %s", idxWords[i%8], idxWords[(3*i+1)%8], last),
+		"tag":  []string{"a", "b", "c", "d"}[i%4],
+		"tags": []any{fmt.Sprintf("t%d", i%3), fmt.Sprintf("u%d", i%7)},
+		"v1":   vec(1), "v2": vec(2), "v3": vec(3),
+	}
+}
+
+func idxRows(ids ...int) []canon.Row {
+	out := make([]canon.Row, len(ids))
+	for n, i := range ids {
+		out[n] = idxRow(i)
+	}
+	return out
+}
+
+func idxRange(lo, hi int) []int {
+	var out []int
+	for i := lo; i < hi; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+var (
+	idxScalar = []string{"id = 10", "id = 620", "id = 700", "id < 50", "id >= 590", "tag = 'b'",
+		"array_has_any(tags, ['u3'])", "array_has_all(tags, ['t1', 'u2'])"}
+	idxFTS     = []string{"zulu", "charlie", "hotel"}
+	idxQueries = []idxNearest{{"v1", 10, 5}, {"v2", 300, 5}, {"v3", 620, 5}, {"v1", 700, 3}}
+)
+
+// indexCompat runs the index interop in dir: the engine indexes, Go writes, the engine checks.
+func indexCompat(ctx context.Context, s *suite, dir string) {
+	if err := s.runNode(ctx, "indices/", "idxwrite", dir); err != nil {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "indexed.json"))
+	if err != nil {
+		s.add("indices/go-reads", err)
+		return
+	}
+	var made indexedJSON
+	if err := json.Unmarshal(b, &made); err != nil {
+		s.add("indices/go-reads", err)
+		return
+	}
+	var cases []idxCase
+	stable, err := goWritesIndexedStable(ctx, dir, made, &cases)
+	s.add("indices/go-writes-istable", err)
+	plain, err := goWritesIndexedPlain(ctx, dir, made, &cases)
+	s.add("indices/go-writes-iplain", err)
+	if stable == nil || plain == nil {
+		return
+	}
+	if err := writeJSON(filepath.Join(dir, "idxcases.json"), map[string]any{"cases": cases}); err != nil {
+		s.add("indices/cases", err)
+		return
+	}
+	if err := s.runNode(ctx, "indices/node-queries-go/", "idxverify", dir); err != nil {
+		return
+	}
+	// Cleanup keeps every index file the kept versions name: the engine still answers from
+	// them, on main and on the branch that reads main's index files.
+	after, err := goCleansIndexed(ctx, dir, stable)
+	s.add("indices/go-cleanup", err)
+	if err != nil {
+		return
+	}
+	if err := writeJSON(filepath.Join(dir, "idxcases.json"), map[string]any{"cases": after}); err != nil {
+		s.add("indices/cases", err)
+		return
+	}
+	_ = s.runNode(ctx, "indices/node-queries-go-after-cleanup/", "idxverify", dir)
+}
+
+func indexNames(d *lance.Dataset) []string {
+	var out []string
+	for _, x := range d.Indices() {
+		out = append(out, x.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// addIdxCase records the engine's checks of d (table at its version, on branch).
+func addIdxCase(cases *[]idxCase, name, table, branch string, d *lance.Dataset, want []string) error {
+	if got := indexNames(d); !slices.Equal(got, want) {
+		return fmt.Errorf("%s: Go lists indices %v, want %v", name, got, want)
+	}
+	v := d.Version()
+	c := idxCase{Name: name, Table: table, Version: &v, Indices: want, Count: d.CountRows(),
+		Scalar: idxScalar, FTS: idxFTS, Nearest: idxQueries}
+	if want == nil {
+		c.Indices = []string{}
+	}
+	if branch != "" {
+		c.Branch = &branch
+	}
+	*cases = append(*cases, c)
+	return nil
+}
+
+// goWritesIndexedStable appends, deletes, upserts, compacts and branches istable, the table
+// the engine gave every index kind, recording a case after each commit.
+func goWritesIndexedStable(ctx context.Context, dir string, made indexedJSON, cases *[]idxCase) (*lance.Dataset, error) {
+	const t = "istable"
+	_, d, err := openDataset(ctx, dir, t, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	var all []string
+	for _, x := range made.Tables[t].Indices {
+		all = append(all, x.Name)
+	}
+	sort.Strings(all)
+	if len(all) != 7 {
+		return nil, fmt.Errorf("the engine made %d indices on %s, want 7: %v", len(all), t, all)
+	}
+	for _, x := range d.Indices() {
+		if !x.HasFragments || len(x.Fragments) != 3 {
+			return nil, fmt.Errorf("index %s (%s) covers fragments %v, want the three the engine wrote", x.Name, x.Kind(), x.Fragments)
+		}
+	}
+	if err := addIdxCase(cases, "istable-engine-made", t, "", d, all); err != nil {
+		return nil, err
+	}
+	sch, err := d.Schema().ToArrow()
+	if err != nil {
+		return nil, err
+	}
+	step := func(name string, s *lance.Staged, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if d, err = d.Commit(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return addIdxCase(cases, "istable-go-"+name, t, "", d, all)
+	}
+	// Rows no index covers: an append, then an upsert that moves row 10 out of fragment 0
+	// (which leaves every index, its columns rewritten) and adds row 700.
+	s, err := d.StageAppend(ctx, rec(sch, idxRows(idxRange(600, 650)...)), lance.StageOptions{})
+	if err := step("append", s, err); err != nil {
+		return nil, err
+	}
+	s, err = d.StageDelete(ctx, lance.In("id", 5, 250), lance.StageOptions{})
+	if err := step("delete", s, err); err != nil {
+		return nil, err
+	}
+	s, err = d.StageUpsert(ctx, "id", rec(sch, idxRows(10, 700)), lance.StageOptions{})
+	if err := step("upsert", s, err); err != nil {
+		return nil, err
+	}
+	// Compaction merges the indexed fragments 1 and 2 into one the indices then cover, and the
+	// unindexed new ones apart from them.
+	s, c, err := d.StageCompaction(ctx, lance.CompactionOptions{TargetRowsPerFragment: 1000}, lance.StageOptions{})
+	if err == nil && (s == nil || c.FragmentsRemoved() != 4) {
+		err = fmt.Errorf("compaction plan %v removes %d fragments, want 1+2 and 3+4", s != nil, c.FragmentsRemoved())
+	}
+	if err := step("compact", s, err); err != nil {
+		return nil, err
+	}
+	for _, x := range d.Indices() {
+		if len(x.Fragments) != 1 {
+			return nil, fmt.Errorf("after compaction index %s covers %v, want the one merged fragment", x.Name, x.Fragments)
+		}
+	}
+	b, err := d.CreateBranch(ctx, "feat")
+	if err != nil {
+		return nil, err
+	}
+	s, err = b.StageAppend(ctx, rec(sch, idxRows(idxRange(800, 810)...)), lance.StageOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if b, err = b.Commit(ctx, s); err != nil {
+		return nil, err
+	}
+	if err := addIdxCase(cases, "istable-go-branch-append", t, "feat", b, all); err != nil {
+		return nil, err
+	}
+	s, err = d.StageAppend(ctx, rec(sch, idxRows(idxRange(650, 660)...)), lance.StageOptions{})
+	if err := step("append-after-compact", s, err); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// goWritesIndexedPlain writes on iplain, a BTREE-indexed table without stable row ids, and
+// finally overwrites it, which drops its index as Lance's overwrite does.
+func goWritesIndexedPlain(ctx context.Context, dir string, made indexedJSON, cases *[]idxCase) (*lance.Dataset, error) {
+	const t = "iplain"
+	_, d, err := openDataset(ctx, dir, t, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	want := []string{"id_idx"}
+	if err := addIdxCase(cases, "iplain-engine-made", t, "", d, want); err != nil {
+		return nil, err
+	}
+	sch, err := d.Schema().ToArrow()
+	if err != nil {
+		return nil, err
+	}
+	step := func(name string, s *lance.Staged, err error, want []string) error {
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if d, err = d.Commit(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return addIdxCase(cases, "iplain-go-"+name, t, "", d, want)
+	}
+	s, err := d.StageAppend(ctx, rec(sch, idxRows(idxRange(600, 640)...)), lance.StageOptions{})
+	if err := step("append", s, err, want); err != nil {
+		return nil, err
+	}
+	s, err = d.StageDelete(ctx, lance.In("id", 7), lance.StageOptions{})
+	if err := step("delete", s, err, want); err != nil {
+		return nil, err
+	}
+	s, err = d.StageUpsert(ctx, "id", rec(sch, idxRows(620, 700)), lance.StageOptions{})
+	if err := step("upsert", s, err, want); err != nil {
+		return nil, err
+	}
+	s, err = d.StageOverwrite(ctx, nil, rec(sch, idxRows(idxRange(0, 100)...)), lance.StageOptions{})
+	if err := step("overwrite", s, err, nil); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// goCleansIndexed removes every istable version below its newest and returns the cases of
+// what remains: main's newest version and the branch's.
+func goCleansIndexed(ctx context.Context, dir string, d *lance.Dataset) ([]idxCase, error) {
+	st, err := openTable(ctx, dir, "istable")
+	if err != nil {
+		return nil, err
+	}
+	p, err := lance.PlanCleanup(ctx, st, map[string]uint64{"": d.Version()}, time.Now().Add(time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	if p.VersionsRemoved() == 0 {
+		return nil, fmt.Errorf("cleanup removes no version")
+	}
+	if err := p.Apply(ctx); err != nil {
+		return nil, err
+	}
+	var cases []idxCase
+	names := indexNames(d)
+	if err := addIdxCase(&cases, "istable-after-cleanup", "istable", "", d, names); err != nil {
+		return nil, err
+	}
+	_, b, err := openDataset(ctx, dir, "istable", "feat", 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := addIdxCase(&cases, "istable-branch-after-cleanup", "istable", "feat", b, names); err != nil {
+		return nil, err
+	}
+	return cases, nil
+}
