@@ -75,6 +75,7 @@ fuzz:
 	$(FUZZ) ./lance/file -fuzz '^FuzzOpen21$$'
 	$(FUZZ) ./lance/file -fuzz '^FuzzReadPage21$$'
 	$(FUZZ) ./lance -fuzz '^FuzzManifest$$'
+	$(FUZZ) ./lance -fuzz '^FuzzIndexSection$$'
 	$(FUZZ) ./lance -fuzz '^FuzzTransaction$$'
 	$(FUZZ) ./lance -fuzz '^FuzzDeletionFile$$'
 	$(FUZZ) ./lance -fuzz '^FuzzRowIDSequence$$'

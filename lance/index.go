@@ -124,6 +124,11 @@ func cloneIndices(xs []Index) []Index {
 	return out
 }
 
+// maxIndexFragments bounds how many fragment ids one index's bitmap may name. A run container
+// describes 65,536 ids in four bytes, so a hostile bitmap could otherwise ask for billions; no
+// real table has more than a few hundred thousand fragments.
+const maxIndexFragments = 1 << 20
+
 // decodeIndexSection decodes an IndexSection message (repeated IndexMetadata indices = 1).
 func decodeIndexSection(b []byte) ([]Index, error) {
 	var out []Index
@@ -187,7 +192,7 @@ func decodeIndex(b []byte) (Index, error) {
 			if len(f.Bytes) == 0 {
 				return nil // no bitmap: unknown coverage
 			}
-			frags, err := decodePortableRoaring(f.Bytes, math.MaxUint32+1)
+			frags, err := decodePortableRoaring(f.Bytes, maxIndexFragments)
 			if err != nil {
 				return fmt.Errorf("fragment bitmap: %w", err)
 			}
