@@ -53,7 +53,10 @@ type Config struct {
 	// known to be transient is dead-lettered as retry_exhausted, and a known-transient one
 	// (storage or NATS unwell) keeps being retried with the worker reported stalled.
 	RetryBudget time.Duration `yaml:"retry_budget"`
-	HTTP        string        `yaml:"http"`
+	// RetryMax caps the in-place retry backoff, and is how often a message (or the recovery
+	// before consuming) held for an operator is tried again.
+	RetryMax time.Duration `yaml:"retry_max"`
+	HTTP     string        `yaml:"http"`
 	// GCPercent is the collector's GOGC for `worker run` (the GOGC variable, when set, wins).
 	// Framing and Arrow building allocate several times a batch's size while the live heap
 	// of a writer is small, so at Go's default of 100 the collector runs through nearly every
@@ -103,7 +106,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 // Defaults are `worker run`'s values before any source is applied.
 func Defaults() Config {
 	return Config{NATSPort: 4222, AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
-		RetryBudget: ingest.DefaultRetryBudget, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout,
+		RetryBudget: ingest.DefaultRetryBudget, RetryMax: ingest.DefaultRetryMax, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout,
 		LocalFsync: true, LogLevel: "info", StreamReplicas: 1, PipelineDepth: ingest.DefaultPipelineDepth, PipelineBytes: ingest.DefaultPipelineBytes}
 }
 
@@ -233,6 +236,7 @@ func settings() []setting {
 		}),
 		dur("lease_ttl", "single-writer lease TTL", func(c *Config) *time.Duration { return &c.LeaseTTL }, 500*time.Millisecond),
 		dur("retry_budget", "how long one message may fail in place: then an unrecognised error is dead-lettered as retry_exhausted, a transient one (storage, NATS) is retried on with the worker reported stalled", func(c *Config) *time.Duration { return &c.RetryBudget }, time.Second),
+		dur("retry_max", "longest wait between two tries of a message retried in place (the backoff's cap), and how often a message or a recovery held for an operator is tried again", func(c *Config) *time.Duration { return &c.RetryMax }, 100*time.Millisecond),
 		s("http", "address of the Prometheus /metrics (Go, process and omnigraph_* metrics), /healthz and /readyz; default 127.0.0.1:9464, so http://127.0.0.1:9464/metrics (empty: none; an address in use fails at start)", func(c *Config) *string { return &c.HTTP }, nil),
 		num("compaction_fanout", "merge the newest run of same-size fragments of a main table once it holds this many (0: no automatic compaction)", func(c *Config) *int { return &c.CompactionFanout }, func(c *Config) error {
 			if c.CompactionFanout < 0 || c.CompactionFanout == 1 {

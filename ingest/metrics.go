@@ -283,12 +283,14 @@ func (m *Metrics) Handler() http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		st := m.Status()
-		if !st.Ready {
-			http.Error(w, "not consuming (standby or starting)", http.StatusServiceUnavailable)
-			return
-		}
+		// A hold says why nothing is consumed, also before consuming starts (a graph that
+		// does not open, a recovery that needs an operator).
 		if held := st.Held(); held != "" {
 			http.Error(w, held, http.StatusServiceUnavailable)
+			return
+		}
+		if !st.Ready {
+			http.Error(w, "not consuming (standby or starting)", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ready\n")
@@ -311,3 +313,7 @@ func (w *Worker) watchPending(ctx context.Context) {
 		}
 	}
 }
+
+// SetOperator records, for a caller that holds the worker before the service runs (the graph
+// does not open), the kind and reason of the error that needs an operator; "" clears it.
+func (m *Metrics) SetOperator(kind, reason string) { m.setOperator(kind, reason) }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/httpserve"
 )
 
@@ -215,23 +216,61 @@ func (s *Service) Run(ctx context.Context) error {
 // lease is lost (ErrLeaseLost).
 func (s *Service) lead(ctx context.Context, lease *Lease) error {
 	s.w.UseLease(lease)
-	out, err := s.g.Recover(ctx)
-	for _, o := range out {
-		s.w.log.Info("recovered", zap.String("operation", o.OperationID), zap.String("action", o.Action), zap.String("commit", o.GraphCommitID))
-	}
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		return nil
-	case errors.Is(err, ErrLeaseLost):
-		return ErrLeaseLost
-	default:
-		return &RecoveryError{Err: err}
+	for attempt := 1; ; attempt++ {
+		out, err := s.g.Recover(ctx)
+		for _, o := range out {
+			s.w.log.Info("recovered", zap.String("operation", o.OperationID), zap.String("action", o.Action), zap.String("commit", o.GraphCommitID))
+		}
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrLeaseLost):
+			return ErrLeaseLost
+		case errs.NeedsOperator(err):
+			// Damaged state (a sidecar or manifest that does not decode, drift) is the graph's
+			// fault, not this process's: exiting would only restart into the same error and
+			// hand the lease to a standby that meets it too. Hold with the lease kept, say so,
+			// and try again until an operator has mended the graph.
+			if err := s.holdForOperator(ctx, lease, err, attempt); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			continue
+		default:
+			return &RecoveryError{Err: err}
+		}
+		if attempt > 1 {
+			s.metrics.setOperator("", "")
+			s.w.log.Info("operator hold over: recovery went through", zap.Int("attempts", attempt))
+		}
+		break
 	}
 	cfg := s.w.cfg
 	s.w.log.Info("ready", zap.String("publish_to", cfg.IngestSubject()), zap.String("events", cfg.EventSubject()),
 		zap.String("dead_letters", "omnigraph."+cfg.Graph+".dlq.>"))
 	return s.w.Run(ctx)
+}
+
+// holdForOperator reports a recovery that needs an operator (error log, /readyz 503
+// "operator required: <kind>: …", omnigraph_operator_required, omnigraph_stalled), then waits
+// RetryMax for the next attempt. It returns nil to try again, or why not: ctx ended (nil from
+// lead) or the lease was lost.
+func (s *Service) holdForOperator(ctx context.Context, lease *Lease, err error, attempt int) error {
+	kind := errs.Kind(err)
+	s.metrics.setOperator(kind, fmt.Sprintf("%s: recovery before consuming: %s (%d attempts)", kind, boundedText(err.Error()), attempt))
+	s.w.log.Error("operator required: recovery cannot finish on this graph; nothing is consumed until it can, the lease is kept and recovery tried again",
+		zap.String("kind", kind), zap.Int("attempts", attempt), zap.Duration("retry_in", s.w.cfg.RetryMax), zap.Error(err))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-lease.Lost():
+		return ErrLeaseLost
+	case <-time.After(s.w.cfg.RetryMax):
+		return nil
+	}
 }
 
 // release gives the lease up so that a standby takes over at once rather than at its expiry.

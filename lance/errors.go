@@ -32,6 +32,10 @@ type CommitConflictError struct {
 	Version     uint64
 }
 
+// ErrorKind is "read_set_changed": another writer committed the version first, so the work
+// is to be planned again on what it wrote.
+func (e *CommitConflictError) ErrorKind() string { return "read_set_changed" }
+
 func (e *CommitConflictError) Error() string {
 	return fmt.Sprintf("lance: %s: commit conflict: version %d already exists (transaction read version %d)", e.Dataset, e.Version, e.ReadVersion)
 }
@@ -41,6 +45,11 @@ type VersionNotFoundError struct {
 	Dataset string
 	Version uint64 // 0: the dataset has no versions at all
 }
+
+// ErrorKind is "corrupt": a version a caller asks for by number is one the graph (or the
+// caller's own history) says exists, so its absence is damage to the dataset, not a reason to
+// give up on the work that needed it. An operator restores it; the work then goes on.
+func (e *VersionNotFoundError) ErrorKind() string { return "corrupt" }
 
 func (e *VersionNotFoundError) Error() string {
 	if e.Version == 0 {
@@ -71,6 +80,9 @@ type RewriteConflictError struct {
 	Fragment    uint64 // the fragment that changed (0 with Reason "schema")
 	Reason      string
 }
+
+// ErrorKind is "read_set_changed": the rows the rewrite read changed under it.
+func (e *RewriteConflictError) ErrorKind() string { return "read_set_changed" }
 
 func (e *RewriteConflictError) Error() string {
 	return fmt.Sprintf("lance: %s: the rewrite read at version %d cannot move onto version %d: %s", e.Dataset, e.ReadVersion, e.Version, e.Reason)

@@ -43,6 +43,21 @@ func (e *OpError) Error() string {
 
 func (e *OpError) Unwrap() error { return e.Err }
 
+// ErrorKind is "corrupt" for a read of an object that is not there: callers read only keys
+// that stored state names (a manifest, a data, deletion, index or checkpoint file), and a
+// caller that may find a key absent asks GetIfExists or Exists instead. Such a read failing is
+// damage an operator mends; retrying the work in place, or giving up on it, mends nothing. Any
+// other failure has no kind here ("").
+func (e *OpError) ErrorKind() string {
+	switch e.Op {
+	case opGet, opGetRange, opSize:
+		if errors.Is(e.Err, ErrNotFound) {
+			return "corrupt"
+		}
+	}
+	return ""
+}
+
 // Operation names; also the suffix of the failpoint names.
 const (
 	opGet          = "get"

@@ -415,8 +415,9 @@ func serve(ctx context.Context, settings *boundSettings) error {
 	if c.Graphs != "" {
 		return serveFleet(ctx, c, fp, log)
 	}
-	st, g, err := openServed(ctx, c, c.Root, log)
-	if err != nil {
+	m := ingest.NewMetrics()
+	st, g, err := openServedHeld(ctx, c, log, m)
+	if err != nil || g == nil {
 		return err
 	}
 	defer st.Close()
@@ -426,7 +427,7 @@ func serve(ctx context.Context, settings *boundSettings) error {
 	}
 	defer stop()
 	svc, err := ingest.NewService(nc, g, c.Ingest(), ingest.WithLogger(log), ingest.WithHTTP(c.HTTP), ingest.WithProfiles(c.Profiles), ingest.WithLeaseTTL(c.LeaseTTL),
-		ingest.WithFootprint(fp))
+		ingest.WithFootprint(fp), ingest.WithMetrics(m))
 	if err != nil {
 		return err
 	}
