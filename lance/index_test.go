@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
@@ -191,20 +194,24 @@ func TestIndicesCarriedThroughEveryWrite(t *testing.T) {
 	d = commit(t, d, s, err)
 	wantFrags(t, "delete", d, map[string][]uint32{"id_idx": {0, 1}, "name_vec": {0}})
 
-	// An upsert rewrites every column of the fragments it masks rows in: those leave every
-	// index (Lance's prune of modified fields); new fragments are not covered.
+	// An upsert masks the old rows with deletion files and writes them anew: no column of an
+	// indexed fragment changes in place, so the indices go on covering those fragments.
 	s, err = d.StageUpsert(ctx, "id", rows(4, 31), StageOptions{})
 	d = commit(t, d, s, err)
-	wantFrags(t, "upsert", d, map[string][]uint32{"id_idx": {1}})
+	wantFrags(t, "upsert", d, map[string][]uint32{"id_idx": {0, 1}, "name_vec": {0}})
 
-	// The vector index, left covering no fragment, went with that Update, as Lance drops it;
-	// a scalar index stays even when every fragment it covers is gone.
+	// Fragment 0 gone with all its rows: the vector index covers no fragment left and goes,
+	// as Lance drops it; the BTREE still covers fragment 1.
+	s, err = d.StageDelete(ctx, In("id", 0, 1, 2, 5, 6, 7, 8, 9), StageOptions{})
+	d = commit(t, d, s, err)
+	wantFrags(t, "delete of the vector index's fragment", d, map[string][]uint32{"id_idx": {0, 1}})
+	// A scalar index stays even when every fragment it covers is gone.
 	s, err = d.StageDelete(ctx, In("id", 10, 11, 12, 13, 14, 15, 16, 17, 18, 19), StageOptions{})
 	d = commit(t, d, s, err)
-	if slices.ContainsFunc(d.Manifest().Fragments, func(f Fragment) bool { return f.ID == 1 }) {
-		t.Fatal("fragment 1 should be gone with all its rows")
+	if slices.ContainsFunc(d.Manifest().Fragments, func(f Fragment) bool { return f.ID <= 1 }) {
+		t.Fatal("fragments 0 and 1 should be gone with all their rows")
 	}
-	wantFrags(t, "delete of the indexed fragment's rows", d, map[string][]uint32{"id_idx": {1}})
+	wantFrags(t, "delete of the indexed fragments' rows", d, map[string][]uint32{"id_idx": {0, 1}})
 
 	// Restore takes the restored version's section.
 	s, err = d.StageRestore(ctx, v4, StageOptions{})
@@ -232,6 +239,24 @@ func TestIndicesCarriedThroughEveryWrite(t *testing.T) {
 	s, err = d.StageOverwrite(ctx, nil, rows(1, 2), StageOptions{})
 	d = commit(t, d, s, err)
 	wantFrags(t, "overwrite", d, map[string][]uint32{})
+}
+
+// An Update that rewrote indexed columns in place takes the fragments it changed out of the
+// indices on those columns (Lance's prune of modified fields); others keep them.
+func TestUpdateOfModifiedFieldsPrunesCoverage(t *testing.T) {
+	xs := []Index{testIndex("id_idx", 1, []int32{0}, 0, 1, 2), testIndex("name_idx", 2, []int32{1}, 0, 1, 2)}
+	pruneModifiedFields(xs, []Fragment{{ID: 1}, {ID: 7}}, []uint32{1})
+	if fmt.Sprint(xs[0].Fragments, xs[1].Fragments) != "[0 1 2] [0 2]" {
+		t.Fatalf("after a rewrite of field 1 in fragment 1: %v %v", xs[0].Fragments, xs[1].Fragments)
+	}
+	registerMovedRows(xs, []uint64{9}, []uint64{0, 2}, []uint32{1})
+	if fmt.Sprint(xs[0].Fragments, xs[1].Fragments) != "[0 1 2 9] [0 2]" {
+		t.Fatalf("after rows of fragments 0 and 2 moved to 9 with field 1 changed: %v %v", xs[0].Fragments, xs[1].Fragments)
+	}
+	registerMovedRows(xs, []uint64{10}, []uint64{5}, nil)
+	if xs[0].Covers(10) || xs[1].Covers(10) {
+		t.Fatal("rows from an uncovered fragment were registered")
+	}
 }
 
 func TestCreateIndexReplacesByNameAndRefusesBadIndices(t *testing.T) {
@@ -435,4 +460,88 @@ func FuzzIndexSection(f *testing.F) {
 			t.Fatalf("round trip changed the section:\n%+v\n%+v", again, xs)
 		}
 	})
+}
+
+func TestBTreeIndexFiles(t *testing.T) {
+	ctx := context.Background()
+	d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 5000)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageAppend(ctx, rows(-3, 7000, 2), StageOptions{})
+	d = commit(t, d, s, err)
+	for _, col := range []string{"id", "name"} {
+		s, err = d.StageBTreeIndex(ctx, col, IndexOptions{})
+		d = commit(t, d, s, err)
+	}
+	if got := indexNames(d); fmt.Sprint(got) != "[id_idx name_idx]" {
+		t.Fatalf("indices %v", got)
+	}
+	for _, x := range d.Indices() {
+		if x.Kind() != "BTree" || fmt.Sprint(x.Fragments) != "[0 1]" || x.DatasetVersion != 2 && x.Name == "id_idx" {
+			t.Fatalf("%s: kind %s fragments %v dataset version %d", x.Name, x.Kind(), x.Fragments, x.DatasetVersion)
+		}
+	}
+	x := d.Indices()[0]
+	read := func(name string) arrow.Record {
+		b, err := d.Store().Get(ctx, x.Dir()+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := file.Open(ctx, file.BytesSource(b), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := r.Read(ctx, r.Schema().Fields, nil, 0, r.NumRows(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "page_lookup.lance" && string(r.Schema().Metadata["batch_size"]) != "4096" {
+			t.Fatalf("lookup metadata %v", r.Schema().Metadata)
+		}
+		return rec
+	}
+	data, lookup := read("page_data.lance"), read("page_lookup.lance")
+	defer data.Release()
+	defer lookup.Release()
+	vals := data.Column(0).(*array.Int64)
+	if data.NumRows() != 5003 || vals.Value(0) != -3 || vals.Value(5002) != 7000 || vals.Value(3) != 2 || vals.Value(4) != 2 {
+		t.Fatalf("page data: %d rows, first %d, last %d", data.NumRows(), vals.Value(0), vals.Value(5002))
+	}
+	for i := 1; i < vals.Len(); i++ {
+		if vals.Value(i) < vals.Value(i-1) {
+			t.Fatalf("values out of order at %d", i)
+		}
+	}
+	mins, maxs := lookup.Column(0).(*array.Int64), lookup.Column(1).(*array.Int64)
+	if lookup.NumRows() != 2 || mins.Value(0) != -3 || maxs.Value(1) != 7000 || mins.Value(1) != vals.Value(4096) {
+		t.Fatalf("lookup %v", lookup)
+	}
+	// A string column with nulls sorts them first and counts them per page.
+	names := d.Indices()[1]
+	b, _ := d.Store().Get(ctx, names.Dir()+"page_lookup.lance")
+	r, err := file.Open(ctx, file.BytesSource(b), "lookup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := r.Read(ctx, r.Schema().Fields, nil, 0, r.NumRows(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release()
+	if nulls := lk.Column(2).(*array.Uint32).Value(0); nulls != 1001 { // ids divisible by 5, and 7000
+		t.Fatalf("first page counts %d nulls", nulls)
+	}
+	if _, err := d.StageBTreeIndex(ctx, "nope", IndexOptions{}); err == nil {
+		t.Fatal("an index on a missing column was staged")
+	}
+}
+
+func indexNames(d *Dataset) []string {
+	var out []string
+	for _, x := range d.Indices() {
+		out = append(out, x.Name)
+	}
+	slices.Sort(out)
+	return out
 }

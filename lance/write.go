@@ -253,9 +253,17 @@ func (d *Dataset) StageUpsert(ctx context.Context, key string, recs []arrow.Reco
 	if err != nil {
 		return nil, err
 	}
-	modified := d.fieldIDs()
-	return d.newStaged(o, Operation{Kind: OpUpdate, UpdatedFragments: updated, RemovedFragmentIDs: removed, Fragments: frags,
-		UpdateMode: UpdateRewriteRows, FieldsModified: modified}, w), nil
+	return d.newStaged(o, d.rewriteRowsOp(updated, removed, frags), w), nil
+}
+
+// rewriteRowsOp is the Update a RewriteRows write commits, as Lance's merge_insert records it:
+// the replaced rows are masked by deletion files and written anew in new fragments, so no
+// column of an existing fragment changes in place (fields_modified is empty, and the indices
+// go on covering the fragments that only gained deletions), and every field is listed as
+// changed for rows that keep their ids in a new fragment.
+func (d *Dataset) rewriteRowsOp(updated []Fragment, removed []uint64, frags []Fragment) Operation {
+	return Operation{Kind: OpUpdate, UpdatedFragments: updated, RemovedFragmentIDs: removed, Fragments: frags,
+		UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()}
 }
 
 // StageRewriteRows replaces the rows at the given addresses (and inserts the rest) with recs,
@@ -272,12 +280,7 @@ func (d *Dataset) StageRewriteRows(ctx context.Context, remove []RowAddress, rec
 	if err != nil {
 		return nil, err
 	}
-	var modified []uint32
-	if len(remove) > 0 {
-		modified = d.fieldIDs()
-	}
-	return d.newStaged(o, Operation{Kind: OpUpdate, UpdatedFragments: updated, RemovedFragmentIDs: removed, Fragments: frags,
-		UpdateMode: UpdateRewriteRows, FieldsModified: modified}, w), nil
+	return d.newStaged(o, d.rewriteRowsOp(updated, removed, frags), w), nil
 }
 
 // CompactTail merges a run of small fragments at the end of the fragment list into one, so a

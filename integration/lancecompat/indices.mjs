@@ -296,6 +296,14 @@ async function verifyIdxCase(db, c, errText, log) {
     });
   }
 
+  // 4b. filters the engine must answer from a named index (its plan names it)
+  for (const u of c.uses_index ?? []) {
+    await check(`plan of ${JSON.stringify(u.where)}`, async () => {
+      const plan = await tbl.query().where(u.where).select(["id"]).explainPlan(false);
+      return plan.includes(`@${u.index}(`) ? null : `the plan does not use ${u.index}: ${plan.replace(/\s+/g, " ")}`;
+    });
+  }
+
   // 5. full text
   for (const term of c.fts ?? []) {
     await check(`fts ${JSON.stringify(term)}`, async () => {

@@ -33,6 +33,13 @@ type idxCase struct {
 	Scalar  []string     `json:"scalar"`
 	FTS     []string     `json:"fts"`
 	Nearest []idxNearest `json:"nearest"`
+	Uses    []idxUse     `json:"uses_index,omitempty"`
+}
+
+// idxUse is a filter the engine must answer from the named index.
+type idxUse struct {
+	Where string `json:"where"`
+	Index string `json:"index"`
 }
 
 type idxNearest struct {
@@ -123,7 +130,9 @@ func indexCompat(ctx context.Context, s *suite, dir string) {
 	s.add("indices/go-writes-istable", err)
 	plain, err := goWritesIndexedPlain(ctx, dir, made, &cases)
 	s.add("indices/go-writes-iplain", err)
-	if stable == nil || plain == nil {
+	built, err := goBuildsBTree(ctx, dir, &cases)
+	s.add("indices/go-builds-btree", err)
+	if stable == nil || plain == nil || built == nil {
 		return
 	}
 	if err := writeJSON(filepath.Join(dir, "idxcases.json"), map[string]any{"cases": cases}); err != nil {
@@ -211,8 +220,8 @@ func goWritesIndexedStable(ctx context.Context, dir string, made indexedJSON, ca
 		}
 		return addIdxCase(cases, "istable-go-"+name, t, "", d, all)
 	}
-	// Rows no index covers: an append, then an upsert that moves row 10 out of fragment 0
-	// (which leaves every index, its columns rewritten) and adds row 700.
+	// Rows no index covers: an append, then an upsert that masks row 10 in fragment 0 (which
+	// every index goes on covering: no column changed there) and writes it anew with row 700.
 	s, err := d.StageAppend(ctx, rec(sch, idxRows(idxRange(600, 650)...)), lance.StageOptions{})
 	if err := step("append", s, err); err != nil {
 		return nil, err
@@ -225,11 +234,11 @@ func goWritesIndexedStable(ctx context.Context, dir string, made indexedJSON, ca
 	if err := step("upsert", s, err); err != nil {
 		return nil, err
 	}
-	// Compaction merges the indexed fragments 1 and 2 into one the indices then cover, and the
+	// Compaction merges the indexed fragments 0-2 into one the indices then cover, and the
 	// unindexed new ones apart from them.
 	s, c, err := d.StageCompaction(ctx, lance.CompactionOptions{TargetRowsPerFragment: 1000}, lance.StageOptions{})
-	if err == nil && (s == nil || c.FragmentsRemoved() != 4) {
-		err = fmt.Errorf("compaction plan %v removes %d fragments, want 1+2 and 3+4", s != nil, c.FragmentsRemoved())
+	if err == nil && (s == nil || c.FragmentsRemoved() != 5 || len(s.Txn.Op.Groups) != 2) {
+		err = fmt.Errorf("compaction plan %v removes %d fragments, want 0-2 and 3-4", s != nil, c.FragmentsRemoved())
 	}
 	if err := step("compact", s, err); err != nil {
 		return nil, err
@@ -334,4 +343,73 @@ func goCleansIndexed(ctx context.Context, dir string, d *lance.Dataset) ([]idxCa
 		return nil, err
 	}
 	return cases, nil
+}
+
+// goBuildsBTree creates gbtree (5,000 rows: two BTREE pages) with the Go package, builds BTREE
+// indices on its id and tag columns in Go, then appends rows no index covers; the engine must
+// list both indices, answer from them (its plans name them) and answer as a scan does.
+func goBuildsBTree(ctx context.Context, dir string, cases *[]idxCase) (*lance.Dataset, error) {
+	_, src, err := openDataset(ctx, dir, "istable", "", 0)
+	if err != nil {
+		return nil, err
+	}
+	sch, err := src.Schema().ToArrow()
+	if err != nil {
+		return nil, err
+	}
+	st, err := openTable(ctx, dir, "gbtree")
+	if err != nil {
+		return nil, err
+	}
+	ver, _ := src.FileVersion()
+	d, err := lance.Create(ctx, st, src.Schema(), rec(sch, idxRows(idxRange(0, 3000)...)), lance.CreateOptions{FileVersion: ver})
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.StageAppend(ctx, rec(sch, idxRows(idxRange(3000, 5000)...)), lance.StageOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if d, err = d.Commit(ctx, s); err != nil {
+		return nil, err
+	}
+	for _, col := range []string{"id", "tag"} {
+		s, err := d.StageBTreeIndex(ctx, col, lance.IndexOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if d, err = d.Commit(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	want := []string{"id_idx", "tag_idx"}
+	uses := []idxUse{{"id = 10", "id_idx"}, {"id >= 4990", "id_idx"}, {"tag = 'b'", "tag_idx"}}
+	add := func(name string) error {
+		if err := addIdxCase(cases, name, "gbtree", "", d, want); err != nil {
+			return err
+		}
+		c := &(*cases)[len(*cases)-1]
+		c.Scalar = append([]string{"id = 4095", "id = 4096", "id < 4100"}, idxScalar...)
+		c.FTS, c.Uses = nil, uses
+		c.Nearest = idxQueries[:1]
+		return nil
+	}
+	if err := add("gbtree-go-built"); err != nil {
+		return nil, err
+	}
+	s, err = d.StageAppend(ctx, rec(sch, idxRows(idxRange(5000, 5050)...)), lance.StageOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if d, err = d.Commit(ctx, s); err != nil {
+		return nil, err
+	}
+	s, err = d.StageUpsert(ctx, "id", rec(sch, idxRows(10, 4096)), lance.StageOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if d, err = d.Commit(ctx, s); err != nil {
+		return nil, err
+	}
+	return d, add("gbtree-go-built-then-written")
 }

@@ -1,0 +1,333 @@
+package lance
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/omnigraph/omnigraph-worker/lance/file"
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
+)
+
+// A BTREE index, as Lance writes it (docs/lance-indices.md): two Lance files under
+// _indices/<uuid>/, at the table's data file version.
+//
+//   - page_data.lance: every indexed row as (values, ids), sorted by value, nulls first, ids
+//     the rows' stable row ids (row addresses on a table without them);
+//   - page_lookup.lance: one row per page of BTreePageRows rows: (min, max, null_count,
+//     page_idx), min and max over the page's non-null values (null when it has none), with
+//     schema metadata batch_size and range_partitioned.
+//
+// Lance's search reads the lookup, picks the pages a predicate can match and reads those.
+const (
+	btreeDataFile   = "page_data.lance"
+	btreeLookupFile = "page_lookup.lance"
+	// BTreePageRows is Lance's default BTREE page (batch) size.
+	BTreePageRows = 4096
+	// BTreeDetailsType is the type URL of a BTREE index's details (an empty message).
+	BTreeDetailsType = "/lance.table.BTreeIndexDetails"
+)
+
+// IndexOptions say how an index is built.
+type IndexOptions struct {
+	// Name of the index; "" is Lance's default, "<column>_idx".
+	Name string
+	// Stage options of the CreateIndex transaction.
+	Stage StageOptions
+}
+
+// StageBTreeIndex builds a BTREE index on column over every live row of this version and
+// returns the CreateIndex transaction that lists it (replacing an index of the same name). Its
+// files are written with the transaction, under a new uuid; nothing is visible until Commit.
+// The index covers every fragment of this version, as an index the official engine builds
+// does. The column must be a top-level integer, float, string, date or timestamp column.
+func (d *Dataset) StageBTreeIndex(ctx context.Context, column string, o IndexOptions) (*Staged, error) {
+	f := d.Schema().Field(column)
+	if f == nil {
+		return nil, &IndexError{Dataset: d.dir.URI(), Index: o.Name, Op: OpCreateIndex, Reason: fmt.Sprintf("no column %q", column)}
+	}
+	af, err := f.ToArrow()
+	if err != nil {
+		return nil, err
+	}
+	if !btreeType(af.Type) {
+		return nil, &IndexError{Dataset: d.dir.URI(), Index: o.Name, Op: OpCreateIndex, Reason: fmt.Sprintf("column %q is %s: a BTREE here indexes integers, floats, strings, dates and timestamps", column, af.Type)}
+	}
+	fo, err := d.fileOptions(o.Stage.FileOptions)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{column}, WithRowID: true})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	vals := make([]arrow.Array, len(recs))
+	var ids []uint64
+	for i, r := range recs {
+		vals[i] = r.Column(0)
+		ids = append(ids, r.Column(1).(*array.Uint64).Uint64Values()...)
+	}
+	if len(ids) == 0 {
+		return nil, &IndexError{Dataset: d.dir.URI(), Index: o.Name, Op: OpCreateIndex, Reason: "the table has no rows to index"}
+	}
+	data, lookup, err := buildBTree(af.Type, vals, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer data.Release()
+	defer lookup.Release()
+
+	x := Index{Fields: []int32{f.ID}, Name: o.Name, DatasetVersion: d.Version(), HasFragments: true, Fragments: []uint32{},
+		Details: &IndexDetails{TypeURL: BTreeDetailsType}}
+	if x.Name == "" {
+		x.Name = column + "_idx"
+	}
+	if _, err := rand.Read(x.UUID[:]); err != nil {
+		return nil, err
+	}
+	x.UUID[6], x.UUID[8] = x.UUID[6]&0x0f|0x40, x.UUID[8]&0x3f|0x80 // a version 4 uuid
+	zero, now := int32(0), uint64(time.Now().UnixMilli())
+	x.IndexVersion, x.CreatedAt = &zero, &now
+	for i := range d.manifest.Fragments {
+		x.Fragments = append(x.Fragments, uint32(d.manifest.Fragments[i].ID))
+	}
+	slices.Sort(x.Fragments)
+	if err := d.checkNewIndex(&x); err != nil {
+		return nil, err
+	}
+	w := &fileWrites{}
+	for _, part := range []struct {
+		name string
+		rec  arrow.Record
+	}{{btreeDataFile, data}, {btreeLookupFile, lookup}} {
+		b, err := encodeIndexFile(part.rec, fo)
+		if err != nil {
+			return nil, fmt.Errorf("lance: BTREE index on %s: %s: %w", column, part.name, err)
+		}
+		w.add(x.Dir()+part.name, b, "lance.write_index_file", "index file")
+	}
+	return d.newStaged(o.Stage, Operation{Kind: OpCreateIndex, NewIndices: []Index{x}}, w), nil
+}
+
+func btreeType(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
+		arrow.FLOAT32, arrow.FLOAT64, arrow.STRING, arrow.LARGE_STRING, arrow.DATE32, arrow.DATE64, arrow.TIMESTAMP:
+		return true
+	}
+	return false
+}
+
+// encodeIndexFile writes one record as a Lance file of the table's data file version.
+func encodeIndexFile(rec arrow.Record, fo file.Options) ([]byte, error) {
+	s, err := schema.FromArrow(rec.Schema())
+	if err != nil {
+		return nil, err
+	}
+	w, err := file.NewWriter(s, fo)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Write(rec); err != nil {
+		return nil, err
+	}
+	return w.Finish()
+}
+
+// btreeEntry is one indexed row: where its value is (chunk, row) and its row id.
+type btreeEntry struct {
+	chunk, row int32
+	id         uint64
+}
+
+// buildBTree sorts the values (chunks of one column) with their row ids and cuts them into
+// pages: the page_data and page_lookup records.
+func buildBTree(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, lookup arrow.Record, err error) {
+	var es []btreeEntry
+	n := 0
+	for c, a := range chunks {
+		for r := 0; r < a.Len(); r++ {
+			es = append(es, btreeEntry{chunk: int32(c), row: int32(r), id: ids[n]})
+			n++
+		}
+	}
+	if n != len(ids) {
+		return nil, nil, fmt.Errorf("lance: BTREE: %d values for %d row ids", n, len(ids))
+	}
+	cmpAt := comparer(chunks)
+	slices.SortStableFunc(es, func(a, b btreeEntry) int {
+		an, bn := chunks[a.chunk].IsNull(int(a.row)), chunks[b.chunk].IsNull(int(b.row))
+		switch {
+		case an && bn:
+			return cmp.Compare(a.id, b.id)
+		case an:
+			return -1
+		case bn:
+			return 1
+		}
+		if c := cmpAt(a, b); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+
+	mem := memory.DefaultAllocator
+	dataSchema := arrow.NewSchema([]arrow.Field{{Name: "values", Type: t, Nullable: true}, {Name: "ids", Type: arrow.PrimitiveTypes.Uint64}}, nil)
+	db := array.NewRecordBuilder(mem, dataSchema)
+	defer db.Release()
+	meta := arrow.NewMetadata([]string{"batch_size", "range_partitioned"}, []string{strconv.Itoa(BTreePageRows), "false"})
+	lookupSchema := arrow.NewSchema([]arrow.Field{{Name: "min", Type: t, Nullable: true}, {Name: "max", Type: t, Nullable: true},
+		{Name: "null_count", Type: arrow.PrimitiveTypes.Uint32}, {Name: "page_idx", Type: arrow.PrimitiveTypes.Uint32}}, &meta)
+	lb := array.NewRecordBuilder(mem, lookupSchema)
+	defer lb.Release()
+	for page := 0; page*BTreePageRows < len(es); page++ {
+		p := es[page*BTreePageRows : min(len(es), (page+1)*BTreePageRows)]
+		nulls := 0
+		for _, e := range p {
+			appendValue(db.Field(0), chunks[e.chunk], int(e.row))
+			db.Field(1).(*array.Uint64Builder).Append(e.id)
+			if chunks[e.chunk].IsNull(int(e.row)) {
+				nulls++
+			}
+		}
+		if nulls == len(p) {
+			lb.Field(0).AppendNull()
+			lb.Field(1).AppendNull()
+		} else {
+			first, last := p[nulls], p[len(p)-1]
+			appendValue(lb.Field(0), chunks[first.chunk], int(first.row))
+			appendValue(lb.Field(1), chunks[last.chunk], int(last.row))
+		}
+		lb.Field(2).(*array.Uint32Builder).Append(uint32(nulls))
+		lb.Field(3).(*array.Uint32Builder).Append(uint32(page))
+	}
+	return db.NewRecord(), lb.NewRecord(), nil
+}
+
+// comparer orders two non-null entries by value.
+func comparer(chunks []arrow.Array) func(a, b btreeEntry) int {
+	at := func(e btreeEntry) arrow.Array { return chunks[e.chunk] }
+	switch chunks[0].(type) {
+	case *array.String:
+		return func(a, b btreeEntry) int {
+			return cmp.Compare(at(a).(*array.String).Value(int(a.row)), at(b).(*array.String).Value(int(b.row)))
+		}
+	case *array.LargeString:
+		return func(a, b btreeEntry) int {
+			return cmp.Compare(at(a).(*array.LargeString).Value(int(a.row)), at(b).(*array.LargeString).Value(int(b.row)))
+		}
+	case *array.Float32, *array.Float64:
+		f := func(e btreeEntry) float64 {
+			if x, ok := at(e).(*array.Float32); ok {
+				return float64(x.Value(int(e.row)))
+			}
+			return at(e).(*array.Float64).Value(int(e.row))
+		}
+		// NaN sorts after every number, as Arrow's total order has it.
+		return func(a, b btreeEntry) int {
+			x, y := f(a), f(b)
+			switch xn, yn := math.IsNaN(x), math.IsNaN(y); {
+			case xn && yn:
+				return 0
+			case xn:
+				return 1
+			case yn:
+				return -1
+			}
+			return cmp.Compare(x, y)
+		}
+	case *array.Uint8, *array.Uint16, *array.Uint32, *array.Uint64:
+		return func(a, b btreeEntry) int { return cmp.Compare(unsignedAt(at(a), int(a.row)), unsignedAt(at(b), int(b.row))) }
+	default:
+		return func(a, b btreeEntry) int { return cmp.Compare(signedAt(at(a), int(a.row)), signedAt(at(b), int(b.row))) }
+	}
+}
+
+func unsignedAt(a arrow.Array, i int) uint64 {
+	switch x := a.(type) {
+	case *array.Uint8:
+		return uint64(x.Value(i))
+	case *array.Uint16:
+		return uint64(x.Value(i))
+	case *array.Uint32:
+		return uint64(x.Value(i))
+	default:
+		return a.(*array.Uint64).Value(i)
+	}
+}
+
+func signedAt(a arrow.Array, i int) int64 {
+	switch x := a.(type) {
+	case *array.Int8:
+		return int64(x.Value(i))
+	case *array.Int16:
+		return int64(x.Value(i))
+	case *array.Int32:
+		return int64(x.Value(i))
+	case *array.Int64:
+		return x.Value(i)
+	case *array.Date32:
+		return int64(x.Value(i))
+	case *array.Date64:
+		return int64(x.Value(i))
+	case *array.Timestamp:
+		return int64(x.Value(i))
+	}
+	panic(fmt.Sprintf("lance: BTREE: no order for %s", a.DataType()))
+}
+
+// appendValue appends a[i] to b, which has a's type.
+func appendValue(b array.Builder, a arrow.Array, i int) {
+	if a.IsNull(i) {
+		b.AppendNull()
+		return
+	}
+	switch x := a.(type) {
+	case *array.String:
+		b.(*array.StringBuilder).Append(x.Value(i))
+	case *array.LargeString:
+		b.(*array.LargeStringBuilder).Append(x.Value(i))
+	case *array.Float32:
+		b.(*array.Float32Builder).Append(x.Value(i))
+	case *array.Float64:
+		b.(*array.Float64Builder).Append(x.Value(i))
+	case *array.Int8:
+		b.(*array.Int8Builder).Append(x.Value(i))
+	case *array.Int16:
+		b.(*array.Int16Builder).Append(x.Value(i))
+	case *array.Int32:
+		b.(*array.Int32Builder).Append(x.Value(i))
+	case *array.Int64:
+		b.(*array.Int64Builder).Append(x.Value(i))
+	case *array.Uint8:
+		b.(*array.Uint8Builder).Append(x.Value(i))
+	case *array.Uint16:
+		b.(*array.Uint16Builder).Append(x.Value(i))
+	case *array.Uint32:
+		b.(*array.Uint32Builder).Append(x.Value(i))
+	case *array.Uint64:
+		b.(*array.Uint64Builder).Append(x.Value(i))
+	case *array.Date32:
+		b.(*array.Date32Builder).Append(x.Value(i))
+	case *array.Date64:
+		b.(*array.Date64Builder).Append(x.Value(i))
+	case *array.Timestamp:
+		b.(*array.TimestampBuilder).Append(x.Value(i))
+	default:
+		panic(fmt.Sprintf("lance: BTREE: no builder for %s", a.DataType()))
+	}
+}
