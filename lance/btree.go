@@ -251,9 +251,13 @@ func comparer(chunks []arrow.Array) func(a, b btreeEntry) int {
 			return cmp.Compare(x, y)
 		}
 	case *array.Uint8, *array.Uint16, *array.Uint32, *array.Uint64:
-		return func(a, b btreeEntry) int { return cmp.Compare(unsignedAt(at(a), int(a.row)), unsignedAt(at(b), int(b.row))) }
+		return func(a, b btreeEntry) int {
+			return cmp.Compare(unsignedAt(at(a), int(a.row)), unsignedAt(at(b), int(b.row)))
+		}
 	default:
-		return func(a, b btreeEntry) int { return cmp.Compare(signedAt(at(a), int(a.row)), signedAt(at(b), int(b.row))) }
+		return func(a, b btreeEntry) int {
+			return cmp.Compare(signedAt(at(a), int(a.row)), signedAt(at(b), int(b.row)))
+		}
 	}
 }
 
