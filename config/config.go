@@ -71,6 +71,8 @@ type Config struct {
 	// messages: the newest run of same-size fragments of a main table is merged once it holds
 	// this many. 0 turns it off.
 	CompactionFanout int `yaml:"compaction_fanout"`
+	// BuildIndices: the automatic maintenance also builds the reference's BTREE indices.
+	BuildIndices bool `yaml:"build_indices"`
 	// LanceFileVersion is the Lance data file version ("2.0", "2.1", "2.2") of every table of a
 	// graph this worker initialises; empty is engine.DefaultFileVersion. An existing graph
 	// keeps the version it was made with, whatever this says.
@@ -238,6 +240,7 @@ func settings() []setting {
 		dur("retry_budget", "how long one message may fail in place: then an unrecognised error is dead-lettered as retry_exhausted, a transient one (storage, NATS) is retried on with the worker reported stalled", func(c *Config) *time.Duration { return &c.RetryBudget }, time.Second),
 		dur("retry_max", "longest wait between two tries of a message retried in place (the backoff's cap), and how often a message or a recovery held for an operator is tried again", func(c *Config) *time.Duration { return &c.RetryMax }, 100*time.Millisecond),
 		s("http", "address of the Prometheus /metrics (Go, process and omnigraph_* metrics), /healthz and /readyz; default 127.0.0.1:9464, so http://127.0.0.1:9464/metrics (empty: none; an address in use fails at start)", func(c *Config) *string { return &c.HTTP }, nil),
+		onOff("build_indices", "the automatic maintenance beside the messages also builds the BTREE indices the reference OmniGraph keeps (id on node tables; id, src and dst on edge tables) on every main table with rows that lacks one (needs compaction_fanout above 0)", func(c *Config) *bool { return &c.BuildIndices }),
 		num("compaction_fanout", "merge the newest run of same-size fragments of a main table once it holds this many (0: no automatic compaction)", func(c *Config) *int { return &c.CompactionFanout }, func(c *Config) error {
 			if c.CompactionFanout < 0 || c.CompactionFanout == 1 {
 				return reason("must be 0 (off) or at least 2")

@@ -18,7 +18,7 @@ import (
 // asks it), so that a tool reading a graph's dead letters finds the streams its worker made.
 func (c *Config) Ingest() ingest.Config {
 	ic := ingest.Config{Graph: c.Graph, Stream: c.Stream, DLQStream: c.DLQStream, EventsStream: c.EventsStream, EventsMaxAge: c.EventsMaxAge, Consumer: c.Consumer,
-		AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, RetryBudget: c.RetryBudget, RetryMax: c.RetryMax, CompactionFanout: c.CompactionFanout,
+		AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, RetryBudget: c.RetryBudget, RetryMax: c.RetryMax, CompactionFanout: c.CompactionFanout, BuildIndices: c.BuildIndices,
 		StreamMaxAge: c.StreamMaxAge, StreamMaxBytes: int64(c.StreamMaxBytes), DLQMaxAge: c.DLQMaxAge, DLQMaxBytes: int64(c.DLQMaxBytes),
 		Replication:   ingest.Replication{Replicas: c.StreamReplicas, Cluster: c.PlacementCluster, Tags: splitList(c.PlacementTags)},
 		PipelineDepth: c.PipelineDepth, PipelineBytes: int64(c.PipelineBytes)}

@@ -23,9 +23,10 @@ type StagedCompaction struct {
 
 // stagedRewrite is one table's rewrite, staged at the version its cached state held.
 type stagedRewrite struct {
-	path   string
-	staged *lance.Staged
-	c      *lance.Compaction
+	path    string
+	staged  *lance.Staged
+	c       *lance.Compaction // nil for an index build
+	indices []string          // the columns an index build indexes
 }
 
 // stagedCompactionMaxAge bounds how long a staged compaction may wait for its commit: after
@@ -42,6 +43,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 		path string
 		ds   *lance.Dataset
 		run  []uint64
+		ts   tableState // a copy: the build reads only ds and isEdge, off the gate
 	}
 	fanout := fanoutOrDefault(o.Fanout)
 	var dues []due
@@ -50,22 +52,36 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 		if ref.branch != "" {
 			continue
 		}
-		if run := compactionRun(ts.ds.Manifest().Fragments, fanout, o.MaxBytesPerFile); run != nil {
-			dues = append(dues, due{path: ref.path, ds: ts.ds, run: run})
+		run := compactionRun(ts.ds.Manifest().Fragments, fanout, o.MaxBytesPerFile)
+		if run != nil || (o.Indices && len(missingBTrees(ts.ds, ts.isEdge)) > 0) {
+			dues = append(dues, due{path: ref.path, ds: ts.ds, run: run, ts: tableState{ds: ts.ds, isEdge: ts.isEdge}})
 		}
 	}
 	g.writeMu.Unlock()
 	sort.Slice(dues, func(i, j int) bool { return dues[i].path < dues[j].path })
 	sc := &StagedCompaction{o: o, at: time.Now()}
 	for _, d := range dues {
-		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile,
-			Fragments: d.run, MaterializeDeletionsThreshold: -1}
-		staged, c, err := d.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true})
+		if d.run != nil {
+			co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile,
+				Fragments: d.run, MaterializeDeletionsThreshold: -1}
+			staged, c, err := d.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true})
+			if err != nil {
+				return nil, fmt.Errorf("stage the compaction of %s: %w", d.path, err)
+			}
+			if staged != nil {
+				sc.tables = append(sc.tables, stagedRewrite{path: d.path, staged: staged, c: c})
+				continue
+			}
+		}
+		if !o.Indices {
+			continue
+		}
+		staged, cols, err := stageIndexBuild(ctx, d.path, &d.ts)
 		if err != nil {
-			return nil, fmt.Errorf("stage the compaction of %s: %w", d.path, err)
+			return nil, err
 		}
 		if staged != nil {
-			sc.tables = append(sc.tables, stagedRewrite{path: d.path, staged: staged, c: c})
+			sc.tables = append(sc.tables, stagedRewrite{path: d.path, staged: staged, indices: cols})
 		}
 	}
 	if len(sc.tables) == 0 {
@@ -147,7 +163,7 @@ func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (pla
 		case err != nil:
 			return nil, nil, fmt.Errorf("move the compaction of %s onto version %d: %w", e.TableKey, e.Version, err)
 		}
-		plans = append(plans, &compactionPlan{key: e.TableKey, entry: e, ts: ts, staged: t.staged, c: t.c, before: ts.ds.NumFragments()})
+		plans = append(plans, &compactionPlan{key: e.TableKey, entry: e, ts: ts, staged: t.staged, c: t.c, indices: t.indices, before: ts.ds.NumFragments()})
 	}
 	for path := range byPath {
 		stale = append(stale, path) // no longer a table of main

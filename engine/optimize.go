@@ -37,6 +37,10 @@ type OptimizeOptions struct {
 	// bounds a compaction's memory on tables of wide rows (embeddings); fragments holding half
 	// as much are not merged again.
 	MaxBytesPerFile uint64
+	// Indices also builds the BTREE indices the reference OmniGraph keeps (id on node tables;
+	// id, src and dst on edge tables) on every main table with rows that lacks one and is not
+	// compacted in the same commit (indices.go).
+	Indices bool
 }
 
 // TableCompaction is what an Optimize did to one table.
@@ -48,6 +52,9 @@ type TableCompaction struct {
 	FragmentsRemoved int    `json:"fragments_removed"`
 	FragmentsAdded   int    `json:"fragments_added"`
 	RowsRewritten    uint64 `json:"rows_rewritten"`
+	// IndicesBuilt names the columns whose BTREE index this commit built (the table was not
+	// compacted in the same commit: one transaction per table).
+	IndicesBuilt []string `json:"indices_built,omitempty"`
 }
 
 // OptimizeResult is what an Optimize published: nothing (no table needed compacting) or one
@@ -66,7 +73,8 @@ type compactionPlan struct {
 	entry     publisher.TableEntry
 	ts        *tableState
 	staged    *lance.Staged
-	c         *lance.Compaction
+	c         *lance.Compaction // nil for an index build
+	indices   []string          // the columns an index build indexes
 	before    int
 	committed *lance.Dataset
 }
@@ -255,22 +263,31 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 			return nil, err
 		}
 		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile}
-		if !o.All {
-			run := compactionRun(ts.ds.Manifest().Fragments, fanoutOrDefault(o.Fanout), o.MaxBytesPerFile)
-			if run == nil {
-				continue
+		var staged *lance.Staged
+		var c *lance.Compaction
+		if run := compactionRun(ts.ds.Manifest().Fragments, fanoutOrDefault(o.Fanout), o.MaxBytesPerFile); o.All || run != nil {
+			if !o.All {
+				co.Fragments = run
+				co.MaterializeDeletionsThreshold = -1 // the run is merged whole, deletions or not
 			}
-			co.Fragments = run
-			co.MaterializeDeletionsThreshold = -1 // the run is merged whole, deletions or not
+			if staged, c, err = ts.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true}); err != nil {
+				return nil, fmt.Errorf("plan the compaction of %s: %w", e.TableKey, err)
+			}
 		}
-		staged, c, err := ts.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true})
-		if err != nil {
-			return nil, fmt.Errorf("plan the compaction of %s: %w", e.TableKey, err)
-		}
-		if staged == nil {
+		if staged != nil {
+			plans = append(plans, &compactionPlan{key: e.TableKey, entry: e, ts: ts, staged: staged, c: c, before: ts.ds.NumFragments()})
 			continue
 		}
-		plans = append(plans, &compactionPlan{key: e.TableKey, entry: e, ts: ts, staged: staged, c: c, before: ts.ds.NumFragments()})
+		if !o.Indices {
+			continue
+		}
+		staged, cols, err := stageIndexBuild(ctx, e.TableKey, ts)
+		if err != nil {
+			return nil, err
+		}
+		if staged != nil {
+			plans = append(plans, &compactionPlan{key: e.TableKey, entry: e, ts: ts, staged: staged, indices: cols, before: ts.ds.NumFragments()})
+		}
 	}
 	sort.Slice(plans, func(i, j int) bool { return plans[i].key < plans[j].key })
 	return plans, nil
@@ -341,11 +358,18 @@ func (g *Graph) publishCompaction(ctx context.Context, o OptimizeOptions, plans 
 	}
 	res := &OptimizeResult{Tables: make([]TableCompaction, 0, len(plans))}
 	for _, p := range plans {
+		tc := TableCompaction{TableKey: p.key, FromVersion: p.entry.Version, ToVersion: p.committed.Version(), FragmentsBefore: p.before}
+		if p.c == nil {
+			p.ts.ds = p.committed // an index build moves no row
+			tc.IndicesBuilt = p.indices
+			res.Tables = append(res.Tables, tc)
+			continue
+		}
 		if err := p.ts.readdress(p.c, p.committed); err != nil {
 			g.forgetTables([]*compactionPlan{p})
 		}
-		res.Tables = append(res.Tables, TableCompaction{TableKey: p.key, FromVersion: p.entry.Version, ToVersion: p.committed.Version(),
-			FragmentsBefore: p.before, FragmentsRemoved: p.c.FragmentsRemoved(), FragmentsAdded: p.c.FragmentsAdded(), RowsRewritten: p.c.RowsRewritten()})
+		tc.FragmentsRemoved, tc.FragmentsAdded, tc.RowsRewritten = p.c.FragmentsRemoved(), p.c.FragmentsAdded(), p.c.RowsRewritten()
+		res.Tables = append(res.Tables, tc)
 	}
 	ci := commitInfo(out.Commit)
 	res.Commit = &ci

@@ -67,7 +67,7 @@ func (w *Worker) pokeCompactor() {
 //     stale and the fragments growing.
 func (w *Worker) compactDue(ctx context.Context) bool {
 	stale := false
-	for round := 0; round < compactionRounds && ctx.Err() == nil && w.g.CompactionDue(w.cfg.CompactionFanout); round++ {
+	for round := 0; round < compactionRounds && ctx.Err() == nil && (w.g.CompactionDue(w.cfg.CompactionFanout) || (w.cfg.BuildIndices && w.g.IndicesDue())); round++ {
 		start := time.Now()
 		bytes := w.g.CompactionBytes(w.cfg.CompactionFanout, 0)
 		res, err := w.compactOnce(ctx, bytes, stale || bytes > w.cfg.PipelineBytes/inlineCompactionShare)
@@ -108,7 +108,7 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 // recovery. inline does it all in the writer's turn (engine.Graph.Optimize). bytes is what it is
 // counted to hold (engine.Graph.CompactionBytes).
 func (w *Worker) compactOnce(ctx context.Context, bytes int64, inline bool) (*engine.OptimizeResult, error) {
-	o := engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Actor: CompactionActor}
+	o := engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Indices: w.cfg.BuildIndices, Actor: CompactionActor}
 	defer w.countCompaction(bytes)()
 	if inline {
 		return w.g.Optimize(context.WithoutCancel(ctx), o)

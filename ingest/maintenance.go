@@ -24,6 +24,8 @@ type MaintenanceRequestBody struct {
 	// optimize
 	All    bool `json:"all,omitempty"`
 	Fanout int  `json:"fanout,omitempty"`
+	// Indices also builds the BTREE indices a table with rows lacks (engine.OptimizeOptions).
+	Indices bool `json:"indices,omitempty"`
 	// cleanup
 	Keep      int    `json:"keep,omitempty"`
 	OlderThan string `json:"older_than,omitempty"` // a whole number with s, m, h, d or w
@@ -33,7 +35,7 @@ type MaintenanceRequestBody struct {
 // ParseMaintenanceRequest reads a maintenance request strictly.
 func ParseMaintenanceRequest(data []byte) (MaintenanceRequestBody, error) {
 	var body MaintenanceRequestBody
-	if err := decodeRequest(data, &body, "maintenance request", `{"op":"optimize","all","fanout"} or {"op":"cleanup","keep","older_than","dry_run"}`); err != nil {
+	if err := decodeRequest(data, &body, "maintenance request", `{"op":"optimize","all","fanout","indices"} or {"op":"cleanup","keep","older_than","dry_run"}`); err != nil {
 		return body, err
 	}
 	switch body.Op {
@@ -45,8 +47,8 @@ func ParseMaintenanceRequest(data []byte) (MaintenanceRequestBody, error) {
 			return body, &errs.InvalidInput{Field: "fanout", Reason: "must be at least 2"}
 		}
 	case "cleanup":
-		if body.All || body.Fanout != 0 {
-			return body, &errs.InvalidInput{Field: "op", Reason: "all and fanout belong to optimize"}
+		if body.All || body.Fanout != 0 || body.Indices {
+			return body, &errs.InvalidInput{Field: "op", Reason: "all, fanout and indices belong to optimize"}
 		}
 		if body.Keep < 1 {
 			return body, &errs.InvalidInput{Field: "keep", Reason: "cleanup needs keep of at least 1"}
@@ -86,7 +88,7 @@ func (w *Worker) maintenanceRequest(msg jetstream.Msg) (func(context.Context) (*
 	actor := msg.Headers().Get(HeaderActor)
 	if body.Op == "optimize" {
 		return func(ctx context.Context) (*applied, error) {
-			res, err := w.g.Optimize(ctx, engine.OptimizeOptions{All: body.All, Fanout: body.Fanout, Actor: actor})
+			res, err := w.g.Optimize(ctx, engine.OptimizeOptions{All: body.All, Fanout: body.Fanout, Indices: body.Indices, Actor: actor})
 			if err != nil {
 				return nil, err
 			}

@@ -51,24 +51,54 @@ type IndexOptions struct {
 // The index covers every fragment of this version, as an index the official engine builds
 // does. The column must be a top-level integer, float, string, date or timestamp column.
 func (d *Dataset) StageBTreeIndex(ctx context.Context, column string, o IndexOptions) (*Staged, error) {
-	f := d.Schema().Field(column)
-	if f == nil {
-		return nil, &IndexError{Dataset: d.dir.URI(), Index: o.Name, Op: OpCreateIndex, Reason: fmt.Sprintf("no column %q", column)}
-	}
-	af, err := f.ToArrow()
-	if err != nil {
-		return nil, err
-	}
-	if !btreeType(af.Type) {
-		return nil, &IndexError{Dataset: d.dir.URI(), Index: o.Name, Op: OpCreateIndex, Reason: fmt.Sprintf("column %q is %s: a BTREE here indexes integers, floats, strings, dates and timestamps", column, af.Type)}
+	return d.StageBTreeIndices(ctx, []string{column}, o)
+}
+
+// StageBTreeIndices is StageBTreeIndex for several columns at once: one CreateIndex lists them
+// all, as the reference OmniGraph combines the indices a table lacks into one commit. With
+// several columns o.Name must be empty (each index takes its default name).
+func (d *Dataset) StageBTreeIndices(ctx context.Context, columns []string, o IndexOptions) (*Staged, error) {
+	if len(columns) == 0 || (len(columns) > 1 && o.Name != "") {
+		return nil, fmt.Errorf("lance: a BTREE build names %d columns and index name %q", len(columns), o.Name)
 	}
 	fo, err := d.fileOptions(o.Stage.FileOptions)
 	if err != nil {
 		return nil, err
 	}
+	w := &fileWrites{}
+	var xs []Index
+	for _, column := range columns {
+		x, err := d.buildBTree(ctx, column, o.Name, fo, w)
+		if err != nil {
+			return nil, err
+		}
+		xs = append(xs, x)
+	}
+	return d.newStaged(o.Stage, Operation{Kind: OpCreateIndex, NewIndices: xs}, w), nil
+}
+
+// buildBTree encodes one column's BTREE files into w and returns the index's metadata.
+func (d *Dataset) buildBTree(ctx context.Context, column, name string, fo file.Options, w *fileWrites) (Index, error) {
+	if name == "" {
+		name = column + "_idx"
+	}
+	refuse := func(reason string) (Index, error) {
+		return Index{}, &IndexError{Dataset: d.dir.URI(), Index: name, Op: OpCreateIndex, Reason: reason}
+	}
+	f := d.Schema().Field(column)
+	if f == nil {
+		return refuse(fmt.Sprintf("no column %q", column))
+	}
+	af, err := f.ToArrow()
+	if err != nil {
+		return Index{}, err
+	}
+	if !btreeType(af.Type) {
+		return refuse(fmt.Sprintf("column %q is %s: a BTREE here indexes integers, floats, strings, dates and timestamps", column, af.Type))
+	}
 	recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{column}, WithRowID: true})
 	if err != nil {
-		return nil, err
+		return Index{}, err
 	}
 	defer func() {
 		for _, r := range recs {
@@ -82,22 +112,19 @@ func (d *Dataset) StageBTreeIndex(ctx context.Context, column string, o IndexOpt
 		ids = append(ids, r.Column(1).(*array.Uint64).Uint64Values()...)
 	}
 	if len(ids) == 0 {
-		return nil, &IndexError{Dataset: d.dir.URI(), Index: o.Name, Op: OpCreateIndex, Reason: "the table has no rows to index"}
+		return refuse("the table has no rows to index")
 	}
 	data, lookup, err := buildBTree(af.Type, vals, ids)
 	if err != nil {
-		return nil, err
+		return Index{}, err
 	}
 	defer data.Release()
 	defer lookup.Release()
 
-	x := Index{Fields: []int32{f.ID}, Name: o.Name, DatasetVersion: d.Version(), HasFragments: true, Fragments: []uint32{},
+	x := Index{Fields: []int32{f.ID}, Name: name, DatasetVersion: d.Version(), HasFragments: true, Fragments: []uint32{},
 		Details: &IndexDetails{TypeURL: BTreeDetailsType}}
-	if x.Name == "" {
-		x.Name = column + "_idx"
-	}
 	if _, err := rand.Read(x.UUID[:]); err != nil {
-		return nil, err
+		return Index{}, err
 	}
 	x.UUID[6], x.UUID[8] = x.UUID[6]&0x0f|0x40, x.UUID[8]&0x3f|0x80 // a version 4 uuid
 	zero, now := int32(0), uint64(time.Now().UnixMilli())
@@ -107,20 +134,34 @@ func (d *Dataset) StageBTreeIndex(ctx context.Context, column string, o IndexOpt
 	}
 	slices.Sort(x.Fragments)
 	if err := d.checkNewIndex(&x); err != nil {
-		return nil, err
+		return Index{}, err
 	}
-	w := &fileWrites{}
 	for _, part := range []struct {
 		name string
 		rec  arrow.Record
 	}{{btreeDataFile, data}, {btreeLookupFile, lookup}} {
 		b, err := encodeIndexFile(part.rec, fo)
 		if err != nil {
-			return nil, fmt.Errorf("lance: BTREE index on %s: %s: %w", column, part.name, err)
+			return Index{}, fmt.Errorf("lance: BTREE index on %s: %s: %w", column, part.name, err)
 		}
 		w.add(x.Dir()+part.name, b, "lance.write_index_file", "index file")
 	}
-	return d.newStaged(o.Stage, Operation{Kind: OpCreateIndex, NewIndices: []Index{x}}, w), nil
+	return x, nil
+}
+
+// HasBTree says whether the version lists a BTREE index on exactly the named column.
+func (d *Dataset) HasBTree(column string) bool {
+	f := d.Schema().Field(column)
+	if f == nil {
+		return false
+	}
+	for i := range d.manifest.Indices {
+		x := &d.manifest.Indices[i]
+		if x.Kind() == "BTree" && len(x.Fields) == 1 && x.Fields[0] == f.ID {
+			return true
+		}
+	}
+	return false
 }
 
 func btreeType(t arrow.DataType) bool {

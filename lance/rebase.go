@@ -14,9 +14,14 @@ import (
 // deletions and row sequences) and the schema must be the same; otherwise the rewritten files
 // hold rows as they were and it returns *RewriteConflictError, leaving s unchanged. New
 // fragment ids are assigned when it commits, so fragments added meanwhile take none of them.
+//
+// A CreateIndex moves too, as Lance lets it pass an Append: every fragment its indices cover
+// must still be there with the same files (rows deleted since are masked at query time; rows
+// added since are in new fragments the index does not cover). A covered fragment that went
+// (compacted or emptied) makes it a *RewriteConflictError as well.
 func (s *Staged) Rebase(d *Dataset) error {
-	if s.Txn.Op.Kind != OpRewrite {
-		return fmt.Errorf("lance: rebase a %s transaction: only a Rewrite moves onto a later version", s.Txn.Op.Kind)
+	if s.Txn.Op.Kind != OpRewrite && s.Txn.Op.Kind != OpCreateIndex {
+		return fmt.Errorf("lance: rebase a %s transaction: only a Rewrite or a CreateIndex moves onto a later version", s.Txn.Op.Kind)
 	}
 	if d.dir.URI() != s.base.dir.URI() || d.Version() < s.Txn.ReadVersion {
 		return fmt.Errorf("lance: rebase a transaction reading version %d of %s onto %s version %d", s.Txn.ReadVersion, s.base.dir.URI(), d.dir.URI(), d.Version())
@@ -34,6 +39,9 @@ func (s *Staged) Rebase(d *Dataset) error {
 	}
 	if !slices.Equal(s.base.Schema().FieldIDs(), d.Schema().FieldIDs()) {
 		return conflict(0, "the schema changed")
+	}
+	if s.Txn.Op.Kind == OpCreateIndex {
+		return s.rebaseCreateIndex(d, conflict)
 	}
 	at := make(map[uint64]*Fragment, len(d.manifest.Fragments))
 	for i := range d.manifest.Fragments {
@@ -81,4 +89,29 @@ func unchangedFragment(a, b *Fragment) bool {
 		}
 	}
 	return true
+}
+
+// rebaseCreateIndex moves a staged CreateIndex onto d (see Rebase).
+func (s *Staged) rebaseCreateIndex(d *Dataset, conflict func(uint64, string) error) error {
+	was := make(map[uint64]*Fragment, len(s.base.manifest.Fragments))
+	for i := range s.base.manifest.Fragments {
+		was[s.base.manifest.Fragments[i].ID] = &s.base.manifest.Fragments[i]
+	}
+	now := make(map[uint64]*Fragment, len(d.manifest.Fragments))
+	for i := range d.manifest.Fragments {
+		now[d.manifest.Fragments[i].ID] = &d.manifest.Fragments[i]
+	}
+	for _, x := range s.Txn.Op.NewIndices {
+		for _, id := range x.Fragments {
+			a, b := was[uint64(id)], now[uint64(id)]
+			switch {
+			case b == nil:
+				return conflict(uint64(id), fmt.Sprintf("fragment %d, which index %q covers, is gone", id, x.Name))
+			case a == nil || !sameFragment(a, b):
+				return conflict(uint64(id), fmt.Sprintf("fragment %d, which index %q covers, changed its files", id, x.Name))
+			}
+		}
+	}
+	s.Txn.ReadVersion, s.base = d.Version(), d
+	return nil
 }

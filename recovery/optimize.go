@@ -115,8 +115,10 @@ func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar, fence
 			if err != nil {
 				return o, err
 			}
-			if txn.Op.Kind != lance.OpRewrite || txn.ReadVersion != pin.ExpectedVersion {
-				return o, refuseState(pin.TableKey, true, ": version %d is a %s read from %d, not this intent's Rewrite of %d; refusing", head, txn.Op.Kind, txn.ReadVersion, pin.ExpectedVersion)
+			// An Optimize commits one Rewrite (a compaction) or one CreateIndex (the indices
+			// the table lacked) per table.
+			if (txn.Op.Kind != lance.OpRewrite && txn.Op.Kind != lance.OpCreateIndex) || txn.ReadVersion != pin.ExpectedVersion {
+				return o, refuseState(pin.TableKey, true, ": version %d is a %s read from %d, not this intent's Rewrite or CreateIndex of %d; refusing", head, txn.Op.Kind, txn.ReadVersion, pin.ExpectedVersion)
 			}
 			req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: pin.Identity, TableKey: pin.TableKey, Version: head,
 				RowCount: ds.CountRows(), Meta: publisher.VersionMetadata(ds)})

@@ -244,6 +244,7 @@ func cmdOptimize(fs *flagSet) runFunc {
 	to := targetFlags(fs, "compact directly", "a maintenance request to omnigraph.<graph>.maintenance")
 	all := fs.Bool("all", false, "rewrite every fragment Lance's planner would (small ones and ones with many deletions), not only full size-tier runs")
 	fanout := fs.Int("fanout", engine.DefaultCompactionFanout, "size-tier fanout: merge the newest fragments once one size tier among them holds this many")
+	indices := fs.Bool("indices", false, "also build the BTREE indices the reference OmniGraph keeps (id; and src, dst on edges) on every table with rows that lacks one")
 	actor := fs.String("actor", "", "actor id recorded on the commit")
 	force := forceFlag(fs)
 	wait := waitFlags(fs)
@@ -260,14 +261,14 @@ func cmdOptimize(fs *flagSet) runFunc {
 			return err
 		}
 		if c.Graph != "" {
-			return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout}, *actor, wait)
+			return publishMaintenance(ctx, c, ingest.MaintenanceRequestBody{Op: "optimize", All: *all, Fanout: *fanout, Indices: *indices}, *actor, wait)
 		}
 		g, closeGraph, err := openGraph(ctx, c.Root, c, true, *force)
 		if err != nil {
 			return err
 		}
 		defer closeGraph()
-		res, err := g.Optimize(ctx, engine.OptimizeOptions{Fanout: *fanout, All: *all, Actor: *actor})
+		res, err := g.Optimize(ctx, engine.OptimizeOptions{Fanout: *fanout, All: *all, Indices: *indices, Actor: *actor})
 		if err != nil {
 			return err
 		}

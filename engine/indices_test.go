@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/lance"
+)
+
+// publishedBTrees lists, per main table at its published version, the columns with a BTREE.
+func publishedBTrees(t *testing.T, g *Graph) map[string][]string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := g.Snapshot(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, e := range st.Tables() {
+		ds, err := lance.Open(ctx, g.root.Sub(e.Path), lance.AtVersion(e.Version))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []string{"id", "src", "dst"} {
+			if ds.HasBTree(c) {
+				out[e.TableKey] = append(out[e.TableKey], c)
+			}
+		}
+	}
+	return out
+}
+
+const referenceBTrees = "map[edge:WorksAt:[id src dst] node:Company:[id] node:Person:[id]]"
+
+// Optimize with Indices builds the BTREE indices the reference keeps on every table with rows,
+// one CreateIndex per table in one graph commit; the graph reads the same, and later loads
+// keep the indices.
+func TestOptimizeBuildsTheReferenceIndices(t *testing.T) {
+	g := testGraph(t)
+	smallLoads(t, g, "", "p", 3)
+	before := sortedExport(t, g, "")
+	if res := optimize(t, g, OptimizeOptions{}); res.Commit != nil {
+		t.Fatalf("an optimize without Indices built some: %+v", res)
+	}
+	if !g.IndicesDue() {
+		t.Fatal("no index due on tables with rows and none")
+	}
+	res := optimize(t, g, OptimizeOptions{Indices: true, Actor: "ops"})
+	if res.Commit == nil || len(res.Tables) != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	for _, tc := range res.Tables {
+		if len(tc.IndicesBuilt) == 0 || tc.ToVersion != tc.FromVersion+1 || tc.FragmentsRemoved != 0 {
+			t.Fatalf("table %+v", tc)
+		}
+	}
+	if got := fmt.Sprint(publishedBTrees(t, g)); got != referenceBTrees {
+		t.Fatalf("indices %s, want %s", got, referenceBTrees)
+	}
+	if after := sortedExport(t, g, ""); after != before {
+		t.Fatalf("the index build changed the graph:\n%s\n---\n%s", before, after)
+	}
+	noSidecars(t, g)
+	tablesAligned(t, g)
+	if g.IndicesDue() {
+		t.Fatal("still due after the build")
+	}
+	if res := optimize(t, g, OptimizeOptions{Indices: true}); res.Commit != nil {
+		t.Fatalf("a second build had work: %+v", res)
+	}
+	loadInto(t, g, "", "", "merge", person("p1", "P one"))
+	smallLoads(t, g, "", "q", 2)
+	if got := fmt.Sprint(publishedBTrees(t, g)); got != referenceBTrees {
+		t.Fatalf("after loads: indices %s", got)
+	}
+	assertIndexesMatchStorage(t, g)
+}
+
+// A crash at any step of an index build leaves the old index set or the new one published,
+// never a half: recovery publishes a CreateIndex that landed at the pin + 1.
+func TestIndexBuildFailuresRecover(t *testing.T) {
+	for _, c := range []struct {
+		fp    string
+		after string // the published indices after the heal
+	}{
+		{"optimize.after_sidecar", "map[]"},
+		{"lance.write_index_file", "map[]"},                               // before any table commit: nothing to recover
+		{"optimize.after_table_commit", "map[edge:WorksAt:[id src dst]]"}, // the first table's build landed
+		{"optimize.before_publish", referenceBTrees},
+		{"optimize.after_publish", referenceBTrees},
+	} {
+		t.Run(c.fp, func(t *testing.T) {
+			g := testGraph(t)
+			t.Cleanup(failpoint.Reset)
+			smallLoads(t, g, "", "p", 2)
+			before := sortedExport(t, g, "")
+			if err := failpoint.Enable(c.fp, "1*error"); err != nil {
+				t.Fatal(err)
+			}
+			_, err := g.Optimize(context.Background(), OptimizeOptions{Indices: true})
+			var rr *errs.RecoveryRequired
+			if err == nil || (!errors.As(err, &rr) && c.fp != "lance.write_index_file") {
+				t.Fatalf("want RecoveryRequired, got %v", err)
+			}
+			failpoint.Reset()
+			loadInto(t, g, "", "", "append", person("late", "Late")) // heals first
+			noSidecars(t, g)
+			tablesAligned(t, g)
+			if got := fmt.Sprint(publishedBTrees(t, g)); got != c.after {
+				t.Fatalf("indices after the heal %s, want %s", got, c.after)
+			}
+			// Whatever landed, the next build completes the set.
+			optimize(t, g, OptimizeOptions{Indices: true})
+			if got := fmt.Sprint(publishedBTrees(t, g)); got != referenceBTrees {
+				t.Fatalf("indices after a second build %s", got)
+			}
+			var kept []string
+			for _, l := range strings.Split(sortedExport(t, g, ""), "\n") {
+				if !strings.Contains(l, `"handle":"late"`) {
+					kept = append(kept, l)
+				}
+			}
+			if strings.Join(kept, "\n") != before {
+				t.Fatalf("graph changed:\n%s\n---\n%s", before, strings.Join(kept, "\n"))
+			}
+			assertIndexesMatchStorage(t, g)
+		})
+	}
+}
+
+// The automatic maintenance builds indices off the writer's turn and moves the staged build
+// past the loads that committed meanwhile; a build whose covered fragment went is dropped as
+// stale and staged again.
+func TestStagedIndexBuildRebasesOverLoads(t *testing.T) {
+	g := testGraph(t)
+	smallLoads(t, g, "", "p", 2)
+	ctx := context.Background()
+	sc, err := g.StageCompaction(ctx, OptimizeOptions{Indices: true})
+	if err != nil || sc == nil {
+		t.Fatalf("stage: %v %v", sc, err)
+	}
+	smallLoads(t, g, "", "q", 2) // appends: the build still holds
+	res, err := g.CommitCompaction(ctx, sc)
+	if err != nil || res.Commit == nil || len(res.Stale) != 0 {
+		t.Fatalf("commit over appends: %+v %v", res, err)
+	}
+	if got := fmt.Sprint(publishedBTrees(t, g)); got != referenceBTrees {
+		t.Fatalf("indices %s", got)
+	}
+	tablesAligned(t, g)
+}
