@@ -12,6 +12,8 @@
 //   node compat.mjs refgraph <root>                  remake a freshly initialised graph's datasets
 //                                                      the way the reference OmniGraph creates them
 //   node compat.mjs openall <root>                   open every dataset of a graph at every version
+//   node compat.mjs graphidx <root>                  the graph's tables list the indices graphidx.json
+//                                                      names and answer equality filters from them
 //   node compat.mjs bigwrite <dir>                   write table "big" of BIG_ROWS (1.1M) rows
 //   node compat.mjs idxwrite <dir>                   create indexed tables istable (stable row ids,
 //                                                      every index kind) and iplain (BTREE) +
@@ -34,7 +36,7 @@ import { arrow, compareIdLists, compareRows, fromCanonical, toCanonical } from "
 import { appendRows, connect, ensureFreshDir, openAt, scan, typesOf, TABLE_STABLE } from "./engine.mjs";
 import { bigWrite } from "./big.mjs";
 import { idxVerify, idxWrite } from "./indices.mjs";
-import { openAll, refGraph } from "./refgraph.mjs";
+import { graphIdx, openAll, refGraph } from "./refgraph.mjs";
 import { runWrite } from "./write.mjs";
 
 const ID = "id";
@@ -326,6 +328,7 @@ const USAGE = `usage:
   node compat.mjs write  <dir>
   node compat.mjs refgraph <root>
   node compat.mjs openall <root>
+  node compat.mjs graphidx <root>
   node compat.mjs bigwrite <dir>
   node compat.mjs idxwrite <dir>
   node compat.mjs idxverify <dir>
@@ -362,6 +365,7 @@ async function main(argv) {
       case "write": await runWrite(dir, emit, log); break;
       case "refgraph": await refGraph(dir, emit); break;
       case "openall": await openAll(dir, emit); break;
+      case "graphidx": await graphIdx(dir, emit, errText); break;
       case "bigwrite": await bigWrite(dir, emit); break;
       case "idxwrite": await idxWrite(dir, { emit, errText, log }); break;
       case "idxverify": await idxVerify(dir, { emit, errText, log }); break;

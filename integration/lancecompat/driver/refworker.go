@@ -106,6 +106,7 @@ func refWorkerCompat(ctx context.Context, s *suite, dir string) {
 		{"killed-after-table-commit", rw.crash},
 		{"restart-recovers-and-commits-once", rw.restart},
 		{"stops-cleanly-after-restart", rw.stop},
+		{"optimize-builds-reference-indices", rw.buildIndices},
 		{"tables-stay-2.2", rw.checkVersions},
 	}...)
 	for _, st := range steps {
@@ -117,6 +118,10 @@ func refWorkerCompat(ctx context.Context, s *suite, dir string) {
 		if err != nil {
 			return
 		}
+	}
+	for _, e := range []string{"lance8", "lance10", "lance12"} {
+		s.engine = e
+		_ = s.runNode(ctx, e+"-answers-from-go-indices/", "graphidx", rootDir)
 	}
 	s.engine = "lance12"
 	_ = s.runNode(ctx, "lance12-opens-every-version/", "openall", rootDir)
@@ -562,4 +567,57 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// buildIndices runs `worker optimize --root --indices` on the stopped graph: every table with
+// rows gets the BTREE indices the reference keeps, in one graph commit. It writes graphidx.json,
+// what compat.mjs graphidx then checks: the engine lists them and answers from them.
+func (rw *refWorker) buildIndices(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, rw.bin, "optimize", "--root", rw.rootDir, "--indices").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("worker optimize --indices: %v\n%s", err, out)
+	}
+	root, err := storage.Open(ctx, rw.rootDir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	g, err := engine.OpenReadOnly(ctx, root)
+	if err != nil {
+		return err
+	}
+	st, err := g.Snapshot(ctx, "")
+	if err != nil {
+		return err
+	}
+	type table struct {
+		Path    string   `json:"path"`
+		Indices []string `json:"indices"`
+	}
+	var tables []table
+	for _, e := range st.Tables() {
+		if e.RowCount == 0 {
+			continue
+		}
+		want := []string{"id_idx"}
+		if strings.HasPrefix(e.TableKey, "edge:") {
+			want = append(want, "src_idx", "dst_idx")
+		}
+		ds, err := lance.Open(ctx, root.Sub(e.Path), lance.AtVersion(e.Version))
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, x := range ds.Indices() {
+			got = append(got, x.Name)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("%s: the published version lists indices %v, want %v\n%s", e.TableKey, got, want, out)
+		}
+		tables = append(tables, table{Path: e.Path, Indices: want})
+	}
+	if len(tables) == 0 {
+		return fmt.Errorf("no table with rows to index")
+	}
+	return writeJSON(filepath.Join(rw.rootDir, "graphidx.json"), map[string]any{"tables": tables})
 }
