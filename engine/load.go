@@ -248,7 +248,8 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest, cached bool) (*pr
 	}
 	p := &prepared{state: st}
 	if req.Receipt != nil {
-		rc, ok, err := st.Receipt(ctx, req.Receipt.ReceiptKey())
+		// By key, and under a rule by the key older builds wrote (publisher.State.ReceiptFor).
+		rc, ok, err := st.ReceiptFor(ctx, req.Receipt)
 		if err != nil {
 			return nil, err
 		}

@@ -122,7 +122,8 @@ func (g *Graph) merge(ctx context.Context, req *MergeRequest) (*MergeResult, err
 		return nil, err
 	}
 	if req.Receipt != nil {
-		rc, ok, err := tst.Receipt(ctx, req.Receipt.ReceiptKey())
+		// By key, and under a rule by the key older builds wrote (publisher.State.ReceiptFor).
+		rc, ok, err := tst.ReceiptFor(ctx, req.Receipt)
 		if err != nil {
 			return nil, err
 		}

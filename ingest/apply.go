@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -192,7 +193,7 @@ func (w *Worker) publishEvent(res *applied, meta *jetstream.MsgMetadata, receipt
 		// a redelivery (already_applied) a duplicate of the first, which stays.
 		m := nats.NewMsg(w.cfg.EventSubject())
 		m.Data = b
-		m.Header.Set(HeaderMsgID, EventMsgID(meta.Stream, meta.Sequence.Stream))
+		m.Header.Set(HeaderMsgID, EventMsgID(meta.Stream, receipt.StreamCreated, meta.Sequence.Stream))
 		err = w.nc.PublishMsg(m)
 	}
 	if err != nil {
@@ -200,6 +201,58 @@ func (w *Worker) publishEvent(res *applied, meta *jetstream.MsgMetadata, receipt
 	}
 }
 
-// EventMsgID is the Nats-Msg-Id of the event of message seq of stream: a CLI waiting for its
-// request's outcome reads it from the events stream by this id.
-func EventMsgID(stream string, seq uint64) string { return fmt.Sprintf("event:%s:%d", stream, seq) }
+// EventMsgID is the Nats-Msg-Id of the event of message seq of stream, the stream created at
+// created (Unix ns; 0: not known): event:<stream>@<created>:<seq>. The creation time keeps
+// the events of a stream created again, whose sequences start at 1 again, from being taken for
+// duplicates of the old stream's events within the events stream's duplicate window.
+func EventMsgID(stream string, created int64, seq uint64) string {
+	if created == 0 {
+		return fmt.Sprintf("event:%s:%d", stream, seq)
+	}
+	return fmt.Sprintf("event:%s@%d:%d", stream, created, seq)
+}
+
+// receiptOf is the receipt a message's commit records: its stream, sequence and producer's id
+// as JetStream delivered them, and the incarnation of the ingest stream, which keys the
+// receipt of a message without an id (publisher.Receipt.ReceiptKey). The event and the dead
+// letters still name the stream by its name alone.
+func (w *Worker) receiptOf(msg jetstream.Msg, meta *jetstream.MsgMetadata) *publisher.Receipt {
+	rc := &publisher.Receipt{Stream: meta.Stream, Sequence: meta.Sequence.Stream, MsgID: msg.Headers().Get(HeaderMsgID)}
+	if meta.Stream == w.cfg.Stream {
+		rc.StreamCreated = w.streamCreated.Load()
+	}
+	return rc
+}
+
+// refreshStreamIdentity reads the ingest stream's incarnation from JetStream: its creation
+// time (StreamInfo.Created), which the server sets when the stream is created and keeps
+// across its own restarts and, in a cluster, leader changes (the stream's assignment holds
+// it), and which a stream deleted and created again under the same name does not share. It is
+// the one place the worker learns it; whatever (re)creates the stream or reopens the pull
+// calls it before messages are staged, so their receipts are keyed by the stream they
+// came from.
+func (w *Worker) refreshStreamIdentity(ctx context.Context) error {
+	s, err := w.js.Stream(ctx, w.cfg.Stream)
+	if err != nil {
+		return fmt.Errorf("ingest: stream %s: %w", w.cfg.Stream, err)
+	}
+	created := s.CachedInfo().Created
+	if created.IsZero() {
+		return &StreamIdentityError{Stream: w.cfg.Stream}
+	}
+	now := created.UnixNano()
+	if was := w.streamCreated.Swap(now); was != 0 && was != now {
+		w.log.Warn("the ingest stream was created again: its messages are numbered from 1 again, and their receipts are keyed by the new stream",
+			zap.String("stream", w.cfg.Stream), zap.Time("was_created", time.Unix(0, was).UTC()), zap.Time("created", created.UTC()))
+	}
+	return nil
+}
+
+// StreamIdentityError is an ingest stream whose creation time the server does not report:
+// without it, a message without a Nats-Msg-Id could not be told from the message at the same
+// sequence of an earlier stream of that name, so the worker does not consume it.
+type StreamIdentityError struct{ Stream string }
+
+func (e *StreamIdentityError) Error() string {
+	return fmt.Sprintf("ingest: stream %s: the server reports no creation time, which keys the receipts of messages without a Nats-Msg-Id", e.Stream)
+}

@@ -38,6 +38,9 @@ type Worker struct {
 	// compacting is what the compaction under way is counted to hold, which the pipeline's
 	// bound on what is in flight includes.
 	compacting atomic.Int64
+	// streamCreated is the ingest stream's incarnation (its creation time, Unix ns), which
+	// position-keyed receipts carry; refreshStreamIdentity (apply.go) sets it.
+	streamCreated atomic.Int64
 }
 
 // UseMetrics records this worker's outcomes in m.
@@ -115,7 +118,9 @@ func (w *Worker) Setup(ctx context.Context) error {
 		return fmt.Errorf("ingest: consumer %s: %w", w.cfg.Consumer, err)
 	}
 	w.cons = cons
-	return nil
+	// Read after the consumer exists: a consumer dies with its stream, so what it delivers
+	// comes from the stream read here.
+	return w.refreshStreamIdentity(ctx)
 }
 
 // ensureStream creates the stream or updates it to cfg. JetStream's create-or-update is a
@@ -168,7 +173,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		consume = w.pipeline
 	}
 	for {
-		err := consume(ctx, lost)
+		// Every (re)opened pull reads the stream's incarnation again: a standby's Setup may be
+		// long past, and a stream re-created meanwhile numbers its messages from 1 again.
+		err := w.refreshStreamIdentity(ctx)
+		if err == nil {
+			err = consume(ctx, lost)
+		}
 		switch {
 		case w.leaseLost():
 			w.log.Warn("lease lost: stopped consuming")
@@ -320,7 +330,7 @@ func (w *Worker) stage(msg jetstream.Msg, meta *jetstream.MsgMetadata, ahead boo
 	// The payload is hashed for the receipt while the body is framed (32 MiB take ~20 ms).
 	sum := make(chan [sha256.Size]byte, 1)
 	go func() { sum <- sha256.Sum256(msg.Data()) }()
-	st := &staged{receipt: &publisher.Receipt{Stream: meta.Stream, Sequence: meta.Sequence.Stream, MsgID: msg.Headers().Get(HeaderMsgID)}}
+	st := &staged{receipt: w.receiptOf(msg, meta)}
 	switch msg.Subject() {
 	case w.cfg.MergeSubject():
 		st.apply, st.err = w.mergeRequest(msg, st.receipt)

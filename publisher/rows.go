@@ -90,8 +90,15 @@ type GraphHeadMetadata struct {
 
 // Receipt records which queue message a graph commit applied (this product's own object type).
 type Receipt struct {
-	Stream        string `json:"stream,omitempty"`
-	Sequence      uint64 `json:"sequence,omitempty"`
+	Stream   string `json:"stream,omitempty"`
+	Sequence uint64 `json:"sequence,omitempty"`
+	// StreamCreated names the incarnation of Stream the message came from: the stream's
+	// creation time (JetStream's StreamInfo.Created) in Unix nanoseconds. A stream deleted and
+	// created again (by an operator, or after the broker lost its store) numbers its messages
+	// from 1 again under the same name, so the name and sequence alone would meet the receipts
+	// of the old stream's messages. Zero in receipts written before it was recorded, and in
+	// receipts not made from a stream message.
+	StreamCreated int64  `json:"stream_created,omitempty"`
 	MsgID         string `json:"msg_id,omitempty"`
 	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 	GraphCommitID string `json:"graph_commit_id"`
@@ -101,13 +108,27 @@ type Receipt struct {
 }
 
 // ReceiptKey is the receipt's identity: the message id when the producer set one, else the
-// stream position.
+// stream position, <stream>@<created>:<sequence> (created in Unix nanoseconds) when the
+// stream's incarnation is known, so that a re-created stream's message 1 is not the old
+// stream's message 1. A producer's id stays the key as it is: it is meant to be unique across
+// streams, and one reused for another body is caught by the payload hash (msg_id_reused).
+// Without the incarnation (receipts of older builds, loads not read from a stream) the key is
+// the legacy <stream>:<sequence>.
 func (r *Receipt) ReceiptKey() string {
-	if r.MsgID != "" {
+	switch {
+	case r.MsgID != "":
 		return r.MsgID
+	case r.StreamCreated != 0:
+		return fmt.Sprintf("%s@%d:%d", r.Stream, r.StreamCreated, r.Sequence)
+	default:
+		return r.LegacyKey()
 	}
-	return fmt.Sprintf("%s:%d", r.Stream, r.Sequence)
 }
+
+// LegacyKey is the key older builds gave a receipt without a message id: <stream>:<sequence>,
+// blind to the stream's incarnation. State.ReceiptFor still consults it, under a rule, so that
+// a message committed by an older build is recognised when it is redelivered after an upgrade.
+func (r *Receipt) LegacyKey() string { return fmt.Sprintf("%s:%d", r.Stream, r.Sequence) }
 
 // ReceiptObjectID is the __manifest object id of a receipt key.
 func ReceiptObjectID(key string) string { return TypeIngestReceipt + ":" + key }
