@@ -53,7 +53,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 			continue
 		}
 		run := compactionRun(ts.ds.Manifest().Fragments, fanout, o.MaxBytesPerFile)
-		if run != nil || (o.Indices && len(missingBTrees(ts.ds, ts.isEdge)) > 0) {
+		if run != nil || (o.Indices && len(missingBTrees(ts.ds, ts.isEdge, fanout)) > 0) {
 			dues = append(dues, due{path: ref.path, ds: ts.ds, run: run, ts: tableState{ds: ts.ds, isEdge: ts.isEdge}})
 		}
 	}
@@ -76,7 +76,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 		if !o.Indices {
 			continue
 		}
-		staged, cols, err := stageIndexBuild(ctx, d.path, &d.ts)
+		staged, cols, err := stageIndexBuild(ctx, d.path, &d.ts, o.Fanout)
 		if err != nil {
 			return nil, err
 		}

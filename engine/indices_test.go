@@ -47,7 +47,7 @@ func TestOptimizeBuildsTheReferenceIndices(t *testing.T) {
 	if res := optimize(t, g, OptimizeOptions{}); res.Commit != nil {
 		t.Fatalf("an optimize without Indices built some: %+v", res)
 	}
-	if !g.IndicesDue() {
+	if !g.IndicesDue(0) {
 		t.Fatal("no index due on tables with rows and none")
 	}
 	res := optimize(t, g, OptimizeOptions{Indices: true, Actor: "ops"})
@@ -67,7 +67,7 @@ func TestOptimizeBuildsTheReferenceIndices(t *testing.T) {
 	}
 	noSidecars(t, g)
 	tablesAligned(t, g)
-	if g.IndicesDue() {
+	if g.IndicesDue(0) {
 		t.Fatal("still due after the build")
 	}
 	if res := optimize(t, g, OptimizeOptions{Indices: true}); res.Commit != nil {
@@ -153,4 +153,41 @@ func TestStagedIndexBuildRebasesOverLoads(t *testing.T) {
 		t.Fatalf("indices %s", got)
 	}
 	tablesAligned(t, g)
+}
+
+// An index that lags the data by a tier of fragments is built again over the whole table, so
+// the rows a query scans beside it stay bounded; the metric reports the lag.
+func TestIndicesAreFoldedOnceATierLags(t *testing.T) {
+	g := testGraph(t)
+	smallLoads(t, g, "", "p", 8)
+	optimize(t, g, OptimizeOptions{Indices: true})
+	smallLoads(t, g, "", "q", 1)
+	if g.IndicesDue(4) {
+		t.Fatal("1 unindexed row beside 8 indexed is due at a fold of 4")
+	}
+	if got := g.UnindexedRows()["node:Person"]; got != 1 {
+		t.Fatalf("unindexed rows of node:Person %d, want 1", got)
+	}
+	smallLoads(t, g, "", "r", 2)
+	if !g.IndicesDue(4) {
+		t.Fatal("3 unindexed rows beside 8 indexed are not due at a fold of 4")
+	}
+	// A table whose tier is due is compacted first (one transaction per table and commit),
+	// and folded by the next pass.
+	res := optimize(t, g, OptimizeOptions{Indices: true, Fanout: 4})
+	for i := 0; i < 3 && res.Commit != nil; i++ {
+		res = optimize(t, g, OptimizeOptions{Indices: true, Fanout: 4})
+	}
+	if res.Commit != nil {
+		t.Fatalf("maintenance still has work after four passes: %+v", res)
+	}
+	for k, n := range g.UnindexedRows() {
+		if n != 0 {
+			t.Fatalf("%s: %d rows unindexed after the fold", k, n)
+		}
+	}
+	if got := fmt.Sprint(publishedBTrees(t, g)); got != referenceBTrees {
+		t.Fatalf("indices %s", got)
+	}
+	assertIndexesMatchStorage(t, g)
 }

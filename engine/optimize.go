@@ -281,7 +281,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 		if !o.Indices {
 			continue
 		}
-		staged, cols, err := stageIndexBuild(ctx, e.TableKey, ts)
+		staged, cols, err := stageIndexBuild(ctx, e.TableKey, ts, o.Fanout)
 		if err != nil {
 			return nil, err
 		}

@@ -67,7 +67,7 @@ func (w *Worker) pokeCompactor() {
 //     stale and the fragments growing.
 func (w *Worker) compactDue(ctx context.Context) bool {
 	stale := false
-	for round := 0; round < compactionRounds && ctx.Err() == nil && (w.g.CompactionDue(w.cfg.CompactionFanout) || (w.cfg.BuildIndices && w.g.IndicesDue())); round++ {
+	for round := 0; round < compactionRounds && ctx.Err() == nil && (w.g.CompactionDue(w.cfg.CompactionFanout) || (w.cfg.BuildIndices && w.g.IndicesDue(w.cfg.CompactionFanout))); round++ {
 		start := time.Now()
 		bytes := w.g.CompactionBytes(w.cfg.CompactionFanout, 0)
 		res, err := w.compactOnce(ctx, bytes, stale || bytes > w.cfg.PipelineBytes/inlineCompactionShare)
@@ -93,6 +93,7 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 			return true // due by the cached state, but nothing was left to merge
 		}
 		w.metrics.compaction(resultOK, took)
+		w.metrics.setUnindexed(w.g.UnindexedRows())
 		for _, t := range res.Tables {
 			w.log.Info("compacted", zap.String("table", t.TableKey), zap.String("commit", res.Commit.GraphCommitID),
 				zap.Uint64("version", t.ToVersion), zap.Int("fragments_before", t.FragmentsBefore),

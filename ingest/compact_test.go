@@ -90,3 +90,24 @@ func TestLargeCompactionIsDoneInline(t *testing.T) {
 		t.Fatalf("the compaction was staged:\n%s", metrics())
 	}
 }
+
+// With build_indices the maintenance beside the messages builds the reference's BTREE
+// indices on the tables the messages filled, and omnigraph_unindexed_rows follows each table's
+// lag: rows it has not indexed yet, 0 once it has.
+func TestMaintenanceBuildsIndicesAndReportsTheLag(t *testing.T) {
+	h := start(t, func(w *Worker) { w.cfg.CompactionFanout, w.cfg.BuildIndices = 16, true; w.UseMetrics(NewMetrics()) })
+	h.publish(person(1), map[string]string{HeaderMode: "append"})
+	h.event()
+	waitFor(t, func() bool { return !h.w.g.IndicesDue(16) }, "the indices to be built")
+	waitFor(t, func() bool {
+		return strings.Contains(exposition(h.w.metrics), `omnigraph_unindexed_rows{table="node:Person"} 0`)
+	}, "the lag to be reported as 0")
+	for i := 2; i <= 4; i++ {
+		h.publish(person(i), map[string]string{HeaderMode: "append"})
+		h.event()
+	}
+	waitFor(t, func() bool { return !h.w.g.IndicesDue(16) }, "the indices to be folded")
+	if rows := h.w.g.UnindexedRows()["node:Person"]; rows != 0 {
+		t.Fatalf("node:Person lags by %d rows after the maintenance", rows)
+	}
+}

@@ -34,6 +34,7 @@ type Metrics struct {
 	operatorReq  *prometheus.GaugeVec // by kind
 	budgetSpent  *prometheus.CounterVec
 	commitSecs   prometheus.Histogram
+	unindexed    *prometheus.GaugeVec
 
 	// mu guards what /readyz reports and what omnigraph_stalled and omnigraph_operator_required
 	// are derived from, so that the gauges and the endpoint never disagree.
@@ -111,10 +112,12 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		}
 	}
 	m.budgetSpent = counterVec("omnigraph_retry_budget_exhausted_total", "Messages whose retry budget ran out, by action: stalled (known-transient error, held and retried) or dead_lettered (retry_exhausted).", "action")
+	m.unindexed = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "omnigraph_unindexed_rows",
+		Help: "Per main table, the most live rows one of its Lance indices does not cover (queries scan them beside the index); 0 without indices."}, []string{"table"})
 	m.commitSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "omnigraph_commit_seconds",
 		Help: "Message processing time of committed batches.", Buckets: commitBuckets})
 	reg.MustRegister(m.messages, m.deadLetters, m.rows, m.bytes, m.recoveries, m.compactions, m.compactSecs,
-		m.leaseHeld, m.pending, m.stalledGauge, m.operatorReq, m.budgetSpent, m.commitSecs)
+		m.leaseHeld, m.pending, m.stalledGauge, m.operatorReq, m.budgetSpent, m.commitSecs, m.unindexed)
 	return m
 }
 
@@ -229,6 +232,15 @@ func (m *Metrics) held() {
 	for _, k := range errs.Catalogue() {
 		if k.NeedsOperator {
 			m.operatorReq.WithLabelValues(k.Kind).Set(b2f(m.operator != "" && m.operatorKind == k.Kind))
+		}
+	}
+}
+
+// setUnindexed records each main table's unindexed rows (engine.Graph.UnindexedRows).
+func (m *Metrics) setUnindexed(rows map[string]uint64) {
+	if m != nil {
+		for table, n := range rows {
+			m.unindexed.WithLabelValues(table).Set(float64(n))
 		}
 	}
 }

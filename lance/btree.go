@@ -150,18 +150,21 @@ func (d *Dataset) buildBTree(ctx context.Context, column, name string, fo file.O
 }
 
 // HasBTree says whether the version lists a BTREE index on exactly the named column.
-func (d *Dataset) HasBTree(column string) bool {
+func (d *Dataset) HasBTree(column string) bool { return d.BTree(column) != nil }
+
+// BTree is the version's BTREE index on exactly the named column, or nil.
+func (d *Dataset) BTree(column string) *Index {
 	f := d.Schema().Field(column)
 	if f == nil {
-		return false
+		return nil
 	}
 	for i := range d.manifest.Indices {
 		x := &d.manifest.Indices[i]
 		if x.Kind() == "BTree" && len(x.Fields) == 1 && x.Fields[0] == f.ID {
-			return true
+			return x
 		}
 	}
-	return false
+	return nil
 }
 
 func btreeType(t arrow.DataType) bool {

@@ -294,3 +294,28 @@ func (d *Dataset) checkNewIndex(x *Index) error {
 // ErrorKind is "data_version": the table holds an index this build cannot carry through the
 // operation, which no retry changes; an operator compacts or re-indexes it with Lance.
 func (e *IndexError) ErrorKind() string { return "data_version" }
+
+// Uncovered is what index x does not cover in this version: the live rows and the number of
+// the fragments holding them (the rows a query answers by scanning beside the index).
+func (d *Dataset) Uncovered(x *Index) (rows uint64, fragments int) {
+	for i := range d.manifest.Fragments {
+		f := &d.manifest.Fragments[i]
+		if n := f.NumRows(); n > 0 && !x.Covers(f.ID) {
+			rows += n
+			fragments++
+		}
+	}
+	return rows, fragments
+}
+
+// UnindexedRows is the most live rows any one of the version's indices does not cover (0 for a
+// table without indices): how far the indices lag the data.
+func (d *Dataset) UnindexedRows() uint64 {
+	var most uint64
+	for i := range d.manifest.Indices {
+		if x := &d.manifest.Indices[i]; !x.IsSystem() {
+			most = max(most, func() uint64 { r, _ := d.Uncovered(x); return r }())
+		}
+	}
+	return most
+}
