@@ -212,6 +212,18 @@ func EventMsgID(stream string, created int64, seq uint64) string {
 	return fmt.Sprintf("event:%s@%d:%d", stream, created, seq)
 }
 
+// DeadLetterMsgID is the Nats-Msg-Id of the dead letter of message seq of stream, created at
+// created as in EventMsgID: dlq:<stream>@<created>:<seq>. Without the creation time, a stream
+// created again would number a new message as an old one's dead letter, the DLQ stream would
+// drop the new dead letter as a duplicate within its window, and the message, Termed after
+// its dead letter was "accepted", would be lost.
+func DeadLetterMsgID(stream string, created int64, seq uint64) string {
+	if created == 0 {
+		return fmt.Sprintf("dlq:%s:%d", stream, seq)
+	}
+	return fmt.Sprintf("dlq:%s@%d:%d", stream, created, seq)
+}
+
 // receiptOf is the receipt a message's commit records: its stream, sequence and producer's id
 // as JetStream delivered them, and the incarnation of the ingest stream, which keys the
 // receipt of a message without an id (publisher.Receipt.ReceiptKey). The event and the dead

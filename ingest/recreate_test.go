@@ -157,3 +157,36 @@ func TestRecreatedStreamDoesNotMeetOldReceipts(t *testing.T) {
 		}
 	}
 }
+
+// A re-created stream's dead letters are kept: the old stream's dead letter of message 1 and
+// the new stream's of its own message 1 have different ids, so the DLQ stream does not drop
+// the second as a duplicate within its window (the message, Termed once its dead letter was
+// "accepted", would be lost).
+func TestRecreatedStreamKeepsItsDeadLetters(t *testing.T) {
+	ctx := context.Background()
+	h := start(t)
+	h.publish(`{"type":"Nope","data":{}}`, nil)
+	first := h.deadLetter("invalid")
+	h.stop()
+	<-h.done
+	h.done <- nil
+	if err := h.js.DeleteStream(ctx, h.w.cfg.Stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.w.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- h.w.Run(run) }()
+	t.Cleanup(func() { cancel(); <-done })
+	h.publish(`{"type":"AlsoNope","data":{}}`, nil)
+	waitFor(t, func() bool {
+		m := h.deadLetter("invalid")
+		return m.Sequence != first.Sequence
+	}, "the new stream's dead letter")
+	second := h.deadLetter("invalid")
+	if second.Header.Get(HeaderOrigSeq) != "1" || second.Header.Get(HeaderMsgID) == first.Header.Get(HeaderMsgID) {
+		t.Fatalf("dead letters %q and %q", first.Header.Get(HeaderMsgID), second.Header.Get(HeaderMsgID))
+	}
+}

@@ -526,7 +526,7 @@ func fits(m *nats.Msg, maxPayload int64) bool {
 }
 
 // deadLetterMsg builds the message for omnigraph.<graph>.dlq.<reason>: the original body and
-// headers plus the error and the message's origin. Its id, dlq:<stream>:<seq>, makes a repeated
+// headers plus the error and the message's origin. Its id (DeadLetterMsgID) makes a repeated
 // dead-lettering of the same message a JetStream duplicate.
 func (w *Worker) deadLetterMsg(l letter) *nats.Msg {
 	out := nats.NewMsg(w.cfg.DLQSubject(l.reason))
@@ -548,6 +548,6 @@ func (w *Worker) deadLetterMsg(l letter) *nats.Msg {
 	if id := l.header.Get(HeaderMsgID); id != "" && out.Header.Get(HeaderOrigMsgID) == "" {
 		out.Header.Set(HeaderOrigMsgID, id) // a replayed batch already carries its producer's
 	}
-	out.Header.Set(HeaderMsgID, fmt.Sprintf("dlq:%s:%d", l.stream, l.seq))
+	out.Header.Set(HeaderMsgID, DeadLetterMsgID(l.stream, w.streamCreated.Load(), l.seq))
 	return out
 }

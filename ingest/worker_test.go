@@ -200,7 +200,7 @@ func TestPermanentFailuresAreDeadLettered(t *testing.T) {
 	h.publish(`{"type":"Person","data":{"handle":"alice","name":"A","active":true}}`, map[string]string{HeaderMode: "append", "X-Trace": "t1"})
 	m := h.deadLetter("key_conflict")
 	if m.Header.Get(HeaderErrorKind) != "key_conflict" || m.Header.Get("X-Trace") != "t1" || m.Header.Get(HeaderOrigSeq) != "2" ||
-		m.Header.Get(HeaderMsgID) != "dlq:"+h.w.cfg.Stream+":2" || !strings.Contains(m.Header.Get(HeaderErrorDetail), `"entity_id":"alice"`) ||
+		m.Header.Get(HeaderMsgID) != DeadLetterMsgID(h.w.cfg.Stream, h.w.streamCreated.Load(), 2) || h.w.streamCreated.Load() == 0 || !strings.Contains(m.Header.Get(HeaderErrorDetail), `"entity_id":"alice"`) ||
 		!strings.Contains(string(m.Data), "alice") {
 		t.Fatalf("dead letter %v %s", m.Header, m.Data)
 	}
