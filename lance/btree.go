@@ -6,8 +6,11 @@ import (
 	"crypto/rand"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -196,38 +199,37 @@ func encodeIndexFile(rec arrow.Record, fo file.Options) ([]byte, error) {
 type btreeEntry struct {
 	chunk, row int32
 	id         uint64
+	null       bool
 }
 
 // buildBTree sorts the values (chunks of one column) with their row ids and cuts them into
 // pages: the page_data and page_lookup records.
 func buildBTree(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, lookup arrow.Record, err error) {
-	var es []btreeEntry
 	n := 0
-	for c, a := range chunks {
-		for r := 0; r < a.Len(); r++ {
-			es = append(es, btreeEntry{chunk: int32(c), row: int32(r), id: ids[n]})
-			n++
-		}
+	for _, a := range chunks {
+		n += a.Len()
 	}
 	if n != len(ids) {
 		return nil, nil, fmt.Errorf("lance: BTREE: %d values for %d row ids", n, len(ids))
 	}
-	cmpAt := comparer(chunks)
-	slices.SortStableFunc(es, func(a, b btreeEntry) int {
-		an, bn := chunks[a.chunk].IsNull(int(a.row)), chunks[b.chunk].IsNull(int(b.row))
-		switch {
-		case an && bn:
-			return cmp.Compare(a.id, b.id)
-		case an:
-			return -1
-		case bn:
-			return 1
-		}
-		if c := cmpAt(a, b); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
-	})
+	var es []btreeEntry
+	switch chunks[0].(type) {
+	case *array.String:
+		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.String).Value(i) }, strings.Compare)
+	case *array.LargeString:
+		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.LargeString).Value(i) }, strings.Compare)
+	case *array.Float32, *array.Float64:
+		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) float64 {
+			if x, ok := a.(*array.Float32); ok {
+				return float64(x.Value(i))
+			}
+			return a.(*array.Float64).Value(i)
+		}, compareFloat)
+	case *array.Uint8, *array.Uint16, *array.Uint32, *array.Uint64:
+		es = sortKeyed(chunks, ids, unsignedAt, cmp.Compare[uint64])
+	default:
+		es = sortKeyed(chunks, ids, signedAt, cmp.Compare[int64])
+	}
 
 	mem := memory.DefaultAllocator
 	dataSchema := arrow.NewSchema([]arrow.Field{{Name: "values", Type: t, Nullable: true}, {Name: "ids", Type: arrow.PrimitiveTypes.Uint64}}, nil)
@@ -244,7 +246,7 @@ func buildBTree(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, loo
 		for _, e := range p {
 			appendValue(db.Field(0), chunks[e.chunk], int(e.row))
 			db.Field(1).(*array.Uint64Builder).Append(e.id)
-			if chunks[e.chunk].IsNull(int(e.row)) {
+			if e.null {
 				nulls++
 			}
 		}
@@ -262,47 +264,91 @@ func buildBTree(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, loo
 	return db.NewRecord(), lb.NewRecord(), nil
 }
 
-// comparer orders two non-null entries by value.
-func comparer(chunks []arrow.Array) func(a, b btreeEntry) int {
-	at := func(e btreeEntry) arrow.Array { return chunks[e.chunk] }
-	switch chunks[0].(type) {
-	case *array.String:
-		return func(a, b btreeEntry) int {
-			return cmp.Compare(at(a).(*array.String).Value(int(a.row)), at(b).(*array.String).Value(int(b.row)))
-		}
-	case *array.LargeString:
-		return func(a, b btreeEntry) int {
-			return cmp.Compare(at(a).(*array.LargeString).Value(int(a.row)), at(b).(*array.LargeString).Value(int(b.row)))
-		}
-	case *array.Float32, *array.Float64:
-		f := func(e btreeEntry) float64 {
-			if x, ok := at(e).(*array.Float32); ok {
-				return float64(x.Value(int(e.row)))
+// sortKeyed orders the entries of chunks by value (nulls first, then by key), ties by row id,
+// reading each value once into a typed key so that comparing costs no Arrow accessor. It
+// sorts a permutation of 4-byte positions, not the entries: moving them is what a sort mostly
+// does.
+func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, int) K, compare func(K, K) int) []btreeEntry {
+	keys := make([]K, len(ids))
+	es := make([]btreeEntry, 0, len(ids))
+	for c, a := range chunks {
+		for r := 0; r < a.Len(); r++ {
+			e := btreeEntry{chunk: int32(c), row: int32(r), id: ids[len(es)], null: a.IsNull(r)}
+			if !e.null {
+				keys[len(es)] = get(a, r)
 			}
-			return at(e).(*array.Float64).Value(int(e.row))
-		}
-		// NaN sorts after every number, as Arrow's total order has it.
-		return func(a, b btreeEntry) int {
-			x, y := f(a), f(b)
-			switch xn, yn := math.IsNaN(x), math.IsNaN(y); {
-			case xn && yn:
-				return 0
-			case xn:
-				return 1
-			case yn:
-				return -1
-			}
-			return cmp.Compare(x, y)
-		}
-	case *array.Uint8, *array.Uint16, *array.Uint32, *array.Uint64:
-		return func(a, b btreeEntry) int {
-			return cmp.Compare(unsignedAt(at(a), int(a.row)), unsignedAt(at(b), int(b.row)))
-		}
-	default:
-		return func(a, b btreeEntry) int {
-			return cmp.Compare(signedAt(at(a), int(a.row)), signedAt(at(b), int(b.row)))
+			es = append(es, e)
 		}
 	}
+	perm := make([]int32, len(es))
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	// Row ids are unique, so ordering ties by id makes the order total: no stable sort needed.
+	order := func(i, j int32) int {
+		a, b := &es[i], &es[j]
+		switch {
+		case a.null && b.null:
+			return cmp.Compare(a.id, b.id)
+		case a.null:
+			return -1
+		case b.null:
+			return 1
+		}
+		if c := compare(keys[i], keys[j]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	}
+	out := make([]btreeEntry, 0, len(es))
+	for _, p := range parallelSort(perm, order) {
+		out = append(out, es[p])
+	}
+	return out
+}
+
+// parallelSortMin is the size from which parallelSort sorts halves on two goroutines.
+const parallelSortMin = 1 << 15
+
+// parallelSort sorts perm by order, its two halves side by side when it is large (an index
+// build is maintenance beside the messages, on a machine of a few cores), then merges them.
+func parallelSort(perm []int32, order func(i, j int32) int) []int32 {
+	if len(perm) < parallelSortMin || runtime.GOMAXPROCS(0) < 2 {
+		slices.SortFunc(perm, order)
+		return perm
+	}
+	mid := len(perm) / 2
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		slices.SortFunc(perm[:mid], order)
+	}()
+	slices.SortFunc(perm[mid:], order)
+	wg.Wait()
+	out := make([]int32, 0, len(perm))
+	a, b := perm[:mid], perm[mid:]
+	for len(a) > 0 && len(b) > 0 {
+		if order(a[0], b[0]) <= 0 {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
+}
+
+// compareFloat orders floats with NaN after every number, as Arrow's total order has it.
+func compareFloat(x, y float64) int {
+	switch xn, yn := math.IsNaN(x), math.IsNaN(y); {
+	case xn && yn:
+		return 0
+	case xn:
+		return 1
+	case yn:
+		return -1
+	}
+	return cmp.Compare(x, y)
 }
 
 func unsignedAt(a arrow.Array, i int) uint64 {

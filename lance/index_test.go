@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/omnigraph/omnigraph-worker/lance/file"
@@ -544,4 +546,51 @@ func indexNames(d *Dataset) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Large builds sort their halves side by side and merge them: the pages still hold every row
+// once, nulls first, then by value, ties by row id.
+func TestBTreeSortsLargeColumns(t *testing.T) {
+	const n = 3*parallelSortMin + 17
+	rng := rand.New(rand.NewPCG(1, 2))
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = uint64(n - i) // not in value order either
+		if rng.IntN(50) == 0 {
+			b.AppendNull()
+		} else {
+			b.Append(rng.Int64N(1000))
+		}
+	}
+	col := b.NewArray()
+	defer col.Release()
+	data, lookup, err := buildBTree(arrow.PrimitiveTypes.Int64, []arrow.Array{array.NewSlice(col, 0, n/2), array.NewSlice(col, n/2, n)}, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer data.Release()
+	defer lookup.Release()
+	vals, got := data.Column(0).(*array.Int64), data.Column(1).(*array.Uint64)
+	seen := map[uint64]bool{}
+	for i := 0; i < n; i++ {
+		seen[got.Value(i)] = true
+		if i == 0 {
+			continue
+		}
+		an, bn := vals.IsNull(i-1), vals.IsNull(i)
+		switch {
+		case !an && bn:
+			t.Fatalf("a null after a value at %d", i)
+		case an && bn, !an && !bn && vals.Value(i-1) == vals.Value(i):
+			if got.Value(i-1) >= got.Value(i) {
+				t.Fatalf("ties not by row id at %d", i)
+			}
+		case !an && !bn && vals.Value(i-1) > vals.Value(i):
+			t.Fatalf("values out of order at %d", i)
+		}
+	}
+	if len(seen) != n || lookup.NumRows() != int64((n+BTreePageRows-1)/BTreePageRows) {
+		t.Fatalf("%d distinct row ids of %d, %d pages", len(seen), n, lookup.NumRows())
+	}
 }

@@ -145,7 +145,7 @@ func main() {
 	agedCommits := flag.Int("aged-commits", 10_000, "prior commits before the aged load measurement (0 skips it)")
 	agedFanout := flag.Int("aged-compaction-fanout", 16, "compact the aged graph between its commits as `worker run` does at this compaction_fanout (0: never)")
 	agedSameTable := flag.Bool("aged-same-table", false, "the aged graph's one-row commits go to the measured table (fragment growth) instead of another")
-	only := flag.String("only", "", "run only the lance, graph, e2e, merge, history, pipeline, framing or latency benchmarks (framing, pipeline and latency need no Node)")
+	only := flag.String("only", "", "run only the lance, index, graph, e2e, merge, history, pipeline, framing or latency benchmarks (framing, pipeline and latency need no Node)")
 	flag.IntVar(&pipelineDepth, "pipeline-depth", 0, "the e2e worker's pipeline_depth (0: the default of `worker run`; 1: one message at a time)")
 	flag.StringVar(&workerLog, "worker-log", "", "append the e2e workers' info log (compactions among it) and the pipeline-full workers' output to this file")
 	flag.BoolVar(&withOfficial, "official", true, "pair the e2e bench with the official engine (false: the Go side's figures only, for a machine without node_modules)")
@@ -243,6 +243,12 @@ func main() {
 	}
 	if *only == "" || *only == "lance" {
 		lanceBench(ctx, *script, tmp, *iters)
+	}
+	if *only == "" || *only == "index" {
+		if err := indexBench(ctx, *script, tmp, *iters); err != nil {
+			fmt.Fprintln(os.Stderr, "index bench:", err)
+			os.Exit(1)
+		}
 	}
 	modes := map[string][]bool{"on": {true}, "off": {false}, "both": {true, false}}[*fsync]
 	if modes == nil {

@@ -22,6 +22,7 @@
 //                                                      counts, and scalar/fts/vector queries against
 //                                                      a full scan
 //   node compat.mjs bench  <dir> --rows N --iters K   append/scan timings, one JSON line
+//   node compat.mjs bench-index <dir> --rows N --iters K   K timed BTREE builds on id, one JSON line
 //   node compat.mjs bench-serve <dir> --rows N [--tables T]
 //                                                      stdin "K" -> K timed appends, one JSON line each
 //                                                      (T > 1: each append's rows split over T tables,
@@ -33,11 +34,13 @@
 import fs from "node:fs";
 import path from "node:path";
 import { arrow, compareIdLists, compareRows, fromCanonical, toCanonical } from "./canonical.mjs";
-import { appendRows, connect, ensureFreshDir, openAt, scan, typesOf, TABLE_STABLE } from "./engine.mjs";
+import { appendRows, connect, ENGINE, ENGINES, ensureFreshDir, openAt, scan, typesOf, TABLE_STABLE } from "./engine.mjs";
 import { bigWrite } from "./big.mjs";
 import { idxVerify, idxWrite } from "./indices.mjs";
 import { graphIdx, openAll, refGraph } from "./refgraph.mjs";
 import { runWrite } from "./write.mjs";
+
+const lancedb = await import(ENGINES[ENGINE]);
 
 const ID = "id";
 const META = ["_row_created_at_version", "_row_last_updated_at_version"];
@@ -276,6 +279,25 @@ async function cmdBench(dir, N, K) {
   });
 }
 
+// cmdBenchIndex times K builds of a BTREE index on the id column of a table of N rows (the
+// bench rows of cmdBench), each replacing the last: {"btree_ms": [...], "btree_p50_ms"}.
+async function cmdBenchIndex(dir, N, K) {
+  ensureFreshDir(dir);
+  const schema = benchSchema();
+  const rows = fromCanonical(Array.from({ length: N }, (_, i) => ({
+    id: `p-1-${i}`, name: `name--1-${i}`, age: String(i % 90), score: i * 0.5,
+  })), schema);
+  const db = await connect(path.resolve(dir));
+  const tbl = await db.createTable("people", rows, { mode: "create", storageOptions: TABLE_STABLE });
+  const times = [];
+  for (let k = 0; k < K; k++) {
+    const t0 = performance.now();
+    await tbl.createIndex("id", { config: lancedb.Index.btree(), replace: true });
+    times.push(performance.now() - t0);
+  }
+  emit({ btree_ms: times.map(ms), btree_p50_ms: ms(p50(times)), rows: N, iters: K });
+}
+
 // cmdBenchServe keeps its tables open and answers each stdin line "K" with K timed appends of N
 // fresh rows, as one JSON line {"append_ms": [...]}: the caller interleaves its own timings with
 // these at a fine grain, so drift on a shared machine lands on both sides alike. With --tables
@@ -333,7 +355,8 @@ const USAGE = `usage:
   node compat.mjs idxwrite <dir>
   node compat.mjs idxverify <dir>
   node compat.mjs bench  <dir> --rows N --iters K
-  node compat.mjs bench-serve <dir> --rows N [--tables T]`;
+  node compat.mjs bench-serve <dir> --rows N [--tables T]
+  node compat.mjs bench-index <dir> --rows N --iters K`;
 
 function parseBenchArgs(args, serve) {
   const o = { rows: null, iters: null, tables: 1 };
@@ -350,12 +373,12 @@ function parseBenchArgs(args, serve) {
 
 async function main(argv) {
   const [cmd, dir, ...rest] = argv;
-  if (!cmd || !dir || (cmd !== "bench" && cmd !== "bench-serve" && rest.length)) {
+  if (!cmd || !dir || (cmd !== "bench" && cmd !== "bench-serve" && cmd !== "bench-index" && rest.length)) {
     console.error(USAGE);
     return 2;
   }
   let bench;
-  if (cmd === "bench" || cmd === "bench-serve") {
+  if (cmd === "bench" || cmd === "bench-serve" || cmd === "bench-index") {
     try { bench = parseBenchArgs(rest, cmd === "bench-serve"); } catch (e) { console.error(errText(e) + "\n" + USAGE); return 2; }
   }
   try {
@@ -371,6 +394,7 @@ async function main(argv) {
       case "idxverify": await idxVerify(dir, { emit, errText, log }); break;
       case "bench": await cmdBench(dir, bench.rows, bench.iters); break;
       case "bench-serve": await cmdBenchServe(dir, bench.rows, bench.tables); break;
+      case "bench-index": await cmdBenchIndex(dir, bench.rows, bench.iters); break;
       default: console.error(`unknown command ${cmd}\n${USAGE}`); return 2;
     }
   } catch (e) {
