@@ -58,15 +58,21 @@ func TestNearLimitDeadLetterUnderTightMaxPayload(t *testing.T) {
 	}
 }
 
-// A dead letter JetStream does not accept (here: the dead-letter stream is gone) is never
-// followed by a Term: the message is held and the dead letter tried again in place, without a
-// redelivery, until the stream is back; then the stream goes on. Past the retry budget the
-// worker says it is stalled.
+// A dead letter JetStream does not accept (here: the dead-letter stream takes no message of
+// any size; one that is gone the worker makes again) is never followed by a Term: the message
+// is held and the dead letter tried again in place, without a redelivery, until the stream
+// takes it; then the stream goes on. Past the retry budget the worker says it is stalled.
 func TestUnacceptedDeadLetterHoldsTheMessage(t *testing.T) {
 	m := NewMetrics()
 	h := start(t, func(w *Worker) { w.UseMetrics(m); w.cfg.RetryBudget = 500 * time.Millisecond })
 	ctx := context.Background()
-	if err := h.js.DeleteStream(ctx, h.w.cfg.DLQStream); err != nil {
+	dlq, err := h.js.Stream(ctx, h.w.cfg.DLQStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := dlq.CachedInfo().Config
+	cfg.MaxMsgSize = 1
+	if _, err := h.js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	h.publish(`{"type":"Nope","data":{}}`, nil)
@@ -77,7 +83,8 @@ func TestUnacceptedDeadLetterHoldsTheMessage(t *testing.T) {
 		t.Fatalf("consumer %+v %v: the message was let go without its dead letter", info, err)
 	}
 	waitMetrics(t, m, "omnigraph_stalled 1", `omnigraph_retry_budget_exhausted_total{action="stalled"} 1`)
-	if _, err := h.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: h.w.cfg.DLQStream, Subjects: []string{"omnigraph.demo.dlq.>"}}); err != nil {
+	cfg.MaxMsgSize = MaxMessageBytes
+	if _, err := h.js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	h.deadLetter("invalid")

@@ -2,9 +2,11 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"sort"
 	"sync"
 	"time"
 
@@ -35,6 +37,7 @@ type Metrics struct {
 	budgetSpent  *prometheus.CounterVec
 	commitSecs   prometheus.Histogram
 	unindexed    *prometheus.GaugeVec
+	recreatedC   *prometheus.CounterVec // by what
 
 	// mu guards what /readyz reports and what omnigraph_stalled and omnigraph_operator_required
 	// are derived from, so that the gauges and the endpoint never disagree.
@@ -46,6 +49,17 @@ type Metrics struct {
 	// operatorKind and operator are the kind and the reason of the error that holds the
 	// message in flight until an operator fixes the graph ("" when none does).
 	operatorKind, operator string
+	// intake is the failure streak of each thing the worker needs in order to take messages
+	// (fetches, re-creating lost streams, the lease bucket: streak.what), absent while it works.
+	intake map[string]intake
+}
+
+// intake is one streak's state as /readyz and omnigraph_stalled report it.
+type intake struct {
+	since    time.Time
+	attempts int
+	err      string
+	stalled  string // the stall's reason once past the retry budget
 }
 
 // commitBuckets are the upper bounds, in seconds, of omnigraph_commit_seconds.
@@ -103,7 +117,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	m.compactSecs = counter("omnigraph_compaction_seconds_total", "Time spent in automatic compaction.")
 	m.leaseHeld = gauge("omnigraph_lease_held", "1 while this worker holds its graph's single-writer lease.")
 	m.pending = gauge("omnigraph_consumer_pending", "Messages waiting in the consumer.")
-	m.stalledGauge = gauge("omnigraph_stalled", "1 while the message in flight is held: past its retry budget on a known-transient error, or until an operator fixes the graph (the reason is on /readyz).")
+	m.stalledGauge = gauge("omnigraph_stalled", "1 while the message in flight is held (past its retry budget on a known-transient error, or until an operator fixes the graph) or the worker cannot take messages past its retry budget (fetches, its streams, the lease bucket failing); the reason is on /readyz.")
 	m.operatorReq = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "omnigraph_operator_required",
 		Help: "1 for the kind of error that holds the message in flight until an operator fixes the graph."}, []string{"kind"})
 	for _, k := range errs.Catalogue() {
@@ -116,16 +130,26 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Per main table, the most live rows one of its Lance indices does not cover (queries scan them beside the index); 0 without indices."}, []string{"table"})
 	m.commitSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "omnigraph_commit_seconds",
 		Help: "Message processing time of committed batches.", Buckets: commitBuckets})
+	m.recreatedC = counterVec("omnigraph_streams_recreated_total",
+		"Streams and consumers the worker made again after JetStream lost them (its store lost, deleted by an operator), by what: stream, dlq_stream, events_stream, consumer.", "what")
+	for _, what := range recreatable {
+		m.recreatedC.WithLabelValues(what)
+	}
 	reg.MustRegister(m.messages, m.deadLetters, m.rows, m.bytes, m.recoveries, m.compactions, m.compactSecs,
-		m.leaseHeld, m.pending, m.stalledGauge, m.operatorReq, m.budgetSpent, m.commitSecs, m.unindexed)
+		m.leaseHeld, m.pending, m.stalledGauge, m.operatorReq, m.budgetSpent, m.commitSecs, m.unindexed, m.recreatedC)
 	return m
 }
 
 // Status is what /readyz reports of one worker.
 type Status struct {
-	Ready    bool   // consuming under the lease
-	Stalled  string // why the message in flight is held past its retry budget ("" when not)
+	Ready bool // consuming under the lease
+	// Stalled is why the message in flight is held past its retry budget, or why the worker
+	// cannot take messages past it (fetches, its streams, the lease bucket failing); "" when not.
+	Stalled  string
 	Operator string // the error holding the message in flight for an operator ("" when none)
+	// Fetching is why the worker has not fetched for longer than FetchGrace ("" while it fetches
+	// or has nothing to fetch).
+	Fetching string
 }
 
 // Held is the reason the worker is not taking messages although it consumes ("" when none).
@@ -135,6 +159,8 @@ func (s Status) Held() string {
 		return "operator required: " + s.Operator
 	case s.Stalled != "":
 		return "stalled: " + s.Stalled
+	case s.Fetching != "":
+		return "not fetching: " + s.Fetching
 	}
 	return ""
 }
@@ -143,7 +169,22 @@ func (s Status) Held() string {
 func (m *Metrics) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Status{Ready: m.ready, Stalled: m.stalled, Operator: m.operator}
+	st := Status{Ready: m.ready, Stalled: m.stalled, Operator: m.operator}
+	whats := make([]string, 0, len(m.intake))
+	for what := range m.intake {
+		whats = append(whats, what)
+	}
+	sort.Strings(whats)
+	for _, what := range whats {
+		in := m.intake[what]
+		if st.Stalled == "" {
+			st.Stalled = in.stalled
+		}
+		if st.Fetching == "" && time.Since(in.since) >= FetchGrace {
+			st.Fetching = fmt.Sprintf("%s failing since %s (%d attempts): %s", what, in.since.UTC().Format(time.RFC3339), in.attempts, in.err)
+		}
+	}
+	return st
 }
 
 func (m *Metrics) message(out outcome, rows int, size int, took time.Duration, reason string) {
@@ -226,9 +267,38 @@ func (m *Metrics) setOperator(kind, reason string) {
 	}
 }
 
-// held sets the gauges derived from stalled and operator; m.mu is held.
+// setIntake records the failure streak of what, or none (nil).
+func (m *Metrics) setIntake(what string, in *intake) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if in == nil {
+		delete(m.intake, what)
+	} else {
+		if m.intake == nil {
+			m.intake = map[string]intake{}
+		}
+		m.intake[what] = *in
+	}
+	m.held()
+}
+
+// recreated counts a stream or the consumer made again (what: its setting's name).
+func (m *Metrics) recreated(what string) {
+	if m != nil {
+		m.recreatedC.WithLabelValues(what).Inc()
+	}
+}
+
+// held sets the gauges derived from stalled, operator and intake; m.mu is held.
 func (m *Metrics) held() {
-	m.stalledGauge.Set(b2f(m.stalled != "" || m.operator != ""))
+	stalled := m.stalled != "" || m.operator != ""
+	for _, in := range m.intake {
+		stalled = stalled || in.stalled != ""
+	}
+	m.stalledGauge.Set(b2f(stalled))
 	for _, k := range errs.Catalogue() {
 		if k.NeedsOperator {
 			m.operatorReq.WithLabelValues(k.Kind).Set(b2f(m.operator != "" && m.operatorKind == k.Kind))
@@ -296,7 +366,8 @@ func (m *Metrics) Handler() http.Handler {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		st := m.Status()
 		// A hold says why nothing is consumed, also before consuming starts (a graph that
-		// does not open, a recovery that needs an operator).
+		// does not open, a recovery that needs an operator, streams JetStream lost and will not
+		// make again, a lease bucket that does not answer).
 		if held := st.Held(); held != "" {
 			http.Error(w, held, http.StatusServiceUnavailable)
 			return

@@ -31,6 +31,7 @@ func TestMetricsConventional(t *testing.T) {
 	a.setPending(7)
 	a.retryBudgetSpent("stalled")
 	a.setOperator("table_drift", "table_drift: moved")
+	a.recreated("consumer")
 
 	code, out := scrape(t, a.Handler(), "/metrics")
 	if code != http.StatusOK {
@@ -57,6 +58,9 @@ func TestMetricsConventional(t *testing.T) {
 		"# TYPE omnigraph_commit_seconds histogram", `omnigraph_commit_seconds_bucket{le="0.025"} 1`,
 		`omnigraph_commit_seconds_bucket{le="0.01"} 0`, `omnigraph_commit_seconds_bucket{le="+Inf"} 1`,
 		"omnigraph_commit_seconds_count 1",
+		"# TYPE omnigraph_streams_recreated_total counter", `omnigraph_streams_recreated_total{what="consumer"} 1`,
+		`omnigraph_streams_recreated_total{what="stream"} 0`, `omnigraph_streams_recreated_total{what="dlq_stream"} 0`,
+		`omnigraph_streams_recreated_total{what="events_stream"} 0`,
 	} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
@@ -95,4 +99,47 @@ func TestHealthEndpointsUnchanged(t *testing.T) {
 	if code, body := scrape(t, h, "/readyz"); code != 503 || body != "operator required: corrupt: bad\n" {
 		t.Fatalf("/readyz operator: %d %q", code, body)
 	}
+}
+
+// /readyz follows the fetches: ready while they fail for less than FetchGrace, "not fetching"
+// with the error past it, "stalled" past the retry budget (with omnigraph_stalled); a message's
+// own stall or hold comes first; a worker not consuming because its lease bucket does not
+// answer says why.
+func TestReadyzFollowsFetching(t *testing.T) {
+	m := NewMetrics()
+	h := m.Handler()
+	m.SetReady(true)
+	readyz := func(code int, body string) {
+		t.Helper()
+		if c, b := scrape(t, h, "/readyz"); c != code || b != body {
+			t.Fatalf("/readyz: %d %q, want %d %q", c, b, code, body)
+		}
+	}
+	stalled := func(want string) {
+		t.Helper()
+		if _, out := scrape(t, h, "/metrics"); !strings.Contains(out, "omnigraph_stalled "+want+"\n") {
+			t.Fatalf("omnigraph_stalled not %s", want)
+		}
+	}
+	noResp := "nats: no responders available for request"
+	m.setIntake("fetches", &intake{since: time.Now(), attempts: 1, err: noResp})
+	readyz(200, "ready\n")
+	since := time.Now().Add(-FetchGrace)
+	at := since.UTC().Format(time.RFC3339)
+	m.setIntake("fetches", &intake{since: since, attempts: 4, err: noResp})
+	readyz(503, "not fetching: fetches failing since "+at+" (4 attempts): "+noResp+"\n")
+	stalled("0")
+	m.setIntake("fetches", &intake{since: since, attempts: 9, err: noResp, stalled: "fetches failing since " + at + " (9 attempts, retry budget 1s): " + noResp})
+	readyz(503, "stalled: fetches failing since "+at+" (9 attempts, retry budget 1s): "+noResp+"\n")
+	stalled("1")
+	m.setStalled("stream seq 3 failing")
+	readyz(503, "stalled: stream seq 3 failing\n")
+	m.setStalled("")
+	m.setIntake("fetches", nil)
+	readyz(200, "ready\n")
+	stalled("0")
+	m.SetReady(false)
+	m.setIntake("lease bucket", &intake{since: since, attempts: 9, err: "x", stalled: "lease bucket failing since " + at + ": x"})
+	readyz(503, "stalled: lease bucket failing since "+at+": x\n")
+	stalled("1")
 }

@@ -278,7 +278,16 @@ func (p *pipe) signal() {
 // The pull does not ask for a message no larger than the room left (a pull's max_bytes): with
 // nats.go 1.55 such a pull of one message sometimes ended in "batch completed" with its
 // message dropped, to be redelivered only after ack_wait.
+//
+// Each pull's outcome goes to the worker's fetch streak (restore.go). A failed pull is tried
+// again with the in-place backoff, unless the stream or the consumer is gone: that ends the
+// session, and Run makes them again. A pull that ends empty while the connection is down did
+// not fetch either: nats.go answers it without an error.
 func (p *pipe) fetch(ctx context.Context) error {
+	// Capped at a pull's own wait, which an idle fetcher spends anyway: a broker back from a
+	// blip is fetched from again within a second.
+	retry := p.w.backoff()
+	retry.MaxInterval = fetchWait
 	for {
 		for !p.room() {
 			select {
@@ -292,23 +301,41 @@ func (p *pipe) fetch(ctx context.Context) error {
 			return nil
 		}
 		batch, err := p.w.cons.Fetch(1, jetstream.FetchMaxWait(fetchWait))
+		got := 0
 		if err == nil {
 			for msg := range batch.Messages() {
 				p.add(msg)
+				got++
 			}
 			err = batch.Error()
 		}
-		if err == nil || ctx.Err() != nil || p.w.leaseLost() {
+		if ctx.Err() != nil || p.w.leaseLost() {
 			continue
 		}
-		if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
-			errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrServerShutdown) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if err == nil && got == 0 && !p.w.nc.IsConnected() {
+			err = nats.ErrDisconnected
+		}
+		if err == nil {
+			p.w.fetching.ok()
+			retry.Reset()
+			continue
+		}
+		p.w.fetching.fail(err)
+		if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrServerShutdown) {
 			return err
 		}
-		p.w.log.Warn("fetch", zap.Error(err))
+		// Only a consumer JetStream reports missing ends the session: "no responders" is also a
+		// consumer whose leader is being elected, and the session goes on holding its messages.
+		if gone(err) && p.w.consumerGone(ctx) {
+			return err
+		}
+		wait := p.w.fetching.wait(retry.NextBackOff())
+		if !p.w.fetching.isStalled() {
+			p.w.log.Warn("fetch", zap.Duration("in", wait), zap.Error(err))
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }

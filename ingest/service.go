@@ -35,6 +35,10 @@ type Service struct {
 	http     httpserve.Config
 	leaseTTL time.Duration
 	holder   string
+	// bucket follows the lease bucket's failures to answer: a broker with JetStream off (or
+	// its store gone and not yet back) leaves a worker that lost its lease a standby for good,
+	// which must say so past the retry budget too.
+	bucket *streak
 }
 
 type serviceOpts struct {
@@ -148,7 +152,7 @@ func NewService(nc *nats.Conn, g *engine.Graph, cfg Config, opts ...ServiceOpt) 
 	w.UseMetrics(o.metrics)
 	w.cfg.footprint = o.footprint
 	return &Service{w: w, g: g, log: o.log.With(zap.String("graph", w.cfg.Graph)), metrics: o.metrics,
-		http: o.http, leaseTTL: o.leaseTTL, holder: o.holder}, nil
+		http: o.http, leaseTTL: o.leaseTTL, holder: o.holder, bucket: newStreak(w, "lease bucket")}, nil
 }
 
 // Config is the effective configuration (defaults filled in).
@@ -176,6 +180,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	defer s.bucket.reset()
 	for {
 		lease, err := acquireLease(ctx, s.w.js, s.w.cfg.Graph, s.holder, s.leaseTTL, s.w.cfg.Replication, func(heldBy string) {
 			s.log.Info("waiting for the single-writer lease", zap.String("holder", s.holder), zap.String("held_by", heldBy))
@@ -191,14 +196,19 @@ func (s *Service) Run(ctx context.Context) error {
 			// The bucket did not answer (on a cluster: its leader died and a new one is being
 			// elected, or this connection is moving to another server). A standby waits that
 			// out: exiting would leave the graph with no writer at all.
-			s.log.Warn("lease bucket unavailable; trying again", zap.Duration("in", s.leaseTTL/4), zap.Error(err))
+			s.bucket.fail(err)
+			wait := s.bucket.wait(s.leaseTTL / 4)
+			if !s.bucket.isStalled() {
+				s.log.Warn("lease bucket unavailable; trying again", zap.Duration("in", wait), zap.Error(err))
+			}
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(s.leaseTTL / 4):
+			case <-time.After(wait):
 			}
 			continue
 		}
+		s.bucket.ok()
 		s.log.Info("lease acquired", zap.String("holder", s.holder), zap.Uint64("epoch", lease.Epoch()))
 		err = s.lead(ctx, lease)
 		s.metrics.SetLease(false)

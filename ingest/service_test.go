@@ -46,6 +46,12 @@ func newSvcGraph(t *testing.T) *svcGraph {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
+	return newSvcGraphOn(t, ns.ClientURL())
+}
+
+// newSvcGraphOn is newSvcGraph against the NATS server at url.
+func newSvcGraphOn(t *testing.T, url string) *svcGraph {
+	t.Helper()
 	dir := t.TempDir()
 	root, err := storage.Open(context.Background(), dir)
 	if err != nil {
@@ -56,7 +62,7 @@ func newSvcGraph(t *testing.T) *svcGraph {
 	if _, err := engine.Init(context.Background(), root, string(src)); err != nil {
 		t.Fatal(err)
 	}
-	sg := &svcGraph{t: t, dir: dir, url: ns.ClientURL()}
+	sg := &svcGraph{t: t, dir: dir, url: url}
 	sg.js, _ = jetstream.New(sg.connect())
 	return sg
 }
@@ -97,13 +103,19 @@ type running struct {
 // run starts a service of holder on its own connection and graph handle.
 func (sg *svcGraph) run(holder string, opts ...ServiceOpt) *running {
 	sg.t.Helper()
+	return sg.runConfig(holder, Config{Graph: "demo", AckWait: 2 * time.Second}, opts...)
+}
+
+// runConfig is run with the worker's configuration cfg.
+func (sg *svcGraph) runConfig(holder string, cfg Config, opts ...ServiceOpt) *running {
+	sg.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		sg.t.Fatal(err)
 	}
 	core, logs := observer.New(zapcore.DebugLevel)
 	opts = append([]ServiceOpt{WithHolder(holder), WithLeaseTTL(serviceTTL), WithHTTPListener(ln), WithLogger(zap.New(core))}, opts...)
-	svc, err := NewService(sg.connect(), sg.open(), Config{Graph: "demo", AckWait: 2 * time.Second}, opts...)
+	svc, err := NewService(sg.connect(), sg.open(), cfg, opts...)
 	if err != nil {
 		ln.Close()
 		sg.t.Fatal(err)

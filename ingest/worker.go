@@ -33,6 +33,11 @@ type Worker struct {
 	cons    jetstream.Consumer
 	lease   *Lease
 	metrics *Metrics
+	// setupMu makes re-creations of what JetStream lost one at a time (restore.go).
+	setupMu sync.Mutex
+	// fetching follows the fetches' failures, recreating those of re-creating a stream whose
+	// deletion JetStream announced (restore.go).
+	fetching, recreating *streak
 	// compactPoke wakes the compactor (compact.go) after a commit.
 	compactPoke chan struct{}
 	// compacting is what the compaction under way is counted to hold, which the pipeline's
@@ -79,7 +84,9 @@ func New(nc *nats.Conn, g *engine.Graph, cfg Config, log *zap.Logger) (*Worker, 
 		log = zap.NewNop()
 	}
 	log = log.With(zap.String("graph", cfg.Graph))
-	return &Worker{cfg: cfg, nc: nc, js: js, g: g, log: log, base: log, compactPoke: make(chan struct{}, 1)}, nil
+	w := &Worker{cfg: cfg, nc: nc, js: js, g: g, log: log, base: log, compactPoke: make(chan struct{}, 1)}
+	w.fetching, w.recreating = newStreak(w, "fetches"), newStreak(w, "re-creating lost streams")
+	return w, nil
 }
 
 // Config is the effective configuration (defaults filled in).
@@ -89,38 +96,60 @@ func (w *Worker) Config() Config { return w.cfg }
 // One consumer keeps a graph's batches in stream order: with one message in flight by
 // MaxAckPending 1, with a pipeline (PipelineDepth > 1) by the order check of pipeline.go.
 func (w *Worker) Setup(ctx context.Context) error {
-	if err := w.ensureStream(ctx, jetstream.StreamConfig{
-		Name: w.cfg.Stream, Subjects: w.cfg.consumed(),
-		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
-		MaxAge: w.cfg.StreamMaxAge, MaxBytes: maxBytes(w.cfg.StreamMaxBytes),
-	}); err != nil {
-		return fmt.Errorf("ingest: stream %s: %w", w.cfg.Stream, err)
+	for _, st := range w.streamConfigs() {
+		if err := w.ensureStream(ctx, st.cfg); err != nil {
+			return fmt.Errorf("ingest: %s: %w", st.piece, err)
+		}
 	}
-	if err := w.ensureStream(ctx, jetstream.StreamConfig{
-		Name: w.cfg.DLQStream, Subjects: []string{"omnigraph." + w.cfg.Graph + ".dlq.>"},
-		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
-		MaxAge: w.cfg.DLQMaxAge, MaxBytes: maxBytes(w.cfg.DLQMaxBytes),
-	}); err != nil {
-		return fmt.Errorf("ingest: dead-letter stream %s: %w", w.cfg.DLQStream, err)
-	}
-	// Events are kept for events_max_age, deduplicated by the request they report.
-	if err := w.ensureStream(ctx, jetstream.StreamConfig{
-		Name: w.cfg.EventsStream, Subjects: []string{w.cfg.EventSubject()},
-		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxAge: w.cfg.EventsMaxAge,
-	}); err != nil {
-		return fmt.Errorf("ingest: events stream %s: %w", w.cfg.EventsStream, err)
-	}
-	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.cfg.Stream, jetstream.ConsumerConfig{
-		Durable: w.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.cfg.AckWait,
-		MaxDeliver: w.cfg.MaxDeliver, MaxAckPending: w.cfg.PipelineDepth, FilterSubjects: w.cfg.consumed(),
-	})
+	cons, err := w.ensureConsumer(ctx)
 	if err != nil {
-		return fmt.Errorf("ingest: consumer %s: %w", w.cfg.Consumer, err)
+		return err
 	}
 	w.cons = cons
 	// Read after the consumer exists: a consumer dies with its stream, so what it delivers
 	// comes from the stream read here.
 	return w.refreshStreamIdentity(ctx)
+}
+
+// stream is one of the streams Setup makes.
+type stream struct {
+	piece
+	cfg jetstream.StreamConfig
+}
+
+// streamConfigs are the streams Setup makes, in its order; re-creating one that JetStream lost
+// (restore.go) makes it from here too.
+func (w *Worker) streamConfigs() []stream {
+	return []stream{
+		{piece{"stream", w.cfg.Stream}, jetstream.StreamConfig{
+			Name: w.cfg.Stream, Subjects: w.cfg.consumed(),
+			Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
+			MaxAge: w.cfg.StreamMaxAge, MaxBytes: maxBytes(w.cfg.StreamMaxBytes),
+		}},
+		{piece{"dlq_stream", w.cfg.DLQStream}, jetstream.StreamConfig{
+			Name: w.cfg.DLQStream, Subjects: []string{"omnigraph." + w.cfg.Graph + ".dlq.>"},
+			Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxMsgSize: MaxMessageBytes,
+			MaxAge: w.cfg.DLQMaxAge, MaxBytes: maxBytes(w.cfg.DLQMaxBytes),
+		}},
+		// Events are kept for events_max_age, deduplicated by the request they report.
+		{piece{"events_stream", w.cfg.EventsStream}, jetstream.StreamConfig{
+			Name: w.cfg.EventsStream, Subjects: []string{w.cfg.EventSubject()},
+			Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxAge: w.cfg.EventsMaxAge,
+		}},
+	}
+}
+
+// ensureConsumer creates or updates the durable consumer. The handle it returns names the
+// consumer by stream and name only, so the one Setup kept pulls from a consumer made again.
+func (w *Worker) ensureConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.cfg.Stream, jetstream.ConsumerConfig{
+		Durable: w.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.cfg.AckWait,
+		MaxDeliver: w.cfg.MaxDeliver, MaxAckPending: w.cfg.PipelineDepth, FilterSubjects: w.cfg.consumed(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ingest: consumer %s: %w", w.cfg.Consumer, err)
+	}
+	return cons, nil
 }
 
 // ensureStream creates the stream or updates it to cfg. JetStream's create-or-update is a
@@ -141,10 +170,15 @@ func (w *Worker) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) e
 // Run consumes until ctx is cancelled, then stops fetching, lets the in-flight message finish
 // (its commit, ack and event) and returns. It returns ErrLeaseLost when the lease goes.
 func (w *Worker) Run(ctx context.Context) error {
+	// A worker that consumed before (it lost its lease and took it again) first looks whether
+	// JetStream still has what Setup made: a broker that lost its store lost the lease bucket
+	// with it, and the lease alone is made again by taking it.
+	check := errConsumingAgain
 	if w.cons == nil {
 		if err := w.Setup(ctx); err != nil {
 			return err
 		}
+		check = nil
 	}
 	var lost <-chan struct{}
 	if w.lease != nil {
@@ -155,15 +189,28 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Run returns only after they did: a Run that follows never shares the worker with them.
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watchers sync.WaitGroup
+	// What no longer consumes holds no streak; run last, once the watchers are done.
+	defer func() { w.fetching.reset(); w.recreating.reset() }()
 	defer func() { stopWatch(); watchers.Wait() }()
 	watchers.Go(func() {
 		if err := w.WatchMaxDeliveries(watchCtx); err != nil {
 			w.log.Warn("max-deliver advisories not watched", zap.Error(err))
 		}
 	})
+	watchers.Go(func() {
+		if err := w.watchDeletions(watchCtx, lost); err != nil {
+			w.log.Warn("stream and consumer deletions not watched", zap.Error(err))
+		}
+	})
+	w.metrics.SetLease(w.lease != nil)
+	// Not ready while JetStream says what it consumes from is missing and does not make it
+	// again: /readyz says why.
+	if check != nil && !w.restore(ctx, lost, w.fetching, check, true) {
+		return w.stopped()
+	}
+	check = nil
 	if w.metrics != nil {
 		w.metrics.SetReady(true)
-		w.metrics.SetLease(w.lease != nil)
 		defer w.metrics.SetReady(false)
 		watchers.Go(func() { w.watchPending(watchCtx) })
 	}
@@ -173,23 +220,22 @@ func (w *Worker) Run(ctx context.Context) error {
 		consume = w.pipeline
 	}
 	for {
-		// Every (re)opened pull reads the stream's incarnation again: a standby's Setup may be
-		// long past, and a stream re-created meanwhile numbers its messages from 1 again.
-		err := w.refreshStreamIdentity(ctx)
-		if err == nil {
-			err = consume(ctx, lost)
+		var err error
+		if check == nil || w.restore(ctx, lost, w.fetching, check, true) {
+			// Every (re)opened pull reads the stream's incarnation again: a standby's Setup may
+			// be long past, and a stream re-created meanwhile numbers its messages from 1 again.
+			if err = w.refreshStreamIdentity(ctx); err == nil {
+				err = consume(ctx, lost)
+			}
 		}
-		switch {
-		case w.leaseLost():
-			w.log.Warn("lease lost: stopped consuming")
-			return ErrLeaseLost
-		case ctx.Err() != nil:
-			w.log.Info("drained")
-			return nil
+		if w.leaseLost() || ctx.Err() != nil {
+			return w.stopped()
 		}
-		// The pull subscription broke (server restart, missed heartbeats, consumer moved):
-		// open a new one and go on from the consumer's ack floor.
+		// The pull subscription broke (server restart, missed heartbeats, consumer moved, the
+		// stream or the consumer gone): make sure both are there, open a new one and go on
+		// from the consumer's ack floor.
 		w.log.Warn("pull subscription ended; reopening", zap.Error(err))
+		check = err
 		select {
 		case <-ctx.Done():
 		case <-lost:
@@ -198,21 +244,59 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
+// stopped is what Run returns once its context ended or the lease was lost.
+func (w *Worker) stopped() error {
+	if w.leaseLost() {
+		w.log.Warn("lease lost: stopped consuming")
+		return ErrLeaseLost
+	}
+	w.log.Info("drained")
+	return nil
+}
+
+// errConsumingAgain is why Run looks for its streams and consumer before it consumes again.
+var errConsumingAgain = errors.New("ingest: consuming again after the lease was lost")
+
 // consume pulls messages one at a time until the iterator fails or stop or lease loss.
 func (w *Worker) consume(ctx context.Context, lost <-chan struct{}) error {
-	it, err := w.cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(5*time.Second))
+	it, err := w.cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(consumeExpiry))
 	if err != nil {
+		w.fetching.fail(err)
 		return err
+	}
+	// The iterator reports a consumer that stopped answering (a missed heartbeat) within an
+	// expiry and says nothing while one answers with nothing to deliver: an iterator that
+	// reported nothing for two expiries is fetching. mu keeps that after the failures.
+	var mu sync.Mutex
+	failedAt, ended := time.Now(), false
+	failed := func(err error, end bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		failedAt, ended = time.Now(), end
+		w.fetching.fail(err)
 	}
 	stopped := make(chan struct{})
 	defer close(stopped)
 	go func() {
-		select {
-		case <-ctx.Done():
-		case <-lost:
-		case <-stopped:
+		defer it.Stop()
+		tick := time.NewTicker(consumeExpiry)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-lost:
+				return
+			case <-stopped:
+				return
+			case <-tick.C:
+				mu.Lock()
+				if !ended && time.Since(failedAt) >= 2*consumeExpiry {
+					w.fetching.ok()
+				}
+				mu.Unlock()
+			}
 		}
-		it.Stop()
 	}()
 	for {
 		msg, err := it.Next()
@@ -220,13 +304,16 @@ func (w *Worker) consume(ctx context.Context, lost <-chan struct{}) error {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil || w.leaseLost() {
 				return err
 			}
-			if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
-				errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrServerShutdown) {
+			end := errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrConnectionClosed) ||
+				errors.Is(err, jetstream.ErrServerShutdown) || gone(err)
+			failed(err, end)
+			if end {
 				return err
 			}
 			w.log.Warn("fetch", zap.Error(err))
 			continue
 		}
+		w.fetching.ok()
 		w.handle(ctx, msg, nil)
 	}
 }
@@ -462,9 +549,15 @@ func (w *Worker) deadLetter(stop, ctx context.Context, msg jetstream.Msg, meta *
 			return outcomeRequeued, nil, ErrLeaseLost
 		}
 		spent.failedDeadLetter(err)
+		var recreate error
+		if gone(err) {
+			// The dead-letter stream may have gone with the broker's store or an operator's
+			// delete: nothing else makes it again while this message is held.
+			recreate = w.reconcile(ctx, err, false)
+		}
 		wait := retry.NextBackOff()
 		w.log.Error("dead letter not accepted; the message is held and the dead letter tried again", zap.Uint64("seq", meta.Sequence.Stream),
-			zap.String("reason", reason), zap.Duration("in", wait), zap.Error(err), zap.NamedError("cause", cause))
+			zap.String("reason", reason), zap.Duration("in", wait), zap.Error(err), zap.NamedError("cause", cause), zap.NamedError("recreate", recreate))
 		select {
 		case <-stop.Done():
 			_ = msg.NakWithDelay(wait)

@@ -35,10 +35,13 @@ func freePort(t *testing.T) int { return proctest.FreePort(t) }
 
 // natsServer runs a real nats-server process with JetStream and a max_payload for 32 MiB batches.
 type natsServer struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	conf string
-	url  string
+	t          *testing.T
+	cmd        *exec.Cmd
+	conf       string
+	url        string
+	port       int
+	maxPayload int
+	store      string // JetStream's store_dir
 }
 
 func startNATS(t *testing.T) *natsServer {
@@ -54,14 +57,29 @@ func prepareNATS(t *testing.T) *natsServer { return prepareNATSPayload(t, 336199
 func prepareNATSPayload(t *testing.T, maxPayload int) *natsServer {
 	dir := t.TempDir()
 	port := freePort(t)
-	conf := filepath.Join(dir, "nats.conf")
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: %d\njetstream {\n  store_dir: %q\n}\n", port, maxPayload, filepath.Join(dir, "js"))
-	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := &natsServer{t: t, conf: conf, url: fmt.Sprintf("nats://127.0.0.1:%d", port)}
+	s := &natsServer{t: t, conf: filepath.Join(dir, "nats.conf"), url: fmt.Sprintf("nats://127.0.0.1:%d", port), port: port,
+		maxPayload: maxPayload, store: filepath.Join(dir, "js")}
+	s.configure("")
 	t.Cleanup(s.stop)
 	return s
+}
+
+// configure writes the server's configuration, with jetstream lines (e.g. "max_file_store:
+// 64MB") added to its jetstream block; it takes effect at the next start.
+func (s *natsServer) configure(jetstream string) {
+	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: %d\njetstream {\n  store_dir: %q\n  %s\n}\n", s.port, s.maxPayload, s.store, jetstream)
+	if err := os.WriteFile(s.conf, []byte(body), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// kill SIGKILLs the server: nothing is flushed, as in a crash.
+func (s *natsServer) kill() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGKILL)
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
 }
 
 func (s *natsServer) start() {
