@@ -3,6 +3,7 @@ package framing
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -361,11 +362,17 @@ func TestFastPathAllocatesPerSlab(t *testing.T) {
 		fmt.Fprintf(&b, `{"edge":"E","from":"a%d","to":"b%d","data":{"id":"e%d","w":%d}}`+"\n", i, i, i, i)
 	}
 	body := []byte(b.String())
-	allocs := testing.AllocsPerRun(20, func() {
-		if recs, err := ParseRetained(body, DefaultLimits()); err != nil || len(recs) != lines {
-			t.Fatalf("%d records, %v", len(recs), err)
-		}
-	})
+	// AllocsPerRun counts the whole process's allocations: a goroutine another test left (a
+	// timer, a pool's cleanup) can add a few to one measurement under a loaded machine, never
+	// to all of them. The least of three is the framing's own.
+	allocs := math.Inf(1)
+	for range 3 {
+		allocs = min(allocs, testing.AllocsPerRun(20, func() {
+			if recs, err := ParseRetained(body, DefaultLimits()); err != nil || len(recs) != lines {
+				t.Fatalf("%d records, %v", len(recs), err)
+			}
+		}))
+	}
 	// The records, and per slabLines lines a slab of members, ids and strings each.
 	if most := 1 + 3*(lines/slabLines+1) + 3; allocs > float64(most) {
 		t.Fatalf("%v allocations for %d lines, want at most %d", allocs, lines, most)

@@ -34,7 +34,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { arrow, compareIdLists, compareRows, fromCanonical, toCanonical } from "./canonical.mjs";
-import { appendRows, connect, ENGINE, ENGINES, ensureFreshDir, openAt, scan, typesOf, TABLE_STABLE } from "./engine.mjs";
+import { appendRows, connect, ENGINE, ENGINES, ensureFreshDir, openAt, openCase, scan, typesOf, TABLE_STABLE } from "./engine.mjs";
 import { bigWrite } from "./big.mjs";
 import { idxVerify, idxWrite } from "./indices.mjs";
 import { graphIdx, openAll, refGraph } from "./refgraph.mjs";
@@ -74,28 +74,9 @@ function readJSON(file) {
 // verify
 
 async function verifyCase(db, c) {
-  const fails = [];
-  // check runs one labelled check; an engine exception is reported against that check.
-  const check = async (label, fn) => {
-    try {
-      const why = await fn();
-      if (why) fails.push(`${label}: ${why}`);
-    } catch (e) {
-      fails.push(`${label}: engine error: ${errText(e)}`);
-    }
-  };
-  let tbl;
-  try {
-    tbl = await openAt(db, c.table, c.branch ?? null, c.version ?? null);
-  } catch (e) {
-    return `open ${c.table}@${c.branch ?? "main"}:v${c.version ?? "latest"}: engine error: ${errText(e)}`;
-  }
-  if (c.version != null) {
-    await check("version", async () => {
-      const v = await tbl.version();
-      return v !== c.version ? `expected ${c.version}, got ${v}` : null;
-    });
-  }
+  const opened = await openCase(db, c, errText);
+  if (opened.error) return opened.error;
+  const { fails, check, tbl } = opened;
   if (c.branch != null && c.branch !== "main") {
     const b = tbl.currentBranch();
     if (b !== c.branch) fails.push(`branch: expected ${c.branch}, handle is on ${b}`);

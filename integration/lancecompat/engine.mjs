@@ -72,3 +72,32 @@ export async function scan(tbl, { columns, where } = {}) {
   const t = await q.toArrow();
   return { rows: toCanonical(t), names: t.numRows > 0 ? t.schema.fields.map((f) => f.name) : null };
 }
+
+// openCase starts the checks of one verify case (its table, branch and version): check(label,
+// fn) runs one labelled check and records in fails why it failed, or the engine error it threw.
+// It returns { fails, check, tbl }, or { error } when the table does not open at all; a case
+// with a version also checks that the engine opened exactly that version.
+export async function openCase(db, c, errText) {
+  const fails = [];
+  const check = async (label, fn) => {
+    try {
+      const why = await fn();
+      if (why) fails.push(`${label}: ${why}`);
+    } catch (e) {
+      fails.push(`${label}: engine error: ${errText(e)}`);
+    }
+  };
+  let tbl;
+  try {
+    tbl = await openAt(db, c.table, c.branch ?? null, c.version ?? null);
+  } catch (e) {
+    return { error: `open ${c.table}@${c.branch ?? "main"}:v${c.version ?? "latest"}: engine error: ${errText(e)}` };
+  }
+  if (c.version != null) {
+    await check("version", async () => {
+      const v = await tbl.version();
+      return v !== c.version ? `expected ${c.version}, got ${v}` : null;
+    });
+  }
+  return { fails, check, tbl };
+}

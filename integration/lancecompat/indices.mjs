@@ -7,7 +7,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { arrow, compareIdLists, toCanonical } from "./canonical.mjs";
-import { appendRows, connect, createTable, ensureFreshDir, ENGINE, ENGINES, openAt, scan, typesOf, TABLE, TABLE_STABLE } from "./engine.mjs";
+import { appendRows, connect, createTable, ensureFreshDir, ENGINE, ENGINES, openCase, scan, typesOf, TABLE, TABLE_STABLE } from "./engine.mjs";
 
 const lancedb = await import(ENGINES[ENGINE]);
 
@@ -232,27 +232,9 @@ function checkNearest(rows, truthSorted, distOf, k, onTie) {
 }
 
 async function verifyIdxCase(db, c, errText, log) {
-  const fails = [];
-  const check = async (label, fn) => {
-    try {
-      const why = await fn();
-      if (why) fails.push(`${label}: ${why}`);
-    } catch (e) {
-      fails.push(`${label}: engine error: ${errText(e)}`);
-    }
-  };
-  let tbl;
-  try {
-    tbl = await openAt(db, c.table, c.branch ?? null, c.version ?? null);
-  } catch (e) {
-    return `open ${c.table}@${c.branch ?? "main"}:v${c.version ?? "latest"}: engine error: ${errText(e)}`;
-  }
-  if (c.version != null) {
-    await check("version", async () => {
-      const v = await tbl.version();
-      return v !== c.version ? `expected ${c.version}, got ${v}` : null;
-    });
-  }
+  const opened = await openCase(db, c, errText);
+  if (opened.error) return opened.error;
+  const { fails, check, tbl } = opened;
 
   // 1. index names
   let listed = [];
