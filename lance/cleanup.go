@@ -11,12 +11,13 @@ import (
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
-// Version cleanup: a dataset keeps every version it ever committed, and every data and
-// deletion file those versions name, until something removes them. A cleanup removes, branch
+// Version cleanup: a dataset keeps every version it ever committed, and every data, deletion
+// and index file those versions name, until something removes them. A cleanup removes, branch
 // by branch, the versions below a horizon the caller chose (never a branch's newest version,
 // nor the first version of a non-main branch, the fork a branch's lineage is read from), and
-// then the files that only removed versions named. Asked to, it also removes the data and
-// deletion files no version names at all, the staged files of writes that never committed and
+// then the files that only removed versions named (an index's directory goes whole, once no
+// kept version lists the index). Asked to, it also removes the data, deletion and index files
+// no version names at all, the staged files of writes that never committed and
 // files a deleted branch kept alive after the versions that made them were removed, when they
 // are older than a grace the caller gives: an unnamed file may belong to a write under way, and
 // only its age tells it from garbage.
@@ -45,11 +46,11 @@ type cleanupFile struct {
 // VersionsRemoved is how many versions the plan removes.
 func (p *CleanupPlan) VersionsRemoved() int { return len(p.versions) }
 
-// FilesRemoved is how many data and deletion files the plan removes.
+// FilesRemoved is how many data, deletion and index files the plan removes.
 func (p *CleanupPlan) FilesRemoved() int { return len(p.files) }
 
-// BytesRemoved is the size of the data files the plan removes (deletion files named by a
-// removed version, whose size no manifest records, are not counted).
+// BytesRemoved is the size of the data and index files the plan removes (deletion files named
+// by a removed version, whose size no manifest records, are not counted).
 func (p *CleanupPlan) BytesRemoved() uint64 { return p.bytes }
 
 // PlanCleanup plans the cleanup of the dataset rooted at st: on each branch named in horizons
