@@ -24,10 +24,16 @@ const (
 	HeaderOrigSubject = "Omnigraph-Original-Subject"
 	HeaderOrigSeq     = "Omnigraph-Original-Sequence"
 	// HeaderOrigMsgID is the producer's Nats-Msg-Id on a dead letter (whose own Nats-Msg-Id
-	// is dlq:<stream>:<seq>); a replay keeps it, so a batch dead-lettered again still names it.
+	// is dlq:<stream>@<created>:<seq>); a replay keeps it, so a batch dead-lettered again still
+	// names it.
 	HeaderOrigMsgID  = "Omnigraph-Original-Msg-Id"
 	HeaderDeliveries = "Omnigraph-Delivery-Count"
-	HeaderDeadAt     = "Omnigraph-Dead-Lettered-At"
+	// HeaderOrigError and HeaderOrigErrorKind are the error (and its kind) a batch was first
+	// dead-lettered with: a replay carries them, and a replay dead-lettered again keeps them
+	// beside its own Omnigraph-Error, so a wrong replay never hides why the batch failed first.
+	HeaderOrigError     = "Omnigraph-Original-Error"
+	HeaderOrigErrorKind = "Omnigraph-Original-Error-Kind"
+	HeaderDeadAt        = "Omnigraph-Dead-Lettered-At"
 	// HeaderBodyOmitted marks a dead letter sent by reference: its value is the body's size,
 	// and the body is the original message (Omnigraph-Original-Stream and -Sequence).
 	HeaderBodyOmitted = "Omnigraph-Body-Omitted"

@@ -184,7 +184,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 				// The producer's message id stays as Omnigraph-Original-Msg-Id and is not
 				// restored as Nats-Msg-Id: inside JetStream's duplicate window the stream would
 				// drop the replay as a duplicate of the dead-lettered original.
-				if strings.HasPrefix(k, "Omnigraph-Error") || (strings.HasPrefix(k, "Omnigraph-Original") && k != HeaderOrigMsgID) ||
+				if strings.HasPrefix(k, "Omnigraph-Error") || (strings.HasPrefix(k, "Omnigraph-Original") && k != HeaderOrigMsgID && k != HeaderOrigError && k != HeaderOrigErrorKind) ||
 					k == HeaderDeliveries || k == HeaderDeadAt || k == HeaderMsgID || k == HeaderBodyOmitted {
 					continue
 				}
@@ -196,6 +196,10 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 				if v != "" {
 					m.Header.Set(k, v)
 				}
+			}
+			if m.Header.Get(HeaderOrigError) == "" && d.Error != "" {
+				m.Header.Set(HeaderOrigError, d.Error)
+				m.Header.Set(HeaderOrigErrorKind, d.Kind)
 			}
 			m.Header.Set(HeaderReplays, strconv.Itoa(n+1))
 			m.Header.Set(HeaderMsgID, fmt.Sprintf("replay:%s:%d:%d:%d", cfg.DLQStream, d.Seq, n+1, j))

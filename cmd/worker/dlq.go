@@ -49,6 +49,11 @@ func dlq(ctx context.Context, sub string, args []string, settings *boundSettings
 	if err := checkReason(reason); err != nil {
 		return err
 	}
+	if sub == "replay" {
+		if err := checkReplay(seqRange, mode, branch, from); err != nil {
+			return err
+		}
+	}
 	c, err := settings.load()
 	if err != nil {
 		return err
@@ -126,6 +131,9 @@ func dlq(ctx context.Context, sub string, args []string, settings *boundSettings
 			}
 		}
 		res, err := ingest.Replay(ctx, js, cfg, o, func(line string) { fmt.Println(line) })
+		if err == nil && seqRange != "" && res.Replayed == 0 && res.Skipped == 0 {
+			return fmt.Errorf("no dead letter%s with a sequence in %d-%d: nothing was replayed (dlq list shows them)", reasonSuffix(reason), o.First, o.Last)
+		}
 		verb := "replayed"
 		if dryRun {
 			verb = "would replay"
@@ -154,4 +162,30 @@ type loopGuardError struct{ left int }
 
 func (e *loopGuardError) Error() string {
 	return fmt.Sprintf("%d dead letter(s) left in place by the loop guard (replayed %d times already): look at them with `dlq show`; they would only fail again", e.left, ingest.DefaultMaxReplays)
+}
+
+// checkReplay refuses, before anything is published, a replay the worker would dead-letter for
+// its headers alone (as publish checks them) and a range that names no sequence.
+func checkReplay(seqRange, mode, branch, from string) error {
+	if err := checkHeaders(branch, from, mode); err != nil {
+		return err
+	}
+	if from != "" && branch == "" {
+		return &usageError{msg: "--from forks the branch --branch names: give --branch too"}
+	}
+	if a, b, ok := strings.Cut(seqRange, "-"); ok {
+		x, errA := strconv.ParseUint(a, 10, 64)
+		y, errB := strconv.ParseUint(b, 10, 64)
+		if errA == nil && errB == nil && x > y {
+			return &usageError{msg: fmt.Sprintf("--seq %s: the first sequence is after the last", seqRange)}
+		}
+	}
+	return nil
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " of reason " + reason
 }

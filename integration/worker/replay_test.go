@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -43,5 +44,53 @@ func TestReplayKeepsMsgIDDryRunAndLoopGuard(t *testing.T) {
 		t.Fatalf("a fourth replay: want a failure naming the loop guard, got %v\n%s", err, got)
 	}
 	checkLetter("after the loop guard")
+	w.terminate(t)
+}
+
+// TestReplayValidatesAndKeepsTheFirstError: dlq replay refuses, before it publishes anything, a
+// mode or branch the worker would dead-letter for its headers alone, --from without --branch,
+// and a --seq range that is backwards; a range that holds no dead letter fails saying so. A
+// replay that fails again keeps the first error as Omnigraph-Original-Error beside its own.
+func TestReplayValidatesAndKeepsTheFirstError(t *testing.T) {
+	ns := startNATS(t)
+	root := initGraph(t)
+	w := startWorker(t, root, ns.url, "")
+	publishBody(t, ns.url, `{"type":"Nope","data":{}}`, nil)
+	waitAcked(t, ns.url, 1, w)
+	dls := listDeadLetters(t, ns.url)
+	if len(dls) != 1 {
+		t.Fatalf("dead letters %+v", dls)
+	}
+	firstError, firstKind := dls[0].Error, dls[0].Kind
+	replay := []string{"dlq", "replay", "--graph", "demo", "--nats-url", ns.url}
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"--mode", "apend"}, 3, `unknown load mode "apend"`},
+		{[]string{"--mode", "apend", "--dry-run"}, 3, `unknown load mode "apend"`},
+		{[]string{"--branch", "bad..name"}, 3, "--branch"},
+		{[]string{"--from", "main"}, 2, "--from forks the branch --branch names"},
+		{[]string{"--seq", "9-3"}, 2, "the first sequence is after the last"},
+		{[]string{"--seq", "999"}, 1, "no dead letter with a sequence in 999-999"},
+	} {
+		out, err := exec.Command(bin.worker, append(replay, c.args...)...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != c.code || !strings.Contains(string(out), c.says) {
+			t.Errorf("dlq replay %v: %v (want exit %d saying %q)\n%s", c.args, err, c.code, c.says, out)
+		}
+	}
+	if dls := listDeadLetters(t, ns.url); len(dls) != 1 || dls[0].Seq != 1 {
+		t.Fatalf("a refused replay changed the dead letters: %+v", dls)
+	}
+	// A valid replay of a batch that fails again: the new dead letter keeps the first error.
+	workerCmd(t, append(replay, "--mode", "append")...)
+	waitAcked(t, ns.url, 2, w)
+	dls = listDeadLetters(t, ns.url)
+	if len(dls) != 1 || first(dls[0].Headers["Omnigraph-Original-Error"]) != firstError ||
+		first(dls[0].Headers["Omnigraph-Original-Error-Kind"]) != firstKind || dls[0].Error == "" {
+		t.Fatalf("the replay dead-lettered again: %+v (first error %q)", dls, firstError)
+	}
 	w.terminate(t)
 }
