@@ -41,9 +41,8 @@ const stagedCompactionMaxAge = OrphanGrace / 2
 func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*StagedCompaction, error) {
 	type due struct {
 		path string
-		ds   *lance.Dataset
 		run  []uint64
-		ts   tableState // a copy: the build reads only ds and isEdge, off the gate
+		ts   tableState // a copy of its dataset and kind: staging reads them off the gate
 	}
 	fanout := fanoutOrDefault(o.Fanout)
 	var dues []due
@@ -54,7 +53,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 		}
 		run := compactionRun(ts.ds.Manifest().Fragments, fanout, o.MaxBytesPerFile)
 		if run != nil || (o.Indices && len(missingBTrees(ts.ds, ts.isEdge, fanout)) > 0) {
-			dues = append(dues, due{path: ref.path, ds: ts.ds, run: run, ts: tableState{ds: ts.ds, isEdge: ts.isEdge}})
+			dues = append(dues, due{path: ref.path, run: run, ts: tableState{ds: ts.ds, isEdge: ts.isEdge}})
 		}
 	}
 	g.writeMu.Unlock()
@@ -64,7 +63,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 		if d.run != nil {
 			co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile,
 				Fragments: d.run, MaterializeDeletionsThreshold: -1}
-			staged, c, err := d.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true})
+			staged, c, err := d.ts.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true})
 			if err != nil {
 				return nil, fmt.Errorf("stage the compaction of %s: %w", d.path, err)
 			}

@@ -117,7 +117,7 @@ func (d *Dataset) buildBTree(ctx context.Context, column, name string, fo file.O
 	if len(ids) == 0 {
 		return refuse("the table has no rows to index")
 	}
-	data, lookup, err := buildBTree(af.Type, vals, ids)
+	data, lookup, err := btreePages(af.Type, vals, ids)
 	if err != nil {
 		return Index{}, err
 	}
@@ -202,9 +202,9 @@ type btreeEntry struct {
 	null       bool
 }
 
-// buildBTree sorts the values (chunks of one column) with their row ids and cuts them into
+// btreePages sorts the values (chunks of one column) with their row ids and cuts them into
 // pages: the page_data and page_lookup records.
-func buildBTree(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, lookup arrow.Record, err error) {
+func btreePages(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, lookup arrow.Record, err error) {
 	n := 0
 	for _, a := range chunks {
 		n += a.Len()

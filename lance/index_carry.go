@@ -314,7 +314,8 @@ func (d *Dataset) UnindexedRows() uint64 {
 	var most uint64
 	for i := range d.manifest.Indices {
 		if x := &d.manifest.Indices[i]; !x.IsSystem() {
-			most = max(most, func() uint64 { r, _ := d.Uncovered(x); return r }())
+			rows, _ := d.Uncovered(x)
+			most = max(most, rows)
 		}
 	}
 	return most

@@ -565,7 +565,7 @@ func TestBTreeSortsLargeColumns(t *testing.T) {
 	}
 	col := b.NewArray()
 	defer col.Release()
-	data, lookup, err := buildBTree(arrow.PrimitiveTypes.Int64, []arrow.Array{array.NewSlice(col, 0, n/2), array.NewSlice(col, n/2, n)}, ids)
+	data, lookup, err := btreePages(arrow.PrimitiveTypes.Int64, []arrow.Array{array.NewSlice(col, 0, n/2), array.NewSlice(col, n/2, n)}, ids)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,16 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/omnigraph/omnigraph-worker/lance"
-	"github.com/omnigraph/omnigraph-worker/lance/schema"
-	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // indexBench prints, for 10k and 100k rows, the median time of a BTREE build on the id column
@@ -46,19 +41,11 @@ func indexBench(ctx context.Context, script, tmp string, iters int) error {
 // goIndexBuild creates the bench table of rows rows and times iters BTREE builds (stage and
 // commit) on its id column; the median in milliseconds.
 func goIndexBuild(ctx context.Context, dir string, rows, iters int) (float64, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, err
-	}
-	st, err := storage.Open(ctx, dir)
+	st, d, err := createPeople(ctx, dir, rows)
 	if err != nil {
 		return 0, err
 	}
 	defer st.Close()
-	s, _ := schema.FromArrow(peopleSchema)
-	d, err := lance.Create(ctx, st, s, []arrow.Record{people(-1, rows)}, lance.CreateOptions{FileVersion: fileVersion})
-	if err != nil {
-		return 0, err
-	}
 	var times []float64
 	for k := 0; k < iters; k++ {
 		t0 := time.Now()

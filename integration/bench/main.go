@@ -67,19 +67,30 @@ func median(xs []float64) float64 {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// createPeople creates the bench table at dir from one batch of rows people, at the bench's
+// data file version; the caller closes the store.
+func createPeople(ctx context.Context, dir string, rows int) (storage.Store, *lance.Dataset, error) {
+	st, err := storage.Open(ctx, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, _ := schema.FromArrow(peopleSchema)
+	d, err := lance.Create(ctx, st, s, []arrow.Record{people(-1, rows)}, lance.CreateOptions{FileVersion: fileVersion})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, d, nil
+}
+
 // goRun mirrors compat.mjs bench: create from one batch, time iters appends, then time iters
 // full scans of the score column.
 func goRun(ctx context.Context, dir string, rows, iters int) (appendP50, scanP50 float64, err error) {
-	st, err := storage.Open(ctx, dir)
+	st, d, err := createPeople(ctx, dir, rows)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer st.Close()
-	s, _ := schema.FromArrow(peopleSchema)
-	d, err := lance.Create(ctx, st, s, []arrow.Record{people(-1, rows)}, lance.CreateOptions{FileVersion: fileVersion})
-	if err != nil {
-		return 0, 0, err
-	}
 	batches := make([]arrow.Record, iters)
 	for k := range batches {
 		batches[k] = people(k, rows)

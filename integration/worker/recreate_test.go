@@ -44,18 +44,7 @@ func nextEvents(t *testing.T, sub *nats.Subscription, n int, w *workerProc) []co
 func TestRecreatedStreamCommitsNewBatches(t *testing.T) {
 	ns := startNATS(t)
 	root := initGraph(t)
-	nc, err := nats.Connect(ns.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	sub, err := nc.SubscribeSync("omnigraph.demo.events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	sub := watchEvents(t, ns.url).sub
 	w := startWorker(t, root, ns.url, "")
 	waitStream(t, ns.url)
 	for i := range 3 {

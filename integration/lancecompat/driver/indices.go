@@ -183,6 +183,20 @@ func addIdxCase(cases *[]idxCase, name, table, branch string, d *lance.Dataset, 
 	return nil
 }
 
+// commitIdxCase commits s, staged on *d (or its staging's err), moves *d to the version it
+// made and records the engine's checks of that version as case "<table>-go-<name>".
+func commitIdxCase(ctx context.Context, d **lance.Dataset, cases *[]idxCase, table, name string, want []string, s *lance.Staged, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	next, err := (*d).Commit(ctx, s)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	*d = next
+	return addIdxCase(cases, table+"-go-"+name, table, "", next, want)
+}
+
 // goWritesIndexedStable appends, deletes, upserts, compacts and branches istable, the table
 // the engine gave every index kind, recording a case after each commit.
 func goWritesIndexedStable(ctx context.Context, dir string, made indexedJSON, cases *[]idxCase) (*lance.Dataset, error) {
@@ -212,13 +226,7 @@ func goWritesIndexedStable(ctx context.Context, dir string, made indexedJSON, ca
 		return nil, err
 	}
 	step := func(name string, s *lance.Staged, err error) error {
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if d, err = d.Commit(ctx, s); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		return addIdxCase(cases, "istable-go-"+name, t, "", d, all)
+		return commitIdxCase(ctx, &d, cases, t, name, all, s, err)
 	}
 	// Rows no index covers: an append, then an upsert that masks row 10 in fragment 0 (which
 	// every index goes on covering: no column changed there) and writes it anew with row 700.
@@ -286,13 +294,7 @@ func goWritesIndexedPlain(ctx context.Context, dir string, made indexedJSON, cas
 		return nil, err
 	}
 	step := func(name string, s *lance.Staged, err error, want []string) error {
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if d, err = d.Commit(ctx, s); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		return addIdxCase(cases, "iplain-go-"+name, t, "", d, want)
+		return commitIdxCase(ctx, &d, cases, t, name, want, s, err)
 	}
 	s, err := d.StageAppend(ctx, rec(sch, idxRows(idxRange(600, 640)...)), lance.StageOptions{})
 	if err := step("append", s, err, want); err != nil {
