@@ -6,8 +6,10 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -18,6 +20,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
+	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // Config is every setting of the worker's commands: `worker run` uses them all, the other
@@ -39,8 +42,12 @@ type Config struct {
 	NATSKey   string `yaml:"nats_key"`
 	NATSDir   string `yaml:"nats_dir"`
 	NATSPort  int    `yaml:"nats_port"`
-	Stream    string `yaml:"stream"`
-	DLQStream string `yaml:"dlq_stream"`
+	// NATSSyncInterval is when the embedded server fsyncs JetStream writes: "always" (every
+	// write before its publish is acknowledged) or a duration (NATS's own default is 2m: a
+	// power loss may lose what was acknowledged since the last fsync).
+	NATSSyncInterval string `yaml:"nats_sync_interval"`
+	Stream           string `yaml:"stream"`
+	DLQStream        string `yaml:"dlq_stream"`
 	// EventsStream stores omnigraph.<graph>.events, so that a pipeline that was down, or a
 	// CLI waiting for its request's outcome, still finds every event.
 	EventsStream string        `yaml:"events_stream"`
@@ -71,7 +78,7 @@ type Config struct {
 	// messages: the newest run of same-size fragments of a main table is merged once it holds
 	// this many. 0 turns it off.
 	CompactionFanout int `yaml:"compaction_fanout"`
-	// BuildIndices: the automatic maintenance also builds the reference's BTREE indices.
+	// BuildIndices: the automatic maintenance also builds and refolds the reference's indices.
 	BuildIndices bool `yaml:"build_indices"`
 	// LanceFileVersion is the Lance data file version ("2.0", "2.1", "2.2") of every table of a
 	// graph this worker initialises; empty is engine.DefaultFileVersion. An existing graph
@@ -107,8 +114,8 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 
 // Defaults are `worker run`'s values before any source is applied.
 func Defaults() Config {
-	return Config{NATSPort: 4222, AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
-		RetryBudget: ingest.DefaultRetryBudget, RetryMax: ingest.DefaultRetryMax, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout,
+	return Config{NATSPort: 4222, NATSSyncInterval: "always", AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
+		RetryBudget: ingest.DefaultRetryBudget, RetryMax: ingest.DefaultRetryMax, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout, BuildIndices: true,
 		LocalFsync: true, LogLevel: "info", StreamReplicas: 1, PipelineDepth: ingest.DefaultPipelineDepth, PipelineBytes: ingest.DefaultPipelineBytes}
 }
 
@@ -184,7 +191,16 @@ func settings() []setting {
 		}, func(c *Config) string { return strconv.FormatBool(*f(c)) }, nil, "on|off"}
 	}
 	return []setting{
-		s("root", "graph root URI (path, file://, mem://, s3://, gs://, azblob://)", func(c *Config) *string { return &c.Root }, nil),
+		s("root", "graph root URI (path, file://, mem://, s3://, gs://, azblob://)", func(c *Config) *string { return &c.Root }, func(c *Config) error {
+			if c.Root == "" {
+				return nil // required or not by the command
+			}
+			var ue *storage.URIError
+			if err := storage.CheckURI(c.Root); errors.As(err, &ue) {
+				return reason(fmt.Sprintf("%q: %s", c.Root, ue.Reason))
+			}
+			return nil
+		}),
 		s("graph", "graph name: the <graph> token of omnigraph.<graph>.ingest", func(c *Config) *string { return &c.Graph }, func(c *Config) error {
 			if c.Graph == "" {
 				return nil // required or not by the command
@@ -219,8 +235,14 @@ func settings() []setting {
 		s("nats_key", "client key for NATS TLS", func(c *Config) *string { return &c.NATSKey }, nil),
 		s("nats_dir", "embedded server data directory (default: <root>.nats beside a local root)", func(c *Config) *string { return &c.NATSDir }, nil),
 		num("nats_port", "embedded server port (-1: any free port)", func(c *Config) *int { return &c.NATSPort }, func(c *Config) error {
-			if c.NATSPort < -1 || c.NATSPort > 65535 {
+			if c.NATSPort < -1 || c.NATSPort == 0 || c.NATSPort > 65535 {
 				return reason("must be a port from 1 to 65535, or -1 for any free port")
+			}
+			return nil
+		}),
+		s("nats_sync_interval", "when the embedded server fsyncs JetStream writes: always (each before its publish is acknowledged, so an acknowledged batch survives a power loss) or a duration such as 2m, NATS's own default (faster; a power loss or OS crash may lose what was acknowledged since the last fsync, a process crash loses nothing)", func(c *Config) *string { return &c.NATSSyncInterval }, func(c *Config) error {
+			if _, err := SyncInterval(c.NATSSyncInterval); err != nil {
+				return reason(err.Error())
 			}
 			return nil
 		}),
@@ -239,8 +261,13 @@ func settings() []setting {
 		dur("lease_ttl", "single-writer lease TTL", func(c *Config) *time.Duration { return &c.LeaseTTL }, 500*time.Millisecond),
 		dur("retry_budget", "how long one message may fail in place: then an unrecognised error is dead-lettered as retry_exhausted, a transient one (storage, NATS) is retried on with the worker reported stalled", func(c *Config) *time.Duration { return &c.RetryBudget }, time.Second),
 		dur("retry_max", "longest wait between two tries of a message retried in place (the backoff's cap), and how often a message or a recovery held for an operator is tried again", func(c *Config) *time.Duration { return &c.RetryMax }, 100*time.Millisecond),
-		s("http", "address of the Prometheus /metrics (Go, process and omnigraph_* metrics), /healthz and /readyz; default 127.0.0.1:9464, so http://127.0.0.1:9464/metrics (empty: none; an address in use fails at start)", func(c *Config) *string { return &c.HTTP }, nil),
-		onOff("build_indices", "the automatic maintenance beside the messages also builds the BTREE indices the reference OmniGraph keeps (id on node tables; id, src and dst on edge tables) on every main table with rows that lacks one (needs compaction_fanout above 0)", func(c *Config) *bool { return &c.BuildIndices }),
+		s("http", "address of the Prometheus /metrics (Go, process and omnigraph_* metrics), /healthz and /readyz; default 127.0.0.1:9464, so http://127.0.0.1:9464/metrics (empty: none; an address in use fails at start)", func(c *Config) *string { return &c.HTTP }, func(c *Config) error {
+			if err := CheckListenAddress(c.HTTP); err != nil {
+				return reason(err.Error())
+			}
+			return nil
+		}),
+		onOff("build_indices", "the automatic maintenance beside the messages also builds the indices the reference OmniGraph keeps on every main table with rows (BTREE on id, and id, src, dst on edges; INVERTED on each single-column @index or @key String; IVF_FLAT on each @index Vector; BTREE on another @index scalar), and builds one again once the rows it does not cover exceed half of those it does (needs compaction_fanout above 0)", func(c *Config) *bool { return &c.BuildIndices }),
 		num("compaction_fanout", "merge the newest run of same-size fragments of a main table once it holds this many (0: no automatic compaction)", func(c *Config) *int { return &c.CompactionFanout }, func(c *Config) error {
 			if c.CompactionFanout < 0 || c.CompactionFanout == 1 {
 				return reason("must be 0 (off) or at least 2")
@@ -318,6 +345,18 @@ func checkGraphs(c *Config) error {
 		}
 	}
 	return nil
+}
+
+// SyncInterval reads nats_sync_interval: 0 for "always", else a positive duration.
+func SyncInterval(v string) (time.Duration, error) {
+	if strings.EqualFold(v, "always") {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q: want always or a positive duration like 2m", v)
+	}
+	return d, nil
 }
 
 // nonNegative is the check of a count where 0 means no limit.
@@ -406,6 +445,25 @@ func CheckNATSURL(v string) error {
 		}
 		if u.Hostname() == "" {
 			return fmt.Errorf("%q has no host", one)
+		}
+	}
+	return nil
+}
+
+// CheckListenAddress refuses an http value net.Listen would refuse for its form: it must be
+// host:port (the host may be empty: every interface) with a port from 0 (any free one) to
+// 65535. Empty is allowed (no server). Whether the port is free is only known by listening.
+func CheckListenAddress(v string) error {
+	if v == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return fmt.Errorf("%q: want host:port, e.g. 127.0.0.1:9464 (empty: no HTTP server)", v)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		if p, lerr := net.LookupPort("tcp", port); lerr != nil || p == 0 {
+			return fmt.Errorf("%q: port %q is not a port from 0 to 65535", v, port)
 		}
 	}
 	return nil

@@ -35,6 +35,8 @@ func TestClearErrors(t *testing.T) {
 	_ = os.WriteFile(bad, []byte("root: /r\ngraph: g\nack_wiat: 5s\n"), 0o644)
 	emptyKey := filepath.Join(dir, "empty-key.yaml")
 	_ = os.WriteFile(emptyKey, []byte("root: /r\n'': 1\n"), 0o644)
+	badRoot := filepath.Join(dir, "root.yaml")
+	_ = os.WriteFile(badRoot, []byte("root: s3://\n"), 0o644)
 	badDur := filepath.Join(dir, "dur.yaml")
 	_ = os.WriteFile(badDur, []byte("root: /r\ngraph: g\n\nack_wait: soon\n"), 0o644)
 	cases := []struct {
@@ -58,6 +60,14 @@ func TestClearErrors(t *testing.T) {
 		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_RETRY_BUDGET": "ten"}, "config retry_budget (from OMNIGRAPH_RETRY_BUDGET): want a duration"},
 		{[]string{"--root", "/r", "--graph", "g", "--lance-file-version", "2.3"}, nil, "config lance_file_version (from --lance-file-version): lance file version 2.3: this build cannot write it"},
 		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_LANCE_FILE_VERSION": "v2"}, `config lance_file_version (from OMNIGRAPH_LANCE_FILE_VERSION): lance file version "v2": want major.minor`},
+		// A root is parsed strictly, wherever it comes from (storage.CheckURI).
+		{[]string{"--root", "s3:/bucket/x", "--graph", "g"}, nil, `config root (from --root): "s3:/bucket/x": malformed s3 URI: want s3://bucket`},
+		{[]string{"--graph", "g"}, map[string]string{"OMNIGRAPH_ROOT": "foo://x"}, `config root (from OMNIGRAPH_ROOT): "foo://x": unsupported scheme "foo"`},
+		{[]string{"--config", badRoot, "--graph", "g"}, nil, `config root (from ` + badRoot + ` line 1): "s3://": missing bucket name`},
+		// nats_port 0 would be the server's default port in disguise; http must be host:port.
+		{[]string{"--root", "/r", "--graph", "g", "--nats-port", "0"}, nil, "config nats_port (from --nats-port): must be a port from 1 to 65535, or -1"},
+		{[]string{"--root", "/r", "--graph", "g", "--http", "9464"}, nil, `config http (from --http): "9464": want host:port`},
+		{[]string{"--root", "/r", "--graph", "g"}, map[string]string{"OMNIGRAPH_HTTP": "127.0.0.1:99999"}, `config http (from OMNIGRAPH_HTTP): "127.0.0.1:99999": port "99999" is not a port from 0 to 65535`},
 	}
 	for _, c := range cases {
 		_, err := Load(c.args, env(c.env))

@@ -86,3 +86,43 @@ func TestStreamLimits(t *testing.T) {
 		t.Fatalf("defaults %+v", d)
 	}
 }
+
+// nats_sync_interval: always by default; a duration from each source relaxes it; anything else
+// is refused naming the setting and its source.
+func TestNATSSyncInterval(t *testing.T) {
+	base := []string{"--root", "/r", "--graph", "g"}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "worker.yaml")
+	_ = os.WriteFile(file, []byte("root: /r\ngraph: g\nnats_sync_interval: 30s\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want time.Duration
+	}{
+		{base, nil, 0},
+		{append(base, "--nats-sync-interval", "2m"), nil, 2 * time.Minute},
+		{base, map[string]string{"OMNIGRAPH_NATS_SYNC_INTERVAL": "Always"}, 0},
+		{base, map[string]string{"OMNIGRAPH_NATS_SYNC_INTERVAL": "1s"}, time.Second},
+		{[]string{"--config", file}, nil, 30 * time.Second},
+	} {
+		cfg, err := Load(c.args, env(c.env))
+		if err != nil {
+			t.Fatalf("%v %v: %v", c.args, c.env, err)
+		}
+		if d, err := SyncInterval(cfg.NATSSyncInterval); err != nil || d != c.want {
+			t.Errorf("%v %v: %q = %v (%v), want %v", c.args, c.env, cfg.NATSSyncInterval, d, err, c.want)
+		}
+	}
+	for _, bad := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{append(base, "--nats-sync-interval", "never"), nil, `config nats_sync_interval (from --nats-sync-interval): "never": want always or a positive duration like 2m`},
+		{base, map[string]string{"OMNIGRAPH_NATS_SYNC_INTERVAL": "0s"}, `config nats_sync_interval (from OMNIGRAPH_NATS_SYNC_INTERVAL): "0s"`},
+	} {
+		if _, err := Load(bad.args, env(bad.env)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v %v: got %v, want %q", bad.args, bad.env, err, bad.want)
+		}
+	}
+}

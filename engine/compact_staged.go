@@ -52,7 +52,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 			continue
 		}
 		run := compactionRun(ts.ds.Manifest().Fragments, fanout, o.MaxBytesPerFile)
-		if run != nil || (o.Indices && len(missingBTrees(ts.ds, ts.isEdge, fanout)) > 0) {
+		if run != nil || (o.Indices && len(g.missingIndices(ref.path, ts.ds, fanout)) > 0) {
 			dues = append(dues, due{path: ref.path, run: run, ts: tableState{ds: ts.ds, isEdge: ts.isEdge}})
 		}
 	}
@@ -75,7 +75,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 		if !o.Indices {
 			continue
 		}
-		staged, cols, err := stageIndexBuild(ctx, d.path, &d.ts, o.Fanout)
+		staged, cols, err := g.stageIndexBuild(ctx, d.path, d.path, d.ts.ds, o.Fanout)
 		if err != nil {
 			return nil, err
 		}

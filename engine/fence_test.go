@@ -143,9 +143,18 @@ func TestRollbackFencedBeforePublish(t *testing.T) {
 	}
 	failpoint.Reset()
 	lost := errors.New("lease lost")
-	fence, _ := countingFence(3, lost) // Recover, the intent, then its rollback publish
+	listed, err := recovery.List(ctx, g.root)
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("pending: %v %v", listed, err)
+	}
+	sc, _, err := recovery.Read(ctx, g.root, listed[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Recover, the intent, the rollback plan, one restore or take per table, then the publish.
+	fence, _ := countingFence(3+len(sc.Tables)+1, lost)
 	g.SetFence(fence)
-	_, err := g.Recover(ctx)
+	_, err = g.Recover(ctx)
 	wantFenced(t, err, lost, "publish")
 	if pendingSidecars(t, g) != 1 {
 		t.Fatal("the fenced rollback retired its intent")

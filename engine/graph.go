@@ -33,6 +33,9 @@ type Graph struct {
 	pubs    map[string]*publisher.Publisher
 	tables  map[tableRef]*tableState
 	fence   Fence // the writer's (SetFence); read under writeMu
+	// pendingIndices are the wanted indices whose last build failed (indices.go), read by
+	// maintenance off the write gate.
+	pendingIndices sync.Map
 }
 
 // tableRef names one table on one Lance branch.

@@ -2,63 +2,132 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
+	"github.com/omnigraph/omnigraph-worker/graph/pg"
 	"github.com/omnigraph/omnigraph-worker/lance"
 )
 
-// The indices the reference OmniGraph keeps on every table with rows, of those this build can
-// make: a BTREE on id for node tables, and on id, src and dst for edge tables. They are built
-// by maintenance (Optimize, and the worker's automatic compaction beside the messages), never
-// inline by a load, each as one CreateIndex committed under the Optimize intent, so recovery
+// The indices the reference OmniGraph keeps on every table with rows: on a node table a
+// BTREE on id, and for each single-column @index property that is not a list an INVERTED
+// (full-text) index on a free-text String, an IVF_FLAT (one partition, L2) on a Vector, and a
+// BTREE on any other scalar (an enum, a number, a date; not a Blob); on an edge table BTREEs
+// on id, src and dst. They are built by maintenance (Optimize, and the worker's automatic
+// compaction beside the messages), never inline by a load, which is also how the reference
+// now keeps them (its loads leave declared indices to its optimize reconciler): the indices a
+// table lacks go into one CreateIndex committed under the Optimize intent, so recovery
 // handles them as it handles a compaction. Indices another writer built are carried through
 // every commit (docs/lance-indices.md).
 
-// btreeColumns are the columns of a table that want a BTREE.
-func btreeColumns(isEdge bool) []string {
-	if isEdge {
-		return []string{"id", "src", "dst"}
+// indexSpecs are the indices a table wants, by the reference's rule above.
+func indexSpecs(t catalogTable) []lance.IndexSpec {
+	if t.edge != nil {
+		return []lance.IndexSpec{{Column: "id", Kind: lance.IndexBTree}, {Column: "src", Kind: lance.IndexBTree}, {Column: "dst", Kind: lance.IndexBTree}}
 	}
-	return []string{"id"}
-}
-
-// missingBTrees are the columns of a table with rows whose BTREE is missing, or lags the data
-// (fold 0: never refolded) by fold fragments or by more than a fold-th of the rows it covers:
-// those are built (again) over the whole table, which replaces the old index of the name.
-// Lance's own optimize_indices folds new rows into a scalar index the same way, rewriting it
-// whole. Compaction merges unindexed fragments, so the fragment count alone would let a large
-// unindexed fragment grow; the share of rows bounds the lag at a fold-th of the table, and
-// each row is rewritten into the index about fold times over the table's life.
-func missingBTrees(ds *lance.Dataset, isEdge bool, fold int) []string {
-	if ds.CountRows() == 0 {
-		return nil
+	out := []lance.IndexSpec{{Column: "id", Kind: lance.IndexBTree}}
+	if t.node == nil {
+		return out
 	}
-	var out []string
-	for _, c := range btreeColumns(isEdge) {
-		if ds.Schema().Field(c) == nil {
+	seen := map[string]bool{"id": true}
+	for _, cols := range t.table.Indexes {
+		if len(cols) != 1 || seen[cols[0]] {
 			continue
 		}
-		x := ds.BTree(c)
-		if x == nil {
-			out = append(out, c)
+		p := t.table.Property(cols[0])
+		if p == nil || p.Type.List {
 			continue
 		}
-		rows, frags := ds.Uncovered(x)
-		if fold > 0 && rows > 0 && (frags >= fold || rows*uint64(fold) > ds.CountRows()-rows) {
-			out = append(out, c)
+		seen[cols[0]] = true
+		switch {
+		case p.Type.IsVector():
+			out = append(out, lance.IndexSpec{Column: p.Name, Kind: lance.IndexIVFFlat})
+		case p.Type.Scalar == pg.String && !p.Type.IsEnum():
+			out = append(out, lance.IndexSpec{Column: p.Name, Kind: lance.IndexInverted})
+		case p.Type.IsBlob():
+			// no index, as the reference
+		default:
+			out = append(out, lance.IndexSpec{Column: p.Name, Kind: lance.IndexBTree})
 		}
 	}
 	return out
 }
 
+// indexSpecsOf are the wanted indices of the table at path under the accepted schema.
+func (g *Graph) indexSpecsOf(path string) []lance.IndexSpec {
+	for _, t := range allTables(g.contract.Catalog) {
+		if t.path == path {
+			return indexSpecs(t)
+		}
+	}
+	return nil
+}
+
+// indexLagShare is how far an index may lag: it is built again once the rows it does not
+// cover exceed 1/indexLagShare of those it does (a third of the table at 2). A fold rewrites
+// the whole index, so folding each time the table grew by that share rewrites each row about
+// indexLagShare+1 times over the table's life: linear in the rows, where folding every fanout
+// fragments was quadratic (a 500k-row table rewritten every 16 batches) and a share of 1/16
+// made index upkeep cost as much as the writes (bench indices_on_vs_off 0.47 to 0.50). The
+// unindexed fragments stay few without a rule of their own: compaction merges them.
+const indexLagShare = 2
+
+// missingIndices are the wanted indices of a table with rows that are missing, or lag the
+// data by more than its indexLagShare (fold 0: never refolded): those are built (again) over
+// the whole table, which replaces the old index of the name. Lance's own optimize_indices
+// folds new rows into a scalar index the same way, rewriting it whole.
+// A vector index is never refolded: the manifest does not say whether one is an IVF_FLAT or
+// an IVF_PQ another writer chose, and the engines search the vectors it does not cover by
+// brute force, exactly. An INVERTED index is refolded only under its default name. A spec
+// that could not be built at this size (pending) waits for the table to grow.
+func (g *Graph) missingIndices(path string, ds *lance.Dataset, fold int) []lance.IndexSpec {
+	if ds.CountRows() == 0 {
+		return nil
+	}
+	var out []lance.IndexSpec
+	for _, s := range g.indexSpecsOf(path) {
+		if ds.Schema().Field(s.Column) == nil || g.indexPending(path, s, ds.CountRows()) {
+			continue
+		}
+		x := ds.Find(s)
+		if x == nil {
+			out = append(out, s)
+			continue
+		}
+		if s.Kind == lance.IndexIVFFlat || s.Kind == lance.IndexInverted && x.Name != s.Column+"_idx" {
+			continue
+		}
+		rows, _ := ds.Uncovered(x)
+		if fold > 0 && rows > 0 && rows*indexLagShare > ds.CountRows()-rows {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// pendingIndex is a wanted index whose build failed at rows live rows (a column with no token
+// or no usable vector yet).
+type pendingIndex struct{ rows uint64 }
+
+func pendingKey(path string, s lance.IndexSpec) string { return path + "\x00" + s.String() }
+
+// indexPending says a spec's last build on the table failed and the table has not doubled
+// since: building it again now would fail the same way, at the cost of reading the column.
+func (g *Graph) indexPending(path string, s lance.IndexSpec, rows uint64) bool {
+	v, ok := g.pendingIndices.Load(pendingKey(path, s))
+	return ok && rows < 2*v.(pendingIndex).rows
+}
+
 // IndicesDue says, from what this writer already holds (no I/O), whether some main table with
-// rows lacks one of its indices, or has one lagging by fold fragments (fanoutOrDefault).
+// rows lacks one of its indices, or has one lagging by more than its indexLagShare (fold 0:
+// missing ones only).
 func (g *Graph) IndicesDue(fold int) bool {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
 	fold = fanoutOrDefault(fold)
 	for ref, ts := range g.tables {
-		if ref.branch == "" && len(missingBTrees(ts.ds, ts.isEdge, fold)) > 0 {
+		if ref.branch == "" && len(g.missingIndices(ref.path, ts.ds, fold)) > 0 {
 			return true
 		}
 	}
@@ -84,15 +153,30 @@ func (g *Graph) UnindexedRows() map[string]uint64 {
 }
 
 // stageIndexBuild stages the CreateIndex of the indices a table lacks, or nil when it lacks
-// none.
-func stageIndexBuild(ctx context.Context, key string, ts *tableState, fold int) (*lance.Staged, []string, error) {
-	cols := missingBTrees(ts.ds, ts.isEdge, fanoutOrDefault(fold))
-	if len(cols) == 0 {
-		return nil, nil, nil
+// none; built names them as KIND(column). A wanted index that cannot be built yet (the
+// reference's "pending": a string column with no token, a vector column with no usable
+// vector) is left out and remembered until the table has doubled, and the rest are built.
+func (g *Graph) stageIndexBuild(ctx context.Context, key, path string, ds *lance.Dataset, fold int) (staged *lance.Staged, built []string, err error) {
+	specs := g.missingIndices(path, ds, fanoutOrDefault(fold))
+	for len(specs) > 0 {
+		staged, err = ds.StageIndices(ctx, specs, lance.StageOptions{InlineTransactionOnly: true})
+		var ie *lance.IndexError
+		if err == nil || !errors.As(err, &ie) {
+			break
+		}
+		i := slices.IndexFunc(specs, func(s lance.IndexSpec) bool { return ie.Index == s.Column+"_idx" })
+		if i < 0 {
+			break
+		}
+		g.pendingIndices.Store(pendingKey(path, specs[i]), pendingIndex{rows: ds.CountRows()})
+		specs = slices.Delete(specs, i, i+1)
+		staged, err = nil, nil
 	}
-	staged, err := ts.ds.StageBTreeIndices(ctx, cols, lance.IndexOptions{Stage: lance.StageOptions{InlineTransactionOnly: true}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("stage the indices of %s: %w", key, err)
 	}
-	return staged, cols, nil
+	for _, s := range specs {
+		built = append(built, s.String())
+	}
+	return staged, built, nil
 }

@@ -14,7 +14,8 @@
 //     it revalidates its read set.
 //  4. prepare (the writer's own): validate, plan and stage; nothing becomes visible.
 //     Failpoints load.after_prepare, optimize.after_prepare.
-//  5. fence: the writer's fence (Graph.SetFence) must still hold before anything is armed.
+//  5. fence: the writer's fence (Graph.SetFence) must still hold before anything is armed
+//     (checked by the sidecar write, after its failpoint).
 //  6. Phase A, arm: the v9 sidecar is written in state Armed (recovery.sidecar_write), while
 //     the staged transaction files are written beside it (intent.stage): nothing references
 //     either until a table commits. Failpoints load.after_sidecar, merge.after_arm,
@@ -26,7 +27,7 @@
 //     identities (recovery.sidecar_confirm); a load overlaps it with the staging of its
 //     publish (intent.overlapConfirm). Optimize has no confirmation: a Rewrite changes no
 //     row, so recovery keeps whatever landed. Failpoints load.after_confirm, merge.after_confirm.
-//  9. fence again, then Phase C, publish: one __manifest commit with ExactGraphHead, the
+//  9. fence again (after the before_publish failpoint), then Phase C, publish: one __manifest commit with ExactGraphHead, the
 //     expected table versions, the lineage and the receipt. Failpoints load.before_publish,
 //     merge.before_publish, optimize.before_publish (then publisher.attempt,
 //     publisher.before_commit), and load.after_publish, merge.after_publish,
@@ -45,10 +46,20 @@
 // checks the fence and publishes (intent.run with no arm).
 //
 // The fence (fence.go) belongs to the writer, not to a request: a leased worker sets it with
-// Graph.SetFence when it takes its lease. The skeleton checks it at steps 5 and 9, recovery
-// (Graph.Recover, and the heal) before each intent it resolves and before each publish, and
-// Cleanup before it starts and before each dataset's removals. A failed fence is a
+// Graph.SetFence when it takes its lease. It is checked right before every effect, after the
+// failpoint of the step before it, so that a writer paused anywhere resumes into a check: the
+// sidecar write (step 6, inside recovery.Write), the table commits (step 7), the
+// confirmation (inside recovery.Rewrite) and the publish (step 9); recovery (Graph.Recover,
+// and the heal) checks it before each intent it resolves, before each restore, rewrite and
+// publish; Cleanup before it starts and before each dataset's removals. A failed fence is a
 // *FenceError, wrapped in the RecoveryRequired when it stops an armed write.
+//
+// The fence is a question to the lease's store, so a writer could still pause between its
+// answer and the effect. Storage closes that window for the effects that matter: every table
+// commit is at an exact version (put-if-absent), and recovery that discards or rolls back an
+// intent takes the versions the intent planned (recovery.Recover), so a stale writer's late
+// commit fails; every publish is a put-if-absent __manifest version under the expected table
+// versions, so a late publish fails too (docs/fencing.md).
 package engine
 
 import (
@@ -132,17 +143,16 @@ type intent struct {
 func (in *intent) run(ctx context.Context) error {
 	g := in.g
 	if in.arm == nil {
-		if err := g.checkFence(ctx, "publish"); err != nil {
+		if err := failpoint.Inject(in.points.beforePublish); err != nil {
 			return err
 		}
-		if err := failpoint.Inject(in.points.beforePublish); err != nil {
+		if err := g.checkFence(ctx, "publish"); err != nil {
 			return err
 		}
 		return in.publish(ctx, nil)
 	}
-	if err := g.checkFence(ctx, "arm"); err != nil {
-		return err
-	}
+	// The fence before arming is checked by the sidecar write itself, right before its put
+	// (recovery.Write), so that a writer paused at the arm's failpoint arms nothing.
 	staged := make(chan error, 1)
 	go func() {
 		if in.stage == nil {
@@ -165,6 +175,11 @@ func (in *intent) run(ctx context.Context) error {
 		return serr
 	}
 	if err := failpoint.Inject(in.points.armed); err != nil {
+		return in.required(opID, err)
+	}
+	// A writer paused since it armed may have lost its lease, and the new writer's recovery
+	// may have taken this intent's table versions: commit nothing then.
+	if err := g.checkFence(ctx, "commit tables"); err != nil {
 		return in.required(opID, err)
 	}
 	if err := in.commit(ctx); err != nil {
@@ -203,10 +218,11 @@ func (in *intent) confirmAndPublish(ctx context.Context) error {
 				gateErr = failpoint.Inject(in.points.confirmed)
 			}
 			if gateErr == nil {
-				gateErr = in.g.checkFence(ctx, "publish")
-			}
-			if gateErr == nil {
 				gateErr = failpoint.Inject(in.points.beforePublish)
+			}
+			// The fence last: nothing between it and the publish may pause the writer.
+			if gateErr == nil {
+				gateErr = in.g.checkFence(ctx, "publish")
 			}
 		})
 		return gateErr

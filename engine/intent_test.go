@@ -41,7 +41,7 @@ func newFakeIntent(t *testing.T, g *Graph, overlap bool) *fakeIntent {
 				return "", f.armErr
 			}
 			f.armed = true
-			return sc.OperationID, recovery.Write(ctx, g.root, sc)
+			return sc.OperationID, recovery.Write(ctx, g.root, sc, g.fence)
 		},
 		stage:   func(context.Context) error { return f.stageErr },
 		commit:  func(context.Context) error { f.commits++; return f.commitErr },
@@ -96,10 +96,19 @@ func TestIntentSkeletonFailures(t *testing.T) {
 		{name: "commit fails", set: func(f *fakeIntent, _ *Graph) { f.commitErr = boom }, reason: "boom", pending: 1},
 		{name: "confirm fails", set: func(f *fakeIntent, _ *Graph) { f.confirmErr = boom }, reason: "boom", pending: 1},
 		{name: "overlapped confirm fails", overlap: true, set: func(f *fakeIntent, _ *Graph) { f.confirmErr = boom }, reason: "boom", pending: 1},
+		{name: "fence before the table commits", set: func(_ *fakeIntent, g *Graph) {
+			calls := 0
+			g.fence = func(context.Context) error { // the arm's check, then the commits'
+				if calls++; calls == 2 {
+					return lost
+				}
+				return nil
+			}
+		}, reason: "fenced before commit tables", pending: 1},
 		{name: "fence before publish", overlap: true, set: func(_ *fakeIntent, g *Graph) {
 			calls := 0
 			g.fence = func(context.Context) error {
-				if calls++; calls == 2 {
+				if calls++; calls == 3 {
 					return lost
 				}
 				return nil

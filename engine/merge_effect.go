@@ -141,7 +141,7 @@ func (m *mergeRun) arm(ctx context.Context) error {
 		return err
 	}
 	sc.IngestReceipt = m.req.Receipt
-	if err := recovery.Write(ctx, m.g.root, sc); err != nil {
+	if err := recovery.Write(ctx, m.g.root, sc, m.g.fence); err != nil {
 		return err
 	}
 	m.sc = sc
@@ -243,7 +243,7 @@ func (m *mergeRun) confirm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := recovery.Rewrite(ctx, m.g.root, next); err != nil {
+	if err := recovery.Rewrite(ctx, m.g.root, next, m.g.fence); err != nil {
 		return err
 	}
 	m.sc = next

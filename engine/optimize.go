@@ -37,9 +37,9 @@ type OptimizeOptions struct {
 	// bounds a compaction's memory on tables of wide rows (embeddings); fragments holding half
 	// as much are not merged again.
 	MaxBytesPerFile uint64
-	// Indices also builds the BTREE indices the reference OmniGraph keeps (id on node tables;
-	// id, src and dst on edge tables) on every main table with rows that lacks one and is not
-	// compacted in the same commit (indices.go).
+	// Indices also builds the indices the reference OmniGraph keeps (indices.go: BTREEs,
+	// INVERTED and IVF_FLAT) on every main table with rows that lacks one, or whose index lags
+	// by a compaction tier, and is not compacted in the same commit.
 	Indices bool
 }
 
@@ -52,7 +52,7 @@ type TableCompaction struct {
 	FragmentsRemoved int    `json:"fragments_removed"`
 	FragmentsAdded   int    `json:"fragments_added"`
 	RowsRewritten    uint64 `json:"rows_rewritten"`
-	// IndicesBuilt names the columns whose BTREE index this commit built (the table was not
+	// IndicesBuilt names the indices this commit built, as KIND(column) (the table was not
 	// compacted in the same commit: one transaction per table).
 	IndicesBuilt []string `json:"indices_built,omitempty"`
 }
@@ -281,7 +281,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 		if !o.Indices {
 			continue
 		}
-		staged, cols, err := stageIndexBuild(ctx, e.TableKey, ts, o.Fanout)
+		staged, cols, err := g.stageIndexBuild(ctx, e.TableKey, e.Path, ts.ds, o.Fanout)
 		if err != nil {
 			return nil, err
 		}
@@ -311,7 +311,9 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 	}
 	var res *OptimizeResult
 	in := &intent{g: g, points: optimizePoints,
-		arm: func(ctx context.Context) (string, error) { return sc.OperationID, recovery.Write(ctx, g.root, sc) },
+		arm: func(ctx context.Context) (string, error) {
+			return sc.OperationID, recovery.Write(ctx, g.root, sc, g.fence)
+		},
 		// The rewritten files are written beside the sidecar: nothing references them until a
 		// table commits, and no table commits before the sidecar is durable.
 		stage: func(ctx context.Context) error {

@@ -151,7 +151,7 @@ func TestOptimizeFailuresRecover(t *testing.T) {
 		published bool // the compaction is visible after the heal
 		audited   bool // recovery published it and left an audit row
 	}{
-		{"optimize.after_sidecar", false, false},
+		{"optimize.after_sidecar", false, true},     // recovery takes the planned versions and publishes the takes
 		{"optimize.after_table_commit", true, true}, // one table committed, the others not
 		{"optimize.before_publish", true, true},
 		{"optimize.after_publish", true, false},
@@ -221,16 +221,16 @@ func TestOptimizeFence(t *testing.T) {
 	noSidecars(t, g)
 	before := mainFragments(t, g)
 	calls := 0
-	g.SetFence(func(context.Context) error {
-		if calls++; calls == 2 {
+	g.SetFence(func(context.Context) error { // arm, commit tables, publish
+		if calls++; calls == 3 {
 			return lost
 		}
 		return nil
 	})
 	_, err := g.Optimize(context.Background(), OptimizeOptions{All: true})
 	var rr *errs.RecoveryRequired
-	if !errors.As(err, &rr) || calls != 2 {
-		t.Fatalf("want RecoveryRequired at the second fence check, got %v after %d checks", err, calls)
+	if !errors.As(err, &rr) || calls != 3 {
+		t.Fatalf("want RecoveryRequired at the third fence check, got %v after %d checks", err, calls)
 	}
 	g.SetFence(nil)
 	if res := optimize(t, g, OptimizeOptions{All: true}); res.Commit != nil {

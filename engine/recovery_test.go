@@ -360,7 +360,8 @@ func TestFailedTableFileWriteTakesTheIntentBack(t *testing.T) {
 }
 
 // If the intent cannot be taken back either, the load reports RecoveryRequired and recovery
-// discards the effectless intent.
+// retires the effectless intent: it takes the versions the load planned (so that a writer
+// still alive could not commit them) and publishes the takes, rows unchanged.
 func TestFailedTableFileWriteAndRetire(t *testing.T) {
 	ctx := context.Background()
 	g := testGraph(t)
@@ -371,10 +372,15 @@ func TestFailedTableFileWriteAndRetire(t *testing.T) {
 	if _, err := load(t, g, "append", people...); !errors.As(err, &rr) {
 		t.Fatalf("want RecoveryRequired, got %v", err)
 	}
+	before := export(t, g, "")
 	out, err := g.Recover(ctx)
-	if err != nil || len(out) != 1 || out[0].Action != recovery.Discarded {
+	if err != nil || len(out) != 1 || out[0].Action != recovery.RolledBack || len(out[0].Tables) == 0 {
 		t.Fatalf("recover: %+v %v", out, err)
 	}
+	if export(t, g, "") != before {
+		t.Fatal("the takes changed rows")
+	}
+	tablesAligned(t, g)
 	if _, err := load(t, g, "append", people...); err != nil {
 		t.Fatal(err)
 	}

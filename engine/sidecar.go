@@ -48,7 +48,7 @@ func (g *Graph) arm(ctx context.Context, req *LoadRequest, p *prepared, commitID
 		return nil, err
 	}
 	sc.IngestReceipt = req.Receipt
-	if err := recovery.Write(ctx, g.root, sc); err != nil {
+	if err := recovery.Write(ctx, g.root, sc, g.fence); err != nil {
 		return nil, err
 	}
 	return &armedSidecar{g: g, sc: sc}, nil
@@ -67,7 +67,7 @@ func (a *armedSidecar) confirm(ctx context.Context, p *prepared) error {
 	if err != nil {
 		return err
 	}
-	if err := recovery.Rewrite(ctx, a.g.root, next); err != nil {
+	if err := recovery.Rewrite(ctx, a.g.root, next, a.g.fence); err != nil {
 		return err
 	}
 	a.sc = next

@@ -190,10 +190,16 @@ func TestFleetHTTP(t *testing.T) {
 	}
 	_, body = get("/metrics")
 	for _, want := range []string{`omnigraph_fleet_graph_served{graph="a"} 1`, `omnigraph_fleet_graph_assigned{graph="b"} 1`,
-		`omnigraph_lease_held{graph="a"} 1`, `omnigraph_rows_total{graph="b"} 0`, "omnigraph_fleet_members 1", "# TYPE go_goroutines gauge"} {
+		`omnigraph_lease_held{graph="a"} 1`, `omnigraph_rows_total{graph="b"} 0`, "omnigraph_fleet_members 1", "# TYPE go_goroutines gauge",
+		`omnigraph_dead_letters_total{graph="b",reason="max_deliver"} 0`, `omnigraph_lease_acquisitions_total{graph="a"} 0`,
+		`omnigraph_commit_lag_seconds_count{graph="a"} 0`} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	// The process's build once, beside the graphs' series.
+	if n := strings.Count(body, "\nomnigraph_build_info{"); n != 1 {
+		t.Errorf("omnigraph_build_info %d times", n)
 	}
 }
 

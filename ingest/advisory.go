@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/publisher"
 )
 
 // maxDeliverAdvisory is the server's notice that a message exhausted MaxDeliver
@@ -81,11 +82,17 @@ func (w *Worker) deadLetterStored(ctx context.Context, a maxDeliverAdvisory) err
 	}
 	reason := fmt.Sprintf("delivered %d times without being acknowledged (max_deliver)", a.Deliveries)
 	detail, _ := json.Marshal(map[string]any{"deliveries": a.Deliveries, "stream_seq": a.StreamSeq})
-	err = w.publishDeadLetter(ctx, letter{reason: errs.ReasonMaxDeliver, kind: errs.ReasonMaxDeliver, text: reason, detail: detail, data: m.Data, header: m.Header,
-		stream: a.Stream, subject: m.Subject, seq: a.StreamSeq, deliveries: a.Deliveries})
+	l := letter{reason: errs.ReasonMaxDeliver, kind: errs.ReasonMaxDeliver, text: reason, detail: detail, data: m.Data, header: m.Header,
+		stream: a.Stream, subject: m.Subject, seq: a.StreamSeq, deliveries: a.Deliveries}
+	ack, omitted, err := w.publishDeadLetter(ctx, l)
 	if err != nil {
 		return err
 	}
+	rc := &publisher.Receipt{Stream: a.Stream, Sequence: a.StreamSeq, MsgID: m.Header.Get(HeaderMsgID)}
+	if a.Stream == w.cfg.Stream {
+		rc.StreamCreated = w.streamCreated.Load()
+	}
+	w.deadLettered(l, rc, ack, omitted)
 	w.metrics.message(outcomeDeadLetter, 0, len(m.Data), 0, errs.ReasonMaxDeliver)
 	w.log.Warn("dead-lettered after max_deliver", zap.Uint64("seq", a.StreamSeq), zap.Uint64("deliveries", a.Deliveries))
 	return nil

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -23,13 +22,17 @@ type applied struct {
 	entities int
 }
 
-// Event is the commit event published on omnigraph.<graph>.events after each ack. Kind is
-// "load", "merge", "optimize" or "cleanup"; a merge event carries Merge, and an
-// already_up_to_date merge has no commit id (nothing was published); an optimize event carries
-// Optimize (no commit id when nothing needed compacting), a cleanup event Cleanup (a cleanup
-// publishes no commit).
+// Event is what omnigraph.<graph>.events says of each message (events.go). Outcome says how it
+// ended. A commit event (outcome committed or already_applied, after the ack) has Kind "load",
+// "merge", "optimize" or "cleanup"; a merge event carries Merge, and an already_up_to_date
+// merge has no commit id (nothing was published); an optimize event carries Optimize (no
+// commit id when nothing needed compacting), a cleanup event Cleanup (a cleanup publishes no
+// commit). The other outcomes (dead_lettered, held, empty) are their own Kind, with Request
+// naming what the message asked for, so a reader of commit kinds never takes one for a commit.
 type Event struct {
 	Kind            string                 `json:"kind"`
+	Outcome         string                 `json:"outcome"`
+	Request         string                 `json:"request,omitempty"`
 	Graph           string                 `json:"graph"`
 	Branch          string                 `json:"branch"`
 	Mode            engine.Mode            `json:"mode,omitempty"`
@@ -45,6 +48,23 @@ type Event struct {
 	SourceSequence  uint64                 `json:"source_sequence"`
 	SourceMsgID     string                 `json:"source_msg_id,omitempty"`
 	AlreadyApplied  bool                   `json:"already_applied,omitempty"`
+	// ReceiptKey is the message's receipt key (publisher.Receipt.ReceiptKey): its
+	// Nats-Msg-Id, or <stream>@<created>:<seq> without one.
+	ReceiptKey string `json:"receipt_key,omitempty"`
+	// Reason (dead_lettered), ErrorKind and Error (dead_lettered, held): why, as the dead
+	// letter's subject and headers say it; ErrorDetail the error's fields.
+	Reason      string          `json:"reason,omitempty"`
+	ErrorKind   string          `json:"error_kind,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	ErrorDetail json.RawMessage `json:"error_detail,omitempty"`
+	// The dead letter (dead_lettered): its subject, stream and sequence there (what `worker
+	// dlq show` takes), and the body's size when it went by reference.
+	DLQSubject  string `json:"dlq_subject,omitempty"`
+	DLQStream   string `json:"dlq_stream,omitempty"`
+	DLQSequence uint64 `json:"dlq_sequence,omitempty"`
+	BodyOmitted int    `json:"body_omitted_bytes,omitempty"`
+	// Attempts is how often a held message had been tried when the hold began.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // MergeEvent is the merge part of a commit event.
@@ -125,6 +145,9 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 		return nil, nil, 0, err
 	}
 	recs := fr.Records
+	if len(recs) == 0 {
+		return w.emptyLoad(msg, mode), fr.Release, 0, nil
+	}
 	req := engine.LoadRequest{Branch: h.Get(HeaderBranch), From: h.Get(HeaderFrom), Mode: mode, Actor: h.Get(HeaderActor), Records: recs,
 		Receipt: receipt}
 	if ahead {
@@ -141,6 +164,20 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 			GraphCommitID: res.Commit.GraphCommitID, ManifestVersion: res.Commit.GraphManifestVersion, ActorID: res.Commit.ActorID,
 			AlreadyApplied: res.AlreadyApplied}}, nil
 	}, fr.Release, held, nil
+}
+
+// emptyLoad is the load of a batch with no records: nothing to commit, so the graph is not
+// asked (its Load would make a commit of no rows). The mode is still one a load takes, as
+// Load would check; the branch names were checked before framing.
+func (w *Worker) emptyLoad(msg jetstream.Msg, mode engine.Mode) func(context.Context) (*applied, error) {
+	return func(context.Context) (*applied, error) {
+		switch mode {
+		case engine.ModeAppend, engine.ModeMerge, engine.ModeOverwrite:
+		default:
+			return nil, &errs.InvalidInput{Field: HeaderMode, Reason: fmt.Sprintf("unknown load mode %q (want append, merge or overwrite)", mode)}
+		}
+		return &applied{event: w.outcomeEvent(OutcomeEmpty, msg.Subject(), msg.Headers())}, nil
+	}
 }
 
 // stagedBytes is what a staged load holds beside the body: the records (which point into it)
@@ -184,21 +221,10 @@ func (w *Worker) mergeRequest(msg jetstream.Msg, receipt *publisher.Receipt) (fu
 	}, nil
 }
 
-func (w *Worker) publishEvent(res *applied, meta *jetstream.MsgMetadata, receipt *publisher.Receipt) {
-	ev := res.event
-	ev.Graph, ev.SourceStream, ev.SourceSequence, ev.SourceMsgID = w.cfg.Graph, meta.Stream, meta.Sequence.Stream, receipt.MsgID
-	b, err := json.Marshal(ev)
-	if err == nil {
-		// The events stream stores it; the id makes the event of a message applied again after
-		// a redelivery (already_applied) a duplicate of the first, which stays.
-		m := nats.NewMsg(w.cfg.EventSubject())
-		m.Data = b
-		m.Header.Set(HeaderMsgID, EventMsgID(meta.Stream, receipt.StreamCreated, meta.Sequence.Stream))
-		err = w.nc.PublishMsg(m)
-	}
-	if err != nil {
-		w.log.Warn("commit event not published", zap.Error(err))
-	}
+// publishEvent publishes the event of a message applied and acknowledged: committed,
+// already_applied or empty.
+func (w *Worker) publishEvent(res *applied, receipt *publisher.Receipt) {
+	w.emit(res.event, receipt)
 }
 
 // EventMsgID is the Nats-Msg-Id of the event of message seq of stream, the stream created at

@@ -82,7 +82,7 @@ type Config struct {
 	// (engine.OptimizeOptions.Fanout): 0 turns automatic compaction off (the same meaning as
 	// the compaction_fanout setting), otherwise at least 2.
 	CompactionFanout int
-	// BuildIndices has that maintenance also build the BTREE indices the reference OmniGraph
+	// BuildIndices has that maintenance also build the indices the reference OmniGraph
 	// keeps on every main table with rows that lacks one (engine.OptimizeOptions.Indices).
 	BuildIndices bool
 	// StreamMaxAge and StreamMaxBytes cap the ingest stream, DLQMaxAge and DLQMaxBytes the

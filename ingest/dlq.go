@@ -50,13 +50,13 @@ func DeadLetters(ctx context.Context, js jetstream.JetStream, cfg Config, reason
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	s, err := js.Stream(ctx, cfg.DLQStream)
+	s, err := GraphStream(ctx, js, cfg, cfg.DLQStream)
 	if err != nil {
-		return nil, fmt.Errorf("dead-letter stream %s: %w", cfg.DLQStream, err)
+		return nil, err
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		return nil, err
+		return nil, NoStream(cfg, "", cfg.DLQStream, err)
 	}
 	var out []DeadLetter
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
@@ -86,6 +86,9 @@ type ReplayOptions struct {
 	Split      bool   // split into batches under the limits, nodes before edges
 	DryRun     bool
 	MaxReplays int // loop guard: a batch replayed this often is not replayed again (default DefaultMaxReplays)
+	// Published, when set, is told of each message a replay published and JetStream stored
+	// (dead letter dlqSeq's; ack says where), so a caller can wait for its outcome event.
+	Published func(dlqSeq uint64, ack *jetstream.PubAck)
 }
 
 // DefaultMaxReplays is the loop guard's default: a batch replayed this often already is left
@@ -132,7 +135,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 	if err != nil {
 		return res, err
 	}
-	s, err := js.Stream(ctx, cfg.DLQStream)
+	s, err := GraphStream(ctx, js, cfg, cfg.DLQStream)
 	if err != nil {
 		return res, err
 	}
@@ -203,13 +206,17 @@ func Replay(ctx context.Context, js jetstream.JetStream, cfg Config, o ReplayOpt
 			}
 			m.Header.Set(HeaderReplays, strconv.Itoa(n+1))
 			m.Header.Set(HeaderMsgID, fmt.Sprintf("replay:%s:%d:%d:%d", cfg.DLQStream, d.Seq, n+1, j))
-			if _, err := transfer(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return js.PublishMsg(ctx, m) }); err != nil {
+			ack, err := transfer(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return js.PublishMsg(ctx, m) })
+			if err != nil {
 				if tooLarge(err) {
 					return res, fmt.Errorf("replay dlq seq %d: %d bytes and the replay headers are more than JetStream stores in one message; replay it with --split (the dead letter is kept)", d.Seq, len(body))
 				}
 				return res, fmt.Errorf("replay dlq seq %d: %w (the dead letter is kept)", d.Seq, err)
 			}
 			res.Published++
+			if o.Published != nil {
+				o.Published(d.Seq, ack)
+			}
 		}
 		if err := s.DeleteMsg(ctx, d.Seq); err != nil {
 			return res, fmt.Errorf("remove dlq seq %d after its replay was accepted: %w", d.Seq, err)
@@ -235,6 +242,20 @@ func transfer[T any](ctx context.Context, req func(context.Context) (T, error)) 
 	return req(ctx)
 }
 
+// BodyGoneError is a dead letter sent by reference whose body its stream no longer holds.
+type BodyGoneError struct {
+	Stream string
+	Seq    uint64
+	Reason string
+}
+
+func (e *BodyGoneError) Error() string {
+	return fmt.Sprintf("its body was sent by reference to %s sequence %d, but %s", e.Stream, e.Seq, e.Reason)
+}
+
+// ErrorKind is "invalid": the dead letter cannot be replayed; its body is gone.
+func (e *BodyGoneError) ErrorKind() string { return "invalid" }
+
 // originalBody fetches the body of a dead letter sent by reference from the ingest stream.
 func originalBody(ctx context.Context, js jetstream.JetStream, d DeadLetter) ([]byte, error) {
 	stream := d.Header.Get(HeaderOrigStream)
@@ -242,12 +263,17 @@ func originalBody(ctx context.Context, js jetstream.JetStream, d DeadLetter) ([]
 	if err != nil {
 		return nil, fmt.Errorf("its %d-byte body was sent by reference to stream %s, which is not there: %w", d.BodyOmitted, stream, err)
 	}
+	// A stream made again (an operator, a broker that lost its store) numbers its messages
+	// from 1 again: its sequence d.OrigSeq is another message, whatever its size.
+	if created, ok := deadLetterIncarnation(d); ok && s.CachedInfo().Created.UnixNano() != created {
+		return nil, &BodyGoneError{Stream: stream, Seq: d.OrigSeq, Reason: "the stream was created again since the dead letter, so that sequence is another message"}
+	}
 	m, err := transfer(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) { return s.GetMsg(ctx, d.OrigSeq) })
 	if err != nil {
 		return nil, fmt.Errorf("its %d-byte body was sent by reference to %s sequence %d, which is not there: %w", d.BodyOmitted, stream, d.OrigSeq, err)
 	}
-	if len(m.Data) != d.BodyOmitted {
-		return nil, fmt.Errorf("its body was sent by reference to %s sequence %d, which holds %d bytes, not %d", stream, d.OrigSeq, len(m.Data), d.BodyOmitted)
+	if len(m.Data) != d.BodyOmitted || m.Time.After(d.Time) {
+		return nil, &BodyGoneError{Stream: stream, Seq: d.OrigSeq, Reason: fmt.Sprintf("it holds another message (%d bytes, stored %s), not the %d-byte body", len(m.Data), m.Time.UTC().Format(time.RFC3339), d.BodyOmitted)}
 	}
 	return m.Data, nil
 }

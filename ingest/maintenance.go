@@ -24,7 +24,7 @@ type MaintenanceRequestBody struct {
 	// optimize
 	All    bool `json:"all,omitempty"`
 	Fanout int  `json:"fanout,omitempty"`
-	// Indices also builds the BTREE indices a table with rows lacks (engine.OptimizeOptions).
+	// Indices also builds the indices a table with rows lacks (engine.OptimizeOptions).
 	Indices bool `json:"indices,omitempty"`
 	// cleanup
 	Keep      int    `json:"keep,omitempty"`

@@ -16,11 +16,16 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/internal/buildinfo"
 )
 
 // Metrics are the worker's Prometheus metrics, with the Go runtime's and the process's, on a
 // registry of their own: two services in one process (or one test) never share or collide.
-// A fleet process keeps one Metrics per graph on its own registry instead (NewGraphMetrics).
+// `worker run --graph G` labels each of the worker's series graph="G" (NewMetricsFor), as a
+// fleet process does, which keeps one Metrics per graph on its own registry (NewGraphMetrics).
+// Every label value the worker knows in advance (outcomes, dead-letter reasons, results,
+// actions, kinds) is there from the start at 0, so that rate() and increase() see the first
+// event of each.
 type Metrics struct {
 	reg *prometheus.Registry // nil for a graph's metrics on a fleet's registry
 
@@ -38,6 +43,10 @@ type Metrics struct {
 	commitSecs   prometheus.Histogram
 	unindexed    *prometheus.GaugeVec
 	recreatedC   *prometheus.CounterVec // by what
+	lastCommit   prometheus.Gauge       // unix time of the last commit made visible
+	commitLag    prometheus.Histogram   // JetStream publish to commit visible
+	leaseEpoch   prometheus.Gauge
+	leaseTaken   prometheus.Counter
 
 	// mu guards what /readyz reports and what omnigraph_stalled and omnigraph_operator_required
 	// are derived from, so that the gauges and the endpoint never disagree.
@@ -65,11 +74,31 @@ type intake struct {
 // commitBuckets are the upper bounds, in seconds, of omnigraph_commit_seconds.
 var commitBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
+// lagBuckets are the upper bounds, in seconds, of omnigraph_commit_lag_seconds: from a
+// commit right behind its publish to a backlog of an hour.
+var lagBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+
+// Label values of omnigraph_retry_budget_exhausted_total{action}.
+const (
+	actionStalled      = "stalled"
+	actionDeadLettered = "dead_lettered"
+)
+
 // NewMetrics returns empty metrics on a new registry that also holds the standard Go runtime
-// and process collectors.
-func NewMetrics() *Metrics {
+// and process collectors, without a graph label (tests; `worker run` uses NewMetricsFor).
+func NewMetrics() *Metrics { return NewMetricsFor("") }
+
+// NewMetricsFor returns empty metrics of graph on a new registry that also holds the runtime,
+// process and build collectors (RuntimeCollectors): each of the worker's series carries
+// graph="<graph>", as in a fleet ("" leaves the label off).
+func NewMetricsFor(graph string) *Metrics {
 	reg := prometheus.NewRegistry()
-	m := newMetrics(reg)
+	var m *Metrics
+	if graph == "" {
+		m = newMetrics(reg)
+	} else {
+		m = NewGraphMetrics(reg, graph)
+	}
 	m.reg = reg
 	reg.MustRegister(RuntimeCollectors()...)
 	return m
@@ -79,13 +108,26 @@ func NewMetrics() *Metrics {
 // holds once: the standard ones, plus the live heap at the last collection
 // (go_gc_heap_live_bytes) and the soft memory limit (go_gc_gomemlimit_bytes). Resident memory
 // and heap_inuse climb to the limit under a steady load and say nothing of a leak; the live
-// heap does, and the limit is what the memory governor set.
+// heap does, and the limit is what the memory governor set. With them goes
+// omnigraph_build_info, the binary's build (BuildInfoCollector).
 func RuntimeCollectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/(heap/live|gomemlimit):bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		BuildInfoCollector(buildinfo.Read()),
 	}
+}
+
+// BuildInfoCollector is omnigraph_build_info{version,commit,build_time,modified,go_version} 1:
+// the build of the binary (internal/buildinfo), as `worker version` prints it. Join it on
+// instance to see which build each worker runs.
+func BuildInfoCollector(in buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "omnigraph_build_info",
+		Help:        "1, labelled with the worker binary's build: module version, commit (vcs.revision), build_time (vcs.time), modified (vcs.modified) and go_version.",
+		ConstLabels: in.Labels()})
+	g.Set(1)
+	return g
 }
 
 // NewGraphMetrics returns empty metrics of one graph registered on reg with the label
@@ -109,11 +151,20 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 	}
 	m.messages = counterVec("omnigraph_messages_total", "Messages by final outcome.", "outcome")
+	for _, out := range outcomes {
+		m.messages.WithLabelValues(string(out))
+	}
 	m.deadLetters = counterVec("omnigraph_dead_letters_total", "Dead-lettered messages by reason.", "reason")
+	for _, reason := range errs.DeadLetterReasons() {
+		m.deadLetters.WithLabelValues(reason)
+	}
 	m.rows = counter("omnigraph_rows_total", "Input records committed.")
 	m.bytes = counter("omnigraph_bytes_total", "Batch bytes committed.")
 	m.recoveries = counter("omnigraph_recoveries_total", "Recovery passes run for RecoveryRequired.")
 	m.compactions = counterVec("omnigraph_compactions_total", "Automatic compactions, by result (ok: one graph commit each; stale: a staged rewrite dropped because its table changed; failed).", "result")
+	for _, result := range []string{resultOK, resultStale, resultFailed} {
+		m.compactions.WithLabelValues(result)
+	}
 	m.compactSecs = counter("omnigraph_compaction_seconds_total", "Time spent in automatic compaction.")
 	m.leaseHeld = gauge("omnigraph_lease_held", "1 while this worker holds its graph's single-writer lease.")
 	m.pending = gauge("omnigraph_consumer_pending", "Messages waiting in the consumer.")
@@ -126,6 +177,9 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		}
 	}
 	m.budgetSpent = counterVec("omnigraph_retry_budget_exhausted_total", "Messages whose retry budget ran out, by action: stalled (known-transient error, held and retried) or dead_lettered (retry_exhausted).", "action")
+	for _, action := range []string{actionStalled, actionDeadLettered} {
+		m.budgetSpent.WithLabelValues(action)
+	}
 	m.unindexed = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "omnigraph_unindexed_rows",
 		Help: "Per main table, the most live rows one of its Lance indices does not cover (queries scan them beside the index); 0 without indices."}, []string{"table"})
 	m.commitSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "omnigraph_commit_seconds",
@@ -135,8 +189,14 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	for _, what := range recreatable {
 		m.recreatedC.WithLabelValues(what)
 	}
+	m.lastCommit = gauge("omnigraph_last_commit_timestamp_seconds", "Unix time at which the last commit this worker applied became visible (0: none yet).")
+	m.commitLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "omnigraph_commit_lag_seconds",
+		Help: "Time from a message's JetStream publish (its stored timestamp) to its commit being visible in the graph: queueing, retries and processing.", Buckets: lagBuckets})
+	m.leaseEpoch = gauge("omnigraph_lease_epoch", "Writer epoch of the single-writer lease this worker took last (0: none yet); it moves at each takeover.")
+	m.leaseTaken = counter("omnigraph_lease_acquisitions_total", "Times this worker took its graph's single-writer lease.")
 	reg.MustRegister(m.messages, m.deadLetters, m.rows, m.bytes, m.recoveries, m.compactions, m.compactSecs,
-		m.leaseHeld, m.pending, m.stalledGauge, m.operatorReq, m.budgetSpent, m.commitSecs, m.unindexed, m.recreatedC)
+		m.leaseHeld, m.pending, m.stalledGauge, m.operatorReq, m.budgetSpent, m.commitSecs, m.unindexed, m.recreatedC,
+		m.lastCommit, m.commitLag, m.leaseEpoch, m.leaseTaken)
 	return m
 }
 
@@ -199,6 +259,28 @@ func (m *Metrics) message(out outcome, rows int, size int, took time.Duration, r
 		m.rows.Add(float64(rows))
 		m.bytes.Add(float64(size))
 		m.commitSecs.Observe(took.Seconds())
+	}
+}
+
+// visible records a commit made visible at now for a message JetStream stored at published:
+// omnigraph_last_commit_timestamp_seconds and omnigraph_commit_lag_seconds. A message that
+// made no commit (already applied, a cleanup, a merge or optimize with nothing to do) is not
+// counted.
+func (m *Metrics) visible(published, now time.Time, res *applied) {
+	if m == nil || res == nil || res.event.AlreadyApplied || res.event.GraphCommitID == "" {
+		return
+	}
+	m.lastCommit.Set(float64(now.UnixNano()) / 1e9)
+	if !published.IsZero() {
+		m.commitLag.Observe(max(now.Sub(published).Seconds(), 0))
+	}
+}
+
+// leaseAcquired records a lease taken at epoch.
+func (m *Metrics) leaseAcquired(epoch uint64) {
+	if m != nil {
+		m.leaseEpoch.Set(float64(epoch))
+		m.leaseTaken.Inc()
 	}
 }
 
@@ -319,6 +401,24 @@ func (m *Metrics) setPending(n uint64) {
 	if m != nil {
 		m.pending.Set(float64(n))
 	}
+}
+
+// ExportedFamilies are the metric families a `worker run --graph` registry exports, name to
+// type (COUNTER, GAUGE, HISTOGRAM, …), read from a new registry with a probe value in each
+// vector that starts empty: what dashboards and alert rules may name (a fleet adds its own
+// omnigraph_fleet_* gauges).
+func ExportedFamilies() (map[string]string, error) {
+	m := NewMetricsFor("probe")
+	m.setUnindexed(map[string]uint64{"probe": 0})
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(mfs))
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf.GetType().String()
+	}
+	return out, nil
 }
 
 // Registry is where the metrics are registered, for a caller that adds its own collectors.

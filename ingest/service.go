@@ -182,9 +182,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	defer s.bucket.reset()
 	for {
-		lease, err := acquireLease(ctx, s.w.js, s.w.cfg.Graph, s.holder, s.leaseTTL, s.w.cfg.Replication, func(heldBy string) {
+		lease, err := acquireLeaseLogged(ctx, s.w.js, s.w.cfg.Graph, s.holder, s.leaseTTL, s.w.cfg.Replication, func(heldBy string) {
 			s.log.Info("waiting for the single-writer lease", zap.String("holder", s.holder), zap.String("held_by", heldBy))
-		})
+		}, s.log)
 		var pe *PlacementError
 		switch {
 		case err == nil:
@@ -213,7 +213,7 @@ func (s *Service) Run(ctx context.Context) error {
 		err = s.lead(ctx, lease)
 		s.metrics.SetLease(false)
 		if errors.Is(err, ErrLeaseLost) {
-			s.log.Warn("lease lost: back to standby")
+			s.log.Warn("lease lost: back to standby", zap.NamedError("cause", lease.Err()))
 			continue
 		}
 		s.release(lease)
@@ -261,7 +261,60 @@ func (s *Service) lead(ctx context.Context, lease *Lease) error {
 	cfg := s.w.cfg
 	s.w.log.Info("ready", zap.String("publish_to", cfg.IngestSubject()), zap.String("events", cfg.EventSubject()),
 		zap.String("dead_letters", "omnigraph."+cfg.Graph+".dlq.>"))
+	watch, stop := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); s.watchProgress(watch, lease, progressEvery) }()
+	defer func() { stop(); <-watched }()
 	return s.w.Run(ctx)
+}
+
+// progressEvery is how often the writer looks whether its consumer's ack floor moved.
+const progressEvery = 10 * time.Second
+
+// watchProgress says, every interval while the writer holds the lease, when its consumer's ack
+// floor has not moved although messages wait (or when the consumer's state cannot be read): a
+// writer that applies nothing says so and what it knows, instead of staying silent.
+func (s *Service) watchProgress(ctx context.Context, lease *Lease, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var floor uint64
+	var since time.Time
+	stuck := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-lease.Lost():
+			return
+		case <-t.C:
+		}
+		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		cons, err := s.w.js.Consumer(lctx, s.w.cfg.Stream, s.w.cfg.Consumer)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		renewed := zap.Duration("lease_expires_in", time.Until(lease.until()).Round(time.Millisecond))
+		if err != nil {
+			s.w.log.Warn("consumer state not read: cannot tell whether batches are applied", renewed, zap.Error(err))
+			continue
+		}
+		info := cons.CachedInfo()
+		waiting := info.NumPending + uint64(info.NumAckPending)
+		switch {
+		case info.AckFloor.Stream != floor || waiting == 0 || since.IsZero():
+			if stuck {
+				s.w.log.Info("applying again", zap.Uint64("ack_floor", info.AckFloor.Stream), zap.Duration("stuck_for", time.Since(since).Round(time.Millisecond)))
+			}
+			floor, since, stuck = info.AckFloor.Stream, time.Now(), false
+		default:
+			stuck = true
+			s.w.log.Warn("no batch applied while batches wait", zap.Duration("for", time.Since(since).Round(time.Millisecond)),
+				zap.Uint64("ack_floor", floor), zap.Uint64("pending", info.NumPending), zap.Int("ack_pending", info.NumAckPending),
+				zap.Uint64("delivered", info.Delivered.Stream), zap.Int("redelivered", info.NumRedelivered), renewed,
+				zap.Int("fetch_failures", failures(s.w.fetching)))
+		}
+	}
 }
 
 // holdForOperator reports a recovery that needs an operator (error log, /readyz 503
@@ -298,4 +351,11 @@ func (s *Service) serveHTTP() (stop func(), err error) {
 		return nil, fmt.Errorf("ingest: metrics server: %w", err)
 	}
 	return stop, nil
+}
+
+// failures is how many attempts the streak has seen fail since it last worked.
+func failures(st *streak) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.attempts
 }

@@ -57,6 +57,7 @@ func (w *Worker) UseLease(l *Lease) {
 	w.lease = l
 	w.g.SetFence(l.Check)
 	w.log = w.base.With(zap.Uint64("epoch", l.Epoch()))
+	w.metrics.leaseAcquired(l.Epoch())
 }
 
 func (w *Worker) leaseLost() bool {
@@ -326,7 +327,11 @@ const (
 	outcomeDuplicate  outcome = "already_applied"
 	outcomeDeadLetter outcome = "dead_lettered"
 	outcomeRequeued   outcome = "requeued"
+	outcomeEmpty      outcome = "empty" // a batch of no records: acknowledged, nothing committed
 )
+
+// outcomes are every outcome, the label values of omnigraph_messages_total.
+var outcomes = []outcome{outcomeCommitted, outcomeDuplicate, outcomeDeadLetter, outcomeRequeued, outcomeEmpty}
 
 // handle processes one message to a final outcome. Its work runs on a context that the stop
 // signal does not cancel, so a commit under way is finished and acknowledged before Run
@@ -460,6 +465,9 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 		var rr *errs.RecoveryRequired
 		switch {
 		case err == nil:
+			// The commit is visible now (apply returns after its publish): the lag is counted
+			// from JetStream's publish to here, before the ack.
+			w.metrics.visible(meta.Timestamp, time.Now(), res)
 			if err := failpoint.Inject("ingest.before_ack"); err != nil {
 				return outcomeRequeued, res, err
 			}
@@ -467,9 +475,12 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 				// The commit is visible; a redelivery is recognised by its receipt.
 				return outcomeCommitted, res, fmt.Errorf("ack after commit: %w", err)
 			}
-			w.publishEvent(res, meta, receipt)
-			if res.event.AlreadyApplied {
+			w.publishEvent(res, receipt)
+			switch {
+			case res.event.AlreadyApplied:
 				return outcomeDuplicate, res, nil
+			case res.event.Outcome == OutcomeEmpty:
+				return outcomeEmpty, res, nil
 			}
 			return outcomeCommitted, res, nil
 		case errs.Permanent(err):
@@ -488,6 +499,10 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 			// Nothing but an operator gets past it, so the retries only watch for the fix:
 			// at the backoff's cap from the first, not from 100 ms up.
 			wait = w.cfg.RetryMax
+			if kind := errs.Kind(err); spent.operator != kind {
+				// A hold begins (or another kind holds it): said once, not at each try.
+				w.held(msg, receipt, err, spent.attempts+1)
+			}
 			spent.needsOperator(err, wait)
 		} else {
 			spent.operatorDone("the error that needed an operator is gone")
@@ -540,8 +555,11 @@ func (w *Worker) deadLetter(stop, ctx context.Context, msg jetstream.Msg, meta *
 	retry := w.backoff()
 	spent := &budget{w: w, seq: meta.Sequence.Stream}
 	defer spent.end()
+	var ack *jetstream.PubAck
+	var omitted bool
 	for {
-		err := w.publishDeadLetter(ctx, l)
+		var err error
+		ack, omitted, err = w.publishDeadLetter(ctx, l)
 		if err == nil {
 			break
 		}
@@ -565,6 +583,9 @@ func (w *Worker) deadLetter(stop, ctx context.Context, msg jetstream.Msg, meta *
 		case <-time.After(wait):
 		}
 	}
+	// The dead letter is kept: its event says where, whether the Term below gets through or
+	// the message comes again (its dead letter and event are then duplicates of these).
+	w.deadLettered(l, w.receiptOf(msg, meta), ack, omitted)
 	if err := msg.TermWithReason(reason); err != nil {
 		return outcomeDeadLetter, nil, fmt.Errorf("term after dead-letter: %w", err)
 	}
@@ -595,21 +616,22 @@ type letter struct {
 // publish against both limits a message meets, the connection's max_payload (the server's
 // setting, which may be as low as the body plus a few hundred bytes) and the store's 32 MiB
 // record, counting the error headers the letter adds; a refusal for size that gets past the
-// measure (a server limit changed under us) still falls back.
-func (w *Worker) publishDeadLetter(ctx context.Context, l letter) error {
-	publish := func(m *nats.Msg) error {
-		_, err := transfer(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return w.js.PublishMsg(ctx, m) })
-		return err
+// measure (a server limit changed under us) still falls back. It returns JetStream's ack and
+// whether the body went by reference.
+func (w *Worker) publishDeadLetter(ctx context.Context, l letter) (*jetstream.PubAck, bool, error) {
+	publish := func(m *nats.Msg) (*jetstream.PubAck, error) {
+		return transfer(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return w.js.PublishMsg(ctx, m) })
 	}
 	if full := w.deadLetterMsg(l); fits(full, w.nc.MaxPayload()) {
-		if err := publish(full); !tooLarge(err) {
-			return err
+		if ack, err := publish(full); !tooLarge(err) {
+			return ack, false, err
 		}
 	}
 	out := w.deadLetterMsg(l)
 	out.Data = nil
 	out.Header.Set(HeaderBodyOmitted, strconv.Itoa(len(l.data)))
-	return publish(out)
+	ack, err := publish(out)
+	return ack, true, err
 }
 
 // fits reports whether m can be published whole: body and header block within maxPayload (what

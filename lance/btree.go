@@ -240,6 +240,13 @@ func btreePages(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, loo
 		{Name: "null_count", Type: arrow.PrimitiveTypes.Uint32}, {Name: "page_idx", Type: arrow.PrimitiveTypes.Uint32}}, &meta)
 	lb := array.NewRecordBuilder(mem, lookupSchema)
 	defer lb.Release()
+	// Sized up front: grown value by value, the builders' copies and zeroing of their doubled
+	// buffers were a fifth of a 100k-row build.
+	db.Field(0).Reserve(len(es))
+	db.Field(1).Reserve(len(es))
+	if vb, ok := db.Field(0).(interface{ ReserveData(int) }); ok {
+		vb.ReserveData(valueBytes(chunks))
+	}
 	for page := 0; page*BTreePageRows < len(es); page++ {
 		p := es[page*BTreePageRows : min(len(es), (page+1)*BTreePageRows)]
 		nulls := 0
@@ -262,6 +269,17 @@ func btreePages(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, loo
 		lb.Field(3).(*array.Uint32Builder).Append(uint32(page))
 	}
 	return db.NewRecord(), lb.NewRecord(), nil
+}
+
+// valueBytes is the size of the string values of chunks (0 for other types).
+func valueBytes(chunks []arrow.Array) int {
+	n := 0
+	for _, a := range chunks {
+		if x, ok := a.(interface{ ValueBytes() []byte }); ok {
+			n += len(x.ValueBytes())
+		}
+	}
+	return n
 }
 
 // sortKeyed orders the entries of chunks by value (nulls first, then by key), ties by row id,

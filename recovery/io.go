@@ -32,19 +32,28 @@ func RootLocation(st storage.Store) string { return strings.TrimSuffix(st.Locati
 
 // Write arms s (Phase A): it validates s against the store's graph root and puts
 // __recovery/<operation_id>.json as one atomic whole-object write. Any error means the writer
-// must abort before its first HEAD-advancing commit.
-func Write(ctx context.Context, st storage.Store, s *Sidecar) error {
+// must abort before its first HEAD-advancing commit. fence is checked right before the put,
+// after the failpoint: a writer paused there that lost its lease meanwhile arms nothing.
+func Write(ctx context.Context, st storage.Store, s *Sidecar, fence Fence) error {
 	if err := failpoint.Inject(FailpointWrite); err != nil {
 		return fmt.Errorf("recovery: write sidecar: %w", err)
+	}
+	if err := fence.Check(ctx, "arm"); err != nil {
+		return err
 	}
 	return put(ctx, st, s, "write")
 }
 
 // Rewrite replaces the sidecar object with s in one atomic whole-object write; it is how a writer
-// records EffectsConfirmed (s from Confirm). On error the object on disk is the previous body.
-func Rewrite(ctx context.Context, st storage.Store, s *Sidecar) error {
+// records EffectsConfirmed (s from Confirm) and recovery its rollback plan. On error the object
+// on disk is the previous body. fence is checked right before the put: a writer that lost its
+// lease must not re-create a sidecar the new writer's recovery has already retired.
+func Rewrite(ctx context.Context, st storage.Store, s *Sidecar, fence Fence) error {
 	if err := failpoint.Inject(FailpointConfirm); err != nil {
 		return fmt.Errorf("recovery: rewrite sidecar: %w", err)
+	}
+	if err := fence.Check(ctx, "rewrite the sidecar"); err != nil {
+		return err
 	}
 	return put(ctx, st, s, "rewrite")
 }

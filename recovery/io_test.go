@@ -64,7 +64,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("empty root lists %v, %v", l, err)
 			}
 			s := armedFor(t, st)
-			if err := Write(ctx, st, s); err != nil {
+			if err := Write(ctx, st, s, nil); err != nil {
 				t.Fatal(err)
 			}
 			disk, err := st.Get(ctx, Key(s.OperationID))
@@ -84,7 +84,7 @@ func TestLifecycle(t *testing.T) {
 			}
 
 			c := confirmOf(t, got)
-			if err := Rewrite(ctx, st, c); err != nil {
+			if err := Rewrite(ctx, st, c, nil); err != nil {
 				t.Fatal(err)
 			}
 			got, ok, err = Read(ctx, st, listed[0].Name)
@@ -114,7 +114,7 @@ func TestListFiltersAndSorts(t *testing.T) {
 				made = append(made, armedFor(t, st))
 			}
 			for _, i := range []int{2, 0, 1} { // written out of order
-				if err := Write(ctx, st, made[i]); err != nil {
+				if err := Write(ctx, st, made[i], nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -145,7 +145,7 @@ func TestReadVanishedBetweenListAndGet(t *testing.T) {
 	for name, st := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			s := armedFor(t, st)
-			if err := Write(ctx, st, s); err != nil {
+			if err := Write(ctx, st, s, nil); err != nil {
 				t.Fatal(err)
 			}
 			listed, err := List(ctx, st)
@@ -201,10 +201,10 @@ func TestWriteRefusesInvalid(t *testing.T) {
 	for name, st := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			foreign := newArmed(t)
-			wantRefusal(t, Write(ctx, st, foreign), KindForeignRoot, "foreign")
+			wantRefusal(t, Write(ctx, st, foreign, nil), KindForeignRoot, "foreign")
 			bad := armedFor(t, st)
 			bad.ProtocolV3.Effects[0].PlannedTransaction.ReadVersion = 99
-			wantRefusal(t, Rewrite(ctx, st, bad), KindShape, "reads version 99")
+			wantRefusal(t, Rewrite(ctx, st, bad, nil), KindShape, "reads version 99")
 			if l, err := List(ctx, st); err != nil || len(l) != 0 {
 				t.Fatalf("invalid sidecar stored: %v %v", l, err)
 			}
@@ -239,21 +239,21 @@ func TestFailpoints(t *testing.T) {
 	s := armedFor(t, st)
 	t.Run("write", func(t *testing.T) {
 		withFailpoint(t, FailpointWrite)
-		wantInjected(t, Write(ctx, st, s), FailpointWrite)
+		wantInjected(t, Write(ctx, st, s, nil), FailpointWrite)
 		if _, found, _ := st.GetIfExists(ctx, Key(s.OperationID)); found {
 			t.Fatal("sidecar stored despite the failed write")
 		}
 	})
 	t.Run("storage put", func(t *testing.T) {
 		withFailpoint(t, "storage.put")
-		wantInjected(t, Write(ctx, st, s), "storage.put")
+		wantInjected(t, Write(ctx, st, s, nil), "storage.put")
 	})
-	if err := Write(ctx, st, s); err != nil {
+	if err := Write(ctx, st, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("confirm", func(t *testing.T) {
 		withFailpoint(t, FailpointConfirm)
-		wantInjected(t, Rewrite(ctx, st, confirmOf(t, s)), FailpointConfirm)
+		wantInjected(t, Rewrite(ctx, st, confirmOf(t, s), nil), FailpointConfirm)
 		got, ok, err := Read(ctx, st, FileName(s.OperationID))
 		if err != nil || !ok || got.ProtocolV3.EffectPhase != Armed {
 			t.Fatalf("after failed confirm: %v %v %v", got, ok, err)
@@ -294,7 +294,7 @@ func TestPhasesAgainstStore(t *testing.T) {
 	ctx := context.Background()
 	st := stores(t)["mem"]
 	s := armedFor(t, st)
-	if err := Write(ctx, st, s); err != nil {
+	if err := Write(ctx, st, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	ups, txns := confirmedUpdates()
@@ -303,7 +303,7 @@ func TestPhasesAgainstStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Rewrite(ctx, st, c); err != nil {
+	if err := Rewrite(ctx, st, c, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, ok, err := Read(ctx, st, FileName(c.OperationID))

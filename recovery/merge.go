@@ -20,6 +20,7 @@ type mergeObs struct {
 	head     uint64
 	prefix   int  // MultiCommitHead: how many chain steps landed, contiguously from the pin
 	restored bool // HEAD is a Restore to the pin right after the owned prefix
+	taken    bool // HEAD is this merge's take of the pin (take.go): no step of its own landed
 	created  bool // a first-touch or ref-only ref this intent made exists
 	noRef    bool // a first-touch ref does not exist (a crash may have left its clone-only tree)
 }
@@ -66,7 +67,7 @@ func resolveMerge(ctx context.Context, root storage.Store, sc *Sidecar, mode Mod
 		complete = complete && t.complete()
 	}
 	if !owned {
-		return discardEffectless(ctx, root, sc, mode, o, func() error { return removeMergeRefs(ctx, root, obs) })
+		return retireMerge(ctx, root, sc, mode, o, pub, obs, fence)
 	}
 	holds, err := authorityHolds(ctx, root, pub, st, p4.Authority)
 	if err != nil {
@@ -122,7 +123,7 @@ func observeMerge(ctx context.Context, root storage.Store, sc *Sidecar, st *publ
 			out = append(out, t)
 			continue
 		}
-		if err := t.matchChain(ctx); err != nil {
+		if err := t.matchChain(ctx, sc.OperationID); err != nil {
 			return nil, err
 		}
 		out = append(out, t)
@@ -132,7 +133,7 @@ func observeMerge(ctx context.Context, root storage.Store, sc *Sidecar, st *publ
 
 // matchChain counts the contiguous prefix of the planned chain above the pin and recognizes a
 // compensating Restore right after it; any other version above the pin fails closed.
-func (t *mergeObs) matchChain(ctx context.Context) error {
+func (t *mergeObs) matchChain(ctx context.Context, op string) error {
 	base := t.pin.ExpectedVersion
 	if t.head < base {
 		return refuseState(t.pin.TableKey, false, ": Lance HEAD %d is behind its pin %d (invariant violation); refusing", t.head, base)
@@ -155,6 +156,15 @@ func (t *mergeObs) matchChain(ctx context.Context) error {
 	switch {
 	case t.head == top:
 		return nil
+	case t.prefix == 0 && t.head == top+1:
+		taken, err := isTake(ctx, t.ds, t.head, op, t.pin.Identity, base)
+		if err != nil {
+			return err
+		}
+		if taken {
+			t.taken = true
+			return nil
+		}
 	case t.prefix > 0 && t.head == top+1:
 		txn, err := t.ds.ReadTransaction(ctx, t.head)
 		if err != nil {
@@ -182,6 +192,9 @@ func rollMergeBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *pu
 	if p4.RollbackAuditOutcomes == nil {
 		outcomes := []TableOutcome{}
 		for _, t := range obs {
+			if t.taken || t.takeable() {
+				outcomes = append(outcomes, TableOutcome{TableKey: t.pin.TableKey, FromVersion: t.pin.ExpectedVersion, ToVersion: t.pin.ExpectedVersion})
+			}
 			if t.owned() {
 				from := t.head
 				if t.restored {
@@ -194,17 +207,24 @@ func rollMergeBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *pu
 		np4 := *p4
 		np4.RollbackAuditOutcomes = outcomes
 		next.ProtocolV4 = &np4
-		if err := Rewrite(ctx, root, &next); err != nil {
+		if err := Rewrite(ctx, root, &next, fence); err != nil {
 			return Outcome{}, fmt.Errorf("persist the rollback plan: %w", err)
 		}
 		sc, p4 = &next, &np4
 	}
 	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{}}
 	for _, t := range obs {
-		if !t.owned() || t.firstTouch() {
-			continue
+		var err error
+		switch {
+		case t.taken:
+			addPointer(&req, t.pin, t.ds, t.pin.ExpectedVersion)
+		case t.takeable():
+			// A chain the merge has not started: its writer may still start it.
+			err = take(ctx, &req, sc.OperationID, t.pin, t.ds, fence)
+		case t.owned() && !t.firstTouch():
+			err = restoreOwned(ctx, &req, t.pin, t.ds, t.pin.ExpectedVersion, t.restored, fence)
 		}
-		if err := restoreOwned(ctx, &req, t.pin, t.ds, t.pin.ExpectedVersion, t.restored); err != nil {
+		if err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -213,6 +233,45 @@ func rollMergeBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *pu
 		return Outcome{}, err
 	}
 	return publishRollback(ctx, root, sc, pub, fence, req, p4.RollbackGraphCommitID, p4.RollbackAuditOutcomes)
+}
+
+// takeable says the table's first chain step is still free on a ref the target already owned,
+// so a stale writer could commit it.
+func (t *mergeObs) takeable() bool {
+	return t.ds != nil && !t.taken && !t.firstTouch() && t.effect.Kind.Kind != RefOnlyFork && len(t.effect.Kind.PlannedTransactions) > 0 &&
+		t.prefix == 0 && t.head == t.pin.ExpectedVersion
+}
+
+// retireMerge retires a merge no table carries: as retireLoad, it takes the first chain step
+// of every table still free and publishes the takes under the rollback commit, or discards
+// the intent when there is nothing to take; the refs it created are removed either way.
+func retireMerge(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode, o Outcome, pub *publisher.Publisher, obs []*mergeObs, fence Fence) (Outcome, error) {
+	if mode == RollForwardOnly {
+		return discardEffectless(ctx, root, sc, mode, o, nil)
+	}
+	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{}}
+	outcomes := []TableOutcome{}
+	for _, t := range obs {
+		switch {
+		case t.taken:
+			addPointer(&req, t.pin, t.ds, t.pin.ExpectedVersion)
+		case t.takeable():
+			if err := take(ctx, &req, sc.OperationID, t.pin, t.ds, fence); err != nil {
+				return o, err
+			}
+		default:
+			continue
+		}
+		outcomes = append(outcomes, TableOutcome{TableKey: t.pin.TableKey, FromVersion: t.pin.ExpectedVersion, ToVersion: t.pin.ExpectedVersion})
+	}
+	refs := func() error { return removeMergeRefs(ctx, root, obs) }
+	if len(req.Updates) == 0 {
+		return discardEffectless(ctx, root, sc, mode, o, refs)
+	}
+	if err := refs(); err != nil {
+		return o, err
+	}
+	return publishRollback(ctx, root, sc, pub, fence, req, sc.ProtocolV4.RollbackGraphCommitID, outcomes)
 }
 
 // removeMergeRefs deletes the first-touch and ref-only refs this merge created (they are never

@@ -54,7 +54,8 @@ func NewOptimizeSidecar(root string, actor *string, tables []OptimizeTable) (*Si
 // resolveOptimize settles a compaction intent. Nothing is ever restored, so the heal and a
 // full pass do the same: a table whose manifest pointer is already at or past its
 // post_commit_pin converged (the writer published it); a table whose HEAD never left the pin
-// has nothing to keep; a table whose HEAD is a Rewrite read from the pin at exactly the
+// has its post_commit_pin taken (take.go: its writer may be paused, not dead) and the take
+// published; a table whose HEAD is a Rewrite read from the pin at exactly the
 // post_commit_pin gets its pointer published. Those pointers go out in one main commit under
 // the intent's actor, audited as RolledForward. Anything else on a pinned table (a foreign
 // commit, a HEAD behind the manifest) fails closed and leaves the sidecar in place.
@@ -109,11 +110,23 @@ func resolveOptimize(ctx context.Context, root storage.Store, sc *Sidecar, fence
 		}
 		switch head := ds.Version(); {
 		case head == pin.ExpectedVersion:
-			continue // the rewrite never committed; its files are unreferenced
+			// The rewrite never committed; its files are unreferenced. Its writer may still
+			// be alive, so its version is taken (take.go) before the intent is retired.
+			if err := take(ctx, &req, sc.OperationID, pin, ds, fence); err != nil {
+				return o, err
+			}
+			o.Tables = append(o.Tables, TableOutcome{TableKey: pin.TableKey, FromVersion: pin.ExpectedVersion, ToVersion: pin.ExpectedVersion})
 		case head == pin.PostCommitPin:
 			txn, err := ds.ReadTransaction(ctx, head)
 			if err != nil {
 				return o, err
+			}
+			if taken, err := isTake(ctx, ds, head, sc.OperationID, pin.Identity, pin.ExpectedVersion); err != nil {
+				return o, err
+			} else if taken {
+				addPointer(&req, pin, ds, pin.ExpectedVersion)
+				o.Tables = append(o.Tables, TableOutcome{TableKey: pin.TableKey, FromVersion: pin.ExpectedVersion, ToVersion: pin.ExpectedVersion})
+				continue
 			}
 			// An Optimize commits one Rewrite (a compaction) or one CreateIndex (the indices
 			// the table lacked) per table.

@@ -64,6 +64,7 @@ type tableObs struct {
 	class    string
 	ownAt    uint64 // version carrying the planned transaction (0: none)
 	restored bool   // HEAD is a Restore to the pin right after the owned effect
+	taken    bool   // HEAD is this intent's take of the pin (take.go): nothing of its own moved
 	// untouchedFork: a first-touch branch ref this intent created that never got a commit
 	// (HEAD at the inherited version, not registered in the manifest).
 	untouchedFork bool
@@ -83,46 +84,52 @@ func Recover(ctx context.Context, root storage.Store, mode Mode, fence Fence) ([
 	}
 	var out []Outcome
 	for _, l := range listed {
-		sc, ok, err := Read(ctx, root, l.Name)
-		if err != nil {
-			return out, err
-		}
-		if !ok {
-			continue // finished concurrently
-		}
-		if err := fence.Check(ctx, "resolving intent "+sc.OperationID); err != nil {
-			return out, err
-		}
-		if sc.WriterKind == BranchMerge {
-			o, err := resolveMerge(ctx, root, sc, mode, fence)
+		// A stale writer that commits a table while recovery takes it makes recovery observe
+		// again; it cannot do so twice for one version, so a few rounds settle it.
+		for round := 1; ; round++ {
+			o, ok, err := resolveListed(ctx, root, l, mode, fence)
+			if errors.Is(err, errRaced) && round < 4 {
+				continue
+			}
 			if err != nil {
-				return out, fmt.Errorf("recovery: sidecar %s: %w", sc.OperationID, err)
+				return out, err
 			}
-			out = append(out, o)
-			continue
-		}
-		if sc.WriterKind == Optimize {
-			o, err := resolveOptimize(ctx, root, sc, fence)
-			if err != nil {
-				return out, fmt.Errorf("recovery: sidecar %s: %w", sc.OperationID, err)
+			if ok {
+				out = append(out, o)
 			}
-			out = append(out, o)
-			continue
+			break
 		}
-		if sc.WriterKind != Load && sc.WriterKind != Mutation {
-			if mode == Full {
-				return out, fmt.Errorf("recovery: sidecar %s is a %s intent, which this build cannot resolve", sc.OperationID, sc.WriterKind)
-			}
-			out = append(out, Outcome{OperationID: sc.OperationID, Action: Deferred, Reason: string(sc.WriterKind) + " intents are not resolved by this build"})
-			continue
-		}
-		o, err := resolveLoad(ctx, root, sc, mode, fence)
-		if err != nil {
-			return out, fmt.Errorf("recovery: sidecar %s: %w", sc.OperationID, err)
-		}
-		out = append(out, o)
 	}
 	return out, nil
+}
+
+// resolveListed reads one listed sidecar and resolves it; ok is false when it is gone.
+func resolveListed(ctx context.Context, root storage.Store, l Listed, mode Mode, fence Fence) (Outcome, bool, error) {
+	sc, ok, err := Read(ctx, root, l.Name)
+	if err != nil || !ok {
+		return Outcome{}, false, err // !ok: finished concurrently
+	}
+	if err := fence.Check(ctx, "resolving intent "+sc.OperationID); err != nil {
+		return Outcome{}, false, err
+	}
+	var o Outcome
+	switch sc.WriterKind {
+	case BranchMerge:
+		o, err = resolveMerge(ctx, root, sc, mode, fence)
+	case Optimize:
+		o, err = resolveOptimize(ctx, root, sc, fence)
+	case Load, Mutation:
+		o, err = resolveLoad(ctx, root, sc, mode, fence)
+	default:
+		if mode == Full {
+			return o, false, fmt.Errorf("recovery: sidecar %s is a %s intent, which this build cannot resolve", sc.OperationID, sc.WriterKind)
+		}
+		return Outcome{OperationID: sc.OperationID, Action: Deferred, Reason: string(sc.WriterKind) + " intents are not resolved by this build"}, true, nil
+	}
+	if err != nil {
+		return o, false, fmt.Errorf("recovery: sidecar %s: %w", sc.OperationID, err)
+	}
+	return o, true, nil
 }
 
 func deref(s *string) string {
@@ -155,7 +162,7 @@ func resolveLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode
 		allForward = allForward && t.class == RolledPastExpected
 	}
 	if !owned {
-		return discardEffectless(ctx, root, sc, mode, o, func() error { return removeUntouchedForks(ctx, root, obs) })
+		return retireLoad(ctx, root, sc, mode, o, pub, obs, fence)
 	}
 	// The captured authority must still hold for a roll-forward.
 	holds, err := authorityHolds(ctx, root, pub, st, p3.Authority)
@@ -207,8 +214,48 @@ func openIntent(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode,
 	return o, pub, st, false, nil
 }
 
-// discardEffectless retires an intent that no table carries: a full pass removes the refs it
-// created (cleanup) and its sidecar, with no audit and no lineage; the heal leaves it.
+// retireLoad retires a load or mutation that no table carries. A full pass takes every
+// planned version still free (take.go) and publishes the takes under the intent's pre-minted
+// rollback commit, or, with nothing to take, simply discards the intent; the refs it created
+// and never wrote are removed either way. The heal leaves it to a full pass.
+func retireLoad(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode, o Outcome, pub *publisher.Publisher, obs []*tableObs, fence Fence) (Outcome, error) {
+	if mode == RollForwardOnly {
+		return discardEffectless(ctx, root, sc, mode, o, nil)
+	}
+	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{}}
+	outcomes := []TableOutcome{}
+	for _, t := range obs {
+		switch {
+		case t.taken:
+			addPointer(&req, t.pin, t.ds, t.pinned)
+		case t.takeable():
+			if err := take(ctx, &req, sc.OperationID, t.pin, t.ds, fence); err != nil {
+				return o, err
+			}
+		default:
+			continue
+		}
+		outcomes = append(outcomes, TableOutcome{TableKey: t.pin.TableKey, FromVersion: t.pinned, ToVersion: t.pinned})
+	}
+	forks := func() error { return removeUntouchedForks(ctx, root, obs) }
+	if len(req.Updates) == 0 {
+		return discardEffectless(ctx, root, sc, mode, o, forks)
+	}
+	if err := forks(); err != nil {
+		return o, err
+	}
+	return publishRollback(ctx, root, sc, pub, fence, req, sc.ProtocolV3.RollbackGraphCommitID, outcomes)
+}
+
+// takeable says the table's planned version is still free, so a stale writer could commit it:
+// the intent's own registered ref, HEAD at the pin, below the post-commit pin.
+func (t *tableObs) takeable() bool {
+	return t.ds != nil && !t.untouchedFork && !t.taken && t.head == t.pinned && t.head < t.pin.PostCommitPin
+}
+
+// discardEffectless retires an intent that no table carries and that took nothing: a full
+// pass removes the refs it created (cleanup) and its sidecar, with no audit and no lineage;
+// the heal leaves it.
 func discardEffectless(ctx context.Context, root storage.Store, sc *Sidecar, mode Mode, o Outcome, cleanup func() error) (Outcome, error) {
 	if mode == RollForwardOnly {
 		o.Action, o.Reason = Deferred, "no table carries this intent's effect; a full recovery pass discards it"
@@ -276,7 +323,12 @@ func observe(ctx context.Context, root storage.Store, sc *Sidecar, st *publisher
 			t.untouchedFork = t.pin.TableBranch != nil && !registeredOnBranch && t.head == t.pinned
 		}
 		t.rel = rel
-		if t.ds != nil && t.head >= t.pin.PostCommitPin && t.effect != nil {
+		if t.ds != nil && t.head == t.pinned+1 && t.pinned == t.pin.ExpectedVersion {
+			if t.taken, err = isTake(ctx, t.ds, t.head, sc.OperationID, t.pin.Identity, t.pinned); err != nil {
+				return nil, err
+			}
+		}
+		if t.ds != nil && t.head >= t.pin.PostCommitPin && t.effect != nil && !t.taken {
 			if err := t.findOwnership(ctx); err != nil {
 				return nil, err
 			}
@@ -317,7 +369,7 @@ func classify(sc *Sidecar, t *tableObs) string {
 	switch {
 	case t.head < t.pinned:
 		return InvariantViolation
-	case t.head == t.pinned:
+	case t.head == t.pinned || t.taken:
 		return NoMovement
 	case t.pin.ExpectedVersion != t.pinned:
 		return UnexpectedAtP1
@@ -392,10 +444,10 @@ var (
 // finalizes.
 func publishAndFinalize(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, fence Fence, req publisher.Request,
 	pts publishPoints, what, commitID string, outcomes []TableOutcome) (Outcome, error) {
-	if err := fence.Check(ctx, "publish"); err != nil {
+	if err := failpoint.Inject(pts.before); err != nil {
 		return Outcome{}, err
 	}
-	if err := failpoint.Inject(pts.before); err != nil {
+	if err := fence.Check(ctx, "publish"); err != nil {
 		return Outcome{}, err
 	}
 	if _, err := pub.Publish(ctx, req); err != nil {
@@ -413,6 +465,10 @@ func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publish
 	p3 := sc.ProtocolV3
 	var outcomes []TableOutcome
 	for _, t := range obs {
+		if t.taken || t.takeable() {
+			outcomes = append(outcomes, TableOutcome{TableKey: t.pin.TableKey, FromVersion: t.pinned, ToVersion: t.pinned})
+			continue
+		}
 		if t.head == t.pinned {
 			continue
 		}
@@ -436,7 +492,7 @@ func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publish
 		np3 := *p3
 		np3.RollbackAuditOutcomes = outcomes
 		next.ProtocolV3 = &np3
-		if err := Rewrite(ctx, root, &next); err != nil {
+		if err := Rewrite(ctx, root, &next, fence); err != nil {
 			return Outcome{}, fmt.Errorf("persist the rollback plan: %w", err)
 		}
 		sc = &next
@@ -444,10 +500,17 @@ func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publish
 	}
 	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{}}
 	for _, t := range obs {
-		if t.head == t.pinned {
-			continue
+		var err error
+		switch {
+		case t.taken:
+			addPointer(&req, t.pin, t.ds, t.pinned)
+		case t.takeable():
+			// A table the intent has not reached yet: its writer may still reach it.
+			err = take(ctx, &req, sc.OperationID, t.pin, t.ds, fence)
+		case t.head != t.pinned:
+			err = restoreOwned(ctx, &req, t.pin, t.ds, t.pinned, t.restored, fence)
 		}
-		if err := restoreOwned(ctx, &req, t.pin, t.ds, t.pinned, t.restored); err != nil {
+		if err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -460,10 +523,15 @@ func rollBack(ctx context.Context, root storage.Store, sc *Sidecar, pub *publish
 }
 
 // restoreOwned compensates one owned effect: a Lance Restore to the pin (skipped when one
-// already landed), added to req as the table's rollback pointer.
-func restoreOwned(ctx context.Context, req *publisher.Request, pin TablePin, ds *lance.Dataset, pinned uint64, restored bool) error {
+// already landed), added to req as the table's rollback pointer. The Restore also takes the
+// version a stale writer would commit next (a merge chain's next step); one that got there
+// first is errRaced.
+func restoreOwned(ctx context.Context, req *publisher.Request, pin TablePin, ds *lance.Dataset, pinned uint64, restored bool, fence Fence) error {
 	if !restored {
 		if err := failpoint.Inject("recovery.before_restore"); err != nil {
+			return err
+		}
+		if err := fence.Check(ctx, "restore "+pin.TableKey); err != nil {
 			return err
 		}
 		staged, err := ds.StageRestore(ctx, pinned, lance.StageOptions{})
@@ -471,15 +539,13 @@ func restoreOwned(ctx context.Context, req *publisher.Request, pin TablePin, ds 
 			return err
 		}
 		if ds, err = ds.Commit(ctx, staged); err != nil {
-			return fmt.Errorf("restore %s to %d: %w", pin.TableKey, pinned, err)
+			return raced(fmt.Errorf("restore %s to %d: %w", pin.TableKey, pinned, err))
 		}
 		if err := failpoint.Inject("recovery.after_restore"); err != nil {
 			return err
 		}
 	}
-	req.Updates = append(req.Updates, publisher.DatasetUpdate{Identity: pin.Identity, TableKey: pin.TableKey, Version: ds.Version(),
-		Branch: ids.BranchPtr(ds.Branch()), RowCount: ds.CountRows(), Meta: publisher.VersionMetadata(ds)})
-	req.Expected[pin.Identity] = publisher.Expectation{TableKey: pin.TableKey, Version: pinned}
+	addPointer(req, pin, ds, pinned)
 	return nil
 }
 

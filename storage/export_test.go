@@ -17,3 +17,19 @@ func ReadySpares(st Store) int {
 
 // LocalFsync reports whether st's local writes are fsynced.
 func LocalFsync(st Store) bool { return !unwrap(st).(*store).noFsync }
+
+// SyncEvent is one traced step of a local write with fsync on (dirsync.go).
+type SyncEvent = syncEvent
+
+// The kinds of SyncEvent.
+const (
+	EventFileSynced   = eventFileSynced
+	EventPublished    = eventPublished
+	EventDirSyncStart = eventDirSyncStart
+	EventDirSyncDone  = eventDirSyncDone
+	EventWriteStart   = eventWriteStart
+	EventWriteDone    = eventWriteDone
+)
+
+// TraceSyncs makes fn see every SyncEvent of this process, in order, until stop is called.
+func TraceSyncs(fn func(SyncEvent)) (stop func()) { return setTrace(fn) }

@@ -63,10 +63,17 @@ type localWrite struct {
 }
 
 // localPut publishes a fully written, fsynced file with rename, which replaces the target
-// atomically on POSIX file systems.
+// atomically on POSIX file systems. With fsync on, the directory sync of the new name runs in
+// the background: the next write of this process waits for it before it publishes anything
+// (dirsync.go).
 func localPut(ctx context.Context, lw localWrite, path string, fill fillFunc) error {
+	before := lw.barrier(path)
 	staged, err := stage(lw, path, fill)
 	if err != nil {
+		return err
+	}
+	if err := waitCtx(ctx, before); err != nil {
+		_ = os.Remove(staged)
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -80,20 +87,25 @@ func localPut(ctx context.Context, lw localWrite, path string, fill fillFunc) er
 		}
 		return err
 	}
-	syncDir(lw.sync, filepath.Dir(path))
+	lw.published(path, false)
 	return nil
 }
 
 // localPutIfAbsent publishes with link(2), which fails with EEXIST if the name exists. The
 // check is the kernel's (the file system's), so it is atomic across processes, unlike a stat
 // followed by a rename. The name only ever points at complete, fsynced bytes, so no reader
-// sees a partial manifest.
+// sees a partial manifest. With fsync on it returns once the name is durable too: a commit is
+// durable when it is acknowledged.
 func localPutIfAbsent(ctx context.Context, lw localWrite, path string, fill fillFunc) error {
+	before := lw.barrier(path)
 	staged, err := stage(lw, path, fill)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(staged) // after a successful link the data lives on under path
+	if err := waitCtx(ctx, before); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -109,8 +121,41 @@ func localPutIfAbsent(ctx context.Context, lw localWrite, path string, fill fill
 		}
 		return err
 	}
-	syncDir(lw.sync, filepath.Dir(path))
+	lw.published(path, true)
 	return nil
+}
+
+// barrier begins a write of path: with fsync on it returns the directory syncs of the writes
+// before it, which it must wait for before it publishes anything (dirsync.go).
+func (lw localWrite) barrier(path string) []*dirSync {
+	if !lw.sync {
+		return nil
+	}
+	trace(syncEvent{Kind: eventWriteStart, Path: path})
+	return syncer.barrier()
+}
+
+// wait is the barrier of a write that publishes nothing (a delete): it returns once the
+// directory syncs of the writes before it ended, so that it cannot outlive them.
+func (lw localWrite) wait(ctx context.Context) error {
+	if !lw.sync {
+		return nil
+	}
+	return waitCtx(ctx, syncer.barrier())
+}
+
+// published follows the publication of path: with fsync on, its directory sync starts, and
+// wait says to wait for it (else the next write's barrier does).
+func (lw localWrite) published(path string, waitDir bool) {
+	if !lw.sync {
+		return
+	}
+	trace(syncEvent{Kind: eventPublished, Path: path})
+	d := syncer.add(filepath.Dir(path))
+	if waitDir {
+		wait([]*dirSync{d})
+	}
+	trace(syncEvent{Kind: eventWriteDone, Path: path})
 }
 
 // fillFunc writes an object's bytes into a new, empty file.
@@ -136,9 +181,21 @@ func stage(lw localWrite, path string, fill fillFunc) (string, error) {
 			_ = os.Remove(name)
 			return "", err
 		}
+		lw.synced(path)
 		return name, nil
 	}
-	return writeTemp(path, fill, lw.sync)
+	name, err := writeTemp(path, fill, lw.sync)
+	if err == nil {
+		lw.synced(path)
+	}
+	return name, err
+}
+
+// synced traces that the bytes to be published as path are durable.
+func (lw localWrite) synced(path string) {
+	if lw.sync {
+		trace(syncEvent{Kind: eventFileSynced, Path: path})
+	}
 }
 
 // writeTemp writes the object (fill) to "<path>#<random digits>" in path's directory, fsyncs
@@ -172,19 +229,6 @@ func writeClose(f *os.File, fill fillFunc, sync bool) error {
 		err = cerr
 	}
 	return err
-}
-
-// syncDir makes a just-published name durable. It is best effort: the object is already
-// visible, so reporting a failure here would tell the caller that a write it can read back
-// had failed.
-func syncDir(sync bool, dir string) {
-	if !sync {
-		return
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
 }
 
 // localDelete removes a file; a missing file or a directory (not an object) is a no-op.

@@ -9,13 +9,13 @@ import (
 )
 
 // MustExist refuses a missing local root with *NoGraphError and creates nothing, for a plain
-// path, a file:// URI and a mistyped cloud URI that is a local path ("s3:/bucket/x"); an
-// existing directory opens.
+// path, a relative one and a file:// URI; an existing directory opens. (A mistyped cloud URI,
+// "s3:/bucket/x", is no local path: TestStrictURIs.)
 func TestMustExistCreatesNothing(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	t.Chdir(dir)
-	for _, uri := range []string{filepath.Join(dir, "nope"), "file://" + filepath.Join(dir, "nope2"), "s3:/bucket/x", "rel/nope"} {
+	for _, uri := range []string{filepath.Join(dir, "nope"), "file://" + filepath.Join(dir, "nope2"), "rel/nope", "./s3:nope"} {
 		_, err := Open(ctx, uri, MustExist())
 		var ng *NoGraphError
 		if !errors.As(err, &ng) || !errors.Is(err, ErrNotFound) {

@@ -9,11 +9,15 @@
 // # URIs
 //
 //	/abs/path, rel/path      local directory (created if missing unless MustExist; relative paths are made absolute)
+//	                         (a path never starts with a scheme: "s3:/b", "s3:b", "foo:x" are refused, "./foo:x" is local)
 //	file:///abs/path         local directory
 //	mem://name[/prefix]      process-global in-memory bucket; every Open of "mem://name" shares it
 //	s3://bucket[/prefix]?... gocloud s3blob URL parameters (region, endpoint, use_path_style, ...)
 //	gs://bucket[/prefix]     gocloud gcsblob
 //	azblob://container[/prefix]
+//
+// Any other scheme, a known one spelt wrongly, or one without its bucket or name is a
+// *URIError (CheckURI tells without opening anything).
 //
 // # Keys
 //
@@ -53,7 +57,6 @@ package storage
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -148,8 +151,9 @@ func (e *NoGraphError) Error() string {
 // Unwrap makes a missing root ErrNotFound.
 func (e *NoGraphError) Unwrap() error { return ErrNotFound }
 
-// WithLocalFsync says whether a local root fsyncs each written file and its directory before
-// the write counts as done (the default). Off, a process crash still never shows a torn or
+// WithLocalFsync says whether a local root fsyncs each written file before its name is
+// published and its directory before anything written after it (the default; a PutIfAbsent is
+// durable when it returns, see dirsync.go). Off, a process crash still never shows a torn or
 // half-published object (temp file, then link or rename), but a power loss may lose the newest
 // commits, which is what the official Lance engine's local store risks too. Other schemes
 // ignore it.
@@ -169,35 +173,19 @@ func Open(ctx context.Context, uri string, opts ...Option) (Store, error) {
 }
 
 func open(ctx context.Context, uri string, o openOptions) (Store, error) {
-	if uri == "" {
-		return nil, fmt.Errorf("storage: open: empty URI")
-	}
-	if !strings.Contains(uri, "://") {
-		return openLocal(uri, o)
-	}
-	u, err := url.Parse(uri)
+	u, err := parseURI(uri)
 	if err != nil {
-		return nil, fmt.Errorf("storage: open %q: %w", uri, err)
+		return nil, err
 	}
-	switch u.Scheme {
-	case "file":
-		if u.Host != "" && u.Host != "localhost" {
-			return nil, fmt.Errorf("storage: open %q: file URIs take an absolute path (file:///dir), not host %q", uri, u.Host)
-		}
-		if u.RawQuery != "" {
-			return nil, fmt.Errorf("storage: open %q: file URIs take no parameters", uri)
-		}
-		p := filepath.FromSlash(u.Path)
-		if !filepath.IsAbs(p) {
-			return nil, fmt.Errorf("storage: open %q: file URI path must be absolute", uri)
-		}
-		return openLocal(p, o)
-	case "mem":
+	switch {
+	case u == nil:
+		return openLocal(uri, o)
+	case u.Scheme == "file":
+		return openLocal(filepath.FromSlash(u.Path), o)
+	case u.Scheme == "mem":
 		return openMem(u)
-	case "s3", "gs", "azblob":
-		return openCloud(ctx, u, o)
 	default:
-		return nil, fmt.Errorf("storage: open %q: unsupported scheme %q", uri, u.Scheme)
+		return openCloud(ctx, u, o)
 	}
 }
 

@@ -163,6 +163,9 @@ func (s *store) Close() error {
 		return nil
 	}
 	s.spares.close()
+	if s.local() && !s.noFsync {
+		wait(syncer.barrier()) // what this process wrote is durable once its root is closed
+	}
 	if !s.owner {
 		return nil
 	}
@@ -482,6 +485,9 @@ func (s *store) Delete(ctx context.Context, key string) error {
 
 func (s *store) delete(ctx context.Context, full string) error {
 	if s.local() {
+		if err := s.localWrite().wait(ctx); err != nil {
+			return err
+		}
 		return localDelete(s.path(full))
 	}
 	err := s.b.Delete(ctx, full)
@@ -495,6 +501,11 @@ func (s *store) DeletePrefix(ctx context.Context, prefix string) error {
 	full, err := s.beginDir(ctx, "storage.delete_prefix", prefix)
 	if err != nil {
 		return wrap(ctx, opDeletePrefix, prefix, err)
+	}
+	if s.local() {
+		if err := s.localWrite().wait(ctx); err != nil {
+			return wrap(ctx, opDeletePrefix, prefix, err)
+		}
 	}
 	if full == "" {
 		s.spares.drain() // emptying the whole root empties it of spares too

@@ -177,18 +177,23 @@ func cmdInit(fs *flagSet) runFunc {
 		if c.LanceFileVersion != "" {
 			o.FileVersion, _ = config.FileVersion(c.LanceFileVersion) // validated with the config
 		}
-		src, err := os.ReadFile(c.Schema)
+		src, err := readSchema(c.Schema)
 		if err != nil {
 			return err
 		}
+		made := dirsToMake(c, "")
 		st, err := openRoot(ctx, c.Root, c)
 		if err != nil {
 			return err
 		}
 		defer st.Close()
-		g, err := engine.Init(ctx, st, string(src), o)
+		g, err := engine.Init(ctx, st, src, o)
 		if err != nil {
-			return err
+			var ie *engine.InitError
+			if !errors.As(err, &ie) { // (not a graph already there, nor another initialiser's)
+				made.remove()
+			}
+			return schemaFileError(c.Schema, err)
 		}
 		fmt.Printf("initialised %s: %d node types, %d edge types\n", st.URI(), len(g.Catalog().Nodes), len(g.Catalog().Edges))
 		return nil
@@ -220,11 +225,19 @@ func cmdLoad(fs *flagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		if err := checkHeaders(fs.named, *branch, *from, *mode); err != nil {
+			return err
+		}
 		g, closeGraph, err := openGraph(ctx, c.Root, c, true, *force)
 		if err != nil {
 			return err
 		}
 		defer closeGraph()
+		if len(recs) == 0 {
+			// As the worker does with an empty message: no commit (Load would make one of no
+			// rows, a lineage entry that changes nothing), and say so.
+			return printJSON(emptyLoad{Outcome: ingest.OutcomeEmpty, Detail: "no records: nothing committed"})
+		}
 		req := engine.LoadRequest{Branch: *branch, From: *from, Mode: rows.Mode(*mode), Actor: *actor, Records: recs}
 		if *msgID != "" {
 			req.Receipt = &publisher.Receipt{MsgID: *msgID}
@@ -237,6 +250,12 @@ func cmdLoad(fs *flagSet) runFunc {
 	}
 }
 
+// emptyLoad is what `worker load` prints for a file of no records.
+type emptyLoad struct {
+	Outcome string `json:"outcome"`
+	Detail  string `json:"detail"`
+}
+
 // cmdOptimize compacts a graph directly (--root, for a graph no worker serves: `worker run`
 // compacts its own graph as it goes) or asks the graph's worker to (--graph: a maintenance
 // request it applies in stream order under its lease).
@@ -244,13 +263,13 @@ func cmdOptimize(fs *flagSet) runFunc {
 	to := targetFlags(fs, "compact directly", "a maintenance request to omnigraph.<graph>.maintenance")
 	all := fs.Bool("all", false, "rewrite every fragment Lance's planner would (small ones and ones with many deletions), not only full size-tier runs")
 	fanout := fs.Int("fanout", engine.DefaultCompactionFanout, "size-tier fanout: merge the newest fragments once one size tier among them holds this many")
-	indices := fs.Bool("indices", false, "also build the BTREE indices the reference OmniGraph keeps (id; and src, dst on edges) on every table with rows that lacks one")
+	indices := fs.Bool("indices", false, "also build the indices the reference OmniGraph keeps on every table with rows that lacks one (BTREE on id, and src, dst on edges; INVERTED on @index/@key Strings; IVF_FLAT on @index Vectors; BTREE on other @index scalars)")
 	actor := fs.String("actor", "", "actor id recorded on the commit")
 	force := forceFlag(fs)
 	wait := waitFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		if *fanout < 2 {
-			return &usageError{msg: "--fanout must be at least 2"}
+			return &usageError{msg: fs.named("fanout") + " must be at least 2"}
 		}
 		const usage = "optimize needs exactly one of --root (compact now) or --graph (ask the graph's worker)"
 		if len(args) != 0 {
@@ -287,11 +306,11 @@ func cmdCleanup(fs *flagSet) runFunc {
 	wait := waitFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		if *keep < 1 {
-			return &usageError{msg: "cleanup needs --keep N (N >= 1)"}
+			return &usageError{msg: "cleanup needs " + fs.named("keep") + " N (N >= 1)"}
 		}
 		age, err := ingest.ParseAge(*olderThan)
 		if err != nil {
-			return &usageError{msg: "--older-than: " + err.Error()}
+			return &usageError{msg: fs.named("older-than") + ": " + err.Error()}
 		}
 		const usage = "cleanup needs exactly one of --root (clean up now) or --graph (ask the graph's worker)"
 		if len(args) != 0 {
@@ -323,55 +342,6 @@ func printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-func cmdExport(fs *flagSet) runFunc {
-	branch := fs.String("branch", "main", "branch to export")
-	version := fs.Uint64("version", 0, "__manifest version to export (0: latest)")
-	settings := bindSettings(fs, config.RootSettings)
-	return func(ctx context.Context, args []string) error {
-		c, err := settings.load()
-		if err != nil {
-			return err
-		}
-		g, closeGraph, err := openGraph(ctx, c.Root, c, false, false)
-		if err != nil {
-			return err
-		}
-		defer closeGraph()
-		return g.Export(ctx, *branch, *version, os.Stdout)
-	}
-}
-
-func cmdCommits(fs *flagSet) runFunc {
-	branch := fs.String("branch", "main", "branch")
-	asJSON := fs.Bool("json", false, "print JSON")
-	settings := bindSettings(fs, config.RootSettings)
-	return func(ctx context.Context, args []string) error {
-		c, err := settings.load()
-		if err != nil {
-			return err
-		}
-		g, closeGraph, err := openGraph(ctx, c.Root, c, false, false)
-		if err != nil {
-			return err
-		}
-		defer closeGraph()
-		cs, err := g.Commits(ctx, *branch)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(cs)
-		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "COMMIT\tVERSION\tBRANCH\tACTOR\tCREATED")
-		for _, c := range cs {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.GraphCommitID, c.GraphManifestVersion, orDash(c.GraphBranch), orDash(c.ActorID),
-				time.UnixMicro(c.CreatedAt).UTC().Format(time.RFC3339))
-		}
-		return tw.Flush()
-	}
-}
-
 func orDash(s *string) string {
 	if s == nil {
 		return "-"
@@ -397,6 +367,10 @@ func serve(ctx context.Context, settings *boundSettings) error {
 	if err != nil {
 		return err
 	}
+	// A port in use fails the run now, before anything is made that it would leave behind.
+	if err := checkPorts(c); err != nil {
+		return err
+	}
 	log, restoreLog, err := c.Logger(os.Stderr)
 	if err != nil {
 		return err
@@ -416,20 +390,38 @@ func serve(ctx context.Context, settings *boundSettings) error {
 	if c.Graphs != "" {
 		return serveFleet(ctx, c, fp, log)
 	}
-	m := ingest.NewMetrics()
+	m := ingest.NewMetricsFor(c.Graph) // every series labelled graph="<graph>", as in a fleet
+	// What this run makes and fails before it serves (a schema that does not compile, NATS
+	// that does not start) it removes: the graph root and the embedded server's store, each
+	// only if it was not there before.
+	loc := c.Root // as st.Location("") will name it
+	if p, ok := storage.LocalPath(c.Root); ok {
+		loc = p
+	}
+	made := dirsToMake(c, embeddedStore(c, loc))
 	st, g, err := openServedHeld(ctx, c, log, m)
 	if err != nil || g == nil {
+		if err != nil {
+			made.remove()
+		}
 		return err
 	}
 	defer st.Close()
 	nc, stop, err := connectServed(ctx, c, st.Location(""), log)
 	if err != nil || nc == nil {
+		if err != nil {
+			st.Close()
+			made.remove()
+		}
 		return err
 	}
 	defer stop()
 	svc, err := ingest.NewService(nc, g, c.Ingest(), ingest.WithLogger(log), ingest.WithHTTP(c.HTTP), ingest.WithProfiles(c.Profiles), ingest.WithLeaseTTL(c.LeaseTTL),
 		ingest.WithFootprint(fp), ingest.WithMetrics(m))
 	if err != nil {
+		stop()
+		st.Close()
+		made.remove()
 		return err
 	}
 	return svc.Run(ctx)
@@ -454,7 +446,7 @@ func openServed(ctx context.Context, c *config.Config, uri string, log *zap.Logg
 	g, err := engine.OpenReadOnly(ctx, st)
 	if err != nil && c.Schema != "" {
 		if ok, _ := st.Exists(ctx, "__schema_state.json"); !ok {
-			src, rerr := os.ReadFile(c.Schema)
+			src, rerr := readSchema(c.Schema)
 			if rerr != nil {
 				st.Close()
 				return nil, nil, rerr
@@ -463,7 +455,8 @@ func openServed(ctx context.Context, c *config.Config, uri string, log *zap.Logg
 			if c.LanceFileVersion != "" {
 				o.FileVersion, _ = config.FileVersion(c.LanceFileVersion) // validated with the config
 			}
-			g, err = engine.Init(ctx, st, string(src), o)
+			g, err = engine.Init(ctx, st, src, o)
+			err = schemaFileError(c.Schema, err)
 			if err == nil {
 				log.Info("initialised graph", zap.String("root", st.URI()), zap.String("schema", c.Schema))
 			}
@@ -481,6 +474,22 @@ func openServed(ctx context.Context, c *config.Config, uri string, log *zap.Logg
 	return st, g, nil
 }
 
+// embeddedStore is the embedded NATS server's store directory: nats_dir, or <root>.nats beside
+// a local root at loc (an OS path), or .data/nats; "" when nats_url names a server.
+func embeddedStore(c *config.Config, loc string) string {
+	if c.NATSURL != "" {
+		return ""
+	}
+	if c.NATSDir != "" {
+		return c.NATSDir
+	}
+	loc = strings.TrimSuffix(loc, "/")
+	if strings.Contains(loc, "://") {
+		return ".data/nats"
+	}
+	return loc + ".nats"
+}
+
 // connectServed connects `worker run` to nats_url, or to an embedded server it starts when
 // nats_url is empty (its store in nats_dir, by default <root>.nats beside a local root loc);
 // stop drains the connection and ends that server. A nil connection and error: ctx ended while
@@ -489,22 +498,16 @@ func connectServed(ctx context.Context, c *config.Config, loc string, log *zap.L
 	url := c.NATSURL
 	var shutdown func()
 	if url == "" {
-		dir := c.NATSDir
-		if dir == "" {
-			loc := strings.TrimSuffix(loc, "/")
-			if strings.Contains(loc, "://") {
-				dir = ".data/nats"
-			} else {
-				dir = loc + ".nats"
-			}
-		}
-		ns, err := ingest.StartEmbedded(dir, c.NATSPort)
+		dir := embeddedStore(c, loc)
+		sync, _ := config.SyncInterval(c.NATSSyncInterval) // validated with the config
+		ns, err := ingest.StartEmbedded(dir, c.NATSPort, ingest.EmbeddedSync(sync))
 		if err != nil {
-			return nil, nil, err
+			// (the port was free a moment ago: checkPorts)
+			return nil, nil, fmt.Errorf("embedded NATS on %s:%d (nats_port): %w", embeddedHost, c.NATSPort, err)
 		}
 		shutdown = ns.Shutdown
 		url = ns.ClientURL()
-		log.Info("embedded NATS JetStream", zap.String("url", url), zap.String("store", dir))
+		log.Info("embedded NATS JetStream", zap.String("url", url), zap.String("store", dir), zap.String("sync_interval", c.NATSSyncInterval))
 	}
 	// On a cluster the connection moves between the servers nats_url lists; the log says where.
 	opts := append(c.NATSOptions("omnigraph-worker"), nats.MaxReconnects(-1),

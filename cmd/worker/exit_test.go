@@ -52,15 +52,15 @@ func TestExitCodesFollowTheCatalogue(t *testing.T) {
 // dlq --reason takes exactly the catalogue's dead-letter reasons, and its help lists them all.
 func TestDLQReasons(t *testing.T) {
 	for _, r := range errs.DeadLetterReasons() {
-		if err := checkReason(r); err != nil {
+		if err := checkReason(nil, r); err != nil {
 			t.Errorf("%s: %v", r, err)
 		}
 	}
-	if checkReason("") != nil {
+	if checkReason(nil, "") != nil {
 		t.Error("no --reason is every reason")
 	}
 	for _, r := range []string{"unknown", "corrupt", "table_drift", "recovery_required", "key-conflict"} {
-		err := checkReason(r)
+		err := checkReason(nil, r)
 		var ue *usageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "merge_conflict") || !strings.Contains(err.Error(), "max_deliver") {
 			t.Errorf("%s: %v", r, err)

@@ -17,6 +17,24 @@ import (
 type flagSet struct {
 	*pflag.FlagSet
 	bound *boundSettings
+	// from is where applyCommandFlags took an own flag's value: its variable, or its key in
+	// the config file with the file and line (named).
+	from map[string]string
+}
+
+// named is an own flag as the user set it, for an error about its value: --mode from the
+// command line (or its default), OMNIGRAPH_PUBLISH_MODE from the environment,
+// "publish.mode (worker.yaml line 3)" from the config file.
+func (fs *flagSet) named(flag string) string {
+	if fs == nil || fs.FlagSet == nil {
+		return "--" + flag
+	}
+	if f := fs.Lookup(flag); f != nil && !f.Changed {
+		if src, ok := fs.from[flag]; ok {
+			return src
+		}
+	}
+	return "--" + flag
 }
 
 // settingAnnotation marks the flags of config settings: config.Loader merges those; the
@@ -84,6 +102,14 @@ func applyCommandFlags(fs *flagSet, section string) error {
 			if err := f.Value.Set(given); err != nil {
 				return &usageError{msg: fmt.Sprintf("--%s %s: %v", f.Name, given, err)}
 			}
+			continue
+		}
+		if fs.from == nil {
+			fs.from = map[string]string{}
+		}
+		fs.from[v.Flag] = v.Source
+		if v.Source != config.CommandEnv(section, v.Flag) {
+			fs.from[v.Flag] = fmt.Sprintf("%s.%s (%s)", section, config.CommandKey(v.Flag), v.Source)
 		}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/internal/buildinfo"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
@@ -27,8 +28,9 @@ const (
 	exitUsage    = errs.ExitUsage
 )
 
-// version is what `worker version` and `worker --version` print.
-const version = "0.1.0"
+// version is what `worker version` and `worker --version` print: the module version, commit,
+// build time and Go version of this binary (internal/buildinfo).
+var version = buildinfo.Read().String()
 
 // getenv is the process environment as the commands see it: they pass it to config, the one
 // reader of OMNIGRAPH_* settings, and read nothing else but the Go runtime's GOGC and
@@ -41,16 +43,19 @@ type runFunc func(ctx context.Context, args []string) error
 // command is one verb: build declares its flags on the verb's flag set and returns what runs
 // it; a verb with subs (branch, dlq) only groups them.
 type command struct {
-	name, args, summary string
-	build               func(fs *flagSet) runFunc
-	subs                []command
+	name, args, summary, example string
+	build                        func(fs *flagSet) runFunc
+	subs                         []command
 }
 
 var commands = []command{
 	{name: "init", summary: "create a graph from a .pg schema", build: cmdInit},
 	{name: "load", args: "FILE", summary: "apply an NDJSON graph batch as one commit (FILE - for standard input)", build: cmdLoad},
 	{name: "export", summary: "write a branch's rows as NDJSON in the load envelope", build: cmdExport},
-	{name: "commits", summary: "list a branch's graph commits", build: cmdCommits},
+	{name: "commits", summary: "list a branch's graph commits: branch, actor, message id, time", build: cmdCommits},
+	{name: "get", args: "TYPE ID", summary: "print one node or edge by its id (a node's edges too), in the load envelope", build: cmdGet},
+	{name: "find", args: "TYPE --where 'prop = value'", summary: "print the rows of a type that match a where clause", build: cmdFind},
+	{name: "count", args: "[TYPE]", summary: "row counts per type, from the tables' metadata", build: cmdCount},
 	{name: "branch", summary: "graph branches: create NAME [--from B], list [--json], delete NAME", subs: []command{
 		{name: "create", args: "NAME", summary: "create branch NAME from --from", build: cmdBranch("create")},
 		{name: "list", summary: "list the branches", build: cmdBranch("list")},
@@ -60,16 +65,18 @@ var commands = []command{
 	{name: "optimize", summary: "compact main's tables (fragment runs; --all for everything Lance would) in one commit", build: cmdOptimize},
 	{name: "cleanup", summary: "remove old versions and the files only they name (--keep N [--older-than 7d]; a preview unless --confirm)", build: cmdCleanup},
 	{name: "recover", summary: "resolve pending recovery sidecars (--list to only show them; --restore-drift also puts drifted tables back)", build: cmdRecover},
-	{name: "dlq", summary: "dead letters: list [--reason R] [--json], show SEQ, replay [--reason R] [--seq A-B] [--mode M] [--branch B --from BASE] [--split] [--dry-run]", subs: []command{
+	{name: "dlq", summary: "dead letters: list [--reason R] [--json], show SEQ, replay [--reason R] [--seq A-B] [--mode M] [--branch B --from BASE] [--split] [--dry-run], delete SEQ[,SEQ|A-B...] | --reason R | --all [--confirm] [--json]", subs: []command{
 		{name: "list", summary: "list dead letters", build: cmdDLQ("list")},
 		{name: "show", args: "SEQ", summary: "show one dead letter: its headers and body", build: cmdDLQ("show")},
 		{name: "replay", summary: "republish dead letters to the subject they came from", build: cmdDLQ("replay")},
+		{name: "delete", args: "[SEQ[,SEQ|A-B...]]", summary: "delete dead letters (and the bodies sent by reference that are theirs alone): what would go unless --confirm", build: cmdDLQ("delete")},
 	}},
 	{name: "publish", args: "FILE", summary: "validate a graph batch and publish it to a graph's ingest subject (a producer for scripts; FILE - for standard input)", build: cmdPublish},
 	{name: "run", summary: "consume graph batches from NATS JetStream", build: cmdRun},
+	{name: "schema", summary: "schema migrations: plan FILE.pg (what migrating the graph to it takes; read-only)", subs: []command{{name: "plan", args: "FILE.pg", summary: "plan the migration from the graph's accepted schema to FILE.pg: steps, and whether it is supported (exit 12 if not)", build: cmdSchemaPlan, example: schemaPlanExample}}},
 	{name: "health", summary: "ask a running worker's /readyz (--live: /healthz); exit 0 only on 200", build: cmdHealth},
 	{name: "version", summary: "print the version", build: func(*flagSet) runFunc {
-		return func(context.Context, []string) error { fmt.Println("omnigraph-worker " + version); return nil }
+		return func(context.Context, []string) error { fmt.Println(version); return nil }
 	}},
 }
 
@@ -98,13 +105,14 @@ func newRoot() *cobra.Command {
 			return unknown(cmd, args[0])
 		},
 	}
-	root.SetVersionTemplate("omnigraph-worker {{.Version}}\n")
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return &usageError{msg: fmt.Sprintf("%v (see 'worker %s --help')", err, strings.TrimPrefix(cmd.CommandPath(), "worker "))}
 	})
 	for _, c := range commands {
 		root.AddCommand(c.cobra(c.name))
 	}
+	decorateCommands(root)
 	return root
 }
 
@@ -123,8 +131,11 @@ func (c command) cobra(path string) *cobra.Command {
 	if c.args != "" {
 		use += " " + c.args
 	}
-	cc := &cobra.Command{Use: use, Short: c.summary, Args: cobra.ArbitraryArgs, SuggestionsMinimumDistance: 2}
+	cc := &cobra.Command{Use: use, Short: c.summary, Example: c.example, Args: cobra.ArbitraryArgs, SuggestionsMinimumDistance: 2}
 	if c.subs != nil {
+		// A group takes no flags of its own: those of the subcommand the user meant, given
+		// beside a misspelt one (dlq lst --graph g), must not hide the misspelling.
+		cc.FParseErrWhitelist.UnknownFlags = true
 		names := make([]string, len(c.subs))
 		for i, s := range c.subs {
 			names[i] = s.name
@@ -176,10 +187,16 @@ func exitCode(err error) int {
 	var lw *liveWorkerError
 	var pe *ingest.PlacementError
 	var ng *storage.NoGraphError
+	var bu *storage.URIError
+	var ns *ingest.NoStreamError
+	var se *ingest.SelectionError
+	var le *listenError
 	// A served root is refused for how the command was invoked (stop the worker or --force),
 	// not for anything in the graph; replicas NATS cannot place, for the configuration; a
-	// root that holds no graph, for the --root given.
-	if errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &lw) || errors.As(err, &pe) || errors.As(err, &ng) {
+	// root that holds no graph or is no root, for the --root given; a graph that has no
+	// stream, for the --graph given; a port that cannot be listened on, for the setting.
+	if errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &lw) || errors.As(err, &pe) || errors.As(err, &ng) ||
+		errors.As(err, &bu) || errors.As(err, &ns) || errors.As(err, &se) || errors.As(err, &le) {
 		return exitUsage
 	}
 	return kindExit(err)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 
@@ -116,7 +115,7 @@ func publishMaintenance(ctx context.Context, c *config.Config, body ingest.Maint
 // (unless --no-wait) for its outcome: the event it is printed, a dead letter is the error.
 func publishRequest(ctx context.Context, c *config.Config, subject string, body any, actor, msgID string, w waitOptions) error {
 	if *w.timeout <= 0 {
-		return &usageError{msg: "--wait-timeout must be positive"}
+		return &usageError{msg: w.fs.named("wait-timeout") + " must be positive"}
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
@@ -135,7 +134,11 @@ func publishRequest(ctx context.Context, c *config.Config, subject string, body 
 	if msgID != "" {
 		m.Header.Set(ingest.HeaderMsgID, msgID)
 	}
-	ack, err := js.PublishMsg(ctx, m)
+	var mark uint64
+	if !*w.noWait {
+		mark = eventsMark(ctx, js, c.Ingest())
+	}
+	ack, err := ingest.Publish(ctx, js, c.Ingest(), m)
 	if err != nil {
 		return err
 	}
@@ -143,12 +146,7 @@ func publishRequest(ctx context.Context, c *config.Config, subject string, body 
 	if *w.noWait {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, *w.timeout)
-	defer cancel()
-	ev, err := awaitOutcome(wctx, js, c.Ingest(), ack.Stream, ack.Sequence)
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return &waitTimeoutError{Stream: ack.Stream, Seq: ack.Sequence, Timeout: *w.timeout}
-	}
+	ev, err := waitFor(ctx, js, c.Ingest(), ack, mark, *w.timeout, w.fs.named("wait-timeout"))
 	if err != nil {
 		return err
 	}

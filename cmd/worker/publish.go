@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,7 +20,10 @@ import (
 
 // cmdPublish is a producer for scripts. Unless --no-validate, it refuses what the worker would
 // dead-letter without looking at the graph (framing, the mode, branch names) before it is
-// queued, with the exit code of the worker's reason, as `load` does.
+// queued, with the exit code of the worker's reason, as `load` does. With --wait it then waits
+// for its batch's outcome event and exits by it (awaitOutcome): 0 committed, already applied
+// or empty, the code of the dead letter's kind, the operators' code for a hold, wait_timeout's
+// when none came.
 func cmdPublish(fs *flagSet) runFunc {
 	settings := bindSettings(fs, config.NATSSettings, config.RootSettings).require("graph")
 	if f := fs.Lookup("root"); f != nil {
@@ -31,6 +36,9 @@ func cmdPublish(fs *flagSet) runFunc {
 	msgID := fs.String("msg-id", "", "Nats-Msg-Id header (producer dedupe and receipt key)")
 	timeout := fs.Duration("timeout", time.Minute, "how long to wait for JetStream to store the batch (a 32 MiB batch can take more than the client's default 5s)")
 	noValidate := fs.Bool("no-validate", false, "publish the batch as it is, without framing it and checking its headers first (the worker dead-letters what it refuses)")
+	wait := fs.Bool("wait", false, "then wait for the batch's outcome event (committed, already_applied, empty, dead_lettered, held), print it and exit by it")
+	waitTimeout := fs.Duration("wait-timeout", 10*time.Minute, "with --wait: how long to wait for the outcome (then exit 13, wait_timeout)")
+	asJSON := fs.Bool("json", false, "print JSON: the outcome event with --wait, the publish acknowledgement without")
 	return func(ctx context.Context, args []string) error {
 		if len(args) != 1 {
 			return &usageError{msg: "publish needs one FILE argument (- for standard input)"}
@@ -40,10 +48,16 @@ func cmdPublish(fs *flagSet) runFunc {
 			return err
 		}
 		if *timeout <= 0 {
-			return &usageError{msg: "publish --timeout must be positive"}
+			return &usageError{msg: "publish " + fs.named("timeout") + " must be positive"}
+		}
+		if *waitTimeout <= 0 {
+			return &usageError{msg: "publish " + fs.named("wait-timeout") + " must be positive"}
+		}
+		if fs.Changed("wait-timeout") && !*wait {
+			return &usageError{msg: "publish " + fs.named("wait-timeout") + " needs --wait"}
 		}
 		if !*noValidate {
-			if err := checkHeaders(*branch, *from, *mode); err != nil {
+			if err := checkHeaders(fs.named, *branch, *from, *mode); err != nil {
 				return err
 			}
 		}
@@ -87,22 +101,53 @@ func cmdPublish(fs *flagSet) runFunc {
 		}
 		pctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
+		var mark uint64
+		if *wait {
+			mark = eventsMark(pctx, js, cfg)
+		}
 		ack, err := ingest.Publish(pctx, js, cfg, m)
 		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("JetStream did not confirm the %d-byte batch within %v (--timeout); it may have stored it all the same, so only a publish with the same --msg-id is a safe retry: %w", len(body), *timeout, err)
+			return fmt.Errorf("JetStream did not confirm the %d-byte batch within %v (%s); it may have stored it all the same, so only a publish with the same --msg-id is a safe retry: %w", len(body), *timeout, fs.named("timeout"), err)
 		}
 		if err != nil {
 			return err
 		}
-		fmt.Printf("published to %s: stream %s sequence %d duplicate %v\n", m.Subject, ack.Stream, ack.Sequence, ack.Duplicate)
-		return nil
+		published := fmt.Sprintf("published to %s: stream %s sequence %d duplicate %v", m.Subject, ack.Stream, ack.Sequence, ack.Duplicate)
+		switch {
+		case !*wait && *asJSON:
+			return printJSON(map[string]any{"subject": m.Subject, "stream": ack.Stream, "sequence": ack.Sequence, "duplicate": ack.Duplicate})
+		case !*wait:
+			fmt.Println(published)
+			return nil
+		case *asJSON:
+			fmt.Fprintln(os.Stderr, published) // standard output is the event alone
+		default:
+			fmt.Println(published)
+		}
+		ev, err := waitFor(ctx, js, cfg, ack, mark, *waitTimeout, fs.named("wait-timeout"))
+		if ev != nil {
+			// A dead letter or a hold prints its event too: the error says why it exits so.
+			if *asJSON {
+				var v any
+				if jerr := json.Unmarshal(ev, &v); jerr != nil {
+					return jerr
+				}
+				if perr := printJSON(v); perr != nil {
+					return perr
+				}
+			} else {
+				fmt.Println(describeEvent(ev))
+			}
+		}
+		return err
 	}
 }
 
-// checkHeaders refuses the headers the worker refuses before it reads the body.
-func checkHeaders(branch, from, mode string) error {
-	for flag, name := range map[string]string{"--branch": branch, "--from": from} {
-		if err := engine.CheckBranchName(flag, name); err != nil {
+// checkHeaders refuses the headers the worker refuses before it reads the body; named is the
+// command's flag as the user set it (flagSet.named), which the error names.
+func checkHeaders(named func(flag string) string, branch, from, mode string) error {
+	for flag, name := range map[string]string{"branch": branch, "from": from} {
+		if err := engine.CheckBranchName(named(flag), name); err != nil {
 			return err
 		}
 	}
@@ -110,7 +155,7 @@ func checkHeaders(branch, from, mode string) error {
 	case "", engine.ModeAppend, engine.ModeMerge, engine.ModeOverwrite:
 		return nil
 	}
-	return &errs.InvalidInput{Field: "--mode", Reason: fmt.Sprintf("unknown load mode %q (want append, merge or overwrite)", mode)}
+	return &errs.InvalidInput{Field: named("mode"), Reason: fmt.Sprintf("unknown load mode %q (want append, merge or overwrite)", mode)}
 }
 
 // checkBatch frames body as the worker does (framing.ParseBytes, default limits): a batch that

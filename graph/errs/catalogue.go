@@ -24,6 +24,13 @@ const (
 	// Lance data file version (lance.DataVersionError, lance/file.UnsupportedVersionError) or
 	// a recovery sidecar's schema_version.
 	KindDataVersion = "data_version"
+	// KindSchemaUnsupported: a schema migration plan holds a change the migration rules refuse
+	// (graph/pg/migrate.UnsupportedError). Only the CLI meets it (`worker schema plan`).
+	KindSchemaUnsupported = "schema_unsupported"
+	// KindWaitTimeout: a command that waits for the worker's outcome of the request it
+	// published (publish --wait; merge, optimize, cleanup with --graph) got none in time. No
+	// worker error has it: the request may still be queued or under way.
+	KindWaitTimeout = "wait_timeout"
 )
 
 // ReasonMaxDeliver is the dead-letter reason of a message delivered max_deliver times without
@@ -84,6 +91,12 @@ var catalogue = []KindInfo{
 		Description: "the object store refuses a key of this write for good (a key it does not accept, a name too long, a permission error)"},
 	{Kind: KindRetryExhausted, Permanent: true, ExitCode: ExitInternal, DeadLetter: KindRetryExhausted,
 		Description: "an unrecognised error kept failing the message for longer than retry_budget"},
+	{Kind: KindNotFound, ExitCode: 11,
+		Description: "a read (`worker get`) named a type the schema does not declare, or an id no row of that type has"},
+	{Kind: KindSchemaUnsupported, ExitCode: 12,
+		Description: "a schema migration plan holds a change the migration rules refuse (a property type change, a required property added, …); the CLI's verdict on a .pg file, never a batch's"},
+	{Kind: KindWaitTimeout, ExitCode: 13,
+		Description: "a command waiting for the worker's outcome of its request (publish --wait; merge, optimize or cleanup with --graph) got none within --wait-timeout: it may still be queued or under way, or no worker runs"},
 	{Kind: KindTableDrift, NeedsOperator: true, ExitCode: ExitOperator,
 		Description: "a table's Lance HEAD moved outside a graph commit (ahead of its published version with no recovery intent, or past what a pending intent accounts for)"},
 	{Kind: KindManifestStamp, NeedsOperator: true, ExitCode: ExitOperator,
@@ -159,6 +172,9 @@ var exitMeanings = map[int]string{
 	8:            "branch missing",
 	9:            "merge conflict",
 	ExitOperator: "the graph needs an operator",
+	11:           "not found",
+	12:           "schema migration unsupported",
+	13:           "no outcome of the request within --wait-timeout",
 }
 
 // ExitCodes lists every exit status of the CLI, lowest first, with the kinds that end with it.

@@ -33,6 +33,7 @@ const (
 	KindMsgIDReused                     = "msg_id_reused"
 	KindStorageRefused                  = "storage_refused"
 	KindRetryExhausted                  = "retry_exhausted"
+	KindNotFound                        = "not_found"
 	// KindUnknown is the kind of a non-nil error that carries no kind (storage, network,
 	// context, …).
 	KindUnknown = "unknown"
@@ -188,6 +189,41 @@ func (e *BranchNotFound) Error() string { return "branch '" + e.Branch + "' not 
 func (e *BranchNotFound) kind() string { return KindBranchMissing }
 func (e *BranchNotFound) detail() map[string]any {
 	return map[string]any{"branch": e.Branch}
+}
+
+// NotFound: a read named what the graph does not hold: a type its schema does not declare
+// (TypeKey empty, Name the type given), or no row of a type under an id.
+type NotFound struct {
+	TypeKey string  `json:"type_key,omitempty"` // "node:<Type>" or "edge:<Edge>"; "" for an unknown type
+	Name    string  `json:"name,omitempty"`     // the type name given, when no type has it
+	ID      *string `json:"id,omitempty"`       // the id looked up
+}
+
+// Error names the type and the id: `node type 'Person' has no row with id "zed"`, or
+// `no node or edge type 'Persn'`.
+func (e *NotFound) Error() string {
+	if e.TypeKey == "" {
+		return "no node or edge type '" + e.Name + "'"
+	}
+	if e.ID == nil {
+		return typeSubject(e.TypeKey) + " not found"
+	}
+	return typeSubject(e.TypeKey) + " has no row with id " + strconv.Quote(*e.ID)
+}
+
+func (e *NotFound) kind() string { return KindNotFound }
+func (e *NotFound) detail() map[string]any {
+	d := map[string]any{}
+	if e.TypeKey != "" {
+		d["type_key"] = e.TypeKey
+	}
+	if e.Name != "" {
+		d["name"] = e.Name
+	}
+	if e.ID != nil {
+		d["id"] = *e.ID
+	}
+	return d
 }
 
 // MsgIDReused: a message carries the id of a receipt already in the branch's manifest, but not

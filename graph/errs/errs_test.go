@@ -31,6 +31,9 @@ func as(err error, want error) (error, bool) {
 	case *BranchNotFound:
 		var t *BranchNotFound
 		return t, errors.As(err, &t)
+	case *NotFound:
+		var t *NotFound
+		return t, errors.As(err, &t)
 	case *InvalidInput:
 		var t *InvalidInput
 		return t, errors.As(err, &t)
@@ -79,6 +82,20 @@ func TestTypedErrors(t *testing.T) {
 			kind:      "key_conflict",
 			permanent: true,
 			detail:    `{"type_key":"weird"}`,
+		},
+		{
+			name:   "not found by id",
+			err:    &NotFound{TypeKey: "node:Person", ID: strp("zed")},
+			msg:    `node type 'Person' has no row with id "zed"`,
+			kind:   "not_found",
+			detail: `{"id":"zed","type_key":"node:Person"}`,
+		},
+		{
+			name:   "not found: no such type",
+			err:    &NotFound{Name: "Persn"},
+			msg:    "no node or edge type 'Persn'",
+			kind:   "not_found",
+			detail: `{"name":"Persn"}`,
 		},
 		{
 			name:      "resource limit",

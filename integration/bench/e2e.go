@@ -161,8 +161,16 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("bench: e2e-sustained-8192 durability=%s %s rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f vs_writes_only=%.2f %s\n",
+	fmt.Printf("bench: e2e-sustained-8192 durability=%s %s indices=on rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f vs_writes_only=%.2f %s\n",
 		durability, pipe, sp.rate, lanceRate, sp.rate/lanceRate, sp.vsWritesOnly, sp.fields())
+	// The same stream through a worker that builds no index: the reference's index set kept
+	// fresh is the difference (goal sustained-8192-indices-cost).
+	on := sp
+	if sp, err = sustainedWithoutIndices(ctx, nc, js, script, tmp, iters); err != nil {
+		return err
+	}
+	fmt.Printf("bench: e2e-sustained-8192 durability=%s %s indices=off rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f vs_writes_only=%.2f indices_on_vs_off=%.2f %s\n",
+		durability, pipe, sp.rate, lanceRate, sp.rate/lanceRate, sp.vsWritesOnly, on.vsWritesOnly/sp.vsWritesOnly, sp.fields())
 	// The same stream into a graph whose worker does not compact: the
 	// official side's writes do not compact either, so this is the rate at equal work.
 	if sp, err = sustainedWithoutCompaction(ctx, nc, js, script, tmp, iters); err != nil {

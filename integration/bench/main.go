@@ -3,8 +3,11 @@
 //
 //	bench: lance-append-1k go_p50_ms=… lance_p50_ms=… ratio=…
 //
-// Ratios below 1 mean the Go path is faster. Nothing here asserts a time: the figures are for
-// people (and the closing notes), not for pass/fail.
+// Ratios below 1 mean the Go path is faster. The paired sections run -rounds times (rounds.go),
+// each line's ratios are then printed as their median, min, max and per-round values, and the
+// goals table (goals.go) as one `bench: goal` line per goal and a final `bench: goals` tally.
+// Nothing here asserts a time: an unmet goal is reported, not a failure; the exit status is
+// non-zero only when a section itself failed.
 package main
 
 import (
@@ -68,9 +71,9 @@ func median(xs []float64) float64 {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // createPeople creates the bench table at dir from one batch of rows people, at the bench's
-// data file version; the caller closes the store.
-func createPeople(ctx context.Context, dir string, rows int) (storage.Store, *lance.Dataset, error) {
-	st, err := storage.Open(ctx, dir)
+// data file version, in a store opened with opts; the caller closes the store.
+func createPeople(ctx context.Context, dir string, rows int, opts ...storage.Option) (storage.Store, *lance.Dataset, error) {
+	st, err := storage.Open(ctx, dir, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -156,7 +159,9 @@ func main() {
 	agedCommits := flag.Int("aged-commits", 10_000, "prior commits before the aged load measurement (0 skips it)")
 	agedFanout := flag.Int("aged-compaction-fanout", 16, "compact the aged graph between its commits as `worker run` does at this compaction_fanout (0: never)")
 	agedSameTable := flag.Bool("aged-same-table", false, "the aged graph's one-row commits go to the measured table (fragment growth) instead of another")
-	only := flag.String("only", "", "run only the lance, index, graph, e2e, merge, history, pipeline, framing or latency benchmarks (framing, pipeline and latency need no Node)")
+	only := flag.String("only", "", "run only these comma-separated benchmarks of framing, jetstream, latency, lance, index, e2e, merge, graph (the aged graph with it), history, pipeline, aged (framing, jetstream, latency and pipeline need no Node)")
+	rounds := flag.Int("rounds", goalRounds, "run the latency, lance, index, e2e and graph benchmarks this many times, each a process of its own, and print the medians of their ratios and the goals")
+	roundChild := flag.Int("round-child", 0, "internal: run the sections in this process, as round N of -rounds (-1: a section run once)")
 	flag.IntVar(&pipelineDepth, "pipeline-depth", 0, "the e2e worker's pipeline_depth (0: the default of `worker run`; 1: one message at a time)")
 	flag.StringVar(&workerLog, "worker-log", "", "append the e2e workers' info log (compactions among it) and the pipeline-full workers' output to this file")
 	flag.BoolVar(&withOfficial, "official", true, "pair the e2e bench with the official engine (false: the Go side's figures only, for a machine without node_modules)")
@@ -202,13 +207,23 @@ func main() {
 		}
 		return
 	}
-	if *only == "" || *only == "framing" {
+	run, err := parseSections(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	// A profile is of one process: with one, the sections run here, once, without medians.
+	if *roundChild == 0 && *cpuProfile == "" && *memProfile == "" {
+		if *rounds < 1 {
+			fmt.Fprintln(os.Stderr, "-rounds: want 1 or more")
+			os.Exit(2)
+		}
+		os.Exit(orchestrate(run, *rounds, os.Args[1:]))
+	}
+	if run["framing"] {
 		if err := framingBench(framingRounds); err != nil {
 			fmt.Fprintln(os.Stderr, "framing bench:", err)
 			os.Exit(1)
-		}
-		if *only == "framing" {
-			return
 		}
 	}
 	tmp, err := os.MkdirTemp("", "lance-bench-")
@@ -217,18 +232,23 @@ func main() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(tmp)
-	if *only == "" || *only == "latency" {
+	if run["jetstream"] {
+		if err := jetstreamBench(ctx, tmp); err != nil {
+			fmt.Fprintln(os.Stderr, "jetstream bench:", err)
+			os.RemoveAll(tmp)
+			os.Exit(1)
+		}
+	}
+	if run["latency"] {
 		if err := latencyBench(ctx, tmp); err != nil {
 			fmt.Fprintln(os.Stderr, "latency bench:", err)
 			os.RemoveAll(tmp)
 			os.Exit(1)
 		}
-		if *only == "latency" {
-			os.RemoveAll(tmp)
-			return
-		}
 	}
-	fmt.Printf("bench: official engine %s, data file version %s on both sides\n", *engineName, v)
+	if run["lance"] || run["index"] || run["e2e"] || run["merge"] || run["graph"] {
+		fmt.Printf("bench: official engine %s, data file version %s on both sides\n", *engineName, v)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -252,10 +272,10 @@ func main() {
 			}
 		}()
 	}
-	if *only == "" || *only == "lance" {
+	if run["lance"] {
 		lanceBench(ctx, *script, tmp, *iters)
 	}
-	if *only == "" || *only == "index" {
+	if run["index"] {
 		if err := indexBench(ctx, *script, tmp, *iters); err != nil {
 			fmt.Fprintln(os.Stderr, "index bench:", err)
 			os.Exit(1)
@@ -274,26 +294,26 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		if *only == "" || *only == "e2e" {
+		if run["e2e"] {
 			if err := e2eBench(ctx, *script, dir, *iters); err != nil {
 				fmt.Fprintln(os.Stderr, "e2e bench:", err)
 				os.Exit(1)
 			}
 		}
-		if *only == "" || *only == "merge" {
+		if run["merge"] {
 			if err := mergeBench(ctx, *script, dir); err != nil {
 				fmt.Fprintln(os.Stderr, "merge bench:", err)
 				os.Exit(1)
 			}
 		}
-		if *only == "" || *only == "graph" {
+		if run["graph"] {
 			if err := graphBench(ctx, *script, dir, *iters); err != nil {
 				fmt.Fprintln(os.Stderr, "graph bench:", err)
 				os.Exit(1)
 			}
 		}
 	}
-	if *only == "" || *only == "history" {
+	if run["history"] {
 		localFsync = true
 		durability = "fsync"
 		var sizes []int
@@ -310,7 +330,7 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if *only == "" || *only == "pipeline" {
+	if run["pipeline"] {
 		localFsync = true
 		durability = "fsync"
 		if err := pipelineMemoryBench(ctx, tmp); err != nil {
@@ -319,7 +339,7 @@ func main() {
 		}
 	}
 	// The aged measurement (minutes of aging) runs once, last, with the default durability.
-	if (*only == "" || *only == "graph") && *agedCommits > 0 {
+	if run["aged"] && *agedCommits > 0 {
 		localFsync = true
 		durability = "fsync"
 		if err := agedBench(ctx, tmp, *iters, *agedRows, *agedCommits, *agedSameTable, *agedFanout); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
 )
@@ -81,16 +82,23 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 // sustainedWithoutCompaction is sustainedPaired through a worker of its own, on a graph of its
 // own, with compaction_fanout 0, against an official process of its own.
 func sustainedWithoutCompaction(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, script, tmp string, block int) (pairedSustained, error) {
-	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-e2e-nocompact"))
+	return sustainedOwnWorker(ctx, nc, js, script, tmp, "nc", block, 3_000_000, func(c *config.Config) { c.CompactionFanout = 0 })
+}
+
+// sustainedOwnWorker is sustainedPaired through a worker of its own (graph "bench"+name,
+// configured by set from the defaults), on a graph of its own, against an official process of
+// its own; base numbers the batches' ids.
+func sustainedOwnWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, script, tmp, name string, block, base int, set func(*config.Config)) (pairedSustained, error) {
+	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-e2e-"+name))
 	if err != nil {
 		return pairedSustained{}, err
 	}
-	bw, err := startBenchWorker(ctx, nc, g, "benchnc", 0, 64)
+	bw, err := startBenchWorker(ctx, nc, g, "bench"+name, config.Defaults().CompactionFanout, 64, set)
 	if err != nil {
 		return pairedSustained{}, err
 	}
 	defer bw.stop()
-	return sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two-nc"), js, bw.cfg.IngestSubject(), bw.events, block, 3_000_000)
+	return sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two-"+name), js, bw.cfg.IngestSubject(), bw.events, block, base)
 }
 
 func sum(xs []float64) float64 {
@@ -155,4 +163,13 @@ func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, p
 		}
 	}
 	return nil
+}
+
+// sustainedWithoutIndices is sustainedPaired through a worker of its own that compacts as
+// `worker run` does but builds no index (build_indices off), on a graph of its own, against an
+// official process of its own: what keeping the reference's index set costs the stream is the
+// indices=on line's vs_writes_only over this one's, each paired with the official engine in
+// its own rounds so that the machine's drift between the two cancels.
+func sustainedWithoutIndices(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, script, tmp string, block int) (pairedSustained, error) {
+	return sustainedOwnWorker(ctx, nc, js, script, tmp, "ni", block, 5_000_000, func(c *config.Config) { c.BuildIndices = false })
 }

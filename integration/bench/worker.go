@@ -24,9 +24,12 @@ type benchWorker struct {
 
 // startBenchWorker sets up and runs the worker of graph on g at compaction fanout, its events
 // counted on a channel of room values (a full one holds the subscription back).
-func startBenchWorker(ctx context.Context, nc *nats.Conn, g *engine.Graph, graph string, fanout, room int) (*benchWorker, error) {
+func startBenchWorker(ctx context.Context, nc *nats.Conn, g *engine.Graph, graph string, fanout, room int, opts ...func(*config.Config)) (*benchWorker, error) {
 	c := config.Defaults()
 	c.Graph, c.CompactionFanout = graph, fanout
+	for _, o := range opts {
+		o(&c)
+	}
 	if pipelineDepth > 0 {
 		c.PipelineDepth = pipelineDepth
 	}

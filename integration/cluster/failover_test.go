@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +26,12 @@ const (
 	perKill = 5
 	// outage bounds each wait while a server is down.
 	outage = 30 * time.Second
+	// maxBacklog is how many batches the publisher lets JetStream hold that the worker has
+	// not applied. Unpaced, it publishes one every 30 ms, faster than a worker on a loaded
+	// machine applies them (about 4 a second on 2 cores at load 16, against 20 published), and
+	// each wait would then be for the worker to drain a backlog grown since the start, not for
+	// it to go on applying while a server is down.
+	maxBacklog = 20
 )
 
 var streams = []string{"OMNIGRAPH_DEMO", "OMNIGRAPH_DEMO_DLQ", "OMNIGRAPH_DEMO_EVENTS", "KV_omnigraph_leases"}
@@ -60,7 +67,7 @@ func TestFailoverWithThreeReplicas(t *testing.T) {
 	}
 	c.current(t, streams, consumerName)
 
-	p := startPublisher(t, c.urls)
+	p := startPublisher(t, c)
 	p.progress(t, c, perKill, "before any kill", workers)
 	phases := []struct {
 		what   string
@@ -136,16 +143,19 @@ func writer(t *testing.T, c *cluster, workers []*workerProc) *workerProc {
 
 // publisher publishes batch 0, 1, 2, ... one after another, each retried (same Nats-Msg-Id,
 // so a retry of a stored batch is a duplicate) until JetStream acknowledges it.
+// It waits while maxBacklog published batches are not applied: a worker that stops applying
+// stops it too, and the wait for progress fails.
 type publisher struct {
-	mu    sync.Mutex
-	acked int // batches 0..acked-1 are acknowledged
-	err   error
-	quit  chan struct{}
-	done  chan struct{}
+	mu      sync.Mutex
+	acked   int    // batches 0..acked-1 are acknowledged
+	applied uint64 // the highest ack floor seen
+	err     error
+	quit    chan struct{}
+	done    chan struct{}
 }
 
-func startPublisher(t *testing.T, urls string) *publisher {
-	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+func startPublisher(t *testing.T, c *cluster) *publisher {
+	nc, err := nats.Connect(c.urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,14 +164,38 @@ func startPublisher(t *testing.T, urls string) *publisher {
 		t.Fatal(err)
 	}
 	p := &publisher{quit: make(chan struct{}), done: make(chan struct{})}
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for {
+			select {
+			case <-p.quit:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if f := ackFloor(c); f > 0 { // 0: the cluster did not answer
+				p.mu.Lock()
+				p.applied = max(p.applied, f)
+				p.mu.Unlock()
+			}
+		}
+	}()
 	go func() {
 		defer close(p.done)
+		defer func() { <-polled }()
 		defer nc.Close()
 		for i := 0; ; i++ {
 			select {
 			case <-p.quit:
 				return
 			case <-time.After(30 * time.Millisecond):
+			}
+			for p.backlog(i) >= maxBacklog {
+				select {
+				case <-p.quit:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
 			}
 			if err := graphtest.PublishAcked(js, "demo", i, 2*outage); err != nil {
 				p.mu.Lock()
@@ -176,6 +210,13 @@ func startPublisher(t *testing.T, urls string) *publisher {
 	}()
 	t.Cleanup(func() { p.halt() })
 	return p
+}
+
+// backlog is how many batches before batch i are not known to be applied.
+func (p *publisher) backlog(i int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return i - int(p.applied)
 }
 
 func (p *publisher) state() (int, error) {
@@ -222,6 +263,7 @@ func (p *publisher) progress(t *testing.T, c *cluster, k int, when string, worke
 		time.Sleep(50 * time.Millisecond)
 	}
 	n, _ := p.state()
+	diag(t, c, workers)
 	dump(t, workers)
 	t.Fatalf("%s: no progress: %d batches acknowledged by JetStream, %d applied, want %d within %v", when, n, ackFloor(c), want, outage)
 	return 0
@@ -283,4 +325,48 @@ func checkExactlyOnce(t *testing.T, root string, n int) {
 			}
 		}
 	}
+}
+
+// diag logs, when a wait for progress failed, what JetStream holds (each stream's state and
+// replicas, the consumer's, the lease) and makes each worker print its goroutines (SIGQUIT:
+// the Go runtime dumps them to the output the test keeps, and the process ends).
+func diag(t *testing.T, c *cluster, workers []*workerProc) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, name := range streams {
+		s, err := c.js.Stream(ctx, name)
+		if err != nil {
+			t.Logf("stream %s: %v", name, err)
+			continue
+		}
+		info, err := s.Info(ctx)
+		if err != nil || info.Cluster == nil {
+			t.Logf("stream %s info: %v", name, err)
+			continue
+		}
+		t.Logf("stream %s: %+v; leader %s", name, info.State, info.Cluster.Leader)
+		for _, r := range info.Cluster.Replicas {
+			t.Logf("  replica %+v", *r)
+		}
+	}
+	if cons, err := c.js.Consumer(ctx, "OMNIGRAPH_DEMO", consumerName); err != nil {
+		t.Logf("consumer: %v", err)
+	} else if ci := cons.CachedInfo(); ci.Cluster != nil {
+		t.Logf("consumer: delivered %+v, ack floor %+v, pending %d, ack pending %d, waiting pulls %d, redelivered %d; leader %s",
+			ci.Delivered, ci.AckFloor, ci.NumPending, ci.NumAckPending, ci.NumWaiting, ci.NumRedelivered, ci.Cluster.Leader)
+		for _, r := range ci.Cluster.Replicas {
+			t.Logf("  replica %+v", *r)
+		}
+	}
+	if kv, err := c.js.KeyValue(ctx, "omnigraph_leases"); err != nil {
+		t.Logf("lease bucket: %v", err)
+	} else if e, err := kv.Get(ctx, "demo"); err != nil {
+		t.Logf("lease: %v", err)
+	} else {
+		t.Logf("lease: %s at revision %d since %v", e.Value(), e.Revision(), e.Created())
+	}
+	for _, w := range workers {
+		_ = w.cmd.Process.Signal(syscall.SIGQUIT)
+	}
+	time.Sleep(2 * time.Second)
 }

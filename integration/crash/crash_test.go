@@ -22,12 +22,13 @@ import (
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
+	"github.com/omnigraph/omnigraph-worker/internal/proctest"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
-var workerBin string
+var workerBin, natsBin, s3Bin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "crash-bin-")
@@ -35,16 +36,19 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	workerBin = filepath.Join(dir, "worker")
-	build := exec.Command("go", "build", "-o", workerBin, "github.com/omnigraph/omnigraph-worker/cmd/worker")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build worker:", err)
-		os.Exit(2)
+	// The worker, and the servers the zombie matrix runs: nats-server and gofakes3.
+	workerBin, natsBin, s3Bin = filepath.Join(dir, "worker"), filepath.Join(dir, "nats-server"), filepath.Join(dir, "gofakes3")
+	for bin, pkg := range map[string]string{workerBin: proctest.Worker, natsBin: proctest.NATSServer, s3Bin: proctest.GoFakeS3} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
+			os.Exit(2)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
-	for _, s := range []string{summary, pipelineSummary} {
+	for _, s := range []string{summary, pipelineSummary, zombieSummary} {
 		if s != "" {
 			fmt.Println(s)
 		}

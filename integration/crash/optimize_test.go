@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
@@ -33,7 +35,7 @@ func optimizeCases() []optimizeCase {
 		kill    string
 		audited bool
 	}{
-		{"optimize.after_prepare=kill", false}, {"optimize.after_sidecar=kill", false},
+		{"optimize.after_prepare=kill", false}, {"optimize.after_sidecar=kill", true}, // recovery takes the planned versions and publishes the takes
 		{"optimize.after_table_commit=kill", true}, {"optimize.after_table_commit=1+1*kill", true}, {"optimize.after_table_commit=2+1*kill", true},
 		{"lance.commit.before_manifest=1+1*kill", true}, {"lance.commit.after_manifest=kill", true},
 		{"optimize.before_publish=kill", true}, {"publisher.before_commit=kill", true},
@@ -154,8 +156,9 @@ func compareLines(t *testing.T, before, after []string) (lost, doubled, half boo
 	return lost, doubled, half
 }
 
-// fragmentCount is the number of fragments of every main table at its published version.
-func fragmentCount(t *testing.T, root storage.Store) int {
+// publishedTables calls f with every main table entry and its dataset at its published
+// version.
+func publishedTables(t *testing.T, root storage.Store, f func(e publisher.TableEntry, ds *lance.Dataset)) {
 	t.Helper()
 	ctx := context.Background()
 	g, err := engine.OpenReadOnly(ctx, root)
@@ -166,13 +169,97 @@ func fragmentCount(t *testing.T, root storage.Store) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
 	for _, e := range st.Tables() {
 		ds, err := lance.Open(ctx, root.Sub(e.Path), lance.AtVersion(e.Version))
 		if err != nil {
 			t.Fatal(err)
 		}
-		n += ds.NumFragments()
+		f(e, ds)
 	}
+}
+
+// fragmentCount is the number of fragments of every main table at its published version.
+func fragmentCount(t *testing.T, root storage.Store) int {
+	t.Helper()
+	n := 0
+	publishedTables(t, root, func(_ publisher.TableEntry, ds *lance.Dataset) { n += ds.NumFragments() })
 	return n
+}
+
+// publishedIndexNames lists, per main table with rows at its published version, the names
+// of its indices.
+func publishedIndexNames(t *testing.T, root storage.Store) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	publishedTables(t, root, func(e publisher.TableEntry, ds *lance.Dataset) {
+		if e.RowCount == 0 {
+			return
+		}
+		var names []string
+		for _, x := range ds.Indices() {
+			names = append(names, x.Name)
+		}
+		sort.Strings(names)
+		out[e.TableKey] = names
+	})
+	return out
+}
+
+// TestIndexBuildCrashMatrix kills a real `worker optimize --indices` (the reference's index
+// set on three tables, one CreateIndex each under one Optimize intent) at every step, opens
+// the graph read-write (full recovery) and checks that each table shows either none of the
+// indices or all of them, never part; that the rows are unchanged; and that a second build
+// completes the set.
+func TestIndexBuildCrashMatrix(t *testing.T) {
+	var tl tally
+	for _, kill := range []string{"optimize.after_prepare=kill", "optimize.after_sidecar=kill", "optimize.after_table_commit=kill",
+		"optimize.after_table_commit=1+1*kill", "lance.commit.before_manifest=1+1*kill", "lance.commit.after_manifest=kill",
+		"optimize.before_publish=kill", "publisher.before_commit=kill", "optimize.after_publish=kill", "recovery.sidecar_delete=kill"} {
+		t.Run(kill, func(t *testing.T) {
+			ctx := context.Background()
+			dir, root, g := newGraph(t)
+			// Words the analyzer keeps, so every full-text index has something to hold.
+			recs, err := framing.ParseBytes([]byte(`{"type":"Person","data":{"handle":"alice","name":"Alice Smith","active":true}}
+{"type":"Person","data":{"handle":"bob","name":"Bob Jones","active":true}}
+{"type":"Company","data":{"domain":"acme.io","name":"Acme Rockets","size":"startup"}}
+{"edge":"WorksAt","from":"alice","to":"acme.io","data":{"id":"w-alice"}}`), framing.DefaultLimits())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: recs}); err != nil {
+				t.Fatal(err)
+			}
+			before := exportLines(t, root)
+			if killed, out := run(t, kill, "optimize", "--root", dir, "--indices"); !killed {
+				t.Fatalf("optimize --indices was not killed at %s:\n%s", kill, out)
+			}
+			g2 := recoverAfterCrash(t, dir, root, "")
+			want := map[string]string{"edge:WorksAt": "[dst_idx id_idx src_idx]", "node:Company": "[domain_idx id_idx name_idx]",
+				"node:Person": "[handle_idx id_idx name_idx]"}
+			half := false
+			for key, names := range publishedIndexNames(t, root) {
+				if got := fmt.Sprint(names); got != "[]" && got != want[key] {
+					t.Errorf("%s shows indices %s: neither none nor %s", key, got, want[key])
+					half = true
+				}
+			}
+			lost, doubled, changed := compareLines(t, before, exportLines(t, root))
+			if _, out := run(t, "", "optimize", "--root", dir, "--indices"); !strings.Contains(out, `"tables"`) {
+				t.Fatalf("optimize --indices again: %s", out)
+			}
+			for key, names := range publishedIndexNames(t, root) {
+				if got := fmt.Sprint(names); got != want[key] {
+					t.Errorf("after a second build %s shows %s, want %s", key, got, want[key])
+					half = true
+				}
+			}
+			assertAligned(t, g2)
+			tl.add(lost, doubled, half || changed)
+		})
+	}
+	line := fmt.Sprintf("crash-matrix-indices: %d cases, %d lost, %d doubled, %d half-visible", tl.cases, tl.lost, tl.doubled, tl.half)
+	summary = strings.TrimSpace(summary + "\n" + line)
+	if tl.cases < 10 || tl.lost+tl.doubled+tl.half != 0 {
+		t.Errorf("%s", line)
+	}
 }

@@ -7,7 +7,8 @@
 //                                                      row versions; "ordered": a scan returns them in
 //                                                      that order)
 //   node compat.mjs mutate <dir>                      apply <dir>/mutate.json steps in order
-//                                                      (append | delete | update | optimize)
+//                                                      (append | delete | update | optimize |
+//                                                      reindex: createIndex(column, btree|fts, replace))
 //   node compat.mjs write  <dir>                      create reference tables + <dir>/cases.json
 //   node compat.mjs refgraph <root>                  remake a freshly initialised graph's datasets
 //                                                      the way the reference OmniGraph creates them
@@ -21,8 +22,14 @@
 //   node compat.mjs idxverify <dir>                  read <dir>/idxcases.json: check listed indices,
 //                                                      counts, and scalar/fts/vector queries against
 //                                                      a full scan
+//   node compat.mjs ftsverify <dir>                  read <dir>/ftscases.json: Go's INVERTED index on
+//                                                      gfts against the engine's own on efts (fts.mjs)
+//   node compat.mjs ftsmaintain <dir>                the step <dir>/ftsmaintain.json names done to gfts
+//                                                      and efts alike, then the same comparison
 //   node compat.mjs bench  <dir> --rows N --iters K   append/scan timings, one JSON line
 //   node compat.mjs bench-index <dir> --rows N --iters K   K timed BTREE builds on id, one JSON line
+//   node compat.mjs bench-build <dir> --table T --kind btree|inverted|ivf_flat --column C --iters K
+//                                                      K timed builds on an existing table, one JSON line
 //   node compat.mjs bench-serve <dir> --rows N [--tables T]
 //                                                      stdin "K" -> K timed appends, one JSON line each
 //                                                      (T > 1: each append's rows split over T tables,
@@ -36,6 +43,7 @@ import path from "node:path";
 import { arrow, compareIdLists, compareRows, fromCanonical, toCanonical } from "./canonical.mjs";
 import { appendRows, connect, ENGINE, ENGINES, ensureFreshDir, openAt, openCase, scan, typesOf, TABLE_STABLE } from "./engine.mjs";
 import { bigWrite } from "./big.mjs";
+import { ftsMaintain, ftsVerify } from "./fts.mjs";
 import { idxVerify, idxWrite } from "./indices.mjs";
 import { graphIdx, openAll, refGraph } from "./refgraph.mjs";
 import { runWrite } from "./write.mjs";
@@ -187,8 +195,15 @@ async function runStep(db, s) {
       await tbl.optimize();
       return tbl.version();
     }
+    case "reindex": {
+      // the engine's own build of the index on s.column, replacing the one of its name
+      const config = { btree: () => lancedb.Index.btree(), fts: () => lancedb.Index.fts() }[s.kind];
+      if (!config || !s.column) throw new Error(`reindex needs "column" and "kind" (btree|fts)`);
+      await tbl.createIndex(s.column, { config: config(), replace: true });
+      return tbl.version();
+    }
     default:
-      throw new Error(`unknown op ${JSON.stringify(s.op)} (want append|delete|update|optimize)`);
+      throw new Error(`unknown op ${JSON.stringify(s.op)} (want append|delete|update|optimize|reindex)`);
   }
 }
 
@@ -279,6 +294,34 @@ async function cmdBenchIndex(dir, N, K) {
   emit({ btree_ms: times.map(ms), btree_p50_ms: ms(p50(times)), rows: N, iters: K });
 }
 
+// cmdBenchBuild times K builds of an index of kind (btree | inverted | ivf_flat: one partition,
+// L2, as the Go package builds) on column of an existing table (integration/bench writes it),
+// each replacing the last: one JSON line {ms: [...], p50_ms}.
+async function cmdBenchBuild(dir, args) {
+  const o = {};
+  for (let i = 0; i < args.length; i += 2) {
+    const m = /^--(table|kind|column|iters)$/.exec(args[i]);
+    if (!m || args[i + 1] == null) throw new Error(`bench-build: bad argument ${args[i]}`);
+    o[m[1]] = args[i + 1];
+  }
+  const config = {
+    btree: () => lancedb.Index.btree(),
+    inverted: () => lancedb.Index.fts(),
+    ivf_flat: () => lancedb.Index.ivfFlat({ numPartitions: 1, distanceType: "l2" }),
+  }[o.kind];
+  const K = Number(o.iters);
+  if (!config || !o.table || !o.column || !Number.isInteger(K) || K < 1) throw new Error(`bench-build: want --table, --kind btree|inverted|ivf_flat, --column, --iters`);
+  const db = await connect(path.resolve(dir));
+  const tbl = await db.openTable(o.table);
+  const times = [];
+  for (let k = 0; k < K; k++) {
+    const t0 = performance.now();
+    await tbl.createIndex(o.column, { config: config(), replace: true });
+    times.push(performance.now() - t0);
+  }
+  emit({ kind: o.kind, ms: times.map(ms), p50_ms: ms(p50(times)), iters: K });
+}
+
 // cmdBenchServe keeps its tables open and answers each stdin line "K" with K timed appends of N
 // fresh rows, as one JSON line {"append_ms": [...]}: the caller interleaves its own timings with
 // these at a fine grain, so drift on a shared machine lands on both sides alike. With --tables
@@ -337,7 +380,8 @@ const USAGE = `usage:
   node compat.mjs idxverify <dir>
   node compat.mjs bench  <dir> --rows N --iters K
   node compat.mjs bench-serve <dir> --rows N [--tables T]
-  node compat.mjs bench-index <dir> --rows N --iters K`;
+  node compat.mjs bench-index <dir> --rows N --iters K
+  node compat.mjs bench-build <dir> --table T --kind btree|inverted|ivf_flat --column C --iters K`;
 
 function parseBenchArgs(args, serve) {
   const o = { rows: null, iters: null, tables: 1 };
@@ -354,7 +398,7 @@ function parseBenchArgs(args, serve) {
 
 async function main(argv) {
   const [cmd, dir, ...rest] = argv;
-  if (!cmd || !dir || (cmd !== "bench" && cmd !== "bench-serve" && cmd !== "bench-index" && rest.length)) {
+  if (!cmd || !dir || (cmd !== "bench" && cmd !== "bench-serve" && cmd !== "bench-index" && cmd !== "bench-build" && rest.length)) {
     console.error(USAGE);
     return 2;
   }
@@ -373,9 +417,12 @@ async function main(argv) {
       case "bigwrite": await bigWrite(dir, emit); break;
       case "idxwrite": await idxWrite(dir, { emit, errText, log }); break;
       case "idxverify": await idxVerify(dir, { emit, errText, log }); break;
+      case "ftsverify": await ftsVerify(dir, { emit, errText, log }); break;
+      case "ftsmaintain": await ftsMaintain(dir, { emit, errText, log }); break;
       case "bench": await cmdBench(dir, bench.rows, bench.iters); break;
       case "bench-serve": await cmdBenchServe(dir, bench.rows, bench.tables); break;
       case "bench-index": await cmdBenchIndex(dir, bench.rows, bench.iters); break;
+      case "bench-build": await cmdBenchBuild(dir, rest); break;
       default: console.error(`unknown command ${cmd}\n${USAGE}`); return 2;
     }
   } catch (e) {

@@ -7,6 +7,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { arrow, compareIdLists, toCanonical } from "./canonical.mjs";
+import { verifyVectorIndex } from "./ivfflat.mjs";
 import { appendRows, connect, createTable, ensureFreshDir, ENGINE, ENGINES, openCase, scan, typesOf, TABLE, TABLE_STABLE } from "./engine.mjs";
 
 const lancedb = await import(ENGINES[ENGINE]);
@@ -297,6 +298,7 @@ async function verifyIdxCase(db, c, errText, log) {
 
   // 6. nearest neighbours, through the index and brute force
   let ties = 0;
+  const onTie = () => { ties++; };
   for (const nq of c.nearest ?? []) {
     const label = `nearest ${nq.column} to row ${nq.query_id} k=${nq.k}`;
     if (!VECTOR_COLUMNS.includes(nq.column) || !Number.isInteger(nq.query_id) || nq.query_id < 0 || !Number.isInteger(nq.k) || nq.k < 1) {
@@ -314,10 +316,12 @@ async function verifyIdxCase(db, c, errText, log) {
       q = bypass ? q.bypassVectorIndex() : q.nprobes(2).refineFactor(REFINE).ef(Math.max(1000, nq.k * REFINE));
       return q.select(["id", "_distance"]).toArrow();
     };
-    const onTie = () => { ties++; };
     await check(`${label} (index)`, async () => checkNearest(toCanonical(await search(false)), scored, distOf, nq.k, onTie));
     await check(`${label} (bypassVectorIndex)`, async () => checkNearest(toCanonical(await search(true)), scored, distOf, nq.k, onTie));
   }
+
+  // 6b. nearest queries through a named vector index, and its statistics (ivfflat.mjs)
+  await verifyVectorIndex(tbl, c, truth, { check, checkNearest, l2sq, rowOf, scalarPredicate, toCanonical, onTie });
 
   if (ties > 0) log(`${c.name}: ${ties} nearest result(s) accepted with equidistant rows in another order`);
 

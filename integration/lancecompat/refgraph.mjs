@@ -129,10 +129,12 @@ export async function openAll(root, emit) {
 }
 
 // graphidx <root>: read <root>/graphidx.json ({"tables": [{"path": "nodes/…", "indices":
-// ["id_idx", …]}]}) and check each graph table at its newest version: the engine lists those
-// indices, and for a few values of each indexed column an equality filter is answered from
-// the index (its plan names it) with exactly the rows a full scan holds. One result line per
-// table.
+// ["id_idx", …], "kinds": {"id_idx": "btree", "name_idx": "fts", "embedding_idx": "vector"}}]})
+// and check each graph table at its newest version: the engine lists those indices and counts
+// every row as indexed; for a BTREE, an equality filter on a few values is answered from the
+// index (its plan names it) with exactly the rows a full scan holds; for a full-text index, a
+// search of a few plain words, and for a vector index a nearest query, likewise (checkFullText,
+// checkNearest). One result line per table.
 export async function graphIdx(root, emit, errText) {
   const spec = JSON.parse(fs.readFileSync(path.join(root, "graphidx.json"), "utf8"));
   for (const t of spec.tables) {
@@ -149,6 +151,19 @@ export async function graphIdx(root, emit, errText) {
       const { rows } = await scan(tbl);
       for (const name of t.indices) {
         const col = name.replace(/_idx$/, "");
+        const kind = (t.kinds || {})[name] || "btree";
+        const st = await tbl.indexStats(name);
+        if (!st || st.numIndexedRows !== rows.length || st.numUnindexedRows !== 0) {
+          fails.push(`${name}: indexStats ${JSON.stringify(st)}, want all ${rows.length} rows indexed`);
+        }
+        if (kind === "fts") {
+          await checkFullText(tbl, name, col, rows, fails);
+          continue;
+        }
+        if (kind === "vector") {
+          await checkNearest(tbl, name, col, rows, fails);
+          continue;
+        }
         const values = [...new Set(rows.map((r) => r[col]).filter((v) => v != null))].slice(0, 3);
         for (const v of values) {
           const where = `${col} = '${String(v).replace(/'/g, "''")}'`;
@@ -166,4 +181,43 @@ export async function graphIdx(root, emit, errText) {
     }
     emit({ case: t.path, ok: fails.length === 0, ...(fails.length ? { error: fails.join("; ") } : {}) });
   }
+}
+
+// checkFullText: for a few words of the column (plain words the analyzer keeps as they are),
+// a full-text search is answered from the index (its plan has a MatchQuery on the column)
+// with exactly the rows whose text holds the word.
+async function checkFullText(tbl, name, col, rows, fails) {
+  const words = [...new Set(rows.flatMap((r) => (r[col] == null ? [] : String(r[col]).toLowerCase().match(/[a-z]+/g) || [])))]
+    .filter((w) => /^(alpha|bravo|charlie|delta|echo|foxtrot|alice|bob|carol|erin|frank|gina|docs|https|acme|globex|rocket)$/.test(w))
+    .slice(0, 4);
+  if (words.length === 0) fails.push(`${name}: no plain word in ${col} to search`);
+  for (const w of words) {
+    const plan = await tbl.query().fullTextSearch(w, { columns: col }).explainPlan(false);
+    if (!new RegExp(`MatchQuery: column=${col}`).test(plan)) fails.push(`${name}: the plan of ${w} names no MatchQuery on ${col}`);
+    const got = (await tbl.query().fullTextSearch(w, { columns: col }).select(["id"]).limit(10000).toArray()).map((r) => r.id).sort();
+    const want = rows.filter((r) => r[col] != null && String(r[col]).toLowerCase().split(/[^a-z0-9]+/).includes(w)).map((r) => r.id).sort();
+    if (JSON.stringify(got) !== JSON.stringify(want)) fails.push(`${name}: "${w}" found ${JSON.stringify(got)}, the text holds it in ${JSON.stringify(want)}`);
+  }
+}
+
+// checkNearest: a nearest query (L2) is answered from the index (ANNSubIndex names it) with
+// exactly the rows and order of a brute-force L2 ranking of the non-null vectors.
+async function checkNearest(tbl, name, col, rows, fails) {
+  const withVec = rows.filter((r) => r[col] != null);
+  if (withVec.length === 0) {
+    fails.push(`${name}: no vector in ${col}`);
+    return;
+  }
+  const q = Array.from(withVec[0][col]).map((x, i) => x + (i % 2 ? 0.25 : -0.5));
+  const k = Math.min(5, withVec.length);
+  const query = () => tbl.query().nearestTo(q).column(col).distanceType("l2").limit(k);
+  const plan = await query().explainPlan(true);
+  if (!plan.includes(`ANNSubIndex: name=${name},`)) fails.push(`${name}: the nearest plan does not use the index: ${plan.replace(/\s+/g, " ")}`);
+  const byDistance = (a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1);
+  const got = (await query().select(["id", "_distance"]).toArray()).map((r) => [r.id, Math.fround(r._distance)]).sort(byDistance);
+  const dist = (v) => Array.from(v).reduce((s, x, i) => s + Math.fround(Math.fround(x) - Math.fround(q[i])) ** 2, 0);
+  const want = withVec.map((r) => [r.id, Math.fround(dist(r[col]))]).sort(byDistance).slice(0, k);
+  const ids = (xs) => JSON.stringify(xs.map((x) => x[0]));
+  const close = got.length === want.length && got.every((g, i) => Math.abs(g[1] - want[i][1]) <= 1e-4 * Math.max(1, want[i][1]));
+  if (ids(got) !== ids(want) || !close) fails.push(`${name}: nearest ${JSON.stringify(got)}, brute force ${JSON.stringify(want)}`);
 }

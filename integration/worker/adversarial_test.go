@@ -27,10 +27,12 @@ import (
 // dead-letter subject (`worker dlq list`), never both and never neither, and a good batch
 // published after the hostile ones commits.
 
-// ledger collects the worker's commit events by source sequence.
+// ledger collects the worker's commit events (outcome committed or already_applied) and empty
+// events (a batch of no records, acknowledged without a commit) by source sequence.
 type ledger struct {
 	sub       *nats.Subscription
 	committed map[uint64]int
+	empty     map[uint64]int
 }
 
 // watchEvents subscribes to the demo graph's events; call it before anything is published.
@@ -48,11 +50,11 @@ func watchEvents(t *testing.T, url string) *ledger {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	return &ledger{sub: sub, committed: map[uint64]int{}}
+	return &ledger{sub: sub, committed: map[uint64]int{}, empty: map[uint64]int{}}
 }
 
-// account requires each stream sequence 1..n to be committed once or dead-lettered once, and
-// returns the dead letters.
+// account requires each stream sequence 1..n to be committed once, dead-lettered once or
+// acknowledged once as empty, and returns the dead letters.
 func account(t *testing.T, url string, l *ledger, n uint64) []deadLetter {
 	t.Helper()
 	dls := listDeadLetters(t, url)
@@ -60,22 +62,31 @@ func account(t *testing.T, url string, l *ledger, n uint64) []deadLetter {
 	for _, d := range dls {
 		dead[d.OrigSeq]++
 	}
-	for seen := 0; seen < int(n)-len(dls); seen++ {
+	for seen := 0; seen < int(n)-len(dls); {
 		m, err := l.sub.NextMsg(10 * time.Second)
 		if err != nil {
 			break // counted below
 		}
 		var ev struct {
-			Seq uint64 `json:"source_sequence"`
+			Seq     uint64 `json:"source_sequence"`
+			Outcome string `json:"outcome"`
 		}
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
 			t.Fatal(err)
 		}
-		l.committed[ev.Seq]++
+		switch ev.Outcome {
+		case "committed", "already_applied":
+			l.committed[ev.Seq]++
+		case "empty":
+			l.empty[ev.Seq]++
+		default:
+			continue // a dead letter's event: the dead letters are counted from their stream
+		}
+		seen++
 	}
 	for seq := uint64(1); seq <= n; seq++ {
-		if c, d := l.committed[seq], dead[seq]; c+d != 1 {
-			t.Errorf("stream seq %d: %d commit events and %d dead letters, want exactly one of them", seq, c, d)
+		if c, d, e := l.committed[seq], dead[seq], l.empty[seq]; c+d+e != 1 {
+			t.Errorf("stream seq %d: %d commit events, %d dead letters and %d empty events, want exactly one of them", seq, c, d, e)
 		}
 	}
 	if t.Failed() {
@@ -140,7 +151,10 @@ func TestAdversarialHostileBodies(t *testing.T) {
 	if l.committed[1] != 1 || l.committed[n] != 1 {
 		t.Fatalf("the good batches did not commit: %v", l.committed)
 	}
-	t.Logf("%d hostile bodies: %d dead-lettered, %d committed without rows", len(hostile), len(dls), len(hostile)-len(dls))
+	if l.empty[14] != 1 || l.empty[15] != 1 {
+		t.Fatalf("the blank and the empty body were not acknowledged as empty: %v", l.empty)
+	}
+	t.Logf("%d hostile bodies: %d dead-lettered, %d empty, %d committed without rows", len(hostile), len(dls), len(l.empty), len(hostile)-len(dls)-len(l.empty))
 	w.terminate(t)
 	checkBatches(t, root, []int{0, 1})
 }
@@ -431,7 +445,7 @@ func stallThenRecover(t *testing.T, root string, real, early bool, errno, text s
 	publishBody(t, ns.url, graphtest.BatchBody(1), nil)
 	waitReady(t, addr, http.StatusServiceUnavailable, "stalled", stalledSeq, text)
 	metrics := httpGet(t, "http://"+addr+"/metrics", 200)
-	if !strings.Contains(metrics, "omnigraph_stalled 1\n") || !strings.Contains(metrics, `omnigraph_retry_budget_exhausted_total{action="stalled"} 1`) {
+	if !strings.Contains(metrics, "omnigraph_stalled{graph=\"demo\"} 1\n") || !strings.Contains(metrics, `omnigraph_retry_budget_exhausted_total{action="stalled",graph="demo"} 1`) {
 		t.Fatalf("metrics while stalled:\n%s", metrics)
 	}
 	if real {

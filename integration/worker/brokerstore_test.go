@@ -214,11 +214,11 @@ func TestAdversarialBrokerStoreLost(t *testing.T) {
 		t.Fatalf("lease acquired %d times, want again after the store was lost:\n%s", n, out)
 	}
 	for _, what := range []string{"stream", "dlq_stream", "events_stream", "consumer"} {
-		if v := metricValue(t, addr, fmt.Sprintf(`omnigraph_streams_recreated_total{what=%q}`, what)); v != "1" {
+		if v := metricValue(t, addr, fmt.Sprintf(`omnigraph_streams_recreated_total{graph="demo",what=%q}`, what)); v != "1" {
 			t.Errorf("omnigraph_streams_recreated_total{what=%q} %q, want 1", what, v)
 		}
 	}
-	if v := metricValue(t, addr, "omnigraph_stalled"); v != "0" {
+	if v := metricValue(t, addr, `omnigraph_stalled{graph="demo"}`); v != "0" {
 		t.Errorf("omnigraph_stalled %q after the recovery", v)
 	}
 	w.terminate(t)
@@ -258,10 +258,10 @@ func TestAdversarialBrokerRefusesStreams(t *testing.T) {
 		t.Fatalf("stalled reported %v after the broker came back, retry budget %v", took, budget)
 	}
 	t.Logf("/readyz while stalled: %s", httpGet(t, "http://"+addr+"/readyz", http.StatusServiceUnavailable))
-	if v := metricValue(t, addr, "omnigraph_stalled"); v != "1" {
+	if v := metricValue(t, addr, `omnigraph_stalled{graph="demo"}`); v != "1" {
 		t.Fatalf("omnigraph_stalled %q while stalled", v)
 	}
-	if v := metricValue(t, addr, `omnigraph_retry_budget_exhausted_total{action="stalled"}`); v != "1" {
+	if v := metricValue(t, addr, `omnigraph_retry_budget_exhausted_total{action="stalled",graph="demo"}`); v != "1" {
 		t.Fatalf(`omnigraph_retry_budget_exhausted_total{action="stalled"} %q`, v)
 	}
 	if out := w.out.String(); !strings.Contains(out, `"level":"error"`) || !strings.Contains(out, "stalled") {
@@ -278,7 +278,7 @@ func TestAdversarialBrokerRefusesStreams(t *testing.T) {
 	publishBatches(t, ns.url, 3, 6)
 	waitAcked(t, ns.url, 3, w)
 	waitReady(t, addr, http.StatusOK)
-	if v := metricValue(t, addr, "omnigraph_stalled"); v != "0" {
+	if v := metricValue(t, addr, `omnigraph_stalled{graph="demo"}`); v != "0" {
 		t.Fatalf("omnigraph_stalled %q after the recovery", v)
 	}
 	s, err := connectJS(t, ns.url).Stream(context.Background(), "OMNIGRAPH_DEMO")

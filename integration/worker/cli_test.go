@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -49,8 +50,13 @@ func TestCLIHelpVersionCompletion(t *testing.T) {
 			t.Errorf("worker %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 		}
 	}
-	if out, _, code := runWorker(t, "--version"); code != 0 || out != "omnigraph-worker 0.1.0\n" {
+	// --version and `version` print the binary's build: module version, commit, build time, Go.
+	out, _, code := runWorker(t, "--version")
+	if code != 0 || !regexp.MustCompile(`^omnigraph-worker \S+\ncommit: +\S+.*\nbuild time: +\S+\ngo: +go1\.\S+\n$`).MatchString(out) {
 		t.Errorf("--version: exit %d %q", code, out)
+	}
+	if v, _, code := runWorker(t, "version"); code != 0 || v != out {
+		t.Errorf("version: exit %d %q, --version said %q", code, v, out)
 	}
 	if out, _, _ := runWorker(t, "load", "-h"); !strings.Contains(out, `(default "merge")`) || !strings.Contains(out, "(env OMNIGRAPH_LOCAL_FSYNC)") {
 		t.Errorf("load -h shows no defaults or variables:\n%s", out)
@@ -192,19 +198,19 @@ func TestCLIRequestsWaitForOutcome(t *testing.T) {
 		t.Fatalf("cleanup --no-wait: exit %d\n%s", code, out)
 	}
 	waitAcked(t, ns.url, 5, w)
-	// Every outcome is stored: load, merge, optimize and cleanup (the dead letter is not an
-	// event). A message's event follows its ack, so the cleanup's may still be on its way.
+	// Every outcome is stored: load, merge, the dead-lettered merge, optimize and cleanup. A
+	// message's event follows its ack, so the cleanup's may still be on its way.
 	var n uint64
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if n = streamMsgs(t, ns.url, "OMNIGRAPH_DEMO_EVENTS"); n >= 4 || time.Now().After(deadline) {
+		if n = streamMsgs(t, ns.url, "OMNIGRAPH_DEMO_EVENTS"); n >= 5 || time.Now().After(deadline) {
 			break
 		}
 	}
-	if n != 4 {
-		t.Fatalf("events stream holds %d events, want 4", n)
+	if n != 5 {
+		t.Fatalf("events stream holds %d events, want 5", n)
 	}
 	w.terminate(t)
-	if _, errOut, code := runWorker(t, append([]string{"optimize", "--wait-timeout", "1s"}, req[:len(req)-2]...)...); code != 1 || !strings.Contains(errOut, "no outcome of request 6") {
+	if _, errOut, code := runWorker(t, append([]string{"optimize", "--wait-timeout", "1s"}, req[:len(req)-2]...)...); code != 13 || !strings.Contains(errOut, "no outcome of request 6") {
 		t.Fatalf("optimize with no worker: exit %d\n%s", code, errOut)
 	}
 }

@@ -194,10 +194,13 @@ func TestEveryDeadLetterReasonThenReplay(t *testing.T) {
 	checkBatches(t, root, []int{0, 1})
 	// The operators' view of the same: outcomes, reasons, the lease, readiness.
 	metrics := httpGet(t, "http://"+httpAddr+"/metrics", 200)
-	for _, want := range []string{`omnigraph_messages_total{outcome="committed"} 2`, `omnigraph_messages_total{outcome="dead_lettered"} 6`,
-		`omnigraph_dead_letters_total{reason="invalid"} 3`, `omnigraph_dead_letters_total{reason="key_conflict"} 1`,
-		`omnigraph_dead_letters_total{reason="resource_limit"} 1`, `omnigraph_dead_letters_total{reason="branch_missing"} 1`,
-		"omnigraph_rows_total 6", "omnigraph_lease_held 1", "omnigraph_commit_seconds_count 2"} {
+	// Every series carries the graph, as in a fleet; the reasons no batch met are there at 0.
+	for _, want := range []string{`omnigraph_messages_total{graph="demo",outcome="committed"} 2`, `omnigraph_messages_total{graph="demo",outcome="dead_lettered"} 6`,
+		`omnigraph_dead_letters_total{graph="demo",reason="invalid"} 3`, `omnigraph_dead_letters_total{graph="demo",reason="key_conflict"} 1`,
+		`omnigraph_dead_letters_total{graph="demo",reason="resource_limit"} 1`, `omnigraph_dead_letters_total{graph="demo",reason="branch_missing"} 1`,
+		`omnigraph_dead_letters_total{graph="demo",reason="max_deliver"} 0`, `omnigraph_rows_total{graph="demo"} 6`,
+		`omnigraph_lease_held{graph="demo"} 1`, `omnigraph_lease_acquisitions_total{graph="demo"} 1`, `omnigraph_commit_seconds_count{graph="demo"} 2`,
+		`omnigraph_commit_lag_seconds_count{graph="demo"} 2`} {
 		if !strings.Contains(metrics, want+"\n") {
 			t.Fatalf("/metrics lacks %q:\n%s", want, metrics)
 		}

@@ -8,13 +8,13 @@ import (
 )
 
 // Read-only commands on a missing local root fail (exit 2: the --root given is wrong) with
-// "no graph at …" and create nothing, whether the root is a path or a mistyped cloud URI that
-// is one.
+// "no graph at …" and create nothing; a mistyped cloud URI is no local path but a root
+// refused as such.
 func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"export", "--root", "./nope"},
-		{"commits", "--root", "s3:/bucket/x"},
+		{"commits", "--root", "./s3:nope"},
 		{"branch", "list", "--root", "./nope"},
 		{"recover", "--list", "--root", "./nope"},
 	} {
@@ -22,6 +22,10 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, "no graph at "+dir) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
+	}
+	_, stderr, code := runWorkerIn(t, dir, nil, "commits", "--root", "s3:/bucket/x")
+	if code != 2 || !strings.Contains(stderr, `config root (from --root): "s3:/bucket/x": malformed s3 URI`) {
+		t.Errorf("commits --root s3:/bucket/x: exit %d, stderr %q", code, stderr)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("read-only commands created %v", ents)
@@ -34,6 +38,9 @@ func TestRunWithoutSchemaSaysSo(t *testing.T) {
 	_, stderr, code := runWorkerIn(t, t.TempDir(), nil, "run", "--root", root, "--graph", "demo", "--http", "")
 	if code != 2 || !strings.Contains(stderr, "no graph at") || !strings.Contains(stderr, "pass --schema") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Fatalf("the refused run left %s behind", root)
 	}
 }
 
@@ -71,7 +78,7 @@ func TestPublishHonoursNATSURL(t *testing.T) {
 	body := filepath.Join(dir, "b.ndjson")
 	_ = os.WriteFile(body, []byte(`{"type":"Person","data":{"handle":"a","name":"A","active":true}}`+"\n"), 0o644)
 	_, stderr, code := runWorkerIn(t, dir, []string{"NATS_URL=" + ns.url, "OMNIGRAPH_NATS_URL="}, "publish", "--graph", "demo", body)
-	if code == 0 || !strings.Contains(stderr, "no stream for graph demo: is its worker running? (subject omnigraph.demo.ingest)") {
+	if code != 2 || !strings.Contains(stderr, "no stream for graph demo: is its worker running? (subject omnigraph.demo.ingest)") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }

@@ -15,6 +15,9 @@
 //	kill           SIGKILL the current process (crash tests: nothing runs after this point)
 //	panic          panic with the point's name
 //	sleep(MS)      sleep MS milliseconds, then continue
+//	stop           SIGSTOP the current process: every goroutine freezes (lease renewals too)
+//	               until someone sends SIGCONT, then the point returns nil and the step goes
+//	               on; this is how a test makes a writer that is paused, not dead (a zombie)
 //	N*ACTION       fire ACTION on the first N hits only, then go quiet
 //	SKIP+ACTION    let the first SKIP hits pass, then fire ACTION (combines with N*: 2+1*kill)
 package failpoint
@@ -23,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +79,7 @@ const (
 	kindKill
 	kindPanic
 	kindSleep
+	kindStop
 )
 
 type point struct {
@@ -147,6 +152,8 @@ func parseAction(action string) (*point, error) {
 		p.kind = kindKill
 	case action == "panic":
 		p.kind = kindPanic
+	case action == "stop":
+		p.kind = kindStop
 	case strings.HasPrefix(action, "sleep(") && strings.HasSuffix(action, ")"):
 		ms, err := strconv.Atoi(action[len("sleep(") : len(action)-1])
 		if err != nil || ms < 0 {
@@ -154,7 +161,7 @@ func parseAction(action string) (*point, error) {
 		}
 		p.kind, p.sleep = kindSleep, time.Duration(ms)*time.Millisecond
 	default:
-		return nil, fmt.Errorf("action %q: want error, error(ERRNO), kill, panic or sleep(MS)", action)
+		return nil, fmt.Errorf("action %q: want error, error(ERRNO), kill, panic, stop or sleep(MS)", action)
 	}
 	return p, nil
 }
@@ -224,6 +231,25 @@ func fire(name string) error {
 	case kindSleep:
 		time.Sleep(p.sleep)
 		return nil
+	case kindStop:
+		// Say where, so a test that waits for the stop knows which step it froze at.
+		fmt.Fprintf(os.Stderr, "failpoint %s: stopping (SIGSTOP)\n", name)
+		stopUntilContinued()
+		return nil
 	}
 	return &Error{Name: name, Errno: p.errno}
+}
+
+// stopUntilContinued stops the process and returns once it has been continued. kill(2) only
+// queues SIGSTOP: the group stop happens when some thread of the process takes the signal,
+// which on a loaded host can be milliseconds after kill returns. Returning at once let the
+// step after the point run in that window (a zombie's fence check passed and its sidecar put
+// landed half before the freeze, half after). Waiting for SIGCONT, which only comes after the
+// stop took effect, keeps everything after the point behind the freeze.
+func stopUntilContinued() {
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
+	defer signal.Stop(cont)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	<-cont
 }

@@ -2,10 +2,14 @@ package failpoint
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestInjectOffIsNil(t *testing.T) {
@@ -103,4 +107,54 @@ func BenchmarkInjectOff(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_ = Inject("storage.put")
 	}
+}
+
+// TestStopFreezesUntilContinued runs a child that hits a "stop" point: it must be stopped
+// (state T) with nothing printed after the point, and go on once it gets SIGCONT.
+func TestStopFreezesUntilContinued(t *testing.T) {
+	if os.Getenv("FAILPOINT_STOP_CHILD") == "1" {
+		_ = Inject("p")
+		os.Stdout.WriteString("resumed\n")
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestStopFreezesUntilContinued$")
+	cmd.Env = append(os.Environ(), "FAILPOINT_STOP_CHILD=1", EnvVar+"=p=stop")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if stopped = processStopped(cmd.Process.Pid); stopped {
+			break
+		}
+	}
+	if !stopped {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal("the child never stopped at its point")
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(out)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	if string(got) != "resumed\n" {
+		t.Fatalf("child printed %q, want resumed", got)
+	}
+}
+
+// processStopped reads the state letter of /proc/PID/stat.
+func processStopped(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(raw), ')')
+	return i > 0 && i+2 < len(raw) && (raw[i+2] == 'T' || raw[i+2] == 't')
 }

@@ -365,6 +365,40 @@ func appendFileTail(dst, gb0 []byte, columns int, meta func(dst []byte, i int) [
 	return appendFileTailAt(dst, 0, gb0, columns, meta, major, minor)
 }
 
+// globalBufferAlign is the alignment of the extra global buffers a Writer appends, as Lance
+// aligns the buffers it writes.
+const globalBufferAlign = 64
+
+// appendFileTailGlobals is appendFileTail for a file with global buffers beside the file
+// descriptor: each of extra is written, 64-byte aligned, before the descriptor (aligned too),
+// and listed after it in the global buffer table (extra[i] is global buffer i+1).
+func appendFileTailGlobals(dst, gb0 []byte, extra [][]byte, columns int, meta func(dst []byte, i int) []byte, major, minor uint16) []byte {
+	if len(extra) == 0 {
+		return appendFileTail(dst, gb0, columns, meta, major, minor)
+	}
+	pos := make([][2]uint64, len(extra))
+	for i, b := range extra {
+		for len(dst)%globalBufferAlign != 0 {
+			dst = append(dst, 0)
+		}
+		pos[i] = [2]uint64{uint64(len(dst)), uint64(len(b))}
+		dst = append(dst, b...)
+	}
+	for len(dst)%globalBufferAlign != 0 { // Lance 2.1 readers refuse an unaligned descriptor here
+		dst = append(dst, 0)
+	}
+	out := appendFileTail(dst, gb0, columns, meta, major, minor)
+	// The tail lists one global buffer: rewrite its table with the extra ones after it. The
+	// table is the last thing before the footer, so it moves the footer by 16 bytes a buffer.
+	foot := parseFooter(out[len(out)-footerSize:])
+	out = out[:len(out)-footerSize]
+	for _, p := range pos {
+		out = appendU64(appendU64(out, p[0]), p[1])
+	}
+	foot.numGlobalBuffers += uint32(len(extra))
+	return appendFooter(out, foot)
+}
+
 // appendFileTailAt is appendFileTail for a dst whose first byte is the file's byte at: the
 // pages before dst are written elsewhere (Concat.AppendRange).
 func appendFileTailAt(dst []byte, at uint64, gb0 []byte, columns int, meta func(dst []byte, i int) []byte, major, minor uint16) []byte {

@@ -22,6 +22,8 @@ type vals21 struct {
 	data      []byte
 	dim       uint64
 	itemValid []byte
+	// hintItems and hintBytes, set before the first appendVals, size the buffers it makes.
+	hintItems, hintBytes uint64
 }
 
 // maxChunkValues bounds the values of one mini-block chunk: the chunk metadata stores their log2
@@ -32,9 +34,13 @@ const maxChunkValues = 1 << 15
 // chunk is decoded by the same compression).
 func (v *vals21) appendVals(o *vals21) {
 	if v.n == 0 && v.fixed == nil && v.offs == nil {
+		items, bytes := v.hintItems, v.hintBytes
 		*v = vals21{w: o.w, bool: o.bool, variable: o.variable, dim: o.dim}
 		if v.variable {
-			v.offs = []uint64{0}
+			v.offs = make([]uint64, 1, max(items, o.n)+1)
+			v.data = make([]byte, 0, max(bytes, uint64(len(o.data))))
+		} else if o.w > 0 && items <= maxSizeHint/o.w {
+			v.fixed = make([]byte, 0, max(items*o.w, uint64(len(o.fixed))))
 		}
 	}
 	if v.variable {
@@ -430,6 +436,10 @@ func decodeConstantBlock(value []byte, n uint64) (*vals21, error) {
 // hostile page must not become an allocation out of proportion to the file. (A variable so that
 // the fuzz tests can lower it.)
 var maxDecoded21 uint64 = 1 << 30
+
+// maxSizeHint bounds the capacity a reader allocates ahead of the values it decodes (64 MiB):
+// a page larger than that still decodes, growing as it goes.
+const maxSizeHint = 64 << 20
 
 // maxDecompressed bounds what one compressed buffer may expand to: zstd and lz4 state their
 // output size, and a hostile size must not become an allocation.

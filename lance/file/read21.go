@@ -242,6 +242,19 @@ func (r *Reader) readFullZipRange(st *readState, p *pageInfo, l *layout21, first
 	return pg, nil
 }
 
+// reserve sizes b for rows [first, first+count) of a page without list levels: grown value by
+// value, a builder's doubled buffers were copied and zeroed about twice over per column read.
+func reserve(b array.Builder, pg *page21, first, count uint64) {
+	b.Reserve(int(min(count, maxSizeHint/8))) // a page's row count is the file's word
+	v := pg.vals
+	if v == nil || !v.variable || pg.constant || first+count > v.n || first+count >= uint64(len(v.offs)) {
+		return
+	}
+	if rb, ok := b.(interface{ ReserveData(int) }); ok && v.offs[first+count] >= v.offs[first] {
+		rb.ReserveData(int(v.offs[first+count] - v.offs[first]))
+	}
+}
+
 // emit appends rows [first, first+count) of the page to b.
 func (pg *page21) emit(b array.Builder, dt arrow.DataType, first, count uint64) error {
 	li := pg.levels
@@ -264,6 +277,7 @@ func (pg *page21) emit(b array.Builder, dt arrow.DataType, first, count uint64) 
 		return vi
 	}
 	if !li.list {
+		reserve(b, pg, first, count)
 		vi := first
 		for i := first; i < first+count; i++ {
 			if defAt(i) != 0 || pg.allNull {

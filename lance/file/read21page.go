@@ -209,6 +209,27 @@ func (pg *page21) miniBlock(l *layout21, bufs [][]byte) error {
 		dataLen = pg.dataLen
 	}
 	var vals vals21
+	// skipped says whether chunk k, whose first item is item first, is left undecoded: with
+	// lists through a window, a chunk outside it; without lists, a chunk whose items (its rows)
+	// are all outside the wanted rows (read through a window, it was not even fetched).
+	skipped := func(k int, first uint64, c chunkSpan) bool {
+		if pg.window && l.rep != nil {
+			return k < pg.chunkLo || k > pg.chunkHi
+		}
+		return l.rep == nil && (first+c.items <= pg.wantFirst || first >= pg.wantEnd) && c.items > 0
+	}
+	// Sized for the chunks decoded below, up front (growing chunk by chunk copied the page's
+	// values about twice over): counts and sizes from the chunk metadata, which the loop
+	// checks. A hint is only a capacity: bounded by the page's own bytes and maxSizeHint, a
+	// hostile count gets no large allocation before its values are decoded.
+	for k, first := 0, uint64(0); k < len(spans); k++ {
+		if !skipped(k, first, spans[k]) {
+			vals.hintItems += spans[k].items
+			vals.hintBytes += spans[k].size
+		}
+		first += spans[k].items
+	}
+	vals.hintItems, vals.hintBytes = min(vals.hintItems, maxSizeHint/8), min(vals.hintBytes, dataLen, maxSizeHint)
 	var rep, def []uint16
 	items := uint64(0)
 	for k, c := range spans {
@@ -216,15 +237,8 @@ func (pg *page21) miniBlock(l *layout21, bufs [][]byte) error {
 			return errf("chunk %d of %d bytes at %d runs past the %d-byte chunk buffer", k, c.size, c.pos, dataLen)
 		}
 		n := c.items
-		if pg.window && l.rep != nil {
-			if k < pg.chunkLo || k > pg.chunkHi {
-				items += n
-				continue
-			}
-		} else if l.rep == nil && (items+n <= pg.wantFirst || items >= pg.wantEnd) && n > 0 {
-			// Without lists a chunk's items are its rows: chunks outside the wanted rows need
-			// no decoding (and, read through a window, were not even fetched).
-			if vals.n == 0 && len(def) == 0 {
+		if skipped(k, items, c) {
+			if !(pg.window && l.rep != nil) && vals.n == 0 && len(def) == 0 {
 				pg.base = items + n
 			}
 			items += n

@@ -41,7 +41,8 @@ type Reader struct {
 	schema  *schema.Schema
 	cols    []columnInfo
 	version Version
-	globals uint32 // global buffers; only the first (the file descriptor) is read
+	globals uint32 // global buffers; only the first (the file descriptor) is read by Open
+	gbo     uint64 // where the global buffer offset table starts
 }
 
 // tailRead is how much Open reads from the end of the file first: for most files it holds the
@@ -128,7 +129,7 @@ func open(ctx context.Context, src Source, name string, first int64) (*Reader, e
 	if rows > maxPageRows {
 		return nil, r.fail(int64(gb0Pos), "file claims %d rows, more than a Lance file can hold", rows)
 	}
-	r.schema, r.numRows, r.globals = s, int64(rows), ft.numGlobalBuffers
+	r.schema, r.numRows, r.globals, r.gbo = s, int64(rows), ft.numGlobalBuffers, ft.gboStart
 
 	r.cols = make([]columnInfo, ft.numColumns) // bounded: the table's 16 bytes per column fit the file
 	cmo := meta[ft.cmoStart-lo:]
@@ -167,6 +168,26 @@ func (r *Reader) read(ctx context.Context, off, n int64) ([]byte, error) {
 
 func (r *Reader) fail(off int64, format string, args ...any) error {
 	return &FormatError{File: r.name, Offset: off, Reason: fmt.Sprintf(format, args...)}
+}
+
+// NumGlobalBuffers is how many global buffers the file has, the file descriptor (0) included.
+func (r *Reader) NumGlobalBuffers() uint32 { return r.globals }
+
+// GlobalBuffer reads global buffer i (0 is the file descriptor; Lance's index files keep, for
+// one, an IVF model in another).
+func (r *Reader) GlobalBuffer(ctx context.Context, i uint32) ([]byte, error) {
+	if i >= r.globals {
+		return nil, fmt.Errorf("lance file %s: global buffer %d of %d", r.name, i, r.globals)
+	}
+	e, err := r.read(ctx, int64(r.gbo)+16*int64(i), 16)
+	if err != nil {
+		return nil, err
+	}
+	pos, n := binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint64(e[8:])
+	if pos > uint64(r.size) || n > uint64(r.size)-pos {
+		return nil, r.fail(int64(r.gbo)+16*int64(i), "global buffer %d at %d+%d lies outside the file", i, pos, n)
+	}
+	return r.read(ctx, int64(pos), int64(n))
 }
 
 // Version is the file's format version (V2_0 for a file whose footer says 0.3).

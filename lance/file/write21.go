@@ -232,7 +232,7 @@ func (l *leaf21) sizeBits() int64 {
 }
 
 // finish flushes every leaf and lays out the metadata after the pages.
-func (w *writer21) finish(rows int64) []byte {
+func (w *writer21) finish(rows int64, globals [][]byte) []byte {
 	for _, l := range w.leaves {
 		if l.rows > 0 {
 			w.flush(l)
@@ -247,7 +247,7 @@ func (w *writer21) finish(rows int64) []byte {
 		}
 	}
 	w.reserve(metaSize)
-	w.out = appendFileTail(w.out, gb0, len(w.leaves), func(dst []byte, i int) []byte {
+	w.out = appendFileTailGlobals(w.out, gb0, globals, len(w.leaves), func(dst []byte, i int) []byte {
 		return appendColumnMetadata21(dst, w.leaves[i].pages)
 	}, uint16(w.opts.Version.Major), uint16(w.opts.Version.Minor))
 	out := w.out

@@ -47,6 +47,8 @@ type Writer struct {
 	// v21 writes the file when the version is 2.1 or later; the columns above then serve
 	// only to check the batches.
 	v21 *writer21
+	// globals are the global buffers after the file descriptor (AddGlobalBuffer).
+	globals [][]byte
 }
 
 // column is one file column being written: a field of the schema, parents included.
@@ -242,6 +244,15 @@ func (c *column) checkNulls(arr arrow.Array, v20 bool, row func(int) int) error 
 	return nil
 }
 
+// AddGlobalBuffer adds b to the file as a global buffer and returns its index: 1 for the first
+// (global buffer 0 is the file descriptor), then 2, and so on, as Lance numbers them. Lance's
+// index files name theirs in the schema metadata (an IVF model, for one). The Writer keeps b
+// until Finish.
+func (w *Writer) AddGlobalBuffer(b []byte) uint32 {
+	w.globals = append(w.globals, b)
+	return uint32(len(w.globals))
+}
+
 // Finish flushes every column and returns the complete file. The Writer cannot be used after.
 func (w *Writer) Finish() ([]byte, error) {
 	if w.finished {
@@ -249,7 +260,7 @@ func (w *Writer) Finish() ([]byte, error) {
 	}
 	w.finished = true
 	if w.v21 != nil {
-		return w.v21.finish(w.rows), nil
+		return w.v21.finish(w.rows, w.globals), nil
 	}
 	for _, c := range w.cols {
 		if c.rows > 0 {
@@ -263,7 +274,7 @@ func (w *Writer) Finish() ([]byte, error) {
 	}
 	w.reserve(metaSize)
 
-	w.out = appendFileTail(w.out, gb0, len(w.cols), func(dst []byte, i int) []byte {
+	w.out = appendFileTailGlobals(w.out, gb0, w.globals, len(w.cols), func(dst []byte, i int) []byte {
 		return appendColumnMetadata(dst, w.cols[i].pages)
 	}, footerMajor, footerMinor)
 	out := w.out

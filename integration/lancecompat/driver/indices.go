@@ -34,6 +34,8 @@ type idxCase struct {
 	FTS     []string     `json:"fts"`
 	Nearest []idxNearest `json:"nearest"`
 	Uses    []idxUse     `json:"uses_index,omitempty"`
+	ANN     []idxANN     `json:"ann,omitempty"`         // ivfflat.go
+	Stats   []idxStats   `json:"index_stats,omitempty"` // ivfflat.go
 }
 
 // idxUse is a filter the engine must answer from the named index.
@@ -112,6 +114,7 @@ var (
 
 // indexCompat runs the index interop in dir: the engine indexes, Go writes, the engine checks.
 func indexCompat(ctx context.Context, s *suite, dir string) {
+	invertedCompat(ctx, s, filepath.Join(filepath.Dir(dir), "fts"))
 	if err := s.runNode(ctx, "indices/", "idxwrite", dir); err != nil {
 		return
 	}
@@ -132,7 +135,11 @@ func indexCompat(ctx context.Context, s *suite, dir string) {
 	s.add("indices/go-writes-iplain", err)
 	built, err := goBuildsBTree(ctx, dir, &cases)
 	s.add("indices/go-builds-btree", err)
-	if stable == nil || plain == nil || built == nil {
+	ivf, err := goBuildsIVFFlat(ctx, dir, "givf", true, &cases)
+	s.add("indices/go-builds-ivfflat", err)
+	ivfPlain, err := goBuildsIVFFlat(ctx, dir, "givfplain", false, &cases)
+	s.add("indices/go-builds-ivfflat-plain", err)
+	if stable == nil || plain == nil || built == nil || ivf == nil || ivfPlain == nil {
 		return
 	}
 	if err := writeJSON(filepath.Join(dir, "idxcases.json"), map[string]any{"cases": cases}); err != nil {
@@ -154,6 +161,8 @@ func indexCompat(ctx context.Context, s *suite, dir string) {
 		return
 	}
 	_ = s.runNode(ctx, "indices/node-queries-go-after-cleanup/", "idxverify", dir)
+	ivfEngineMaintains(ctx, s, dir)
+	btreeEngineMaintains(ctx, s, dir)
 }
 
 func indexNames(d *lance.Dataset) []string {

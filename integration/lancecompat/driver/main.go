@@ -89,7 +89,7 @@ func main() {
 	script := flag.String("script", "integration/lancecompat/compat.mjs", "path of compat.mjs")
 	verbose := flag.Bool("v", false, "print every case")
 	engines := flag.String("engines", "lance8,lance10,lance12", "official engines to run against (engine.mjs names)")
-	only := flag.String("only", "", "run only this part: \"indices\" (the index interop) or \"refgraph\" (the graph the reference makes, served by worker run), else everything")
+	only := flag.String("only", "", "run only this part: \"indices\" (the index interop, INVERTED included), \"fts\" (the INVERTED interop alone) or \"refgraph\" (the graph the reference makes, served by worker run), else everything")
 	flag.Parse()
 	dir := *work
 	if dir == "" {
@@ -118,6 +118,12 @@ func main() {
 			s.engine, s.version, s.prefix = engine, v, fmt.Sprintf("%s/%s/", engine, v)
 			rounds = append(rounds, fmt.Sprintf("%s/%s (%s)", engine, v, ways))
 			if *only == "refgraph" {
+				continue
+			}
+			if *only == "fts" {
+				if file.Readable(v) && file.Writable(v) {
+					invertedCompat(ctx, s, filepath.Join(dir, engine+"-"+v.String(), "fts"))
+				}
 				continue
 			}
 			if *only == "indices" {

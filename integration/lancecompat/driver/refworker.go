@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -572,7 +573,37 @@ func tail(s string, n int) string {
 // buildIndices runs `worker optimize --root --indices` on the stopped graph: every table with
 // rows gets the BTREE indices the reference keeps, in one graph commit. It writes graphidx.json,
 // what compat.mjs graphidx then checks: the engine lists them and answers from them.
+// refDocs are documents for the full-text and vector indices the reference keeps on Doc
+// (title: String @index, embedding: Vector(8)? @index): distinct simple words, so that the
+// rows holding a word are known without Lance's analyzer, and vectors with one null.
+func refDocs() string {
+	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"}
+	var b strings.Builder
+	for i := 0; i < 24; i++ {
+		title := words[i%len(words)] + " " + words[(i/2)%len(words)] + " report"
+		emb := "null"
+		if i != 5 {
+			v := make([]string, 8)
+			for j := range v {
+				v[j] = fmt.Sprint(float32((i*7+j*3)%11)/4 + float32(i*j)/64)
+			}
+			emb = "[" + strings.Join(v, ",") + "]"
+		}
+		fmt.Fprintf(&b, `{"type":"Doc","data":{"url":"https://docs/%d","title":%q,"body":"b","embedding":%s}}`+"\n", i, title, emb)
+	}
+	b.WriteString(`{"type":"Company","data":{"domain":"globex.io","name":"Globex","size":"smb"}}` + "\n")
+	b.WriteString(`{"type":"Project","data":{"org":"globex","slug":"rocket","name":"Rocket","status":"active","started_at":"2026-01-01T00:00:00Z"}}` + "\n")
+	return b.String()
+}
+
 func (rw *refWorker) buildIndices(ctx context.Context) error {
+	docs := filepath.Join(filepath.Dir(rw.bin), "docs.ndjson")
+	if err := os.WriteFile(docs, []byte(refDocs()), 0o644); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, rw.bin, "load", "--root", rw.rootDir, "--mode", "append", docs).CombinedOutput(); err != nil {
+		return fmt.Errorf("worker load docs: %v\n%s", err, out)
+	}
 	out, err := exec.CommandContext(ctx, rw.bin, "optimize", "--root", rw.rootDir, "--indices").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("worker optimize --indices: %v\n%s", err, out)
@@ -591,15 +622,32 @@ func (rw *refWorker) buildIndices(ctx context.Context) error {
 		return err
 	}
 	type table struct {
-		Path    string   `json:"path"`
-		Indices []string `json:"indices"`
+		Path    string            `json:"path"`
+		Indices []string          `json:"indices"`
+		Kinds   map[string]string `json:"kinds"` // index name -> btree, fts or vector
 	}
+	// The reference's set (engine/indices.go): BTREEs on id (and src, dst on edges), INVERTED
+	// on a free-text single-column @index or @key String, IVF_FLAT on an @index Vector.
+	kinds := map[string]string{"id_idx": "btree", "src_idx": "btree", "dst_idx": "btree", "name_idx": "fts", "title_idx": "fts",
+		"handle_idx": "fts", "domain_idx": "fts", "url_idx": "fts", "embedding_idx": "vector"}
 	var tables []table
 	for _, e := range st.Tables() {
 		if e.RowCount == 0 {
 			continue
 		}
 		want := []string{"id_idx"}
+		// A single-column @key is an index too (the reference's catalog adds it), so a String
+		// key gets a full-text index as well.
+		switch e.TableKey {
+		case "node:Person":
+			want = append(want, "handle_idx", "name_idx")
+		case "node:Company":
+			want = append(want, "domain_idx", "name_idx")
+		case "node:Project":
+			want = append(want, "name_idx")
+		case "node:Doc":
+			want = append(want, "url_idx", "title_idx", "embedding_idx")
+		}
 		if strings.HasPrefix(e.TableKey, "edge:") {
 			want = append(want, "src_idx", "dst_idx")
 		}
@@ -611,10 +659,16 @@ func (rw *refWorker) buildIndices(ctx context.Context) error {
 		for _, x := range ds.Indices() {
 			got = append(got, x.Name)
 		}
+		sort.Strings(got)
+		sort.Strings(want)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			return fmt.Errorf("%s: the published version lists indices %v, want %v\n%s", e.TableKey, got, want, out)
 		}
-		tables = append(tables, table{Path: e.Path, Indices: want})
+		k := map[string]string{}
+		for _, n := range want {
+			k[n] = kinds[n]
+		}
+		tables = append(tables, table{Path: e.Path, Indices: want, Kinds: k})
 	}
 	if len(tables) == 0 {
 		return fmt.Errorf("no table with rows to index")

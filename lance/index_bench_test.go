@@ -1,0 +1,78 @@
+package lance
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/omnigraph/omnigraph-worker/lance/schema"
+)
+
+// benchIndexTable is a table of n rows: id (the bench's string keys "p-1-<i>"), text (4 to 19
+// words) and v (384 float32s when dim > 0).
+func benchIndexTable(b *testing.B, n, dim int) *Dataset {
+	b.Helper()
+	fields := []arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}, {Name: "text", Type: arrow.BinaryTypes.String, Nullable: true}}
+	if dim > 0 {
+		fields = append(fields, arrow.Field{Name: "v", Type: arrow.FixedSizeListOf(int32(dim), arrow.PrimitiveTypes.Float32), Nullable: true})
+	}
+	as := arrow.NewSchema(fields, nil)
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, as)
+	defer rb.Release()
+	seed := uint64(0x9e3779b97f4a7c15)
+	next := func() uint64 { seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17; return seed }
+	words := []string{"graph", "nodes", "edge", "indexing", "query", "vectors", "table", "commit", "The", "branch"}
+	for i := 0; i < n; i++ {
+		rb.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("p-1-%d", i))
+		text := ""
+		for w := 4 + int(next()%16); w > 0; w-- {
+			text += words[next()%uint64(len(words))] + fmt.Sprint(next()%300) + " "
+		}
+		rb.Field(1).(*array.StringBuilder).Append(text)
+		if dim > 0 {
+			lb := rb.Field(2).(*array.FixedSizeListBuilder)
+			lb.Append(true)
+			for j := 0; j < dim; j++ {
+				lb.ValueBuilder().(*array.Float32Builder).Append(float32(next()%20001)/10000 - 1)
+			}
+		}
+	}
+	rec := rb.NewRecord()
+	defer rec.Release()
+	s, err := schema.FromArrow(as)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := Create(context.Background(), memStore(b), s, []arrow.Record{rec}, CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+func benchIndexBuild(b *testing.B, n, dim int, spec IndexSpec) {
+	d := benchIndexTable(b, n, dim)
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := d.StageIndices(ctx, []IndexSpec{spec}, StageOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkBTreeBuild100k(b *testing.B) {
+	benchIndexBuild(b, 100_000, 0, IndexSpec{Kind: IndexBTree, Column: "id"})
+}
+
+func BenchmarkInvertedBuild100k(b *testing.B) {
+	benchIndexBuild(b, 100_000, 0, IndexSpec{Kind: IndexInverted, Column: "text"})
+}
+
+func BenchmarkIVFFlatBuild20k(b *testing.B) {
+	benchIndexBuild(b, 20_000, 384, IndexSpec{Kind: IndexIVFFlat, Column: "v"})
+}

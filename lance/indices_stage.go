@@ -1,0 +1,89 @@
+package lance
+
+import (
+	"context"
+	"fmt"
+)
+
+// IndexKind is a kind of index this package builds.
+type IndexKind int
+
+const (
+	// IndexBTree is a BTREE scalar index (btree.go).
+	IndexBTree IndexKind = iota
+	// IndexInverted is an INVERTED full-text index with Lance's default analyzer (inverted.go).
+	IndexInverted
+	// IndexIVFFlat is an IVF_FLAT vector index: one partition, L2 (ivfflat.go).
+	IndexIVFFlat
+)
+
+func (k IndexKind) String() string {
+	switch k {
+	case IndexBTree:
+		return "BTREE"
+	case IndexInverted:
+		return "INVERTED"
+	case IndexIVFFlat:
+		return "IVF_FLAT"
+	}
+	return fmt.Sprintf("IndexKind(%d)", int(k))
+}
+
+// IndexSpec is one index to build: its kind on one top-level column, under the default name
+// "<column>_idx".
+type IndexSpec struct {
+	Column string
+	Kind   IndexKind
+}
+
+func (s IndexSpec) String() string { return s.Kind.String() + "(" + s.Column + ")" }
+
+// Find is this version's index of the spec's kind on exactly its column, or nil. For a vector
+// spec any vector index on the column counts (one built as IVF_PQ by another writer serves
+// the same queries).
+func (d *Dataset) Find(s IndexSpec) *Index {
+	switch s.Kind {
+	case IndexBTree:
+		return d.BTree(s.Column)
+	case IndexInverted:
+		return d.Inverted(s.Column)
+	case IndexIVFFlat:
+		return d.VectorIndex(s.Column)
+	}
+	return nil
+}
+
+// StageIndices builds every spec over every live row of this version and returns one
+// CreateIndex transaction listing them all (each replacing an index of its name), as the
+// reference OmniGraph batches the indices a table lacks into one commit. A spec that cannot
+// be built (a column of the wrong type, no token or no usable vector to index) fails the
+// whole staging with an *IndexError naming that index; nothing is written before Commit.
+func (d *Dataset) StageIndices(ctx context.Context, specs []IndexSpec, o StageOptions) (*Staged, error) {
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("lance: an index build names no index")
+	}
+	fo, err := d.fileOptions(o.FileOptions)
+	if err != nil {
+		return nil, err
+	}
+	w := &fileWrites{}
+	xs := make([]Index, 0, len(specs))
+	for _, s := range specs {
+		var x Index
+		switch s.Kind {
+		case IndexBTree:
+			x, err = d.buildBTree(ctx, s.Column, "", fo, w)
+		case IndexInverted:
+			x, err = d.buildInverted(ctx, s.Column, "", fo, w)
+		case IndexIVFFlat:
+			x, err = d.buildIVFFlat(ctx, s.Column, "", fo, w)
+		default:
+			err = fmt.Errorf("lance: unknown index kind %v", s.Kind)
+		}
+		if err != nil {
+			return nil, err
+		}
+		xs = append(xs, x)
+	}
+	return d.newStaged(o, Operation{Kind: OpCreateIndex, NewIndices: xs}, w), nil
+}

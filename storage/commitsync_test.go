@@ -1,0 +1,188 @@
+package storage_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+// TestGraphLoadSyncChain traces every fsync and publication of real graph loads on a local
+// root with fsync on (the default) and checks the sync chain of each commit (docs/durability.md):
+//
+//   - every file's bytes are fsynced before its name is published;
+//   - nothing a write publishes is published before the names of every write that returned
+//     before it began are durable (their directory synced after they were published): so no
+//     manifest names a data file, and no table commit follows a sidecar, whose name a power
+//     loss could take;
+//   - a PutIfAbsent (a table version, the __manifest version) returns only once its name is
+//     durable, and the load returns only once the __manifest version is;
+//   - no directory is synced without a name published into it since its previous sync (no
+//     directory is synced twice for the same step), and each directory a commit touches is
+//     synced at most once per write into it.
+func TestGraphLoadSyncChain(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	root, err := storage.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	storage.KeepSpares(root)
+	g, err := engine.Init(ctx, root, benchdata.Schema, engine.InitOptions{FileVersion: engine.DefaultFileVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var events []storage.SyncEvent
+	stop := storage.TraceSyncs(func(ev storage.SyncEvent) {
+		if ev.Path == dir || strings.HasPrefix(ev.Path, dir+string(filepath.Separator)) {
+			mu.Lock()
+			events = append(events, ev)
+			mu.Unlock()
+		}
+	})
+	defer stop()
+	for k := range 4 {
+		mu.Lock()
+		events = events[:0]
+		mu.Unlock()
+		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: benchdata.GraphBatch(k, 100)}); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		evs := append([]storage.SyncEvent(nil), events...)
+		mu.Unlock()
+		checkSyncChain(t, k, evs)
+	}
+}
+
+func checkSyncChain(t *testing.T, load int, evs []storage.SyncEvent) {
+	t.Helper()
+	parent := filepath.Dir
+	// returned[q] is the index at which the write that published at q returned (its
+	// EventWriteDone), or len(evs) if it did not.
+	returned := map[int]int{}
+	for q, ev := range evs {
+		if ev.Kind != storage.EventPublished {
+			continue
+		}
+		returned[q] = len(evs)
+		for j := q + 1; j < len(evs); j++ {
+			if evs[j].Path == ev.Path && evs[j].Kind == storage.EventWriteDone {
+				returned[q] = j
+				break
+			}
+		}
+	}
+	// doneAfter reports whether a sync of dir that started after index from ended before
+	// index before. The syncs of one directory never overlap, so each Done pairs with the
+	// Start of that directory right before it.
+	doneAfter := func(dir string, from, before int) bool {
+		start := -1
+		for i := 0; i < before; i++ {
+			ev := evs[i]
+			if ev.Path != dir {
+				continue
+			}
+			switch ev.Kind {
+			case storage.EventDirSyncStart:
+				start = i
+			case storage.EventDirSyncDone:
+				if start > from {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	var published []int // indexes of EventPublished so far
+	fileSyncs, dirSyncs, manifests, tableCommitsChecked := 0, 0, -1, 0
+	lastStart := map[string]int{}     // dir -> index of its last sync start
+	publishedInto := map[string]int{} // dir -> index of its last publication
+	for i, ev := range evs {
+		switch ev.Kind {
+		case storage.EventFileSynced:
+			fileSyncs++
+		case storage.EventDirSyncStart:
+			dirSyncs++
+			p, ok := publishedInto[ev.Path]
+			if s, synced := lastStart[ev.Path]; !ok || (synced && p < s) {
+				t.Errorf("load %d: %s synced with nothing published into it since its last sync", load, ev.Path)
+			}
+			lastStart[ev.Path] = i
+		case storage.EventPublished:
+			// Its bytes were synced before.
+			synced := false
+			for j := i - 1; j >= 0; j-- {
+				if evs[j].Path == ev.Path && evs[j].Kind == storage.EventPublished {
+					break
+				}
+				if evs[j].Path == ev.Path && evs[j].Kind == storage.EventFileSynced {
+					synced = true
+					break
+				}
+			}
+			if !synced {
+				t.Errorf("load %d: %s published before its bytes were synced", load, ev.Path)
+			}
+			// Every name published by a write that returned before this one began is durable
+			// by now.
+			begin := -1
+			for j := i - 1; j >= 0; j-- {
+				if evs[j].Path == ev.Path && evs[j].Kind == storage.EventWriteStart {
+					begin = j
+					break
+				}
+			}
+			if begin < 0 {
+				t.Fatalf("load %d: %s published by no traced write", load, ev.Path)
+			}
+			sawData := false
+			for _, q := range published {
+				if returned[q] > begin {
+					continue // not before this write: beside it
+				}
+				if !doneAfter(parent(evs[q].Path), q, i) {
+					t.Errorf("load %d: %s published before the name %s (its write returned before this one began) was durable", load, ev.Path, evs[q].Path)
+				}
+				sawData = sawData || strings.HasSuffix(evs[q].Path, ".lance")
+			}
+			if strings.HasSuffix(ev.Path, ".manifest") && strings.Contains(ev.Path, string(filepath.Separator)+"_versions"+string(filepath.Separator)) {
+				if !sawData {
+					t.Errorf("load %d: manifest %s follows no data file: the check above proved nothing", load, ev.Path)
+				}
+				tableCommitsChecked++
+				if strings.Contains(ev.Path, "__manifest") {
+					manifests = i
+				}
+			}
+			published = append(published, i)
+			publishedInto[parent(ev.Path)] = i
+		case storage.EventWriteDone:
+			if strings.HasSuffix(ev.Path, ".manifest") {
+				var pub int
+				for pub = i - 1; pub >= 0 && !(evs[pub].Path == ev.Path && evs[pub].Kind == storage.EventPublished); pub-- {
+				}
+				if !doneAfter(parent(ev.Path), pub, i) {
+					t.Errorf("load %d: PutIfAbsent of %s returned before its name was durable", load, ev.Path)
+				}
+			}
+		}
+	}
+	if manifests < 0 {
+		t.Fatalf("load %d: no __manifest version published", load)
+	}
+	if !doneAfter(parent(evs[manifests].Path), manifests, len(evs)) {
+		t.Errorf("load %d: the load returned before its __manifest version was durable", load)
+	}
+	if tableCommitsChecked < 3 {
+		t.Errorf("load %d: %d manifests published, want the node and edge tables' and __manifest's", load, tableCommitsChecked)
+	}
+	t.Logf("load %d: %d files synced, %d directory syncs, %d names published", load, fileSyncs, dirSyncs, len(published))
+}

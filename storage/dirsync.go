@@ -1,0 +1,212 @@
+package storage
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// The sync chain of a local root with fsync on (docs/durability.md tells it as a whole).
+//
+// A local write makes its bytes durable before it gives them a name: the staged file is
+// filled and fsynced, and only then renamed (Put) or linked (PutIfAbsent) into place. So a
+// name never points at bytes a power loss could take, whatever happens afterwards; what a
+// power loss can still take is the name itself, until its directory has been fsynced.
+//
+// A PutIfAbsent (the commit primitive: a manifest version, a branch ref, a claim) fsyncs its
+// directory before it returns: a commit is durable when it is acknowledged.
+//
+// A Put (and a Compose) does not wait for its directory: the directory sync starts as soon as
+// the name is published and runs in the background. Every local write that starts afterwards
+// in this process (Put, PutIfAbsent, Compose, Delete, DeletePrefix), on any root, first waits
+// for the directory syncs started before it began (barrier), and so does Close of a root.
+// Whatever this process writes or deletes after a Put returned is therefore published only
+// once the Put's name is durable: a manifest never names a data file, deletion file or sidecar
+// whose name a power loss could take, and no write outlives one that returned before it began.
+// What this saves is one sequential directory sync per step of a commit: the staged files'
+// directory syncs run beside the next step's own file sync instead of before it.
+//
+// The one thing a Put no longer promises on its own is durability at the moment it returns
+// when nothing else is written after it: a caller that acknowledges something outside the
+// store right after a bare Put calls Sync first. (The engine's writes all end with a
+// PutIfAbsent or a Delete: a load, a merge and a compaction with their publish and retire.)
+//
+// Directory syncs are grouped per directory (group commit): while one is in flight, every
+// name published into the same directory joins one queued sync that starts when it ends, so
+// many files written side by side into one directory (a compaction's data files, an index
+// build's files) cost at most two syncs of it, not one each.
+//
+// Directory syncs stay best effort, as they were when each write did its own: a failure
+// (a file system that cannot sync directories, a directory removed meanwhile) is not reported.
+
+// syncer is the process's one set of directory syncs: a barrier has to see the syncs of every
+// root and Sub of this process, since an engine's writes go through several of them.
+var syncer = newDirSyncer()
+
+type dirSyncer struct {
+	mu      sync.Mutex
+	running map[string]*dirSync   // per directory: the sync in flight
+	queued  map[string]*dirSync   // per directory: the sync that starts when the running one ends
+	pending map[*dirSync]struct{} // every sync in flight or queued
+}
+
+// dirSync is one fsync of a directory; done is closed when it ended.
+type dirSync struct {
+	dir  string
+	done chan struct{}
+}
+
+func newDirSyncer() *dirSyncer {
+	return &dirSyncer{running: map[string]*dirSync{}, queued: map[string]*dirSync{}, pending: map[*dirSync]struct{}{}}
+}
+
+// fsyncDir is the directory sync itself; tests replace it.
+var fsyncDir = func(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+}
+
+// add is called right after a name was published in dir: it returns a sync of dir that
+// starts after now (a running one may have missed the name, so it is never the answer).
+func (s *dirSyncer) add(dir string) *dirSync {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q := s.queued[dir]; q != nil {
+		return q // not started yet, so it covers the name
+	}
+	d := &dirSync{dir: dir, done: make(chan struct{})}
+	s.pending[d] = struct{}{}
+	if s.running[dir] != nil {
+		s.queued[dir] = d
+		return d
+	}
+	s.running[dir] = d
+	go s.run(d)
+	return d
+}
+
+// run syncs d's directory, then the sync queued behind it, if any, and so on.
+func (s *dirSyncer) run(d *dirSync) {
+	for d != nil {
+		trace(syncEvent{Kind: eventDirSyncStart, Path: d.dir})
+		fsyncDir(d.dir)
+		trace(syncEvent{Kind: eventDirSyncDone, Path: d.dir})
+		s.mu.Lock()
+		delete(s.pending, d)
+		close(d.done)
+		next := s.queued[d.dir]
+		delete(s.queued, d.dir)
+		if next != nil {
+			s.running[d.dir] = next
+		} else {
+			delete(s.running, d.dir)
+		}
+		s.mu.Unlock()
+		d = next
+	}
+}
+
+// barrier returns the directory syncs started or queued so far: what a write that starts now
+// waits for before it publishes anything.
+func (s *dirSyncer) barrier() []*dirSync {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) == 0 {
+		return nil
+	}
+	out := make([]*dirSync, 0, len(s.pending))
+	for d := range s.pending {
+		out = append(out, d)
+	}
+	return out
+}
+
+// wait waits for every sync of syncs to end (they always do: a sync is never abandoned).
+func wait(syncs []*dirSync) {
+	for _, d := range syncs {
+		<-d.done
+	}
+}
+
+// waitCtx is wait for a write that has published nothing yet, which may give up instead.
+func waitCtx(ctx context.Context, syncs []*dirSync) error {
+	for _, d := range syncs {
+		select {
+		case <-d.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Sync returns once every local write this process made before the call is durable, names
+// included: for a caller that acknowledges a bare Put outside the store with nothing written
+// after it. Every local write (and Close) does this itself before it publishes anything, and
+// a PutIfAbsent is durable when it returns, so the write path never needs it. Stores other
+// than local roots with fsync on have nothing to wait for.
+func Sync(ctx context.Context, st Store) error {
+	s, ok := unwrap(st).(*store)
+	if !ok || !s.local() || s.noFsync {
+		return nil
+	}
+	return waitCtx(ctx, syncer.barrier())
+}
+
+// syncEvent is what a test's trace (setTrace) sees of a local write with fsync on.
+type syncEvent struct {
+	Kind eventKind
+	Path string // the published name (file events) or the directory (directory events)
+}
+
+// eventKind names a syncEvent.
+type eventKind int
+
+const (
+	// eventFileSynced: the bytes to be published as Path are fsynced (not published yet).
+	eventFileSynced eventKind = iota + 1
+	// eventPublished: Path was renamed or linked into place.
+	eventPublished
+	// eventDirSyncStart and eventDirSyncDone bracket an fsync of the directory Path.
+	eventDirSyncStart
+	eventDirSyncDone
+	// eventWriteStart: a write of Path begins (its barrier is taken right after).
+	eventWriteStart
+	// eventWriteDone: the write of Path returns successfully.
+	eventWriteDone
+)
+
+var (
+	traceOn atomic.Bool
+	traceMu sync.Mutex
+	traceFn func(syncEvent)
+)
+
+// trace hands ev to the test's trace, if any, in the order the events happened.
+func trace(ev syncEvent) {
+	if !traceOn.Load() {
+		return
+	}
+	traceMu.Lock()
+	if traceFn != nil {
+		traceFn(ev)
+	}
+	traceMu.Unlock()
+}
+
+// setTrace makes fn see every syncEvent until the returned function is called (tests).
+func setTrace(fn func(syncEvent)) (stop func()) {
+	traceMu.Lock()
+	traceFn = fn
+	traceOn.Store(true)
+	traceMu.Unlock()
+	return func() {
+		traceMu.Lock()
+		traceFn = nil
+		traceOn.Store(false)
+		traceMu.Unlock()
+	}
+}

@@ -1,0 +1,227 @@
+package storage
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// gatedSyncs replaces the directory sync with one that counts and blocks on the directories
+// held (until released). It restores the real one at the end of the test.
+type gatedSyncs struct {
+	mu      sync.Mutex
+	count   map[string]int
+	held    map[string]chan struct{}
+	started chan string
+}
+
+func gateDirSyncs(t *testing.T) *gatedSyncs {
+	t.Helper()
+	g := &gatedSyncs{count: map[string]int{}, held: map[string]chan struct{}{}, started: make(chan string, 1000)}
+	real := fsyncDir
+	fsyncDir = func(dir string) {
+		g.mu.Lock()
+		g.count[dir]++
+		gate := g.held[dir]
+		g.mu.Unlock()
+		g.started <- dir
+		if gate != nil {
+			<-gate
+		}
+		real(dir)
+	}
+	t.Cleanup(func() {
+		g.mu.Lock()
+		for d, c := range g.held {
+			close(c)
+			delete(g.held, d)
+		}
+		g.mu.Unlock()
+		wait(syncer.barrier())
+		fsyncDir = real
+	})
+	return g
+}
+
+// hold makes the syncs of dir block until the returned release is called.
+func (g *gatedSyncs) hold(dir string) (release func()) {
+	c := make(chan struct{})
+	g.mu.Lock()
+	g.held[dir] = c
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.held[dir] == c {
+			close(c)
+			delete(g.held, dir)
+		}
+	}
+}
+
+func (g *gatedSyncs) n(dir string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.count[dir]
+}
+
+func openTestLocal(t *testing.T, fsync bool) (*store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := Open(context.Background(), dir, WithLocalFsync(fsync))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s := st.(*store)
+	return s, s.dir
+}
+
+// Names published into one directory while its sync is in flight share one queued sync: many
+// files written side by side cost the directory two syncs, not one each.
+func TestDirSyncsGroupPerDirectory(t *testing.T) {
+	_, root := openTestLocal(t, true)
+	data := filepath.Join(root, "data")
+	g := gateDirSyncs(t)
+	release := g.hold(data)
+	first := syncer.add(data)
+	<-g.started // in flight, held
+	queued := syncer.add(data)
+	if queued == first {
+		t.Fatal("a name published while its directory's sync runs was given that sync")
+	}
+	for range 16 {
+		if d := syncer.add(data); d != queued {
+			t.Fatal("names published while the directory's sync runs do not share one queued sync")
+		}
+	}
+	if n := len(syncer.barrier()); n != 2 {
+		t.Fatalf("barrier sees %d syncs, want the running and the queued one", n)
+	}
+	release()
+	wait([]*dirSync{first, queued})
+	if n := g.n(data); n != 2 {
+		t.Fatalf("directory synced %d times for 18 names, want 2", n)
+	}
+	if len(syncer.barrier()) != 0 {
+		t.Fatal("syncs left pending after they ended")
+	}
+}
+
+// A write does not publish anything until the directory syncs of the writes that returned
+// before it began are done, and a PutIfAbsent returns only once its own name is durable.
+func TestWriteWaitsForEarlierDirSyncs(t *testing.T) {
+	s, root := openTestLocal(t, true)
+	ctx := context.Background()
+	g := gateDirSyncs(t)
+	for i, w := range []struct {
+		name  string
+		key   string // published by the write, or removed by a delete
+		write func() error
+	}{
+		{"put_if_absent", "_versions/1.manifest", func() error { return s.PutIfAbsent(ctx, "_versions/1.manifest", []byte("m")) }},
+		{"put", "other/x", func() error { return s.Put(ctx, "other/x", []byte("x")) }},
+		{"compose", "other/y", func() error { return Compose(ctx, s, "other/y", []Part{{Data: []byte("y")}}) }},
+		{"delete", "other/x", func() error { return s.Delete(ctx, "other/x") }},
+		{"delete_prefix", "other/y", func() error { return s.DeletePrefix(ctx, "other") }},
+	} {
+		dir := filepath.Join(root, "data", strconv.Itoa(i))
+		release := g.hold(dir)
+		if err := s.Put(ctx, "data/"+strconv.Itoa(i)+"/f.lance", []byte("bytes")); err != nil {
+			t.Fatal(err)
+		}
+		_, before := os.Stat(filepath.Join(root, w.key))
+		done := make(chan error, 1)
+		go func() { done <- w.write() }()
+		select {
+		case err := <-done:
+			t.Fatalf("%s returned (%v) while the earlier Put's directory sync was in flight", w.name, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if _, now := os.Stat(filepath.Join(root, w.key)); (now == nil) != (before == nil) {
+			t.Fatalf("%s changed %s before the earlier Put's name was durable", w.name, w.key)
+		}
+		release()
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", w.name, err)
+		}
+	}
+}
+
+// A write whose context ends while it waits for earlier syncs publishes nothing.
+func TestBarrierWaitHonoursContext(t *testing.T) {
+	s, root := openTestLocal(t, true)
+	g := gateDirSyncs(t)
+	release := g.hold(filepath.Join(root, "data"))
+	if err := s.Put(context.Background(), "data/f", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if err := s.PutIfAbsent(ctx, "_versions/1.manifest", []byte("m")); err == nil {
+		t.Fatal("PutIfAbsent succeeded while the earlier sync was held and its context ended")
+	}
+	if _, err := os.Stat(filepath.Join(root, "_versions/1.manifest")); err == nil {
+		t.Fatal("a write that gave up published its name")
+	}
+	if err := Sync(ctx, s); err == nil {
+		t.Fatal("Sync returned nil while a sync was held and its context ended")
+	}
+	release()
+	if err := Sync(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(root, "_versions"))
+	if len(entries) != 0 {
+		t.Fatalf("the abandoned write left %v", entries)
+	}
+}
+
+// Close of a root waits for the directory syncs of what was written before it.
+func TestCloseWaitsForDirSyncs(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateDirSyncs(t)
+	release := g.hold(filepath.Join(dir, "data"))
+	if err := st.Put(context.Background(), "data/f", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { st.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a directory sync of its writes was in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	<-closed
+}
+
+// Without fsync nothing is synced and nothing waits.
+func TestNoFsyncSyncsNothing(t *testing.T) {
+	s, root := openTestLocal(t, false)
+	g := gateDirSyncs(t)
+	var events []syncEvent
+	stop := setTrace(func(ev syncEvent) { events = append(events, ev) })
+	defer stop()
+	ctx := context.Background()
+	if err := s.Put(ctx, "data/f", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIfAbsent(ctx, "_versions/1.manifest", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "data/f"); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.n(filepath.Join(root, "data")) + g.n(filepath.Join(root, "_versions")); n != 0 || len(events) != 0 {
+		t.Fatalf("durability=none synced %d directories, traced %v", n, events)
+	}
+}
