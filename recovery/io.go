@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -45,9 +46,12 @@ func Write(ctx context.Context, st storage.Store, s *Sidecar, fence Fence) error
 }
 
 // Rewrite replaces the sidecar object with s in one atomic whole-object write; it is how a writer
-// records EffectsConfirmed (s from Confirm) and recovery its rollback plan. On error the object
-// on disk is the previous body. fence is checked right before the put: a writer that lost its
-// lease must not re-create a sidecar the new writer's recovery has already retired.
+// records EffectsConfirmed (s from Confirm) and recovery its rollback plan. s must descend from a
+// sidecar this process wrote (Write) or read (Read): the object is replaced only while it still
+// holds the bytes that one had, so a writer that lost its lease can neither re-create a sidecar
+// the new writer's recovery retired nor overwrite the plan that recovery wrote. That refusal
+// is a *FenceError wrapping ErrSidecarMoved. On error the object is as it was. fence is checked
+// first as well: a writer that knows it lost its lease does not even try.
 func Rewrite(ctx context.Context, st storage.Store, s *Sidecar, fence Fence) error {
 	if err := failpoint.Inject(FailpointConfirm); err != nil {
 		return fmt.Errorf("recovery: rewrite sidecar: %w", err)
@@ -55,24 +59,55 @@ func Rewrite(ctx context.Context, st storage.Store, s *Sidecar, fence Fence) err
 	if err := fence.Check(ctx, "rewrite the sidecar"); err != nil {
 		return err
 	}
-	return put(ctx, st, s, "rewrite")
+	if s == nil {
+		return fmt.Errorf("recovery: rewrite nil sidecar")
+	}
+	data, err := encodeValid(st, s, "rewrite")
+	if err != nil {
+		return err
+	}
+	if s.stored == nil {
+		return fmt.Errorf("recovery: rewrite sidecar %s: it was neither written nor read here, so there is nothing to replace it over", s.OperationID)
+	}
+	if err := st.ReplaceIfUnchanged(ctx, Key(s.OperationID), s.stored, data); err != nil {
+		if errors.Is(err, storage.ErrChanged) || errors.Is(err, storage.ErrNotFound) {
+			return &FenceError{Step: "rewrite the sidecar", Err: fmt.Errorf("%w: %w", ErrSidecarMoved, err)}
+		}
+		return fmt.Errorf("recovery: rewrite sidecar %s: %w", s.OperationID, err)
+	}
+	s.stored = data
+	return nil
 }
+
+// ErrSidecarMoved is a sidecar rewrite refused because the object no longer holds what this
+// writer last saw: another writer (the new lease holder's recovery) changed or removed it.
+var ErrSidecarMoved = errors.New("recovery: the sidecar was changed or removed by another writer")
 
 func put(ctx context.Context, st storage.Store, s *Sidecar, op string) error {
 	if s == nil {
 		return fmt.Errorf("recovery: %s nil sidecar", op)
 	}
-	if err := s.validate(Key(s.OperationID), RootLocation(st)); err != nil {
-		return err
-	}
-	data, err := Marshal(s)
+	data, err := encodeValid(st, s, op)
 	if err != nil {
-		return fmt.Errorf("recovery: %s sidecar %s: %w", op, s.OperationID, err)
+		return err
 	}
 	if err := st.Put(ctx, Key(s.OperationID), data); err != nil {
 		return fmt.Errorf("recovery: %s sidecar %s: %w", op, s.OperationID, err)
 	}
+	s.stored = data
 	return nil
+}
+
+// encodeValid validates s against the store's graph root and encodes it.
+func encodeValid(st storage.Store, s *Sidecar, op string) ([]byte, error) {
+	if err := s.validate(Key(s.OperationID), RootLocation(st)); err != nil {
+		return nil, err
+	}
+	data, err := Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("recovery: %s sidecar %s: %w", op, s.OperationID, err)
+	}
+	return data, nil
 }
 
 // Delete removes the sidecar of operationID (Phase D). Deleting an absent sidecar succeeds. The
@@ -140,5 +175,6 @@ func Read(ctx context.Context, st storage.Store, name string) (s *Sidecar, ok bo
 	if err != nil {
 		return nil, false, err
 	}
+	s.stored = data
 	return s, true, nil
 }

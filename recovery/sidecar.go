@@ -91,6 +91,11 @@ type Sidecar struct {
 	// receipt a Load publishes with its commit, so a roll-forward publishes it too and a
 	// redelivered message is still recognised after recovery finished its commit.
 	IngestReceipt *publisher.Receipt `json:"omnigraph_ingest_receipt,omitempty"`
+
+	// stored is the body this process last wrote or read as this sidecar's object: a rewrite
+	// replaces the object only while it still holds these bytes (Rewrite). A copy of the
+	// struct shares them, which is what a rewrite of a copy needs.
+	stored []byte
 }
 
 // TablePin is one table the writer intends to move (SidecarTablePin).

@@ -26,6 +26,7 @@ var (
 	// ErrOutOfRange: GetRange asked for bytes past the end of the object.
 	ErrOutOfRange = errors.New("range past end of object")
 	// ErrInvalidKey: the key or prefix breaks the rules in the package comment.
+	// (ErrChanged, ReplaceIfUnchanged's refusal, is in replace.go.)
 	ErrInvalidKey = errors.New("invalid key")
 )
 
@@ -71,6 +72,7 @@ const (
 	opListDir      = "list_dir"
 	opDelete       = "delete"
 	opDeletePrefix = "delete_prefix"
+	opReplace      = "replace"
 )
 
 // wrap turns any failure into an *OpError whose chain also holds the sentinel it stands for

@@ -195,6 +195,16 @@ func (s *latencyStore) PutIfAbsent(ctx context.Context, key string, data []byte)
 	return s.in.PutIfAbsent(ctx, key, data)
 }
 
+// ReplaceIfUnchanged counts as one request: a conditional PUT on S3 (see replace.go).
+func (s *latencyStore) ReplaceIfUnchanged(ctx context.Context, key string, old, data []byte) error {
+	end, err := s.l.request(ctx, opReplace, s.in.Location(key))
+	defer end()
+	if err != nil {
+		return wrap(ctx, opReplace, key, err)
+	}
+	return s.in.ReplaceIfUnchanged(ctx, key, old, data)
+}
+
 func (s *latencyStore) List(ctx context.Context, prefix string) ([]Object, error) {
 	end, err := s.l.request(ctx, opList, s.in.Location(prefix))
 	defer end()

@@ -169,6 +169,108 @@ func TestS3ConditionalPutOnTheWire(t *testing.T) {
 	}
 }
 
+// TestS3ReplaceOnTheWire: ReplaceIfUnchanged is one PUT with If-Match on the MD5 of the old
+// bytes while the store's ETags are MD5s, and still a compare-and-swap (HEAD, GET, PUT
+// If-Match on the ETag read) on a store whose ETags are not (SSE-KMS, multipart uploads).
+func TestS3ReplaceOnTheWire(t *testing.T) {
+	for _, opaque := range []bool{false, true} {
+		t.Run(fmt.Sprintf("opaque_etags=%v", opaque), func(t *testing.T) {
+			backend := s3mem.New()
+			if err := backend.CreateBucket("bucket"); err != nil {
+				t.Fatal(err)
+			}
+			reqs := &requestLog{}
+			var h http.Handler = gofakes3.New(backend).Server()
+			if opaque {
+				h = opaqueETags(h)
+			}
+			srv := httptest.NewUnstartedServer(reqs.wrap(h))
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			srv.Start()
+			t.Cleanup(srv.Close)
+			query, _ := fakeS3(t) // for the credentials; the endpoint is replaced below
+			q, _ := url.ParseQuery(query)
+			q.Set("endpoint", srv.URL)
+			s := openT(t, "s3://bucket/t?"+q.Encode())
+			ctx := t.Context()
+			if err := s.Put(ctx, "__recovery/op.json", []byte("armed")); err != nil {
+				t.Fatal(err)
+			}
+			reqs.take()
+			if err := s.ReplaceIfUnchanged(ctx, "__recovery/op.json", []byte("armed"), []byte("confirmed")); err != nil {
+				t.Fatal(err)
+			}
+			got := reqs.take()
+			want := []string{"PUT /bucket/t/__recovery/op.json "}
+			if opaque {
+				want = []string{"PUT /bucket/t/__recovery/op.json ", "HEAD /bucket/t/__recovery/op.json ", "GET /bucket/t/__recovery/op.json ",
+					"PUT /bucket/t/__recovery/op.json "}
+			}
+			if strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Fatalf("requests = %q, want %q", got, want)
+			}
+			if data, err := s.Get(ctx, "__recovery/op.json"); err != nil || string(data) != "confirmed" {
+				t.Fatalf("after the replace: %q, %v", data, err)
+			}
+			err := s.ReplaceIfUnchanged(ctx, "__recovery/op.json", []byte("armed"), []byte("zombie"))
+			if !errors.Is(err, storage.ErrChanged) {
+				t.Fatalf("replace of bytes no longer there = %v, want ErrChanged", err)
+			}
+			if err := s.Delete(ctx, "__recovery/op.json"); err != nil {
+				t.Fatal(err)
+			}
+			err = s.ReplaceIfUnchanged(ctx, "__recovery/op.json", []byte("confirmed"), []byte("zombie"))
+			if !errors.Is(err, storage.ErrNotFound) {
+				t.Fatalf("replace of a removed object = %v, want ErrNotFound", err)
+			}
+			if ok, err := s.Exists(ctx, "__recovery/op.json"); ok || err != nil {
+				t.Fatalf("the replace re-created the removed object: %v, %v", ok, err)
+			}
+		})
+	}
+}
+
+// opaqueETags makes the fake answer with ETags that are not the MD5 of the bytes (as S3 does
+// for SSE-KMS and multipart objects): a suffix on the way out, taken off a matching If-Match on
+// the way in, and an If-Match without it never matches.
+func opaqueETags(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m := r.Header.Get("If-Match"); m != "" {
+			if plain, ok := strings.CutSuffix(strings.Trim(m, `"`), "-kms"); ok {
+				r.Header.Set("If-Match", `"`+plain+`"`)
+			} else {
+				r.Header.Set("If-Match", `"00000000000000000000000000000000"`)
+			}
+		}
+		sw := &etagSuffixWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		if !sw.wrote {
+			sw.WriteHeader(http.StatusOK) // a HEAD the handler answered with headers alone
+		}
+	})
+}
+
+type etagSuffixWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *etagSuffixWriter) WriteHeader(code int) {
+	if w.wrote {
+		return
+	}
+	w.wrote = true
+	if e := w.Header().Get("ETag"); e != "" {
+		w.Header().Set("ETag", `"`+strings.Trim(e, `"`)+`-kms"`)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *etagSuffixWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.ResponseWriter.Write(b)
+}
+
 // TestS3MissingBucketIsNotAbsent: NoSuchBucket is a 404 too, but it means misconfiguration,
 // and reporting "absent" would let a writer believe it may create version 1.
 func TestS3MissingBucketIsNotAbsent(t *testing.T) {

@@ -4,7 +4,8 @@
 // Lance commits a version by creating a manifest file that must not already exist. Every
 // backend therefore offers PutIfAbsent with cross-process atomicity: hard-link publishing on
 // local disk, the bucket lock in memory, and a conditional PUT (If-None-Match: *) on the cloud
-// backends. Put is an atomic whole-object replace everywhere.
+// backends. Put is an atomic whole-object replace everywhere, and ReplaceIfUnchanged a
+// compare-and-swap of a whole object (replace.go).
 //
 // # URIs
 //
@@ -40,7 +41,7 @@
 //
 //	storage.get  storage.get_if_exists  storage.get_range  storage.size  storage.exists
 //	storage.put  storage.put_if_absent  storage.list  storage.list_dir
-//	storage.delete  storage.delete_prefix
+//	storage.delete  storage.delete_prefix  storage.replace
 //
 // An injected error comes back as *OpError{Op: "<op>"} wrapping the *failpoint.Error.
 // DeletePrefix lists and deletes internally without firing storage.list or storage.delete,
@@ -95,6 +96,10 @@ type Store interface {
 	// of processes sharing the backend, exactly one succeeds; the others get ErrAlreadyExists
 	// and the winner's object is untouched.
 	PutIfAbsent(ctx context.Context, key string, data []byte) error
+	// ReplaceIfUnchanged replaces the object with data only if it still holds exactly old:
+	// ErrNotFound (and nothing created) when it is gone, ErrChanged (and nothing changed) when
+	// it holds other bytes; of concurrent replacers of the same old bytes at most one succeeds.
+	ReplaceIfUnchanged(ctx context.Context, key string, old, data []byte) error
 	// List returns every object under the directory prefix ("" = whole store), recursively,
 	// sorted by key. The prefix is a directory, not a string prefix, so "t/a" never matches
 	// "t/ab/x".

@@ -365,7 +365,9 @@ func (s *store) Put(ctx context.Context, key string, data []byte) error {
 		if s.local() {
 			err = localPut(ctx, s.localWrite(), s.path(full), fillWith(data))
 		} else {
+			unlock := s.memLock(full)
 			err = writeAll(ctx, s.b, full, data, writeOpts)
+			unlock()
 		}
 	}
 	return wrap(ctx, opPut, key, err)
@@ -399,7 +401,9 @@ func (s *store) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 			// same mem:// name shares.
 			opts := *writeOpts
 			opts.IfNotExist = true
+			unlock := s.memLock(full)
 			err = writeAll(ctx, s.b, full, data, &opts)
+			unlock()
 		}
 	}
 	return wrap(ctx, opPutIfAbsent, key, err)
@@ -490,7 +494,9 @@ func (s *store) delete(ctx context.Context, full string) error {
 		}
 		return localDelete(s.path(full))
 	}
+	unlock := s.memLock(full)
 	err := s.b.Delete(ctx, full)
+	unlock()
 	if err != nil && isAbsent(err) {
 		return nil
 	}

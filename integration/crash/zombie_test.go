@@ -61,7 +61,8 @@ func zombieCases() []zombieCase {
 	var out []zombieCase
 	for _, p := range []string{"load.after_prepare=stop", "load.after_sidecar=stop", "recovery.sidecar_write=stop",
 		"load.after_table_commit=stop", "load.after_table_commit=2+1*stop", "recovery.sidecar_confirm=stop",
-		"load.after_confirm=stop", "load.before_publish=stop", "publisher.before_commit=stop", "load.after_publish=stop"} {
+		"load.after_confirm=stop", "load.before_publish=stop", "publisher.attempt=stop", "publisher.before_commit=stop",
+		"load.after_publish=stop"} {
 		out = append(out, zombieCase{kind: "load", point: p})
 	}
 	for _, p := range []string{"merge.after_arm=stop", "merge.after_chain_commit=stop", "merge.after_confirm=stop",
@@ -92,6 +93,7 @@ func zombieCases() []zombieCase {
 	// The same protocol on an object store: one step of each kind where the zombie holds an
 	// armed intent with effects still to make.
 	for _, c := range []zombieCase{{kind: "load", point: "load.after_sidecar=stop"}, {kind: "load", point: "load.after_table_commit=stop"},
+		{kind: "load", point: "publisher.attempt=stop"},
 		{kind: "merge", point: "merge.after_arm=stop"}, {kind: "optimize", point: "optimize.after_sidecar=stop"},
 		{kind: "recovery", point: "recovery.before_restore=stop", crash: rollback}} {
 		c.s3 = true

@@ -404,6 +404,7 @@ func testFailpoints(t *testing.T, s storage.Store) {
 		"exists":        func() error { _, err := s.Exists(ctx, "k"); return err },
 		"put":           func() error { return s.Put(ctx, "k", []byte("v")) },
 		"put_if_absent": func() error { return s.PutIfAbsent(ctx, "fresh", []byte("v")) },
+		"replace":       func() error { return s.ReplaceIfUnchanged(ctx, "k", []byte("v"), []byte("v")) },
 		"list":          func() error { _, err := s.List(ctx, "k"); return err },
 		"list_dir":      func() error { _, _, err := s.ListDir(ctx, "k"); return err },
 		"delete":        func() error { return s.Delete(ctx, "k") },

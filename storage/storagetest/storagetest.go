@@ -31,6 +31,8 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 		{"PutOverwrite", testPutOverwrite},
 		{"PutIfAbsent", testPutIfAbsent},
 		{"PutIfAbsentConcurrent", testPutIfAbsentConcurrent},
+		{"ReplaceIfUnchanged", testReplaceIfUnchanged},
+		{"ReplaceIfUnchangedConcurrent", testReplaceIfUnchangedConcurrent},
 		{"PutNoTornReads", testPutNoTornReads},
 		{"List", testList},
 		{"ListHidesTemp", testListHidesTemp},
