@@ -2,6 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
+
+	"github.com/omnigraph/omnigraph-worker/lance"
 
 	"github.com/omnigraph/omnigraph-worker/recovery"
 )
@@ -30,4 +34,25 @@ func (g *Graph) SetFence(f Fence) {
 // checkFence runs the writer's fence before step; the caller holds the write gate.
 func (g *Graph) checkFence(ctx context.Context, step string) error {
 	return g.fence.Check(ctx, step)
+}
+
+// forkOnto forks ds onto branch for a write's first touch of a table there. The fence is
+// checked first: forks are the one effect recovery cannot take ahead of a writer that lost its
+// lease (the ref does not exist yet), so that writer must not get this far. A ref already
+// there is one the graph does not register (the first touch was planned from the manifest,
+// under the write gate), left by a writer that died or lost its lease mid-write: invisible,
+// so it is removed and the fork made again rather than stopping every later first touch.
+func (g *Graph) forkOnto(ctx context.Context, ds *lance.Dataset, branch, key string) (*lance.Dataset, error) {
+	if err := g.checkFence(ctx, "fork "+key+" onto "+branch); err != nil {
+		return nil, err
+	}
+	forked, err := ds.CreateBranch(ctx, branch)
+	var be *lance.BranchError
+	if errors.As(err, &be) && be.Exists() {
+		if derr := lance.DeleteBranch(ctx, ds.Store(), branch); derr != nil {
+			return nil, fmt.Errorf("remove the unregistered ref of %s on %s: %w", key, branch, derr)
+		}
+		forked, err = ds.CreateBranch(ctx, branch)
+	}
+	return forked, err
 }

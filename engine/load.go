@@ -559,7 +559,7 @@ func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*Loa
 func (g *Graph) commitTable(ctx context.Context, req *LoadRequest, t *plannedTable) error {
 	ds := t.ts.ds
 	if t.firstTouch {
-		forked, err := ds.CreateBranch(ctx, req.Branch)
+		forked, err := g.forkOnto(ctx, ds, req.Branch, t.key)
 		if err != nil {
 			return fmt.Errorf("fork %s onto branch %s: %w", t.key, req.Branch, err)
 		}

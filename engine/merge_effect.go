@@ -155,7 +155,7 @@ func (m *mergeRun) apply(ctx context.Context, t *mergeTable) error {
 	case RoutePointer:
 		return nil
 	case RouteRefFork:
-		forked, err := t.tds.CreateBranch(ctx, m.req.Target)
+		forked, err := m.g.forkOnto(ctx, t.tds, m.req.Target, t.key)
 		if err != nil {
 			return fmt.Errorf("ref fork of %s onto %s: %w", t.key, m.req.Target, err)
 		}
@@ -170,7 +170,7 @@ func (m *mergeRun) apply(ctx context.Context, t *mergeTable) error {
 		return err
 	}
 	if t.firstTouch {
-		forked, err := ds.CreateBranch(ctx, m.req.Target)
+		forked, err := m.g.forkOnto(ctx, ds, m.req.Target, t.key)
 		if err != nil {
 			return fmt.Errorf("fork %s onto %s: %w", t.key, m.req.Target, err)
 		}

@@ -216,3 +216,77 @@ func TestZombieMergeCommitsNothingAfterTakeover(t *testing.T) {
 		t.Fatalf("after the merge:\n%s", got)
 	}
 }
+
+// A branch load's zombie: a fork onto the branch is the one effect recovery cannot take ahead
+// of it (the ref does not exist yet). Frozen after its commit check, it resumes into the fork's
+// own check and forks nothing; frozen after that check, it resumes and forks one table (an
+// unregistered ref), which must not stop the new writer's first touch of that table.
+func TestZombieBranchForkDoesNotStopTheNewWriter(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		pause int
+		forks int // unregistered stage refs the zombie leaves
+	}{
+		{"after the commit check", 2, 0},
+		{"after a fork check", 3, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			a := testGraph(t)
+			smallLoads(t, a, "", "p", 2)
+			if err := a.CreateBranch(ctx, "stage", "main"); err != nil {
+				t.Fatal(err)
+			}
+			fence, paused, release := pausingFence(c.pause)
+			a.SetFence(fence)
+			done := make(chan error, 1)
+			req := batchReq(t)
+			req.Branch = "stage"
+			go func() {
+				_, err := a.Load(ctx, req)
+				done <- err
+			}()
+			select {
+			case <-paused:
+			case err := <-done:
+				t.Fatalf("the load ended before its pause: %v", err)
+			}
+			b := takeOver(t, a)
+			recovered := export(t, b, "stage")
+			close(release)
+			if err := <-done; err == nil {
+				t.Fatal("the zombie's load succeeded after the takeover")
+			}
+			if got := export(t, b, "stage"); got != recovered {
+				t.Fatalf("the zombie changed the branch:\n%s\n---\n%s", recovered, got)
+			}
+			if got := stageRefs(t, b); got != c.forks {
+				t.Fatalf("the zombie left %d stage refs, want %d", got, c.forks)
+			}
+			writeAsWorker(t, b, req)
+			if _, err := b.Recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			noSidecars(t, b)
+			if got, want := strings.Count(export(t, b, "stage"), "\n"), strings.Count(recovered, "\n")+len(people); got != want {
+				t.Fatalf("%d rows on stage, want %d", got, want)
+			}
+		})
+	}
+}
+
+// stageRefs counts the Lance refs named stage under g's tables (not __manifest's own).
+func stageRefs(t *testing.T, g *Graph) int {
+	t.Helper()
+	objs, err := g.root.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, o := range objs {
+		if strings.HasSuffix(o.Key, "/_refs/branches/stage.json") && !strings.HasPrefix(o.Key, "__manifest/") {
+			n++
+		}
+	}
+	return n
+}

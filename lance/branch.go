@@ -184,7 +184,7 @@ func (d *Dataset) CreateBranch(ctx context.Context, name string) (*Dataset, erro
 	if ok, err := d.root.Exists(ctx, refKey(name)); err != nil {
 		return nil, fmt.Errorf("lance: create branch %q: %w", name, err)
 	} else if ok {
-		return nil, &BranchError{Branch: name, Reason: "already exists"}
+		return nil, &BranchError{Branch: name, Reason: branchExists}
 	}
 	parentID, err := d.Identifier(ctx)
 	if err != nil {
@@ -264,7 +264,7 @@ func (d *Dataset) CreateBranch(ctx context.Context, name string) (*Dataset, erro
 	}
 	if err := d.root.PutIfAbsent(ctx, refKey(name), rb); err != nil {
 		if errors.Is(err, storage.ErrAlreadyExists) {
-			return nil, &BranchError{Branch: name, Reason: "already exists"}
+			return nil, &BranchError{Branch: name, Reason: branchExists}
 		}
 		return nil, fmt.Errorf("lance: create branch %q: write ref: %w", name, err)
 	}

@@ -66,6 +66,12 @@ type BranchError struct {
 
 func (e *BranchError) Error() string { return fmt.Sprintf("lance: branch %q: %s", e.Branch, e.Reason) }
 
+// branchExists is the Reason of a CreateBranch that found the ref there.
+const branchExists = "already exists"
+
+// Exists says the branch could not be created because its ref is already there.
+func (e *BranchError) Exists() bool { return e.Reason == branchExists }
+
 // ErrUnsupported marks a dataset feature this implementation does not read or write.
 var ErrUnsupported = errors.New("lance: unsupported")
 
