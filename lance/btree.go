@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"runtime"
@@ -215,20 +216,20 @@ func btreePages(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, loo
 	var es []btreeEntry
 	switch chunks[0].(type) {
 	case *array.String:
-		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.String).Value(i) }, strings.Compare)
+		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.String).Value(i) }, strings.Compare, stringPrefix)
 	case *array.LargeString:
-		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.LargeString).Value(i) }, strings.Compare)
+		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.LargeString).Value(i) }, strings.Compare, stringPrefix)
 	case *array.Float32, *array.Float64:
 		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) float64 {
 			if x, ok := a.(*array.Float32); ok {
 				return float64(x.Value(i))
 			}
 			return a.(*array.Float64).Value(i)
-		}, compareFloat)
+		}, compareFloat, nil)
 	case *array.Uint8, *array.Uint16, *array.Uint32, *array.Uint64:
-		es = sortKeyed(chunks, ids, unsignedAt, cmp.Compare[uint64])
+		es = sortKeyed(chunks, ids, unsignedAt, cmp.Compare[uint64], nil)
 	default:
-		es = sortKeyed(chunks, ids, signedAt, cmp.Compare[int64])
+		es = sortKeyed(chunks, ids, signedAt, cmp.Compare[int64], nil)
 	}
 
 	mem := memory.DefaultAllocator
@@ -285,15 +286,24 @@ func valueBytes(chunks []arrow.Array) int {
 // sortKeyed orders the entries of chunks by value (nulls first, then by key), ties by row id,
 // reading each value once into a typed key so that comparing costs no Arrow accessor. It
 // sorts a permutation of 4-byte positions, not the entries: moving them is what a sort mostly
-// does.
-func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, int) K, compare func(K, K) int) []btreeEntry {
+// does. prefix, when not nil, maps a key to a uint64 whose order agrees with compare wherever
+// the two differ (a string's first 8 bytes): most comparisons end on those 8 bytes, held side
+// by side in one slice, and only equal prefixes compare the keys.
+func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, int) K, compare func(K, K) int, prefix func(K) uint64) []btreeEntry {
 	keys := make([]K, len(ids))
+	var pre []uint64
+	if prefix != nil {
+		pre = make([]uint64, len(ids))
+	}
 	es := make([]btreeEntry, 0, len(ids))
 	for c, a := range chunks {
 		for r := 0; r < a.Len(); r++ {
 			e := btreeEntry{chunk: int32(c), row: int32(r), id: ids[len(es)], null: a.IsNull(r)}
 			if !e.null {
 				keys[len(es)] = get(a, r)
+				if pre != nil {
+					pre[len(es)] = prefix(keys[len(es)])
+				}
 			}
 			es = append(es, e)
 		}
@@ -313,6 +323,11 @@ func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, 
 		case b.null:
 			return 1
 		}
+		if pre != nil {
+			if c := cmp.Compare(pre[i], pre[j]); c != 0 {
+				return c
+			}
+		}
 		if c := compare(keys[i], keys[j]); c != 0 {
 			return c
 		}
@@ -323,6 +338,14 @@ func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, 
 		out = append(out, es[p])
 	}
 	return out
+}
+
+// stringPrefix is s's first 8 bytes as a big-endian number, zero-padded: a shorter string
+// that is a prefix of a longer one gets a prefix no greater, so the byte order is kept.
+func stringPrefix(s string) uint64 {
+	var b [8]byte
+	copy(b[:], s)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // parallelSortMin is the size from which parallelSort sorts halves on two goroutines.

@@ -720,3 +720,43 @@ func fullZip(widthField pb.Number, bits, items uint64, values pbf) []byte {
 		})
 	})
 }
+
+// Strings without nulls are checked as UTF-8 in one pass: a value that splits a rune is still
+// refused, though the bytes of the page are valid together, and an invalid page names its value.
+func TestEmitStringsChecksEachValue(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		offs []uint64
+		data string
+		want []string
+		err  string
+	}{
+		{"valid", []uint64{0, 2, 2, 4}, "abé", []string{"ab", "", "é"}, ""},
+		{"a rune split between values", []uint64{0, 1, 2}, "é", nil, "value 1 is not UTF-8"},
+		{"bytes that are no UTF-8", []uint64{0, 1, 2}, "a\xff", nil, "value 1 is not UTF-8"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := uint64(len(c.offs) - 1)
+			pg := &page21{rows: n, vals: &vals21{n: n, variable: true, offs: c.offs, data: []byte(c.data)}}
+			sb := array.NewStringBuilder(memory.DefaultAllocator)
+			defer sb.Release()
+			err := pg.emit(sb, arrow.BinaryTypes.String, 0, n)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("got %v, want an error saying %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := sb.NewStringArray()
+			defer a.Release()
+			for i, w := range c.want {
+				if a.Value(i) != w {
+					t.Fatalf("value %d = %q, want %q", i, a.Value(i), w)
+				}
+			}
+		})
+	}
+}

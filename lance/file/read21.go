@@ -255,6 +255,47 @@ func reserve(b array.Builder, pg *page21, first, count uint64) {
 	}
 }
 
+// emitStrings appends rows [first, first+count) of a page of strings without nulls, checking
+// their bytes as UTF-8 in one pass rather than value by value (short values never reach
+// utf8.Valid's word-at-a-time path). The whole range being valid, each value is too when each
+// starts on a rune, not inside one. ok is false for any other page: emit goes value by value.
+func emitStrings(b array.Builder, pg *page21, first, count uint64) (ok bool, err error) {
+	v := pg.vals
+	if pg.def != nil || pg.allNull || pg.constant || v == nil || !v.variable || first+count > v.n || count == 0 {
+		return false, nil
+	}
+	var bb *array.BinaryBuilder
+	switch x := b.(type) {
+	case *array.StringBuilder:
+		bb = x.BinaryBuilder
+	case *array.LargeStringBuilder:
+		bb = x.BinaryBuilder
+	default:
+		return false, nil
+	}
+	offs := v.offs[first : first+count+1]
+	lo, hi := offs[0], offs[count]
+	if lo > hi || hi > uint64(len(v.data)) {
+		return false, nil // emit's own path names the bad offsets
+	}
+	if !utf8.Valid(v.data[lo:hi]) {
+		return false, nil // emit's own path names the value
+	}
+	for k := range count {
+		s, e := offs[k], offs[k+1]
+		if s > e || e > hi {
+			return false, nil
+		}
+		if s < e && !utf8.RuneStart(v.data[s]) {
+			return true, errf("value %d is not UTF-8", first+k)
+		}
+	}
+	for k := range count {
+		bb.Append(v.data[offs[k]:offs[k+1]])
+	}
+	return true, nil
+}
+
 // emit appends rows [first, first+count) of the page to b.
 func (pg *page21) emit(b array.Builder, dt arrow.DataType, first, count uint64) error {
 	li := pg.levels
@@ -278,6 +319,9 @@ func (pg *page21) emit(b array.Builder, dt arrow.DataType, first, count uint64) 
 	}
 	if !li.list {
 		reserve(b, pg, first, count)
+		if ok, err := emitStrings(b, pg, first, count); ok || err != nil {
+			return err
+		}
 		vi := first
 		for i := first; i < first+count; i++ {
 			if defAt(i) != 0 || pg.allNull {
