@@ -38,14 +38,15 @@ func pausingFence(n int) (f Fence, paused <-chan struct{}, resume chan<- struct{
 
 var errLeaseGone = errors.New("lease lost")
 
-// zombieLoad starts a load on g whose fence pauses at its n-th check, and waits for the pause.
-func zombieLoad(t *testing.T, g *Graph, n int) (resume func() error) {
+// zombieLoad starts the load req on g whose fence pauses at its n-th check, and waits for the
+// pause.
+func zombieLoad(t *testing.T, g *Graph, n int, req LoadRequest) (resume func() error) {
 	t.Helper()
 	fence, paused, release := pausingFence(n)
 	g.SetFence(fence)
 	done := make(chan error, 1)
 	go func() {
-		_, err := g.Load(context.Background(), batchReq(t))
+		_, err := g.Load(context.Background(), req)
 		done <- err
 	}()
 	select {
@@ -111,7 +112,7 @@ func TestZombieLoadCommitsNothingAfterTakeover(t *testing.T) {
 			a := testGraph(t)
 			smallLoads(t, a, "", "p", 2)
 			before := export(t, a, "")
-			resume := zombieLoad(t, a, c.pause)
+			resume := zombieLoad(t, a, c.pause, batchReq(t))
 			// The new writer recovers, then the zombie resumes before the new writer writes
 			// anything (the batch's redelivery waits for its ack wait).
 			b := takeOver(t, a)
@@ -237,24 +238,12 @@ func TestZombieBranchForkDoesNotStopTheNewWriter(t *testing.T) {
 			if err := a.CreateBranch(ctx, "stage", "main"); err != nil {
 				t.Fatal(err)
 			}
-			fence, paused, release := pausingFence(c.pause)
-			a.SetFence(fence)
-			done := make(chan error, 1)
 			req := batchReq(t)
 			req.Branch = "stage"
-			go func() {
-				_, err := a.Load(ctx, req)
-				done <- err
-			}()
-			select {
-			case <-paused:
-			case err := <-done:
-				t.Fatalf("the load ended before its pause: %v", err)
-			}
+			resume := zombieLoad(t, a, c.pause, req)
 			b := takeOver(t, a)
 			recovered := export(t, b, "stage")
-			close(release)
-			if err := <-done; err == nil {
+			if err := resume(); err == nil {
 				t.Fatal("the zombie's load succeeded after the takeover")
 			}
 			if got := export(t, b, "stage"); got != recovered {

@@ -24,33 +24,46 @@ func testPutIfAbsentConcurrent(t *testing.T, s storage.Store) {
 		payload := func(w int) []byte {
 			return bytes.Repeat([]byte(fmt.Sprintf("writer %d round %d;", w, round)), 1000+w)
 		}
-		errs := make([]error, writers)
-		var start, done sync.WaitGroup
-		start.Add(1)
-		for w := range writers {
-			done.Go(func() {
-				start.Wait()
-				errs[w] = s.PutIfAbsent(t.Context(), key, payload(w))
-			})
-		}
-		start.Done()
-		done.Wait()
-		winner := -1
-		for w, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("round %d: writers %d and %d both won", round, winner, w)
-			case err == nil:
-				winner = w
-			default:
-				wantErr(t, err, "put_if_absent", key, storage.ErrAlreadyExists)
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("round %d: no writer won", round)
-		}
-		mustGet(t, s, key, payload(winner))
+		errs := race(writers, func(w int) error { return s.PutIfAbsent(t.Context(), key, payload(w)) })
+		mustGet(t, s, key, payload(oneWinner(t, round, errs, "put_if_absent", key, storage.ErrAlreadyExists)))
 	}
+}
+
+// race runs f for writers 0..n-1 at once, released together, and returns their errors.
+func race(n int, f func(w int) error) []error {
+	errs := make([]error, n)
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for w := range n {
+		done.Go(func() {
+			start.Wait()
+			errs[w] = f(w)
+		})
+	}
+	start.Done()
+	done.Wait()
+	return errs
+}
+
+// oneWinner requires exactly one nil among errs, every other one the op's error for key
+// matching loser, and returns the winner.
+func oneWinner(t *testing.T, round int, errs []error, op, key string, loser error) int {
+	t.Helper()
+	winner := -1
+	for w, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("round %d: writers %d and %d both won", round, winner, w)
+		case err == nil:
+			winner = w
+		default:
+			wantErr(t, err, op, key, loser)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("round %d: no writer won", round)
+	}
+	return winner
 }
 
 // testPutNoTornReads races readers against overwrites: every read must be one whole version.

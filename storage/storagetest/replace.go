@@ -3,7 +3,6 @@ package storagetest
 import (
 	"bytes"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -57,31 +56,8 @@ func testReplaceIfUnchangedConcurrent(t *testing.T, s storage.Store) {
 		old := []byte(fmt.Sprintf("armed %d", round))
 		mustPut(t, s, key, old)
 		payload := func(w int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("writer %d round %d;", w, round)), 100+w) }
-		errs := make([]error, writers)
-		var start, done sync.WaitGroup
-		start.Add(1)
-		for w := range writers {
-			done.Go(func() {
-				start.Wait()
-				errs[w] = s.ReplaceIfUnchanged(t.Context(), key, old, payload(w))
-			})
-		}
-		start.Done()
-		done.Wait()
-		winner := -1
-		for w, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("round %d: writers %d and %d both replaced the same bytes", round, winner, w)
-			case err == nil:
-				winner = w
-			default:
-				wantErr(t, err, "replace", key, storage.ErrChanged)
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("round %d: no writer won", round)
-		}
+		errs := race(writers, func(w int) error { return s.ReplaceIfUnchanged(t.Context(), key, old, payload(w)) })
+		winner := oneWinner(t, round, errs, "replace", key, storage.ErrChanged)
 		mustGet(t, s, key, payload(winner))
 	}
 }
