@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/omnigraph/omnigraph-worker/lance"
-
 	"github.com/omnigraph/omnigraph-worker/recovery"
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,13 +24,13 @@ import (
 // check fails, as the lease is gone by then.
 func pausingFence(n int) (f Fence, paused <-chan struct{}, resume chan<- struct{}) {
 	p, r := make(chan struct{}), make(chan struct{})
-	calls := 0
+	var calls atomic.Int64 // a write's forks check the fence side by side
 	return func(context.Context) error {
-		switch calls++; {
-		case calls == n:
+		switch c := calls.Add(1); {
+		case c == int64(n):
 			close(p)
 			<-r
-		case calls > n:
+		case c > int64(n):
 			return errLeaseGone
 		}
 		return nil

@@ -5,7 +5,8 @@ import "context"
 // Fence says whether the caller is still the graph's single writer (a leased worker checks
 // that its lease still holds). An error means another writer may be live, so nothing more may
 // be written. A nil Fence fences nothing: a process that is the only writer by construction
-// (a direct tool, a test).
+// (a direct tool, a test). It is called from several goroutines at once (the forks of one
+// write each check it).
 type Fence func(context.Context) error
 
 // FenceError is a step refused because the writer's fence failed: that step wrote nothing.
