@@ -158,13 +158,18 @@ func (d *Dataset) HasBTree(column string) bool { return d.BTree(column) != nil }
 
 // BTree is the version's BTREE index on exactly the named column, or nil.
 func (d *Dataset) BTree(column string) *Index {
+	return d.indexOn(column, func(x *Index) bool { return x.Kind() == "BTree" })
+}
+
+// indexOn is the version's first index on exactly the named column that is accepts, or nil.
+func (d *Dataset) indexOn(column string, is func(*Index) bool) *Index {
 	f := d.Schema().Field(column)
 	if f == nil {
 		return nil
 	}
 	for i := range d.manifest.Indices {
 		x := &d.manifest.Indices[i]
-		if x.Kind() == "BTree" && len(x.Fields) == 1 && x.Fields[0] == f.ID {
+		if is(x) && len(x.Fields) == 1 && x.Fields[0] == f.ID {
 			return x
 		}
 	}

@@ -77,12 +77,18 @@ func invertedDetails() []byte {
 // their rows count as indexed, as in an index the engine builds. Rows of fragments appended
 // later are searched by the engines without the index until it is built again.
 func (d *Dataset) StageInvertedIndex(ctx context.Context, column string, o IndexOptions) (*Staged, error) {
+	return d.stageIndex(ctx, column, o, d.buildInverted)
+}
+
+// stageIndex stages the CreateIndex transaction of one index that build encodes on column.
+func (d *Dataset) stageIndex(ctx context.Context, column string, o IndexOptions,
+	build func(ctx context.Context, column, name string, fo file.Options, w *fileWrites) (Index, error)) (*Staged, error) {
 	fo, err := d.fileOptions(o.Stage.FileOptions)
 	if err != nil {
 		return nil, err
 	}
 	w := &fileWrites{}
-	x, err := d.buildInverted(ctx, column, o.Name, fo, w)
+	x, err := build(ctx, column, o.Name, fo, w)
 	if err != nil {
 		return nil, err
 	}
@@ -91,17 +97,7 @@ func (d *Dataset) StageInvertedIndex(ctx context.Context, column string, o Index
 
 // Inverted is the version's INVERTED index on exactly the named column, or nil.
 func (d *Dataset) Inverted(column string) *Index {
-	f := d.Schema().Field(column)
-	if f == nil {
-		return nil
-	}
-	for i := range d.manifest.Indices {
-		x := &d.manifest.Indices[i]
-		if x.Kind() == "Inverted" && len(x.Fields) == 1 && x.Fields[0] == f.ID {
-			return x
-		}
-	}
-	return nil
+	return d.indexOn(column, func(x *Index) bool { return x.Kind() == "Inverted" })
 }
 
 // ftsWordMemo bounds how many distinct words a build remembers the token of (about 6 MiB at

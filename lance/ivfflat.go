@@ -79,32 +79,13 @@ func ivfFlatDetails() []byte {
 // index covers every fragment of this version; rows appended later are in fragments it does
 // not cover, which the engines search by brute force beside it.
 func (d *Dataset) StageIVFFlatIndex(ctx context.Context, column string, o IndexOptions) (*Staged, error) {
-	fo, err := d.fileOptions(o.Stage.FileOptions)
-	if err != nil {
-		return nil, err
-	}
-	w := &fileWrites{}
-	x, err := d.buildIVFFlat(ctx, column, o.Name, fo, w)
-	if err != nil {
-		return nil, err
-	}
-	return d.newStaged(o.Stage, Operation{Kind: OpCreateIndex, NewIndices: []Index{x}}, w), nil
+	return d.stageIndex(ctx, column, o, d.buildIVFFlat)
 }
 
 // VectorIndex is the version's vector index (of any kind: IVF_FLAT, IVF_PQ, IVF_HNSW_*, …) on
 // exactly the named column, or nil.
 func (d *Dataset) VectorIndex(column string) *Index {
-	f := d.Schema().Field(column)
-	if f == nil {
-		return nil
-	}
-	for i := range d.manifest.Indices {
-		x := &d.manifest.Indices[i]
-		if x.IsVector() && len(x.Fields) == 1 && x.Fields[0] == f.ID {
-			return x
-		}
-	}
-	return nil
+	return d.indexOn(column, (*Index).IsVector)
 }
 
 // ivfVectors is what an IVF_FLAT build stores: the row ids and their vectors, flat.
