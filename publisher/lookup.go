@@ -167,15 +167,29 @@ func loadCommits(ctx context.Context, ds *lance.Dataset, want string, below uint
 // allCommits reads every graph_commit row of ds.
 func allCommits(ctx context.Context, ds *lance.Dataset) ([]Commit, error) {
 	var out []Commit
-	cols := []string{"object_id", "object_type", "metadata", "table_version", "table_branch"}
-	f := lance.In("object_type", TypeGraphCommit)
-	err := ds.Each(ctx, lance.ScanOptions{Columns: cols, Filter: &f}, func(rec arrow.Record) error {
+	err := eachRowOf(ctx, ds, TypeGraphCommit, func(r *Row) error {
+		c, err := commitOf(r)
+		if err != nil {
+			return fmt.Errorf("publisher: __manifest row %q: %w", r.ObjectID, err)
+		}
+		out = append(out, c)
+		return nil
+	})
+	return out, err
+}
+
+// eachRowOf calls fn with every row of ds of objectType: its id, metadata, table version and
+// table branch.
+func eachRowOf(ctx context.Context, ds *lance.Dataset, objectType string, fn func(*Row) error) error {
+	cols := []string{"object_id", "metadata", "table_version", "table_branch"}
+	f := lance.In("object_type", objectType)
+	return ds.Each(ctx, lance.ScanOptions{Columns: cols, Filter: &f}, func(rec arrow.Record) error {
 		oid := rec.Column(0).(*array.String)
-		meta := rec.Column(2).(*array.String)
-		ver := rec.Column(3).(*array.Uint64)
-		br := rec.Column(4).(*array.String)
+		meta := rec.Column(1).(*array.String)
+		ver := rec.Column(2).(*array.Uint64)
+		br := rec.Column(3).(*array.String)
 		for i := 0; i < oid.Len(); i++ {
-			r := Row{ObjectID: oid.Value(i), ObjectType: TypeGraphCommit}
+			r := Row{ObjectID: oid.Value(i), ObjectType: objectType}
 			if meta.IsValid(i) {
 				m := meta.Value(i)
 				r.Metadata = &m
@@ -188,13 +202,10 @@ func allCommits(ctx context.Context, ds *lance.Dataset) ([]Commit, error) {
 				b := br.Value(i)
 				r.TableBranch = &b
 			}
-			c, err := commitOf(&r)
-			if err != nil {
-				return fmt.Errorf("publisher: __manifest row %q: %w", r.ObjectID, err)
+			if err := fn(&r); err != nil {
+				return err
 			}
-			out = append(out, c)
 		}
 		return nil
 	})
-	return out, err
 }
