@@ -259,6 +259,7 @@ func TestStreamsNotRecreatedReportsStalled(t *testing.T) {
 			t.Fatalf("stream: %v", err)
 		}
 	}
+	sg.eventsResubscribed()
 	// Without an id: the re-created stream's message 1 is not the lost stream's message 1.
 	sg.publish(`{"type":"Person","data":{"handle":"p2","name":"P","active":true}}`)
 	select {

@@ -37,6 +37,9 @@ type svcGraph struct {
 	dir string
 	url string
 	js  jetstream.JetStream
+	// eventConns are the connections events() subscribed on, for tests that restart the
+	// broker and must not publish before those subscriptions are back.
+	eventConns []*nats.Conn
 }
 
 func newSvcGraph(t *testing.T) *svcGraph {
@@ -204,7 +207,9 @@ func (sg *svcGraph) publish(body string) {
 // events subscribes to the graph's commit events.
 func (sg *svcGraph) events() chan Event {
 	ch := make(chan Event, 16)
-	sub, err := sg.connect().Subscribe("omnigraph.demo.events", func(m *nats.Msg) {
+	nc := sg.connect()
+	sg.eventConns = append(sg.eventConns, nc)
+	sub, err := nc.Subscribe("omnigraph.demo.events", func(m *nats.Msg) {
 		var ev Event
 		if json.Unmarshal(m.Data, &ev) == nil {
 			ch <- ev
@@ -215,6 +220,25 @@ func (sg *svcGraph) events() chan Event {
 	}
 	sg.t.Cleanup(func() { _ = sub.Unsubscribe() })
 	return ch
+}
+
+// eventsResubscribed waits until every events() connection has reconnected to a restarted
+// broker and the broker has its subscription again: an event published before that is lost
+// to a core subscription.
+func (sg *svcGraph) eventsResubscribed() {
+	sg.t.Helper()
+	for _, nc := range sg.eventConns {
+		deadline := time.Now().Add(20 * time.Second)
+		for !nc.IsConnected() {
+			if time.Now().After(deadline) {
+				sg.t.Fatalf("events connection %v after 20s", nc.Status())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := nc.FlushTimeout(5 * time.Second); err != nil {
+			sg.t.Fatalf("events connection: %v", err)
+		}
+	}
 }
 
 func nextEvent(t *testing.T, ch chan Event) Event {
