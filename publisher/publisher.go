@@ -220,6 +220,24 @@ type Registration struct {
 	TableKey string
 }
 
+// Rename rebinds a registered, live table to another table key of the same kind (a schema
+// apply's rename_type): its identity, path and versions stay. The table must still be bound to
+// ExpectedTableKey.
+type Rename struct {
+	Identity         ids.TableIdentity
+	ExpectedTableKey string
+	TableKey         string
+}
+
+// Tombstone removes a live table from the branch's current version (a schema apply's
+// drop_type): a table_tombstone row at Version, one past the table's last published version.
+// Its dataset stays on disk; earlier graph versions still read it.
+type Tombstone struct {
+	Identity ids.TableIdentity
+	TableKey string
+	Version  uint64
+}
+
 // Expectation requires a table's published version before the publish.
 type Expectation struct {
 	TableKey string
@@ -245,7 +263,9 @@ type ExactHead struct {
 // Request is one publish.
 type Request struct {
 	Registrations []Registration
+	Renames       []Rename
 	Updates       []DatasetUpdate
+	Tombstones    []Tombstone
 	Expected      map[ids.TableIdentity]Expectation
 	Lineage       *Lineage
 	Precondition  *ExactHead // nil: any head
@@ -373,7 +393,11 @@ func (p *Publisher) attempt(ctx context.Context, req *Request) (*Result, error) 
 	if len(rows) == 0 {
 		return &Result{ManifestVersion: st.ManifestVersion, State: st}, nil
 	}
-	if err := st.checkNewBindings(req.Registrations); err != nil {
+	binds := req.Registrations
+	for _, r := range req.Renames {
+		binds = append(binds[:len(binds):len(binds)], Registration{Identity: r.Identity, TableKey: r.TableKey})
+	}
+	if err := st.checkNewBindings(binds, req.Renames, req.Tombstones); err != nil {
 		return nil, err
 	}
 	parent := st.lineageHead
@@ -535,7 +559,29 @@ func (p *Publisher) pendingRows(st *State, req *Request, newVersion uint64) ([]R
 		}
 		rows = append(rows, registrationRow(r))
 	}
+	renamed := map[ids.TableIdentity]string{}
+	for _, r := range req.Renames {
+		reg, ok := st.registrations[r.Identity]
+		switch {
+		case !ok || st.liveVersion(r.Identity) == 0 || st.tombstoned(r.Identity):
+			return nil, fmt.Errorf("publisher: rename of %s (%s): no live table with that identity", r.ExpectedTableKey, r.Identity)
+		case reg.tableKey != r.ExpectedTableKey:
+			return nil, &errs.ReadSetChanged{Member: "dataset_binding:" + r.Identity.String()}
+		case ids.TablePath(r.TableKey, r.Identity) != reg.path:
+			return nil, fmt.Errorf("publisher: renaming %s to %s would move its dataset %s", r.ExpectedTableKey, r.TableKey, reg.path)
+		}
+		if _, twice := renamed[r.Identity]; twice {
+			return nil, fmt.Errorf("publisher: %s renamed twice in one publish", r.Identity)
+		}
+		renamed[r.Identity] = r.TableKey
+		if r.TableKey != r.ExpectedTableKey {
+			rows = append(rows, registrationRow(Registration{Identity: r.Identity, TableKey: r.TableKey}))
+		}
+	}
 	registered := func(id ids.TableIdentity, key string) bool {
+		if to, ok := renamed[id]; ok {
+			return to == key
+		}
 		if reg, ok := st.registrations[id]; ok {
 			return reg.tableKey == key
 		}
@@ -557,6 +603,16 @@ func (p *Publisher) pendingRows(st *State, req *Request, newVersion uint64) ([]R
 		}
 		claimed[oid] = true
 		rows = append(rows, versionRow(u))
+	}
+	for _, t := range req.Tombstones {
+		switch {
+		case !registered(t.Identity, t.TableKey):
+			return nil, fmt.Errorf("publisher: tombstone of %s (%s) which is not registered under that key", t.TableKey, t.Identity)
+		case t.Version == 0 || t.Version <= st.liveVersion(t.Identity) || st.tombstones[t.Identity] >= t.Version:
+			return nil, fmt.Errorf("publisher: tombstone of %s at version %d: the table is at %d", t.TableKey, t.Version, st.liveVersion(t.Identity))
+		}
+		rows = append(rows, Row{ObjectID: ids.TombstoneObjectID(t.Identity, t.Version), ObjectType: TypeTombstone, TableKey: t.TableKey,
+			StableTableID: u64p(t.Identity.StableTableID), TableIncarnationID: u64p(t.Identity.TableIncarnationID), TableVersion: u64p(t.Version)})
 	}
 	if l := req.Lineage; l != nil {
 		parent, lin := "", *l

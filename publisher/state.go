@@ -223,6 +223,12 @@ func (s *State) Table(key string) (TableEntry, bool) {
 	return TableEntry{}, false
 }
 
+// tombstoned says whether the table's newest row is a tombstone.
+func (s *State) tombstoned(id ids.TableIdentity) bool {
+	t, dead := s.tombstones[id]
+	return dead && t >= s.versions[id].version
+}
+
 // liveVersion is what an expectation compares against: the latest live version, the max
 // tombstone of a tombstone-only identity, or 0 for an unknown one.
 func (s *State) liveVersion(id ids.TableIdentity) uint64 {
@@ -370,9 +376,21 @@ func commitAfter(a, b Commit) bool {
 
 // checkNewBindings refuses a registration that would bind a table key already held by another
 // live identity (checked before writing, so the manifest never holds such a pair).
-func (s *State) checkNewBindings(regs []Registration) error {
+func (s *State) checkNewBindings(regs []Registration, renames []Rename, gone []Tombstone) error {
+	leaving := map[ids.TableIdentity]bool{}
+	for _, r := range renames {
+		leaving[r.Identity] = true
+	}
+	for _, t := range gone {
+		leaving[t.Identity] = true
+	}
+	batch := map[string]ids.TableIdentity{}
 	for _, r := range regs {
-		if t, ok := s.Table(r.TableKey); ok && t.Identity != r.Identity {
+		if other, ok := batch[r.TableKey]; ok && other != r.Identity {
+			return fmt.Errorf("publisher: table key %s is bound to both %s and %s", r.TableKey, other, r.Identity)
+		}
+		batch[r.TableKey] = r.Identity
+		if t, ok := s.Table(r.TableKey); ok && t.Identity != r.Identity && !leaving[t.Identity] {
 			return fmt.Errorf("publisher: table key %s is bound to both %s and %s", r.TableKey, t.Identity, r.Identity)
 		}
 	}
