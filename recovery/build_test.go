@@ -289,23 +289,23 @@ func TestProtocolV4RoundTrip(t *testing.T) {
 	wantRefusal(t, err, KindCorrupt, "missing field `planned_transactions`")
 }
 
-// Sidecars of writers this package does not interpret are still recognised (a SchemaApply intent
-// blocks every write) and their payloads survive a rewrite verbatim.
+// Sidecars of writers this package does not interpret (EnsureIndices) are still recognised and
+// their payloads survive a rewrite verbatim.
 func TestUninterpretedWritersPassThrough(t *testing.T) {
-	payload := `{"authority":{"x":1},"target_schema_ir_hash":"sha256:t","effects":[{"kind":"FirstTouchDataset"}]}`
+	payload := `{"authority":{"x":1},"effects":[{"kind":"Whatever"}]}`
 	m := generic(t, goldenArmed)
 	delete(m, "protocol_v3")
-	m["writer_kind"] = "SchemaApply"
+	m["writer_kind"] = "EnsureIndices"
 	m["actor_id"] = nil
 	m["additional_registrations"] = []any{jmap{"table_key": "node:New"}}
 	var raw any
 	_ = jsonUnmarshalNumber(payload, &raw)
-	m["protocol_v7"] = raw
+	m["protocol_v8"] = raw
 	s, err := Parse(Key(goldenOp), mustJSON(t, m), goldenRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.WriterKind != SchemaApply || len(s.AdditionalRegistrations) != 1 {
+	if s.WriterKind != EnsureIndices || len(s.AdditionalRegistrations) != 1 {
 		t.Fatalf("%+v", s)
 	}
 	out, _ := Marshal(s)
@@ -315,12 +315,12 @@ func TestUninterpretedWritersPassThrough(t *testing.T) {
 	}
 	again, _ := Marshal(back)
 	assertJSON(t, again, string(out))
-	if !strings.Contains(string(out), `"target_schema_ir_hash": "sha256:t"`) {
+	if !strings.Contains(string(out), `"kind": "Whatever"`) {
 		t.Fatalf("payload lost:\n%s", out)
 	}
-	delete(m, "protocol_v7")
+	delete(m, "protocol_v8")
 	_, err = Parse(Key(goldenOp), mustJSON(t, m), goldenRoot)
-	wantRefusal(t, err, KindShape, "missing required protocol_v7")
+	wantRefusal(t, err, KindShape, "missing required protocol_v8")
 
 	m["writer_kind"] = "Optimize"
 	delete(m, "additional_registrations")

@@ -316,7 +316,7 @@ func (s *Sidecar) UnmarshalJSON(raw []byte) error {
 		ignore(f.opt("schema_apply_target_schema_ir_hash", ptr(&v.SchemaApplyTargetSchemaIRHash))),
 		ignore(f.opt("protocol_v3", optNested(&v.ProtocolV3))),
 		ignore(f.opt("protocol_v4", optNested(&v.ProtocolV4))),
-		ignore(f.opt("protocol_v7", rawObject(&v.ProtocolV7))),
+		ignore(f.opt("protocol_v7", optNested(&v.ProtocolV7))),
 		ignore(f.opt("protocol_v8", rawObject(&v.ProtocolV8))),
 		ignore(f.opt("ensure_indices_rollback_v6", rawObject(&v.EnsureIndicesRollbackV6))),
 		ignore(f.opt("omnigraph_ingest_receipt", ptr(&v.IngestReceipt))),
@@ -511,9 +511,9 @@ func (d *IntendedDelta) UnmarshalJSON(raw []byte) error {
 	var v IntendedDelta
 	if err := first(
 		f.req("table_updates", list(&v.TableUpdates)),
-		f.def("registrations", rawList(&v.Registrations)),
-		f.def("renames", rawList(&v.Renames)),
-		f.def("tombstones", rawList(&v.Tombstones)),
+		f.def("registrations", list(&v.Registrations)),
+		f.def("renames", list(&v.Renames)),
+		f.def("tombstones", list(&v.Tombstones)),
 	); err != nil {
 		return err
 	}
@@ -521,7 +521,61 @@ func (d *IntendedDelta) UnmarshalJSON(raw []byte) error {
 	return nil
 }
 
-// common reads the members ProtocolV3 and ProtocolV4 share, except effects.
+func (r *Registration) UnmarshalJSON(raw []byte) error {
+	f, err := object(raw)
+	if err != nil {
+		return err
+	}
+	var v Registration
+	if err := first(
+		f.req("identity", identity(&v.Identity)),
+		f.req("table_key", into(&v.TableKey)),
+		f.req("table_path", into(&v.TablePath)),
+		ignore(f.opt("table_branch", ptr(&v.TableBranch))),
+	); err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
+
+func (r *Rename) UnmarshalJSON(raw []byte) error {
+	f, err := object(raw)
+	if err != nil {
+		return err
+	}
+	var v Rename
+	if err := first(
+		f.req("identity", identity(&v.Identity)),
+		f.req("expected_table_key", into(&v.ExpectedTableKey)),
+		f.req("expected_version", into(&v.ExpectedVersion)),
+		f.req("table_key", into(&v.TableKey)),
+		f.req("table_path", into(&v.TablePath)),
+	); err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
+
+func (t *Tombstone) UnmarshalJSON(raw []byte) error {
+	f, err := object(raw)
+	if err != nil {
+		return err
+	}
+	var v Tombstone
+	if err := first(
+		f.req("identity", identity(&v.Identity)),
+		f.req("table_key", into(&v.TableKey)),
+		f.req("tombstone_version", into(&v.TombstoneVersion)),
+	); err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
+
+// common reads the members ProtocolV3, ProtocolV4 and ProtocolV7 share, except effects.
 func common(f fields, a *Authority, l *Lineage, rollback *string, outcomes *[]TableOutcome, phase *EffectPhase, delta *IntendedDelta) error {
 	return first(
 		f.req("authority", nested(a)),
@@ -562,6 +616,60 @@ func (p *ProtocolV4) UnmarshalJSON(raw []byte) error {
 		return err
 	}
 	*p = v
+	return nil
+}
+
+func (p *ProtocolV7) UnmarshalJSON(raw []byte) error {
+	f, err := object(raw)
+	if err != nil {
+		return err
+	}
+	var v ProtocolV7
+	if err := first(
+		common(f, &v.Authority, &v.Lineage, &v.RollbackGraphCommitID, &v.RollbackAuditOutcomes, &v.EffectPhase, &v.IntendedDelta),
+		f.req("target_schema_ir_hash", into(&v.TargetSchemaIRHash)),
+		f.req("effects", list(&v.Effects)),
+	); err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+// UnmarshalJSON reads the effect and its internally tagged "kind" object; both variants carry
+// planned_transaction (required) and confirmed_transaction (Option).
+func (e *SchemaEffect) UnmarshalJSON(raw []byte) error {
+	f, err := object(raw)
+	if err != nil {
+		return err
+	}
+	var v SchemaEffect
+	kind := func(raw json.RawMessage) error {
+		k, err := object(raw)
+		if err != nil {
+			return err
+		}
+		var tag string
+		if err := k.req("kind", into(&tag)); err != nil {
+			return err
+		}
+		if !SchemaEffectKind(tag).valid() {
+			return fmt.Errorf("kind: unknown variant `%s`", tag)
+		}
+		v.Kind = SchemaEffectKind(tag)
+		return first(
+			k.req("planned_transaction", nested(&v.PlannedTransaction)),
+			ignore(k.opt("confirmed_transaction", optNested(&v.ConfirmedTransaction))),
+		)
+	}
+	if err := first(
+		f.req("identity", identity(&v.Identity)),
+		f.req("table_key", into(&v.TableKey)),
+		f.req("kind", kind),
+	); err != nil {
+		return err
+	}
+	*e = v
 	return nil
 }
 

@@ -10,6 +10,8 @@ import (
 func FuzzParse(f *testing.F) {
 	f.Add(Key(goldenOp), []byte(goldenArmed))
 	f.Add(Key(goldenOp), []byte(goldenConfirmed))
+	f.Add(Key(goldenOp), []byte(goldenSchemaArmed))
+	f.Add(Key(goldenOp), []byte(goldenSchemaConfirmed))
 	f.Add(FileName(goldenOp), []byte(`{"schema_version":10}`))
 	f.Add(FileName(goldenOp), []byte(`{"schema_version":8,"tables":[{}]}`))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {

@@ -163,13 +163,27 @@ func TestShapeInvariantsRefused(t *testing.T) {
 			p4["effects"] = []any{}
 			m["protocol_v4"] = p4
 		}, KindShape, "only the protocol_v3"},
-		{"protocol_v7 on Load", A, func(m jmap) { m["protocol_v7"] = jmap{} }, KindShape, "only the protocol_v3"},
+		{"protocol_v7 on Load", A, func(m jmap) {
+			p7 := jmap{}
+			for k, v := range v3(m) {
+				p7[k] = v
+			}
+			p7["effects"], p7["target_schema_ir_hash"] = []any{}, "sha256:t"
+			m["protocol_v7"] = p7
+		}, KindShape, "only the protocol_v3"},
 		{"merge_source_commit_id on Load", A, func(m jmap) { m["merge_source_commit_id"] = goldenCommit }, KindShape, "only the protocol_v3"},
 		{"additional_registrations", A, func(m jmap) { m["additional_registrations"] = []any{jmap{}} }, KindShape, "cannot register"},
 		{"envelope tombstones", A, func(m jmap) { m["tombstones"] = []any{jmap{}} }, KindShape, "cannot register"},
-		{"delta registrations", A, func(m jmap) { obj(v3(m), "intended_delta")["registrations"] = []any{jmap{}} }, KindShape, "cannot register"},
-		{"delta renames", A, func(m jmap) { obj(v3(m), "intended_delta")["renames"] = []any{jmap{}} }, KindShape, "cannot register"},
-		{"delta tombstones", A, func(m jmap) { obj(v3(m), "intended_delta")["tombstones"] = []any{jmap{}} }, KindShape, "cannot register"},
+		{"delta registrations", A, func(m jmap) {
+			obj(v3(m), "intended_delta")["registrations"] = []any{jmap{"identity": ident(9, 9), "table_key": "node:X", "table_path": "nodes/0000000000000009-0000000000000009"}}
+		}, KindShape, "cannot register"},
+		{"delta renames", A, func(m jmap) {
+			obj(v3(m), "intended_delta")["renames"] = []any{jmap{"identity": ident(9, 9), "expected_table_key": "node:X", "expected_version": json.Number("1"),
+				"table_key": "node:Y", "table_path": "nodes/0000000000000009-0000000000000009"}}
+		}, KindShape, "cannot register"},
+		{"delta tombstones", A, func(m jmap) {
+			obj(v3(m), "intended_delta")["tombstones"] = []any{jmap{"identity": ident(9, 9), "table_key": "node:X", "tombstone_version": json.Number("2")}}
+		}, KindShape, "cannot register"},
 		{"schema_apply_manifest_published", A, func(m jmap) { m["schema_apply_manifest_published"] = true }, KindShape, "schema-v5"},
 		{"schema_apply_target_schema_ir_hash", A, func(m jmap) { m["schema_apply_target_schema_ir_hash"] = "sha256:x" }, KindShape, "schema-v5"},
 		{"ensure_indices_rollback_v6", A, func(m jmap) { m["ensure_indices_rollback_v6"] = jmap{} }, KindShape, "schema-v6"},

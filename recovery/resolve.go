@@ -120,6 +120,8 @@ func resolveListed(ctx context.Context, root storage.Store, l Listed, mode Mode,
 		o, err = resolveOptimize(ctx, root, sc, fence)
 	case Load, Mutation:
 		o, err = resolveLoad(ctx, root, sc, mode, fence)
+	case SchemaApply:
+		o, err = resolveSchemaApply(ctx, root, sc, mode, fence)
 	default:
 		if mode == Full {
 			return o, false, fmt.Errorf("recovery: sidecar %s is a %s intent, which this build cannot resolve", sc.OperationID, sc.WriterKind)
@@ -365,7 +367,10 @@ func (t *tableObs) findOwnership(ctx context.Context) error {
 }
 
 // classify applies the ExactEffect rules of a v9 Mutation/Load.
-func classify(sc *Sidecar, t *tableObs) string {
+func classify(sc *Sidecar, t *tableObs) string { return classifyPhase(sc.ProtocolV3.EffectPhase, t) }
+
+// classifyPhase applies the ExactEffect rules to one table of an exact intent in phase.
+func classifyPhase(phase EffectPhase, t *tableObs) string {
 	switch {
 	case t.head < t.pinned:
 		return InvariantViolation
@@ -373,7 +378,7 @@ func classify(sc *Sidecar, t *tableObs) string {
 		return NoMovement
 	case t.pin.ExpectedVersion != t.pinned:
 		return UnexpectedAtP1
-	case sc.ProtocolV3.EffectPhase != EffectsConfirmed || t.slot == nil || t.slot.Confirmed == nil || t.effect == nil || t.effect.ConfirmedTransaction == nil:
+	case phase != EffectsConfirmed || t.slot == nil || t.slot.Confirmed == nil || t.effect == nil || t.effect.ConfirmedTransaction == nil:
 		return IncompletePhaseB
 	case t.head != t.slot.Confirmed.TableVersion || t.pin.ConfirmedVersion == nil || *t.pin.ConfirmedVersion != t.head:
 		return UnexpectedMultistep

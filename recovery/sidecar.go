@@ -6,8 +6,9 @@
 // This file defines the envelope and its exact on-disk JSON: keys in the reference's field
 // order, optional keys omitted exactly where the reference skips them, and the reference's
 // pretty-printed layout (two-space indent, "key": value, no trailing newline). decode.go reads it
-// back strictly, validate.go enforces the shape invariants, build.go constructs and confirms Load
-// sidecars, and io.go moves them through a storage.Store.
+// back strictly, validate.go enforces the shape invariants, build.go, build_merge.go and
+// build_schema.go construct and confirm Load, BranchMerge and SchemaApply sidecars, and io.go
+// moves them through a storage.Store.
 package recovery
 
 import (
@@ -61,10 +62,10 @@ func (p EffectPhase) valid() bool { return p == Armed || p == EffectsConfirmed }
 // Sidecar is the v9 envelope (struct RecoverySidecar in the reference).
 //
 // Nullable keys are pointers (nil = JSON null; Branch nil = main). Always-present arrays are
-// written as [] when nil. The payloads this package does not model (SchemaApply protocol_v7,
-// EnsureIndices protocol_v8, the schema-v6 EnsureIndices rollback, SchemaApply registrations
-// and tombstones) are kept verbatim so such a sidecar can still be listed, recognised and
-// re-written without loss.
+// written as [] when nil. The payloads this package does not model (EnsureIndices protocol_v8,
+// the schema-v6 EnsureIndices rollback, the legacy top-level additional_registrations and
+// tombstones) are kept verbatim so such a sidecar can still be listed, recognised and re-written
+// without loss.
 type Sidecar struct {
 	SchemaVersion uint32     `json:"schema_version"`
 	OperationID   string     `json:"operation_id"` // ULID, equals the file stem
@@ -75,16 +76,19 @@ type Sidecar struct {
 	Tables        []TablePin `json:"tables"`
 	// MergeSourceCommitID is omitted when nil; it is forbidden for Load and v9 BranchMerge.
 	MergeSourceCommitID *string `json:"merge_source_commit_id,omitempty"`
-	// AdditionalRegistrations and Tombstones are omitted when empty; must be empty for Load.
+	// AdditionalRegistrations and Tombstones are the pre-v7 SchemaApply delta, omitted when
+	// empty; every v9 writer must leave them empty (SchemaApply carries its delta in
+	// protocol_v7.intended_delta).
 	AdditionalRegistrations []json.RawMessage `json:"additional_registrations,omitempty"`
 	Tombstones              []json.RawMessage `json:"tombstones,omitempty"`
 	// SchemaApplyManifestPublished is always written; it must be false for Load.
 	SchemaApplyManifestPublished  bool    `json:"schema_apply_manifest_published"`
 	SchemaApplyTargetSchemaIRHash *string `json:"schema_apply_target_schema_ir_hash,omitempty"`
-	// ProtocolV3 is the Mutation/Load payload; ProtocolV4 the BranchMerge payload.
+	// ProtocolV3 is the Mutation/Load payload, ProtocolV4 the BranchMerge payload and
+	// ProtocolV7 the SchemaApply payload.
 	ProtocolV3              *ProtocolV3     `json:"protocol_v3,omitempty"`
 	ProtocolV4              *ProtocolV4     `json:"protocol_v4,omitempty"`
-	ProtocolV7              json.RawMessage `json:"protocol_v7,omitempty"`
+	ProtocolV7              *ProtocolV7     `json:"protocol_v7,omitempty"`
 	ProtocolV8              json.RawMessage `json:"protocol_v8,omitempty"`
 	EnsureIndicesRollbackV6 json.RawMessage `json:"ensure_indices_rollback_v6,omitempty"`
 	// IngestReceipt is this product's extension (the reference ignores unknown keys): the queue
@@ -172,13 +176,42 @@ type TableUpdate struct {
 }
 
 // IntendedDelta is the complete manifest delta (RecoveryManifestDelta). Registrations, renames
-// and tombstones are omitted when empty and must be empty for Mutation/Load and BranchMerge;
-// they are kept verbatim.
+// and tombstones are omitted when empty; only SchemaApply may carry them (they must be empty
+// for Mutation/Load and BranchMerge).
 type IntendedDelta struct {
-	TableUpdates  []TableUpdate     `json:"table_updates"`
-	Registrations []json.RawMessage `json:"registrations,omitempty"`
-	Renames       []json.RawMessage `json:"renames,omitempty"`
-	Tombstones    []json.RawMessage `json:"tombstones,omitempty"`
+	TableUpdates  []TableUpdate  `json:"table_updates"`
+	Registrations []Registration `json:"registrations,omitempty"`
+	Renames       []Rename       `json:"renames,omitempty"`
+	Tombstones    []Tombstone    `json:"tombstones,omitempty"`
+}
+
+// Registration is a table a SchemaApply registers in the manifest: the dataset of an added type
+// (SidecarTableRegistration).
+type Registration struct {
+	Identity ids.TableIdentity `json:"identity"`
+	TableKey string            `json:"table_key"`
+	// TablePath is graph-RELATIVE: "nodes|edges/{stable:016x}-{inc:016x}".
+	TablePath string `json:"table_path"`
+	// TableBranch is omitted when nil (main); a v9 SchemaApply registration must be on main.
+	TableBranch *string `json:"table_branch,omitempty"`
+}
+
+// Rename is a metadata-only alias rebinding (SidecarTableRename): the identity and its physical
+// path stay, only the table key changes from ExpectedTableKey to TableKey.
+type Rename struct {
+	Identity         ids.TableIdentity `json:"identity"`
+	ExpectedTableKey string            `json:"expected_table_key"`
+	ExpectedVersion  uint64            `json:"expected_version"` // the table's manifest pin
+	TableKey         string            `json:"table_key"`
+	TablePath        string            `json:"table_path"` // graph-relative, as Registration
+}
+
+// Tombstone is a table a SchemaApply marks removed (SidecarTombstone).
+type Tombstone struct {
+	Identity ids.TableIdentity `json:"identity"`
+	TableKey string            `json:"table_key"`
+	// TombstoneVersion is the table's last published version + 1.
+	TombstoneVersion uint64 `json:"tombstone_version"`
 }
 
 // ProtocolV3 is the Mutation/Load payload (RecoveryProtocolV3).
@@ -204,6 +237,44 @@ type ProtocolV4 struct {
 	EffectPhase           EffectPhase    `json:"effect_phase"`
 	Effects               []MergeEffect  `json:"effects"`
 	IntendedDelta         IntendedDelta  `json:"intended_delta"`
+}
+
+// ProtocolV7 is the SchemaApply payload (RecoveryProtocolV7). Authority carries the ACCEPTED
+// (pre-apply) schema identity; TargetSchemaIRHash names the staged schema the apply promotes.
+type ProtocolV7 struct {
+	Authority             Authority      `json:"authority"`
+	Lineage               Lineage        `json:"lineage"`
+	RollbackGraphCommitID string         `json:"rollback_graph_commit_id"`
+	RollbackAuditOutcomes []TableOutcome `json:"rollback_audit_outcomes,omitzero"` // as in ProtocolV3
+	TargetSchemaIRHash    string         `json:"target_schema_ir_hash"`
+	EffectPhase           EffectPhase    `json:"effect_phase"`
+	Effects               []SchemaEffect `json:"effects"`
+	IntendedDelta         IntendedDelta  `json:"intended_delta"`
+}
+
+// SchemaEffectKind tags a SchemaApply effect (RecoverySchemaApplyEffectKind).
+type SchemaEffectKind string
+
+const (
+	// ExistingOverwrite replaces an already manifest-owned table.
+	ExistingOverwrite SchemaEffectKind = "ExistingOverwrite"
+	// FirstTouchDataset is the version-one commit that creates an added type's dataset.
+	FirstTouchDataset SchemaEffectKind = "FirstTouchDataset"
+)
+
+func (k SchemaEffectKind) valid() bool { return k == ExistingOverwrite || k == FirstTouchDataset }
+
+// SchemaEffect is one exact SchemaApply physical effect (RecoverySchemaApplyEffect). On disk
+// Kind, PlannedTransaction and ConfirmedTransaction form the internally tagged object under
+// "kind": {"kind": Kind, "planned_transaction": ..., "confirmed_transaction": ...}; both
+// variants carry the same fields.
+type SchemaEffect struct {
+	Identity           ids.TableIdentity
+	TableKey           string
+	Kind               SchemaEffectKind
+	PlannedTransaction Transaction
+	// ConfirmedTransaction is omitted until EffectsConfirmed.
+	ConfirmedTransaction *Transaction
 }
 
 // MergeEffect is one BranchMerge physical effect; Kind is written under the key "kind".
@@ -320,6 +391,37 @@ func (p ProtocolV4) MarshalJSON() ([]byte, error) {
 		q.Effects = []MergeEffect{}
 	}
 	return encode(q, false)
+}
+
+// MarshalJSON refuses an unknown phase and writes nil Effects as [].
+func (p ProtocolV7) MarshalJSON() ([]byte, error) {
+	if !p.EffectPhase.valid() {
+		return nil, fmt.Errorf("recovery: unknown effect_phase %q", p.EffectPhase)
+	}
+	type plain ProtocolV7
+	q := plain(p)
+	if q.Effects == nil {
+		q.Effects = []SchemaEffect{}
+	}
+	return encode(q, false)
+}
+
+// MarshalJSON writes {"identity","table_key","kind":{"kind",planned,confirmed?}} and refuses an
+// unknown kind.
+func (e SchemaEffect) MarshalJSON() ([]byte, error) {
+	if !e.Kind.valid() {
+		return nil, fmt.Errorf("recovery: unknown schema-apply effect kind %q", e.Kind)
+	}
+	type kind struct {
+		Kind                 SchemaEffectKind `json:"kind"`
+		PlannedTransaction   Transaction      `json:"planned_transaction"`
+		ConfirmedTransaction *Transaction     `json:"confirmed_transaction,omitempty"`
+	}
+	return encode(struct {
+		Identity ids.TableIdentity `json:"identity"`
+		TableKey string            `json:"table_key"`
+		Kind     kind              `json:"kind"`
+	}{e.Identity, e.TableKey, kind{e.Kind, e.PlannedTransaction, e.ConfirmedTransaction}}, false)
 }
 
 // MarshalJSON writes nil TableUpdates as [].

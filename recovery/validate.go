@@ -171,17 +171,15 @@ func (s *Sidecar) validateShape(file string) error {
 		return s.validateV3(bad)
 	case BranchMerge:
 		return s.validateV4(bad)
-	case SchemaApply, EnsureIndices:
-		// Their exact payloads are carried verbatim, not interpreted here.
-		own, other, want := s.ProtocolV7, s.ProtocolV8, "protocol_v7"
-		if s.WriterKind == EnsureIndices {
-			own, other, want = s.ProtocolV8, s.ProtocolV7, "protocol_v8"
-		}
+	case SchemaApply:
+		return s.validateV7(bad)
+	case EnsureIndices:
+		// Its exact payload is carried verbatim, not interpreted here.
 		switch {
-		case s.ProtocolV3 != nil || s.ProtocolV4 != nil || other != nil:
+		case s.ProtocolV3 != nil || s.ProtocolV4 != nil || s.ProtocolV7 != nil:
 			return bad("carries another writer's protocol")
-		case own == nil:
-			return bad("missing required %s payload", want)
+		case s.ProtocolV8 == nil:
+			return bad("missing required protocol_v8 payload")
 		}
 		return validatePins(bad, s.Tables, false)
 	case Optimize:
@@ -472,6 +470,233 @@ func (s *Sidecar) validateV4(bad func(string, ...any) error) error {
 		}
 		if u.ExpectedVersion != pin.ExpectedVersion || !sameOpt(u.TableBranch, pin.TableBranch) {
 			return bad("intended-delta pre-state for %q does not match its table pin", pin.TableKey)
+		}
+	}
+	return nil
+}
+
+// relTablePath is the graph-relative canonical path of a "node:"/"edge:" table key.
+func relTablePath(tableKey string, id ids.TableIdentity) (string, bool) {
+	path, ok := TablePath("", tableKey, id)
+	if !ok {
+		return "", false
+	}
+	return path[1:], true
+}
+
+// validateV7 is the SchemaApply shape (validate_schema_apply_v7_shape): a main-only envelope
+// whose authority, lineage and delta live only in protocol_v7; pins, effects and slots one-to-one;
+// first-touch effects exactly the registrations; registrations, renames and tombstones
+// identity-disjoint; and the per-phase confirmation rules of the exact effects.
+func (s *Sidecar) validateV7(bad func(string, ...any) error) error {
+	if s.Branch != nil || s.ProtocolV3 != nil || s.ProtocolV4 != nil || s.ProtocolV8 != nil ||
+		s.MergeSourceCommitID != nil || len(s.AdditionalRegistrations) > 0 || len(s.Tombstones) > 0 {
+		return bad("SchemaApply must target main and carry authority/delta only in protocol_v7")
+	}
+	p := s.ProtocolV7
+	if p == nil {
+		return bad("missing required protocol_v7 payload")
+	}
+	if err := validateAuthority(bad, p.Authority); err != nil {
+		return err
+	}
+	if p.TargetSchemaIRHash == "" {
+		return bad("SchemaApply has an empty target schema identity")
+	}
+	if !sameOpt(s.ActorID, p.Lineage.ActorID) || p.Lineage.Branch != nil || p.Lineage.MergedParentCommitID != nil {
+		return bad("sidecar actor/main lineage fields do not match")
+	}
+	if p.Lineage.GraphCommitID == "" || p.RollbackGraphCommitID == "" || p.RollbackGraphCommitID == p.Lineage.GraphCommitID {
+		return bad("original and rollback commit ids must be non-empty and distinct")
+	}
+	if !p.EffectPhase.valid() {
+		return bad("unknown effect_phase %q", p.EffectPhase)
+	}
+	if err := validatePins(bad, s.Tables, false); err != nil {
+		return err
+	}
+
+	// Pins, effects and slots: unique and one-to-one by identity; planned uuids unique, non-empty.
+	const oneToOne = "pins, effects, transaction UUIDs, and delta slots must be unique and one-to-one"
+	effects := map[ids.TableIdentity]*SchemaEffect{}
+	uuids := map[string]bool{}
+	firstTouch := map[ids.TableIdentity]bool{}
+	for i := range p.Effects {
+		e := &p.Effects[i]
+		if !e.Kind.valid() {
+			return bad("unknown effect kind %q", e.Kind)
+		}
+		u := e.PlannedTransaction.UUID
+		if effects[e.Identity] != nil || u == "" || uuids[u] {
+			return bad(oneToOne)
+		}
+		effects[e.Identity], uuids[u] = e, true
+		if e.Kind == FirstTouchDataset {
+			firstTouch[e.Identity] = true
+		}
+	}
+	slots := map[ids.TableIdentity]*TableUpdate{}
+	for i := range p.IntendedDelta.TableUpdates {
+		u := &p.IntendedDelta.TableUpdates[i]
+		if slots[u.Identity] != nil {
+			return bad(oneToOne)
+		}
+		slots[u.Identity] = u
+	}
+	if len(effects) != len(s.Tables) || len(slots) != len(s.Tables) {
+		return bad(oneToOne)
+	}
+	for _, pin := range s.Tables {
+		if effects[pin.Identity] == nil || slots[pin.Identity] == nil {
+			return bad(oneToOne)
+		}
+	}
+
+	// Registrations are exactly the first-touch effects; registrations, renames and tombstones
+	// are each unique and pairwise identity-disjoint.
+	d := p.IntendedDelta
+	const disjoint = "first-touch effects must match unique registration identities, while registrations, renames, and tombstones remain identity-disjoint"
+	regs := map[ids.TableIdentity]*Registration{}
+	for i := range d.Registrations {
+		r := &d.Registrations[i]
+		if regs[r.Identity] != nil || !firstTouch[r.Identity] {
+			return bad(disjoint)
+		}
+		regs[r.Identity] = r
+	}
+	if len(regs) != len(firstTouch) {
+		return bad(disjoint)
+	}
+	renames := map[ids.TableIdentity]*Rename{}
+	for i := range d.Renames {
+		r := &d.Renames[i]
+		if renames[r.Identity] != nil || regs[r.Identity] != nil {
+			return bad(disjoint)
+		}
+		renames[r.Identity] = r
+	}
+	tombs := map[ids.TableIdentity]bool{}
+	for _, t := range d.Tombstones {
+		if tombs[t.Identity] || regs[t.Identity] != nil || renames[t.Identity] != nil {
+			return bad(disjoint)
+		}
+		tombs[t.Identity] = true
+	}
+
+	for _, r := range d.Registrations {
+		if !r.Identity.Valid() {
+			return bad("invalid registration identity %s (both components must be non-zero)", r.Identity)
+		}
+		want, ok := relTablePath(r.TableKey, r.Identity)
+		if !ok {
+			return bad("registration identity %s has invalid table key %q", r.Identity, r.TableKey)
+		}
+		if r.TablePath != want {
+			return bad("registration identity %s alias %q has path %q, expected %q", r.Identity, r.TableKey, r.TablePath, want)
+		}
+		if e := effects[r.Identity]; e.TableKey != r.TableKey {
+			return bad("first-touch identity %s has registration alias %q but effect alias %q", r.Identity, r.TableKey, e.TableKey)
+		}
+	}
+	for _, r := range d.Renames {
+		if !r.Identity.Valid() {
+			return bad("invalid rename identity %s (both components must be non-zero)", r.Identity)
+		}
+		oldPath, okOld := relTablePath(r.ExpectedTableKey, r.Identity)
+		newPath, okNew := relTablePath(r.TableKey, r.Identity)
+		if !okOld || !okNew {
+			return bad("rename identity %s has an invalid table key (%q -> %q)", r.Identity, r.ExpectedTableKey, r.TableKey)
+		}
+		if r.ExpectedVersion == 0 || r.ExpectedTableKey == r.TableKey || r.TablePath != oldPath || r.TablePath != newPath {
+			return bad("rename identity %s must carry a live expected version, change alias, and preserve canonical path %q", r.Identity, r.TablePath)
+		}
+		if u := slots[r.Identity]; u != nil && (u.TableKey != r.TableKey || u.ExpectedVersion != r.ExpectedVersion) {
+			return bad("rename identity %s does not match its physical output alias/version", r.Identity)
+		}
+	}
+	live := map[string]bool{}
+	bind := func(id ids.TableIdentity, alias string) error {
+		if live[alias] {
+			return bad("delta binds more than one live identity to alias %q (including %s)", alias, id)
+		}
+		live[alias] = true
+		return nil
+	}
+	for _, r := range d.Registrations {
+		if err := bind(r.Identity, r.TableKey); err != nil {
+			return err
+		}
+	}
+	for _, r := range d.Renames {
+		if err := bind(r.Identity, r.TableKey); err != nil {
+			return err
+		}
+	}
+	for _, t := range d.Tombstones {
+		if !t.Identity.Valid() {
+			return bad("invalid tombstone identity %s (both components must be non-zero)", t.Identity)
+		}
+		if t.TombstoneVersion == 0 {
+			return bad("tombstone %q has tombstone_version 0; it must be at least 1", t.TableKey)
+		}
+	}
+	for _, r := range d.Registrations {
+		if r.TableBranch != nil {
+			return bad("first-touch registrations must target main")
+		}
+	}
+
+	// Rollback audit outcomes name the aliases a rollback restores: a renamed table's old alias.
+	aliases := map[string]bool{}
+	for _, pin := range s.Tables {
+		if r := renames[pin.Identity]; r != nil {
+			aliases[r.ExpectedTableKey] = true
+		} else {
+			aliases[pin.TableKey] = true
+		}
+	}
+	seen := map[string]bool{}
+	for _, o := range p.RollbackAuditOutcomes {
+		if seen[o.TableKey] || !aliases[o.TableKey] {
+			return bad("rollback audit outcomes must name a unique subset of restored table aliases")
+		}
+		seen[o.TableKey] = true
+	}
+
+	for _, pin := range s.Tables {
+		e, u := effects[pin.Identity], slots[pin.Identity]
+		if pin.TableBranch != nil {
+			return bad("table %q must target main", pin.TableKey)
+		}
+		if e.TableKey != pin.TableKey || u.TableKey != pin.TableKey {
+			return bad("identity %s has inconsistent aliases across pin/effect/slot", pin.Identity)
+		}
+		post := pin.ExpectedVersion + 1
+		if post == 0 { // saturating, as the reference adds
+			post = pin.ExpectedVersion
+		}
+		if e.PlannedTransaction.ReadVersion != pin.ExpectedVersion || pin.PostCommitPin != post ||
+			u.ExpectedVersion != pin.ExpectedVersion || u.TableBranch != nil {
+			return bad("effect %q does not match its pin/delta pre-state", pin.TableKey)
+		}
+		if (e.Kind == FirstTouchDataset) != (pin.ExpectedVersion == 0) {
+			return bad("effect %q has inconsistent first-touch identity", pin.TableKey)
+		}
+		switch p.EffectPhase {
+		case Armed:
+			if e.ConfirmedTransaction != nil || u.Confirmed != nil || pin.ConfirmedVersion != nil {
+				return bad("Armed effect %q already carries confirmation", pin.TableKey)
+			}
+		case EffectsConfirmed:
+			switch {
+			case e.ConfirmedTransaction == nil:
+				return bad("EffectsConfirmed effect %q lacks transaction confirmation", pin.TableKey)
+			case u.Confirmed == nil:
+				return bad("EffectsConfirmed effect %q lacks a manifest output", pin.TableKey)
+			case *e.ConfirmedTransaction != e.PlannedTransaction || u.Confirmed.TableVersion != pin.PostCommitPin ||
+				u.Confirmed.TableBranch != nil || !sameOpt(pin.ConfirmedVersion, &u.Confirmed.TableVersion):
+				return bad("effect %q confirmation differs from its exact plan", pin.TableKey)
+			}
 		}
 	}
 	return nil
