@@ -129,7 +129,7 @@ func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (pla
 		return nil, nil, err
 	}
 	edges := map[string]bool{}
-	for _, e := range g.contract.Catalog.Edges {
+	for _, e := range g.Catalog().Edges {
 		edges[e.TableKey()] = true
 	}
 	byPath := make(map[string]stagedRewrite, len(sc.tables))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
@@ -25,9 +26,11 @@ const InitClaimFile = "__init_claim.json"
 // Graph is an open graph root. A Graph is the single writer of its root within this process:
 // loads on it are serialized, and it keeps folded manifest state and id indexes between them.
 type Graph struct {
-	root     storage.Store
-	rootLoc  string // the root's location, as sidecar pins name it
-	contract *pg.Contract
+	root    storage.Store
+	rootLoc string // the root's location, as sidecar pins name it
+	// contract is the accepted schema; a schema apply replaces it under the write gate while
+	// readers may hold the one before.
+	contract atomic.Pointer[pg.Contract]
 
 	writeMu sync.Mutex // the write gate: schema -> branch -> tables collapse to one per graph
 	pubs    map[string]*publisher.Publisher
@@ -45,10 +48,10 @@ type tableRef struct {
 }
 
 // Catalog is the accepted schema's catalog.
-func (g *Graph) Catalog() *pg.Catalog { return g.contract.Catalog }
+func (g *Graph) Catalog() *pg.Catalog { return g.contract.Load().Catalog }
 
 // Contract is the accepted schema contract.
-func (g *Graph) Contract() *pg.Contract { return g.contract }
+func (g *Graph) Contract() *pg.Contract { return g.contract.Load() }
 
 // Root is the graph root's store.
 func (g *Graph) Root() storage.Store { return g.root }
@@ -144,7 +147,9 @@ func Init(ctx context.Context, root storage.Store, source string, opts ...InitOp
 }
 
 func newGraph(root storage.Store, c *pg.Contract) *Graph {
-	return &Graph{root: root, rootLoc: recovery.RootLocation(root), contract: c, pubs: map[string]*publisher.Publisher{}, tables: map[tableRef]*tableState{}}
+	g := &Graph{root: root, rootLoc: recovery.RootLocation(root), pubs: map[string]*publisher.Publisher{}, tables: map[tableRef]*tableState{}}
+	g.contract.Store(c)
+	return g
 }
 
 // Open opens an existing graph read-write: it validates the schema contract files and the
@@ -152,7 +157,17 @@ func newGraph(root storage.Store, c *pg.Contract) *Graph {
 func Open(ctx context.Context, root storage.Store) (*Graph, error) {
 	g, err := OpenReadOnly(ctx, root)
 	if err != nil {
-		return nil, err
+		// A schema apply that died while promoting its staged contract leaves contract files
+		// that do not hold together until recovery finishes the promotion.
+		if staged, serr := recovery.SchemaStagingPresent(ctx, root); serr != nil || !staged {
+			return nil, err
+		}
+		if _, rerr := recovery.Recover(ctx, root, recovery.Full, nil); rerr != nil {
+			return nil, rerr
+		}
+		if g, err = OpenReadOnly(ctx, root); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := g.Recover(ctx); err != nil {
 		return nil, err
@@ -163,26 +178,7 @@ func Open(ctx context.Context, root storage.Store) (*Graph, error) {
 // OpenReadOnly opens an existing graph without touching it (no recovery): reads see the last
 // published state.
 func OpenReadOnly(ctx context.Context, root storage.Store) (*Graph, error) {
-	get := func(name string) ([]byte, error) {
-		b, err := root.Get(ctx, name)
-		if errors.Is(err, storage.ErrNotFound) {
-			return nil, fmt.Errorf("open %s: no graph here (%s is missing)", root.URI(), name)
-		}
-		return b, err
-	}
-	src, err := get(pg.SchemaSourceFile)
-	if err != nil {
-		return nil, err
-	}
-	ir, err := get(pg.SchemaIRFile)
-	if err != nil {
-		return nil, err
-	}
-	state, err := get(pg.SchemaStateFile)
-	if err != nil {
-		return nil, err
-	}
-	c, err := pg.OpenContract(string(src), ir, state)
+	c, err := loadContract(ctx, root)
 	if err != nil {
 		return nil, err
 	}

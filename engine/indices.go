@@ -56,7 +56,7 @@ func indexSpecs(t catalogTable) []lance.IndexSpec {
 
 // indexSpecsOf are the wanted indices of the table at path under the accepted schema.
 func (g *Graph) indexSpecsOf(path string) []lance.IndexSpec {
-	for _, t := range allTables(g.contract.Catalog) {
+	for _, t := range allTables(g.Catalog()) {
 		if t.path == path {
 			return indexSpecs(t)
 		}
@@ -140,7 +140,7 @@ func (g *Graph) UnindexedRows() map[string]uint64 {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
 	keys := map[string]string{}
-	for _, t := range allTables(g.contract.Catalog) {
+	for _, t := range allTables(g.Catalog()) {
 		keys[t.path] = t.key
 	}
 	out := map[string]uint64{}

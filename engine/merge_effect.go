@@ -102,7 +102,7 @@ func (m *mergeRun) effect(ctx context.Context) (*CommitInfo, error) {
 
 // arm writes the Armed v9 BranchMerge sidecar with every chain's pre-minted transactions.
 func (m *mergeRun) arm(ctx context.Context) error {
-	st := m.g.contract.State
+	st := m.g.Contract().State
 	spec := recovery.MergeSpec{
 		Root:    m.g.rootLoc,
 		Branch:  ids.BranchPtr(m.req.Target),

@@ -247,7 +247,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 		return nil, err
 	}
 	edges := map[string]bool{}
-	for _, e := range g.contract.Catalog.Edges {
+	for _, e := range g.Catalog().Edges {
 		edges[e.TableKey()] = true
 	}
 	var plans []*compactionPlan

@@ -26,7 +26,7 @@ func optString(s string) *string {
 
 // arm is Phase A: the identity-bearing v9 Load sidecar, written before any table moves.
 func (g *Graph) arm(ctx context.Context, req *LoadRequest, p *prepared, commitID string, createdAt int64) (*armedSidecar, error) {
-	state := g.contract.State
+	state := g.Contract().State
 	spec := recovery.LoadSpec{
 		Root:    g.rootLoc,
 		Branch:  ids.BranchPtr(req.Branch),
@@ -90,7 +90,23 @@ func (g *Graph) healPending(ctx context.Context) (pending bool, err error) {
 		return false, err
 	}
 	_, err = recovery.Recover(ctx, g.root, recovery.RollForwardOnly, g.fence)
+	if rerr := g.reloadContract(ctx); err == nil {
+		err = rerr
+	}
 	return true, err
+}
+
+// reloadContract reads the accepted schema again after recovery, which may have finished a
+// schema apply.
+func (g *Graph) reloadContract(ctx context.Context) error {
+	c, err := loadContract(ctx, g.root)
+	if err != nil {
+		return err
+	}
+	if c.State.IRHash != g.Contract().State.IRHash {
+		g.contract.Store(c)
+	}
+	return nil
 }
 
 // Recover runs full recovery: every pending intent is rolled forward or back. It is what a
@@ -106,6 +122,9 @@ func (g *Graph) Recover(ctx context.Context) ([]recovery.Outcome, error) {
 	}
 	out, err := recovery.Recover(ctx, g.root, recovery.Full, g.fence)
 	g.tables = map[tableRef]*tableState{} // restored tables are re-read on next use
+	if rerr := g.reloadContract(ctx); err == nil {
+		err = rerr
+	}
 	return out, err
 }
 

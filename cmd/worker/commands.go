@@ -592,6 +592,9 @@ func cmdRecover(fs *flagSet) runFunc {
 				if sc.ProtocolV3 != nil {
 					phase = string(sc.ProtocolV3.EffectPhase)
 				}
+				if sc.ProtocolV7 != nil {
+					phase = string(sc.ProtocolV7.EffectPhase)
+				}
 				for _, t := range sc.Tables {
 					tables = append(tables, t.TableKey)
 				}

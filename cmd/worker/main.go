@@ -73,7 +73,9 @@ var commands = []command{
 	}},
 	{name: "publish", args: "FILE", summary: "validate a graph batch and publish it to a graph's ingest subject (a producer for scripts; FILE - for standard input)", build: cmdPublish},
 	{name: "run", summary: "consume graph batches from NATS JetStream", build: cmdRun},
-	{name: "schema", summary: "schema migrations: plan FILE.pg (what migrating the graph to it takes; read-only)", subs: []command{{name: "plan", args: "FILE.pg", summary: "plan the migration from the graph's accepted schema to FILE.pg: steps, and whether it is supported (exit 12 if not)", build: cmdSchemaPlan, example: schemaPlanExample}}},
+	{name: "schema", summary: "schema migrations: plan FILE.pg (what migrating the graph to it takes; read-only), apply FILE.pg (do it)", subs: []command{
+		{name: "plan", args: "FILE.pg", summary: "plan the migration from the graph's accepted schema to FILE.pg: steps, and whether it is supported (exit 12 if not)", build: cmdSchemaPlan, example: schemaPlanExample},
+		{name: "apply", args: "FILE.pg", summary: "apply the migration to FILE.pg on a graph no worker serves (--root): one graph commit, recovered forward or back if interrupted", build: cmdSchemaApply, example: schemaApplyExample}}},
 	{name: "health", summary: "ask a running worker's /readyz (--live: /healthz); exit 0 only on 200", build: cmdHealth},
 	{name: "version", summary: "print the version", build: func(*flagSet) runFunc {
 		return func(context.Context, []string) error { fmt.Println(version); return nil }

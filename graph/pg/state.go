@@ -108,6 +108,10 @@ func InitContract(source, domain string) (*Contract, error) {
 	return c, nil
 }
 
+// NewContract is the contract of source and its identity-bearing IR (as a migration plan's
+// desired IR): its state and catalog derived from the IR.
+func NewContract(source string, ir *SchemaIR) (*Contract, error) { return contractFor(source, ir) }
+
 func contractFor(source string, ir *SchemaIR) (*Contract, error) {
 	state, err := NewSchemaState(ir)
 	if err != nil {

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/omnigraph/omnigraph-worker/config"
+	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/graph/pg"
+	"github.com/omnigraph/omnigraph-worker/graph/pg/migrate"
+)
+
+// schemaApplyExample is `worker schema apply -h`'s Examples section, with its exit codes.
+const schemaApplyExample = `  # Move the graph at /data/g (no worker serving it) to next.pg: one graph commit
+  worker schema plan --root /data/g next.pg      # look first
+  worker schema apply --root /data/g next.pg
+
+  # Drops remove the data from the tables' history too, not only from the current version
+  worker schema apply --root /data/g --allow-data-loss next.pg
+
+  # Exit status: 0 applied (or no change); 12 (schema_unsupported) the plan holds an
+  # unsupported change, or branches other than main exist, and nothing was written;
+  # 3 (invalid) FILE.pg does not compile; 10 recovery_required (an interrupted apply:
+  # worker recover finishes or undoes it); 2 usage, or a worker serves the root.`
+
+// schemaApplyOutput is `--json`'s document: the reference CLI's keys and order, then this
+// build's commit and new schema identity.
+type schemaApplyOutput struct {
+	URI                  string         `json:"uri"`
+	Supported            bool           `json:"supported"`
+	Applied              bool           `json:"applied"`
+	StepCount            int            `json:"step_count"`
+	GraphManifestVersion uint64         `json:"graph_manifest_version"`
+	Steps                []migrate.Step `json:"steps"`
+	GraphCommitID        string         `json:"graph_commit_id,omitempty"`
+	SchemaIRHash         string         `json:"schema_ir_hash"`
+}
+
+// cmdSchemaApply is `worker schema apply --root R FILE.pg`: the migration applied directly to
+// a graph no worker serves, as one graph commit guarded by a SchemaApply recovery intent.
+func cmdSchemaApply(fs *flagSet) runFunc {
+	asJSON := fs.Bool("json", false, "print the outcome as JSON")
+	dataLoss := fs.Bool("allow-data-loss", false, "make every drop hard: the dropped data is removed from the tables' history, not only from the current version")
+	actor := fs.String("actor", "", "the actor recorded on the graph commit")
+	force := forceFlag(fs)
+	settings := bindSettings(fs, config.RootSettings)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return &usageError{msg: "schema apply takes one FILE.pg argument"}
+		}
+		c, err := settings.load()
+		if err != nil {
+			return err
+		}
+		src, err := os.ReadFile(args[0])
+		if err != nil {
+			return fmt.Errorf("schema: %w", err)
+		}
+		g, closeRoot, err := openGraph(ctx, c.Root, c, true, *force)
+		if err != nil {
+			return err
+		}
+		defer closeRoot()
+		res, err := g.ApplySchema(ctx, string(src), engine.SchemaApplyOptions{AllowDataLoss: *dataLoss, Actor: *actor})
+		var pe *pg.ParseError
+		var se *pg.SemanticError
+		var ie *pg.IdentityError
+		if errors.As(err, &pe) || errors.As(err, &se) || errors.As(err, &ie) {
+			return &schemaInputError{file: args[0], err: schemaFileError(args[0], err)}
+		}
+		if res == nil {
+			return err
+		}
+		out := schemaApplyOutput{URI: g.Root().URI(), Supported: res.Plan.Supported, Applied: res.Applied, StepCount: len(res.Plan.Steps),
+			GraphManifestVersion: res.ManifestVersion, Steps: res.Plan.Steps, GraphCommitID: res.CommitID, SchemaIRHash: res.SchemaIRHash}
+		if out.Steps == nil {
+			out.Steps = []migrate.Step{}
+		}
+		if !res.Applied {
+			if st, serr := g.Snapshot(ctx, ""); serr == nil {
+				out.GraphManifestVersion = st.ManifestVersion
+			}
+		}
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			enc.SetEscapeHTML(false)
+			if jerr := enc.Encode(out); jerr != nil {
+				return jerr
+			}
+		} else {
+			yes := map[bool]string{true: "yes", false: "no"}
+			fmt.Printf("schema apply for %s\nsupported: %s\napplied: %s\ngraph_manifest_version: %d\n", out.URI, yes[out.Supported], yes[out.Applied], out.GraphManifestVersion)
+			if len(out.Steps) == 0 {
+				fmt.Println("no schema changes")
+			}
+			for _, s := range out.Steps {
+				fmt.Printf("- %s\n", s)
+			}
+		}
+		return err
+	}
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/graph/pg/migrate"
+)
+
+// The reference CLI's apply cases (cli_schema_config.rs: schema_apply_json_applies_supported_
+// migration, schema_apply_rejects_unsupported_plan, schema_apply_human_reports_noop), as this
+// CLI spells them.
+func TestSchemaApply(t *testing.T) {
+	withEnv(t, nil)
+	root := filepath.Join(t.TempDir(), "g")
+	initRefGraph(t, root)
+	add := writeTemp(t, "add.pg", strings.Replace(refTestSchema, "    age: I32?\n}", "    age: I32?\n    nickname: String?\n}", 1))
+	widen := writeTemp(t, "widen.pg", strings.Replace(refTestSchema, "age: I32?", "age: I64?", 1))
+
+	before := rootState(t, root)
+	_, err := captureStdout(t, func() error { return run("schema", "apply", "--root", root, widen) })
+	var ue *migrate.UnsupportedError
+	if !errors.As(err, &ue) || exitCode(err) != 12 {
+		t.Fatalf("widen: %v (exit %d)", err, exitCode(err))
+	}
+	if after := rootState(t, root); !maps.Equal(after, before) {
+		t.Fatalf("a refused apply changed the root:\n%v\n---\n%v", before, after)
+	}
+
+	out, err := captureStdout(t, func() error { return run("schema", "apply", "--root", root, "--json", add) })
+	var doc map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &doc) != nil {
+		t.Fatalf("apply --json: %v\n%s", err, out)
+	}
+	if doc["applied"] != true || doc["supported"] != true || doc["step_count"] != 1.0 || doc["graph_commit_id"] == "" {
+		t.Fatalf("apply --json: %s", out)
+	}
+	// The accepted schema is the applied one now: planning it again is no change.
+	out, err = captureStdout(t, func() error { return run("schema", "plan", "--root", root, add) })
+	if err != nil || !strings.Contains(out, "no schema changes") {
+		t.Fatalf("plan after the apply: %v\n%s", err, out)
+	}
+	out, err = captureStdout(t, func() error { return run("schema", "apply", "--root", root, add) })
+	if err != nil || !strings.Contains(out, "applied: no\n") || !strings.Contains(out, "no schema changes") {
+		t.Fatalf("no-op apply: %v\n%s", err, out)
+	}
+}

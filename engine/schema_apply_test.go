@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/pg/migrate"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
+	"github.com/omnigraph/omnigraph-worker/recovery"
+)
+
+// evolved is the example schema with one change of each kind a table feels: a new nullable
+// property on Person (rewrite), a renamed property on Company (rewrite, values kept), a new
+// node type (a dataset created), a renamed edge (metadata only), a dropped edge (tombstone)
+// and a new @index (metadata only).
+func evolved(t testing.TB) string {
+	t.Helper()
+	src := graphtest.Schema(t, graphtest.Example)
+	for _, r := range [][2]string{
+		{"    active: Bool\n", "    active: Bool\n    nickname: String?\n"},
+		{"    revenue_usd: U64?\n", "    revenue: U64? @rename_from(\"revenue_usd\")\n"},
+		{"edge Owns: Company -> Project @card(0..)\n", ""},
+		{"edge WorksAt: Person -> Company @card(0..1) {", "edge EmployedBy: Person -> Company @card(0..1) @rename_from(\"WorksAt\") {"},
+		{"    commits: U32?\n", "    commits: U32? @index\n"},
+	} {
+		if !strings.Contains(src, r[0]) {
+			t.Fatalf("example schema has no %q", r[0])
+		}
+		src = strings.Replace(src, r[0], r[1], 1)
+	}
+	return src + "\nnode Tag {\n    label: String @key\n}\n"
+}
+
+func TestApplySchema(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	if _, err := load(t, g, "append", append(people, `{"type":"Company","data":{"domain":"b.io","name":"B","size":"smb","revenue_usd":7}}`)...); err != nil {
+		t.Fatal(err)
+	}
+	before, err := g.Snapshot(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	beforeVersion := before.ManifestVersion // the state advances with the graph's own publishes
+	res, err := g.ApplySchema(ctx, evolved(t), SchemaApplyOptions{Actor: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Applied || res.CommitID == "" {
+		t.Fatalf("result %+v", res)
+	}
+	var kinds []string
+	for _, s := range res.Plan.Steps {
+		kinds = append(kinds, string(s.Kind))
+	}
+	if got := strings.Join(kinds, ","); got != "rename_property,add_property,add_type,add_constraint,rename_type,drop_type" {
+		t.Fatalf("steps %s", got)
+	}
+	// Existing rows read null in the new column, the renamed one keeps its values, and the new
+	// type and the renamed edge take loads.
+	out := export(t, g, "")
+	for _, want := range []string{`"revenue":7`, `"EmployedBy"`, `"handle":"alice"`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("export lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "revenue_usd") || strings.Contains(out, "WorksAt") {
+		t.Fatalf("old names in export:\n%s", out)
+	}
+	if _, err := load(t, g, "append", `{"type":"Tag","data":{"label":"x"}}`, `{"type":"Person","data":{"handle":"c","name":"C","active":true,"nickname":"cc"}}`,
+		`{"edge":"EmployedBy","from":"c","to":"b.io","data":{"id":"e2"}}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, g, "append", `{"edge":"Owns","from":"b.io","to":"p","data":{}}`); err == nil {
+		t.Fatal("a load of the dropped edge was accepted")
+	}
+	// A reopened graph has the new schema; the version before still reads the old tables.
+	g2, err := Open(ctx, g.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2.Contract().State.IRHash != res.SchemaIRHash || g2.Catalog().Node("Tag") == nil {
+		t.Fatalf("reopened contract %s", g2.Contract().State.IRHash)
+	}
+	old, err := g.publisher("").SnapshotAt(ctx, beforeVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := old.Table("edge:Owns"); !ok {
+		t.Fatalf("the version before the apply lost its dropped table: %d %+v", before.ManifestVersion, old.Tables())
+	}
+	now, _ := g.Snapshot(ctx, "")
+	if _, ok := now.Table("edge:Owns"); ok {
+		t.Fatal("the dropped table is still live")
+	}
+	tablesAligned(t, g)
+	noSidecars(t, g)
+	if staged, _ := recovery.SchemaStagingPresent(ctx, g.root); staged {
+		t.Fatal("staging files left")
+	}
+	// The same schema again changes nothing.
+	again, err := g.ApplySchema(ctx, evolved(t), SchemaApplyOptions{})
+	if err != nil || again.Applied {
+		t.Fatalf("no-op apply: %+v %v", again, err)
+	}
+}
+
+func TestApplySchemaRefusals(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	st, _ := g.Snapshot(ctx, "")
+	beforeVersion := st.ManifestVersion
+	src := graphtest.Schema(t, graphtest.Example)
+	_, err := g.ApplySchema(ctx, strings.Replace(src, "    stars: I32?\n", "    stars: I64?\n", 1), SchemaApplyOptions{})
+	var ue *migrate.UnsupportedError
+	if !errors.As(err, &ue) || ue.Code() != "OG-MF-106" || errs.Kind(err) != errs.KindSchemaUnsupported {
+		t.Fatalf("type change: %v", err)
+	}
+	if err := g.CreateBranch(ctx, "feature", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.ApplySchema(ctx, evolved(t), SchemaApplyOptions{})
+	var be *SchemaBranchesError
+	if !errors.As(err, &be) || len(be.Branches) != 1 || be.Branches[0] != "feature" {
+		t.Fatalf("with a branch: %v", err)
+	}
+	after, _ := g.Snapshot(ctx, "")
+	if after.ManifestVersion != beforeVersion {
+		t.Fatal("a refused apply wrote")
+	}
+	noSidecars(t, g)
+}
+
+// Killed at each step of the apply (here: an error at the failpoint, the process's work since
+// forgotten by reopening), the graph recovers to the old schema with the old data, or to the
+// new schema with every effect, never to a mix.
+func TestApplySchemaRecovers(t *testing.T) {
+	for _, c := range []struct {
+		point   string
+		forward bool
+	}{
+		{FailpointSchemaAfterArm, false},
+		{FailpointSchemaAfterTableCommit, false},
+		{FailpointSchemaAfterStaging, false},
+		{FailpointSchemaAfterConfirm, true},
+		{"schema.before_publish", true},
+		{"recovery.schema_promote_step", true},
+		{FailpointSchemaAfterPublish, true},
+	} {
+		t.Run(c.point, func(t *testing.T) {
+			ctx := context.Background()
+			g := testGraph(t)
+			if _, err := load(t, g, "append", people...); err != nil {
+				t.Fatal(err)
+			}
+			accepted := g.Contract().State.IRHash
+			t.Cleanup(failpoint.Reset)
+			point := c.point
+			if point == "recovery.schema_promote_step" {
+				point = "schema.promote_step"
+			}
+			if err := failpoint.Enable(point, "1*error"); err != nil {
+				t.Fatal(err)
+			}
+			_, err := g.ApplySchema(ctx, evolved(t), SchemaApplyOptions{})
+			var rr *errs.RecoveryRequired
+			if !errors.As(err, &rr) {
+				t.Fatalf("want RecoveryRequired, got %v", err)
+			}
+			failpoint.Reset()
+			g2, err := Open(ctx, g.root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := export(t, g2, "")
+			st, _ := g2.Snapshot(ctx, "")
+			_, tag := st.Table("node:Tag")
+			_, owns := st.Table("edge:Owns")
+			if c.forward {
+				if g2.Contract().State.IRHash == accepted || !tag || owns || !strings.Contains(out, "EmployedBy") {
+					t.Fatalf("not rolled forward: tag %v owns %v\n%s", tag, owns, out)
+				}
+			} else if g2.Contract().State.IRHash != accepted || tag || !owns || !strings.Contains(out, "WorksAt") {
+				t.Fatalf("not rolled back: tag %v owns %v\n%s", tag, owns, out)
+			}
+			if !strings.Contains(out, "alice") {
+				t.Fatalf("data lost:\n%s", out)
+			}
+			tablesAligned(t, g2)
+			noSidecars(t, g2)
+			if staged, _ := recovery.SchemaStagingPresent(ctx, g2.root); staged {
+				t.Fatal("staging files left")
+			}
+			// And the schema applies (again, or as a no-op) afterwards.
+			if _, err := g2.ApplySchema(ctx, evolved(t), SchemaApplyOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A confirmed apply whose publish failed is finished by the next write's heal on the same
+// graph, which then validates the batch against the new schema.
+func TestHealFinishesSchemaApply(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	_ = failpoint.Enable("schema.before_publish", "1*error")
+	_, err := g.ApplySchema(ctx, evolved(t), SchemaApplyOptions{})
+	var rr *errs.RecoveryRequired
+	if !errors.As(err, &rr) {
+		t.Fatalf("want RecoveryRequired, got %v", err)
+	}
+	if _, err := load(t, g, "append", `{"type":"Tag","data":{"label":"x"}}`); err != nil {
+		t.Fatalf("a batch of the new schema after the heal: %v", err)
+	}
+	rows := auditRows(t, g)
+	if len(rows) != 1 || rows[0].Kind != recovery.RolledForward || rows[0].WriterKind != string(recovery.SchemaApply) {
+		t.Fatalf("audit %+v", rows)
+	}
+	noSidecars(t, g)
+}
