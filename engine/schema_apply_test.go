@@ -13,27 +13,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/recovery"
 )
 
-// evolved is the example schema with one change of each kind a table feels: a new nullable
-// property on Person (rewrite), a renamed property on Company (rewrite, values kept), a new
-// node type (a dataset created), a renamed edge (metadata only), a dropped edge (tombstone)
-// and a new @index (metadata only).
-func evolved(t testing.TB) string {
-	t.Helper()
-	src := graphtest.Schema(t, graphtest.Example)
-	for _, r := range [][2]string{
-		{"    active: Bool\n", "    active: Bool\n    nickname: String?\n"},
-		{"    revenue_usd: U64?\n", "    revenue: U64? @rename_from(\"revenue_usd\")\n"},
-		{"edge Owns: Company -> Project @card(0..)\n", ""},
-		{"edge WorksAt: Person -> Company @card(0..1) {", "edge EmployedBy: Person -> Company @card(0..1) @rename_from(\"WorksAt\") {"},
-		{"    commits: U32?\n", "    commits: U32? @index\n"},
-	} {
-		if !strings.Contains(src, r[0]) {
-			t.Fatalf("example schema has no %q", r[0])
-		}
-		src = strings.Replace(src, r[0], r[1], 1)
-	}
-	return src + "\nnode Tag {\n    label: String @key\n}\n"
-}
+func evolved(t testing.TB) string { return graphtest.EvolvedExample(t) }
 
 func TestApplySchema(t *testing.T) {
 	ctx := context.Background()

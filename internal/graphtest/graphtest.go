@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -47,4 +48,27 @@ func Root(t testing.TB) (storage.Store, string) {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st, dir
+}
+
+// EvolvedExample is the Example schema with one change of each kind a table feels: a new
+// nullable property on Person (a rewrite), a renamed property on Company (a rewrite that
+// keeps the values), a new node type Tag (a dataset created), the edge WorksAt renamed
+// EmployedBy (manifest only), the edge Owns dropped (a tombstone) and a new @index on
+// Contributes (contract only).
+func EvolvedExample(t testing.TB) string {
+	t.Helper()
+	src := Schema(t, Example)
+	for _, r := range [][2]string{
+		{"    active: Bool\n", "    active: Bool\n    nickname: String?\n"},
+		{"    revenue_usd: U64?\n", "    revenue: U64? @rename_from(\"revenue_usd\")\n"},
+		{"edge Owns: Company -> Project @card(0..)\n", ""},
+		{"edge WorksAt: Person -> Company @card(0..1) {", "edge EmployedBy: Person -> Company @card(0..1) @rename_from(\"WorksAt\") {"},
+		{"    commits: U32?\n", "    commits: U32? @index\n"},
+	} {
+		if !strings.Contains(src, r[0]) {
+			t.Fatalf("the example schema has no %q", r[0])
+		}
+		src = strings.Replace(src, r[0], r[1], 1)
+	}
+	return src + "\nnode Tag {\n    label: String @key\n}\n"
 }
