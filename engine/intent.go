@@ -8,7 +8,9 @@
 // the compaction (optimize.go) plug their own steps into it. In order:
 //
 //  1. lock: the write gate (Graph.writeMu), held to the end.
-//  2. heal: roll-forward-only recovery of what a dead writer confirmed (Graph.heal).
+//  2. heal: roll-forward-only recovery of what a dead writer confirmed (Graph.heal); beside
+//     it, the accepted schema is read and followed if another writer moved it
+//     (Graph.followSchema).
 //  3. barrier: a pending sidecar on the branch refuses the write (Graph.recoveryBarrier),
 //     checked when the write starts (unless the heal listed no sidecar at all) and again when
 //     it revalidates its read set.
@@ -67,6 +69,7 @@ import (
 	"sync"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
+	"github.com/omnigraph/omnigraph-worker/graph/pg"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 )
@@ -82,8 +85,26 @@ func (g *Graph) enter(ctx context.Context, branches ...string) (release func(), 
 			g.writeMu.Unlock()
 		}
 	}()
+	// The accepted schema is read beside the heal's listing of __recovery, so following a
+	// schema another writer applied costs no round trip of its own.
+	type read struct {
+		raw []byte
+		err error
+	}
+	state := make(chan read, 1)
+	go func() {
+		raw, err := g.root.Get(ctx, pg.SchemaStateFile)
+		state <- read{raw, err}
+	}()
 	pending, err := g.healPending(ctx)
+	st := <-state
 	if err != nil {
+		return nil, err
+	}
+	if st.err != nil {
+		return nil, st.err
+	}
+	if err := g.followSchema(ctx, st.raw); err != nil {
 		return nil, err
 	}
 	// With no sidecar listed by the heal, the barrier has nothing to refuse: listing again

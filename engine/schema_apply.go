@@ -31,12 +31,16 @@ type SchemaApplyOptions struct {
 	// version).
 	AllowDataLoss bool
 	Actor         string
+	// Receipt, when set, is written with the commit; a visible one makes the apply a no-op
+	// (a queue request delivered again).
+	Receipt *publisher.Receipt
 }
 
 // SchemaApplyResult is what an apply did.
 type SchemaApplyResult struct {
 	Plan            *migrate.Plan // the plan applied (or refused)
 	Applied         bool          // false: the schemas were the same, nothing was written
+	AlreadyApplied  bool          // the receipt is visible: applied by an earlier delivery
 	ManifestVersion uint64
 	CommitID        string
 	SchemaIRHash    string // the accepted schema's identity after the apply
@@ -134,6 +138,27 @@ func (g *Graph) ApplySchema(ctx context.Context, source string, o SchemaApplyOpt
 		return nil, err
 	}
 	g.contract.Store(accepted)
+	if o.Receipt != nil {
+		st, err := g.publisher("").Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rc, ok, err := st.ReceiptFor(ctx, o.Receipt)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if err := sameBody(o.Receipt, rc); err != nil {
+				return nil, err
+			}
+			ci, err := receiptCommit(ctx, st, rc)
+			if err != nil {
+				return nil, err
+			}
+			return &SchemaApplyResult{Plan: &migrate.Plan{Supported: true}, AlreadyApplied: true, Applied: true,
+				ManifestVersion: ci.GraphManifestVersion, CommitID: ci.GraphCommitID, SchemaIRHash: accepted.State.IRHash}, nil
+		}
+	}
 	plan, _, err := migrate.PlanSchema(accepted.IR, "schema.pg", source)
 	if err != nil {
 		return nil, err
@@ -266,6 +291,7 @@ func (g *Graph) prepareSchemaApply(ctx context.Context, accepted, desired *pg.Co
 	if err != nil {
 		return nil, err
 	}
+	sc.IngestReceipt = o.Receipt
 	a.sc = sc
 	return a, nil
 }
@@ -330,7 +356,7 @@ func (a *schemaApply) run(ctx context.Context) error {
 			if err := gate(); err != nil {
 				return err
 			}
-			req := recovery.SchemaApplyRequest(a.sc.ProtocolV7)
+			req := recovery.SchemaApplyRequest(a.sc)
 			req.Known = a.st
 			res, err := g.publisher("").Publish(ctx, req)
 			if err != nil {

@@ -204,3 +204,44 @@ func TestHealFinishesSchemaApply(t *testing.T) {
 	}
 	noSidecars(t, g)
 }
+
+// A writer follows a schema another process applied at its next write, and holds (kind
+// schema) when it cannot load the new contract rather than write against the old one.
+func TestWriterFollowsSchemaAppliedElsewhere(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	if _, err := load(t, g, "append", people...); err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(ctx, g.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ApplySchema(ctx, evolved(t), SchemaApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, g, "append", `{"type":"Tag","data":{"label":"x"}}`); err != nil {
+		t.Fatalf("a batch of the schema applied elsewhere: %v", err)
+	}
+	if g.Contract().State.IRHash != other.Contract().State.IRHash {
+		t.Fatal("the writer did not follow the schema")
+	}
+	if _, err := load(t, g, "append", `{"edge":"WorksAt","from":"alice","to":"acme.io","data":{"id":"w9"}}`); errs.Kind(err) != errs.KindInvalid {
+		t.Fatalf("a batch of the old schema: %v", err)
+	}
+	// A contract this build cannot load: the write holds, nothing is written.
+	st, _ := g.Snapshot(ctx, "")
+	version := st.ManifestVersion
+	state, _ := g.root.Get(ctx, "__schema_state.json")
+	if err := g.root.Put(ctx, "__schema_state.json", []byte(strings.Replace(string(state), `"schema_ir_hash": "`, `"schema_ir_hash": "0`, 1))); err != nil {
+		t.Fatal(err)
+	}
+	_, err = load(t, g, "append", `{"type":"Tag","data":{"label":"y"}}`)
+	var sc *SchemaChangedError
+	if !errors.As(err, &sc) || errs.Kind(err) != errs.KindSchema || !errs.NeedsOperator(err) {
+		t.Fatalf("an unloadable schema: %v", err)
+	}
+	if st, _ := g.publisher("").Snapshot(ctx); st.ManifestVersion != version {
+		t.Fatal("a write went through against the old schema")
+	}
+}

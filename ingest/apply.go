@@ -24,10 +24,11 @@ type applied struct {
 
 // Event is what omnigraph.<graph>.events says of each message (events.go). Outcome says how it
 // ended. A commit event (outcome committed or already_applied, after the ack) has Kind "load",
-// "merge", "optimize" or "cleanup"; a merge event carries Merge, and an already_up_to_date
+// "merge", "optimize", "cleanup" or "schema"; a merge event carries Merge, and an already_up_to_date
 // merge has no commit id (nothing was published); an optimize event carries Optimize (no
 // commit id when nothing needed compacting), a cleanup event Cleanup (a cleanup publishes no
-// commit). The other outcomes (dead_lettered, held, empty) are their own Kind, with Request
+// commit), a schema event Schema (no commit id when the schema was already the accepted one).
+// The other outcomes (dead_lettered, held, empty) are their own Kind, with Request
 // naming what the message asked for, so a reader of commit kinds never takes one for a commit.
 type Event struct {
 	Kind            string                 `json:"kind"`
@@ -41,6 +42,7 @@ type Event struct {
 	Merge           *MergeEvent            `json:"merge,omitempty"`
 	Optimize        *engine.OptimizeResult `json:"optimize,omitempty"`
 	Cleanup         *engine.CleanupResult  `json:"cleanup,omitempty"`
+	Schema          *SchemaEvent           `json:"schema,omitempty"`
 	GraphCommitID   string                 `json:"graph_commit_id"`
 	ManifestVersion uint64                 `json:"graph_manifest_version"`
 	ActorID         *string                `json:"actor_id"`

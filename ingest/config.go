@@ -189,13 +189,14 @@ func (c *Config) withDefaults() error {
 
 // consumed are the subjects of the ingest stream, all applied in one stream order.
 func (c *Config) consumed() []string {
-	return []string{c.IngestSubject(), c.MergeSubject(), c.MaintenanceSubject()}
+	return []string{c.IngestSubject(), c.MergeSubject(), c.MaintenanceSubject(), c.SchemaSubject()}
 }
 
 // Subjects of one graph.
 func (c *Config) IngestSubject() string           { return "omnigraph." + c.Graph + ".ingest" }
 func (c *Config) MergeSubject() string            { return "omnigraph." + c.Graph + ".merge" }
 func (c *Config) MaintenanceSubject() string      { return "omnigraph." + c.Graph + ".maintenance" }
+func (c *Config) SchemaSubject() string           { return "omnigraph." + c.Graph + ".schema" }
 func (c *Config) EventSubject() string            { return "omnigraph." + c.Graph + ".events" }
 func (c *Config) DLQSubject(reason string) string { return "omnigraph." + c.Graph + ".dlq." + reason }
 

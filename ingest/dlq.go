@@ -101,11 +101,11 @@ type ReplayResult struct {
 	Replayed, Published, Skipped int
 }
 
-// requestSubject is the subject a dead-lettered request (a merge or maintenance request, not a
+// requestSubject is the subject a dead-lettered request (a merge, maintenance or schema request, not a
 // graph batch) came from, or "" for a graph batch.
 func requestSubject(d DeadLetter, cfg Config) string {
 	switch s := d.Header.Get(HeaderOrigSubject); s {
-	case cfg.MergeSubject(), cfg.MaintenanceSubject():
+	case cfg.MergeSubject(), cfg.MaintenanceSubject(), cfg.SchemaSubject():
 		return s
 	}
 	return ""

@@ -38,6 +38,7 @@ const (
 	RequestLoad        = "load"
 	RequestMerge       = "merge"
 	RequestMaintenance = "maintenance"
+	RequestSchema      = "schema"
 )
 
 // requestOf is the request a message on subject makes.
@@ -47,6 +48,8 @@ func (w *Worker) requestOf(subject string) string {
 		return RequestMerge
 	case w.cfg.MaintenanceSubject():
 		return RequestMaintenance
+	case w.cfg.SchemaSubject():
+		return RequestSchema
 	}
 	return RequestLoad
 }

@@ -429,6 +429,8 @@ func (w *Worker) stage(msg jetstream.Msg, meta *jetstream.MsgMetadata, ahead boo
 		st.apply, st.err = w.mergeRequest(msg, st.receipt)
 	case w.cfg.MaintenanceSubject():
 		st.apply, st.err = w.maintenanceRequest(msg)
+	case w.cfg.SchemaSubject():
+		st.apply, st.err = w.schemaRequest(msg, st.receipt)
 	default:
 		st.apply, st.release, st.bytes, st.err = w.loadRequest(msg, st.receipt, ahead)
 	}

@@ -129,7 +129,7 @@ func observeSchema(ctx context.Context, root storage.Store, sc *Sidecar, st *pub
 // rollForwardSchema publishes the confirmed delta under the original lineage, then promotes.
 func rollForwardSchema(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, fence Fence) (Outcome, error) {
 	p := sc.ProtocolV7
-	req := SchemaApplyRequest(p)
+	req := SchemaApplyRequest(sc)
 	if err := failpoint.Inject(forwardPoints.before); err != nil {
 		return Outcome{}, err
 	}
@@ -150,13 +150,15 @@ func rollForwardSchema(ctx context.Context, root storage.Store, sc *Sidecar, pub
 
 // SchemaApplyRequest is the one __manifest publish of a confirmed SchemaApply intent, the
 // writer's and recovery's alike: every registration, rename, confirmed table update and
-// tombstone, each table expected where the intent found it, the original lineage, and
-// ExactGraphHead on the captured authority.
-func SchemaApplyRequest(p *ProtocolV7) publisher.Request {
+// tombstone, each table expected where the intent found it, the original lineage,
+// ExactGraphHead on the captured authority, and the queue receipt the intent carries.
+func SchemaApplyRequest(sc *Sidecar) publisher.Request {
+	p := sc.ProtocolV7
 	l := p.Lineage
 	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{},
 		Lineage:      &publisher.Lineage{CommitID: l.GraphCommitID, ActorID: deref(l.ActorID), CreatedAt: l.CreatedAt},
-		Precondition: &publisher.ExactHead{Identifier: p.Authority.BranchIdentifier, Head: p.Authority.GraphHead}}
+		Precondition: &publisher.ExactHead{Identifier: p.Authority.BranchIdentifier, Head: p.Authority.GraphHead},
+		Receipt:      sc.IngestReceipt}
 	d := p.IntendedDelta
 	from := map[ids.TableIdentity]string{}
 	for _, r := range d.Renames {

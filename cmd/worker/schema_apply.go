@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
 	"github.com/omnigraph/omnigraph-worker/graph/pg/migrate"
+	"github.com/omnigraph/omnigraph-worker/ingest"
 )
 
 // schemaApplyExample is `worker schema apply -h`'s Examples section, with its exit codes.
-const schemaApplyExample = `  # Move the graph at /data/g (no worker serving it) to next.pg: one graph commit
+const schemaApplyExample = `  # Ask the worker serving graph "demo" to apply next.pg between its batches, and wait
+  # for its schema event (a refusal comes back as the request's dead letter)
+  worker schema apply --graph demo next.pg
+
+  # Move the graph at /data/g (no worker serving it) to next.pg: one graph commit
   worker schema plan --root /data/g next.pg      # look first
   worker schema apply --root /data/g next.pg
 
@@ -39,25 +43,38 @@ type schemaApplyOutput struct {
 	SchemaIRHash         string         `json:"schema_ir_hash"`
 }
 
-// cmdSchemaApply is `worker schema apply --root R FILE.pg`: the migration applied directly to
-// a graph no worker serves, as one graph commit guarded by a SchemaApply recovery intent.
+// cmdSchemaApply is `worker schema apply FILE.pg`: with --graph, a schema request on
+// omnigraph.<graph>.schema that the serving worker applies in stream order between batches
+// (the command waits for its schema event); with --root, the migration applied directly to a
+// graph no worker serves. Either way one graph commit guarded by a SchemaApply intent.
 func cmdSchemaApply(fs *flagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print the outcome as JSON")
+	to := targetFlags(fs, "apply directly to a graph no worker serves", "a schema request to omnigraph.<graph>.schema")
+	asJSON := fs.Bool("json", false, "print the outcome as JSON (--root; with --graph the event is JSON)")
 	dataLoss := fs.Bool("allow-data-loss", false, "make every drop hard: the dropped data is removed from the tables' history, not only from the current version")
 	actor := fs.String("actor", "", "the actor recorded on the graph commit")
+	msgID := fs.String("msg-id", "", "Nats-Msg-Id of the request (with --graph)")
 	force := forceFlag(fs)
-	settings := bindSettings(fs, config.RootSettings)
+	wait := waitFlags(fs)
 	return func(ctx context.Context, args []string) error {
+		const usage = "schema apply takes one FILE.pg argument and exactly one of --root (apply now) or --graph (publish a schema request)"
 		if len(args) != 1 {
-			return &usageError{msg: "schema apply takes one FILE.pg argument"}
+			return &usageError{msg: usage}
 		}
-		c, err := settings.load()
+		c, err := to.resolve(usage)
 		if err != nil {
 			return err
 		}
 		src, err := os.ReadFile(args[0])
 		if err != nil {
 			return fmt.Errorf("schema: %w", err)
+		}
+		if c.Graph != "" {
+			if _, err := pg.CompileFile(args[0], string(src)); err != nil {
+				return &schemaInputError{file: args[0], err: err}
+			}
+			body := ingest.SchemaRequestBody{Schema: string(src), AllowDataLoss: *dataLoss}
+			cfg := c.Ingest()
+			return publishRequest(ctx, c, cfg.SchemaSubject(), body, *actor, *msgID, wait)
 		}
 		g, closeRoot, err := openGraph(ctx, c.Root, c, true, *force)
 		if err != nil {

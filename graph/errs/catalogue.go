@@ -25,8 +25,13 @@ const (
 	// a recovery sidecar's schema_version.
 	KindDataVersion = "data_version"
 	// KindSchemaUnsupported: a schema migration plan holds a change the migration rules refuse
-	// (graph/pg/migrate.UnsupportedError). Only the CLI meets it (`worker schema plan`).
+	// (graph/pg/migrate.UnsupportedError), or an apply meets branches other than main
+	// (engine.SchemaBranchesError). A schema request on the queue is dead-lettered with it.
 	KindSchemaUnsupported = "schema_unsupported"
+	// KindSchema: the graph's accepted schema moved under a running writer (another process
+	// applied one) to a contract this build cannot load (engine.SchemaChangedError). The
+	// writer holds rather than write against the schema it had.
+	KindSchema = "schema"
 	// KindWaitTimeout: a command that waits for the worker's outcome of the request it
 	// published (publish --wait; merge, optimize, cleanup with --graph) got none in time. No
 	// worker error has it: the request may still be queued or under way.
@@ -93,8 +98,8 @@ var catalogue = []KindInfo{
 		Description: "an unrecognised error kept failing the message for longer than retry_budget"},
 	{Kind: KindNotFound, ExitCode: 11,
 		Description: "a read (`worker get`) named a type the schema does not declare, or an id no row of that type has"},
-	{Kind: KindSchemaUnsupported, ExitCode: 12,
-		Description: "a schema migration plan holds a change the migration rules refuse (a property type change, a required property added, …); the CLI's verdict on a .pg file, never a batch's"},
+	{Kind: KindSchemaUnsupported, Permanent: true, ExitCode: 12, DeadLetter: KindSchemaUnsupported,
+		Description: "a schema migration plan holds a change the migration rules refuse (a property type change, a required property added, …), or branches other than main exist; nothing was written"},
 	{Kind: KindWaitTimeout, ExitCode: 13,
 		Description: "a command waiting for the worker's outcome of its request (publish --wait; merge, optimize or cleanup with --graph) got none within --wait-timeout: it may still be queued or under way, or no worker runs"},
 	{Kind: KindTableDrift, NeedsOperator: true, ExitCode: ExitOperator,
@@ -103,6 +108,8 @@ var catalogue = []KindInfo{
 		Description: "the `__manifest`'s internal schema stamp is missing or not the one this build writes"},
 	{Kind: KindCorrupt, NeedsOperator: true, ExitCode: ExitOperator,
 		Description: "stored graph data cannot be decoded or does not hold together (a Lance manifest, transaction, deletion or data file, a `__manifest` row, a recovery sidecar, tables contradicting their intent)"},
+	{Kind: KindSchema, NeedsOperator: true, ExitCode: ExitOperator,
+		Description: "another writer changed the graph's accepted schema into one this build cannot load: the worker holds the message rather than write against the schema it had"},
 	{Kind: KindDataVersion, NeedsOperator: true, ExitCode: ExitOperator,
 		Description: "stored data at a version this build cannot read or write (a table's Lance data file version, a recovery sidecar's schema_version)"},
 	{Kind: ReasonMaxDeliver, ReasonOnly: true, DeadLetter: ReasonMaxDeliver,

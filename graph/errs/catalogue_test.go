@@ -121,7 +121,7 @@ func TestCatalogueIsComplete(t *testing.T) {
 			t.Errorf("%s: exit code 2 is the CLI's usage error", k.Kind)
 		}
 	}
-	if got := DeadLetterReasons(); !slices.Contains(got, KindMergeConflict) || !slices.Contains(got, ReasonMaxDeliver) || len(got) != 9 {
+	if got := DeadLetterReasons(); !slices.Contains(got, KindMergeConflict) || !slices.Contains(got, ReasonMaxDeliver) || !slices.Contains(got, KindSchemaUnsupported) || len(got) != 10 {
 		t.Errorf("dead-letter reasons %v", got)
 	}
 }
