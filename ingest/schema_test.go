@@ -3,12 +3,15 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 )
@@ -93,4 +96,52 @@ func TestSchemaRequestsOverTheQueue(t *testing.T) {
 	if !strings.Contains(dl.Header.Get(HeaderError), "schema") {
 		t.Fatalf("a schema that does not compile: %v", dl.Header)
 	}
+}
+
+// A schema applied by another process behind the serving worker: its next batch is validated
+// against it. A contract this worker cannot load holds the batch (kind schema, /readyz 503)
+// instead of writing it against the schema it had; put right, the batch commits.
+func TestWorkerFollowsSchemaAppliedBehindIt(t *testing.T) {
+	m := NewMetrics()
+	h := start(t, func(w *Worker) {
+		w.UseMetrics(m)
+		w.cfg.RetryMax, w.cfg.RetryBudget = 200*time.Millisecond, 300*time.Millisecond
+	})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	ctx := context.Background()
+	h.publish(batch, map[string]string{HeaderMode: "append"})
+	h.event()
+	other, err := engine.Open(ctx, h.g.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ApplySchema(ctx, graphtest.EvolvedExample(t), engine.SchemaApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.publish(`{"type":"Tag","data":{"label":"behind"}}`, nil)
+	if ev := h.event(); ev.Kind != "load" || ev.SourceSequence != 2 {
+		t.Fatalf("the batch of the schema applied behind the worker: %+v", ev)
+	}
+
+	state, err := h.g.Root().Get(ctx, "__schema_state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := strings.Replace(string(state), `"schema_ir_hash": "sha256:`, `"schema_ir_hash": "sha256:0`, 1)
+	if err := h.g.Root().Put(ctx, "__schema_state.json", []byte(broken)); err != nil {
+		t.Fatal(err)
+	}
+	h.publish(`{"type":"Tag","data":{"label":"held"}}`, nil)
+	waitMetrics(t, m, `omnigraph_operator_required{kind="schema"} 1`)
+	if code, body := readyz(t, srv.URL); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "operator required: schema: ") {
+		t.Fatalf("readyz while held: %d %s", code, body)
+	}
+	if err := h.g.Root().Put(ctx, "__schema_state.json", state); err != nil {
+		t.Fatal(err)
+	}
+	if ev := h.event(); ev.SourceSequence != 3 {
+		t.Fatalf("the held batch: %+v", ev)
+	}
+	waitMetrics(t, m, `omnigraph_operator_required{kind="schema"} 0`)
 }
