@@ -10,6 +10,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/pg/migrate"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
+	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 )
 
@@ -243,5 +244,32 @@ func TestWriterFollowsSchemaAppliedElsewhere(t *testing.T) {
 	}
 	if st, _ := g.publisher("").Snapshot(ctx); st.ManifestVersion != version {
 		t.Fatal("a write went through against the old schema")
+	}
+}
+
+// A soft drop keeps the dropped column in the table's history; a hard one (--allow-data-loss)
+// leaves only the version the apply wrote.
+func TestHardDropRemovesHistory(t *testing.T) {
+	ctx := context.Background()
+	for _, hard := range []bool{false, true} {
+		g := testGraph(t)
+		if _, err := load(t, g, "append", people...); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := g.Snapshot(ctx, "")
+		e, _ := st.Table("node:Person")
+		path, old := e.Path, e.Version
+		src := strings.Replace(graphtest.Schema(t, graphtest.Example), "    skills: [String]?\n", "", 1)
+		res, err := g.ApplySchema(ctx, src, SchemaApplyOptions{AllowDataLoss: hard})
+		if err != nil || len(res.Plan.Steps) != 1 || res.Plan.Steps[0].Kind != migrate.DropProperty || (res.Plan.Steps[0].Mode == migrate.Hard) != hard {
+			t.Fatalf("apply: %+v %v", res, err)
+		}
+		_, err = lance.Open(ctx, g.root.Sub(path), lance.AtVersion(old))
+		if hard && err == nil || !hard && err != nil {
+			t.Fatalf("hard %v: the version before the drop: %v", hard, err)
+		}
+		if out := export(t, g, ""); !strings.Contains(out, "alice") || strings.Contains(out, "skills") {
+			t.Fatalf("hard %v: export\n%s", hard, out)
+		}
 	}
 }
