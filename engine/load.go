@@ -282,6 +282,9 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest, cached bool) (*pr
 	for _, k := range keys {
 		entry, ok := st.Table(k)
 		if !ok {
+			if req.Branch != "" {
+				return nil, staleBranchTable(st, req.Branch, batches[k])
+			}
 			return nil, fmt.Errorf("load: table %s is not in the manifest of branch %s", k, ids.BranchKey(req.Branch))
 		}
 		p.tables = append(p.tables, &plannedTable{key: k, entry: entry, batch: batches[k], uuid: lance.NewUUID(),
@@ -291,6 +294,16 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest, cached bool) (*pr
 	// independent reads, one round trip to storage for all of them rather than one per table.
 	if err := g.openPlanned(ctx, p.tables, !cached); err != nil {
 		return nil, err
+	}
+	if req.Branch != "" {
+		// A branch forked before a schema apply keeps the columns it was forked with.
+		for _, t := range p.tables {
+			if d, err := columnsAgainst(t.ts.ds, t.batch.Record.Schema()); err != nil {
+				return nil, err
+			} else if !d.same() {
+				return nil, &StaleBranchError{Branch: req.Branch, TableKey: t.key, Reason: d.String()}
+			}
+		}
 	}
 	// The checks against the snapshot run while the tables' files are encoded: encoding only
 	// fills memory, so a refused batch still leaves no trace in storage. The files are

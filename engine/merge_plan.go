@@ -74,7 +74,25 @@ type mergeTable struct {
 	stats      MergeTableStats
 	committed  *lance.Dataset
 	refID      lance.BranchIdentifier
-	idsPending bool // certified chunks whose ids (and endpoints) are not read yet
+	idsPending bool                      // certified chunks whose ids (and endpoints) are not read yet
+	opened     map[string]*lance.Dataset // the table versions planning opened, by path@branch:version
+}
+
+// open opens the table version e once for the whole planning of mt.
+func (mt *mergeTable) open(ctx context.Context, g *Graph, e publisher.TableEntry) (*lance.Dataset, error) {
+	key := fmt.Sprintf("%s@%s:%d", e.Path, derefOr(e.Branch), e.Version)
+	if ds, ok := mt.opened[key]; ok {
+		return ds, nil
+	}
+	ds, err := g.openAt(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	if mt.opened == nil {
+		mt.opened = map[string]*lance.Dataset{}
+	}
+	mt.opened[key] = ds
+	return ds, nil
 }
 
 func (t *mergeTable) physical() bool { return t.route != RoutePointer }
@@ -113,15 +131,21 @@ func (g *Graph) planMerge(ctx context.Context, req *MergeRequest, bst, sst, tst 
 	plan := &mergePlan{}
 	budget := &retained{}
 	var conflicts []errs.MergeConflict
+	// Tables are matched by identity: a schema apply on main since the source forked may have
+	// renamed one (schema_branches.go).
+	sIDs, tIDs, bIDs := byIdentity(sst), byIdentity(tst), byIdentity(bst)
+	accepted := map[ids.TableIdentity]bool{}
 	for _, ct := range allTables(g.Catalog()) {
-		s, sok := sst.Table(ct.key)
-		t, tok := tst.Table(ct.key)
-		b, bok := bst.Table(ct.key)
-		if !sok || !tok || !bok {
-			return nil, fmt.Errorf("merge: table %s is missing from a branch manifest (schema changes are not merged)", ct.key)
-		}
-		if s.Identity != t.Identity || b.Identity != t.Identity {
-			return nil, fmt.Errorf("merge: table %s has different identities on the two branches (schema changes are not merged)", ct.key)
+		id := ids.TableIdentity{StableTableID: ct.table.TypeID, TableIncarnationID: ct.table.IncarnationID}
+		accepted[id] = true
+		s, sok := sIDs[id]
+		t, tok := tIDs[id]
+		b, bok := bIDs[id]
+		switch {
+		case !sok && !bok:
+			continue // a type added since the source forked: the source did not change it
+		case !sok || !tok || !bok:
+			return nil, fmt.Errorf("merge: table %s is missing from a branch manifest", ct.key)
 		}
 		if samePointer(s, b) || samePointer(s, t) {
 			continue // the source did not change it, or the target already has the source's version
@@ -129,7 +153,7 @@ func (g *Graph) planMerge(ctx context.Context, req *MergeRequest, bst, sst, tst 
 		mt := &mergeTable{key: ct.key, isEdge: ct.edge != nil, edge: ct.edge, node: ct.node, target: t, source: s,
 			firstTouch: req.Target != "" && derefOr(t.Branch) != req.Target}
 		mt.stats.TableKey = ct.key
-		c, err := g.planTable(ctx, req, mt, b, budget)
+		c, err := g.planSchemaChecked(ctx, req, mt, b, ct, budget)
 		if err != nil {
 			return nil, err
 		}
@@ -139,6 +163,12 @@ func (g *Graph) planMerge(ctx context.Context, req *MergeRequest, bst, sst, tst 
 			continue // both sides made the same changes: the target already holds the result
 		}
 		plan.tables = append(plan.tables, mt)
+	}
+	// A table the source changed that the accepted schema dropped has nowhere to go.
+	for id, s := range sIDs {
+		if b, ok := bIDs[id]; !accepted[id] && (!ok || !samePointer(s, b)) {
+			conflicts = append(conflicts, schemaConflict(s.TableKey, "changed on the source, but the accepted schema no longer has this type"))
+		}
 	}
 	for _, check := range []func(context.Context, *mergePlan, *publisher.State) ([]errs.MergeConflict, error){
 		g.checkMergedEdges, g.checkMergedCardinality, g.checkMergedUnique} {
@@ -156,6 +186,37 @@ func (g *Graph) planMerge(ctx context.Context, req *MergeRequest, bst, sst, tst 
 	return plan, nil
 }
 
+// planSchemaChecked plans a table as planTable does when both sides have the accepted
+// schema's columns for it; a target that does not is refused, a source that does not goes
+// through planStaleSource.
+func (g *Graph) planSchemaChecked(ctx context.Context, req *MergeRequest, mt *mergeTable, base publisher.TableEntry, ct catalogTable, budget *retained) ([]errs.MergeConflict, error) {
+	want := ct.table.Arrow
+	if mt.target.TableKey != ct.key {
+		return []errs.MergeConflict{schemaConflict(ct.key, "the target predates the accepted schema (it has this type as %s)", mt.target.TableKey)}, nil
+	}
+	tds, err := mt.open(ctx, g, mt.target)
+	if err != nil {
+		return nil, err
+	}
+	if d, err := columnsAgainst(tds, want); err != nil {
+		return nil, err
+	} else if !d.same() {
+		return []errs.MergeConflict{schemaConflict(ct.key, "the target predates the accepted schema: %s", d)}, nil
+	}
+	sds, err := mt.open(ctx, g, mt.source)
+	if err != nil {
+		return nil, err
+	}
+	d, err := columnsAgainst(sds, want)
+	if err != nil {
+		return nil, err
+	}
+	if !d.same() {
+		return g.planStaleSource(ctx, mt, base, want, d, budget)
+	}
+	return g.planTable(ctx, req, mt, base, budget)
+}
+
 // planTable picks the table's route and builds its chunks.
 func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable, base publisher.TableEntry, budget *retained) ([]errs.MergeConflict, error) {
 	targetUnchanged := samePointer(mt.target, base)
@@ -168,7 +229,7 @@ func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable
 		case !req.DeleteSource:
 			// The target's first touch: a ref on the source's version, no data copied. (With
 			// DeleteSource the source's files go away, so the rows are written instead.)
-			sds, err := g.openAt(ctx, mt.source)
+			sds, err := mt.open(ctx, g, mt.source)
 			if err != nil {
 				return nil, err
 			}
@@ -176,16 +237,16 @@ func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable
 			return nil, nil
 		}
 	}
-	tds, err := g.openAt(ctx, mt.target)
+	tds, err := mt.open(ctx, g, mt.target)
 	if err != nil {
 		return nil, err
 	}
 	mt.tds = tds
-	bds, err := g.openAt(ctx, base)
+	bds, err := mt.open(ctx, g, base)
 	if err != nil {
 		return nil, err
 	}
-	sds, err := g.openAt(ctx, mt.source)
+	sds, err := mt.open(ctx, g, mt.source)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -44,22 +43,6 @@ type SchemaApplyResult struct {
 	ManifestVersion uint64
 	CommitID        string
 	SchemaIRHash    string // the accepted schema's identity after the apply
-}
-
-// SchemaBranchesError refuses an apply while graph branches other than main exist: their tables
-// were forked under the accepted schema, and a branch merge does not reconcile schemas.
-type SchemaBranchesError struct{ Branches []string }
-
-func (e *SchemaBranchesError) Error() string {
-	return "schema apply requires a graph with only main; found non-main branches: " + strings.Join(e.Branches, ", ")
-}
-
-// ErrorKind is errs.KindSchemaUnsupported: not with this graph as it is.
-func (e *SchemaBranchesError) ErrorKind() string { return errs.KindSchemaUnsupported }
-
-// ErrorDetail names the branches.
-func (e *SchemaBranchesError) ErrorDetail() map[string]any {
-	return map[string]any{"branches": e.Branches}
 }
 
 // Failpoints of the schema apply, in the order they fire.
@@ -115,9 +98,9 @@ func workOf(plan *migrate.Plan) *schemaWork {
 
 // ApplySchema moves the graph to the schema in source as one graph commit on main: the
 // reference's `schema apply`, guarded by a v9 SchemaApply intent (docs/schema-evolution.md).
-// A plan with a refusal returns its *migrate.UnsupportedError and writes nothing; so does an
-// apply while other branches exist (*SchemaBranchesError). The same schema again is no change
-// (Applied false).
+// A plan with a refusal returns its *migrate.UnsupportedError and writes nothing. The same
+// schema again is no change (Applied false). Other branches keep their manifests: what a branch
+// forked before the apply may still load and merge is schema_branches.go's.
 //
 // The write: the accepted contract is read fresh from storage (another writer may have applied
 // one), the plan made, and the intent armed; then each added type's dataset is created at
@@ -169,16 +152,6 @@ func (g *Graph) ApplySchema(ctx context.Context, source string, o SchemaApplyOpt
 	res := &SchemaApplyResult{Plan: plan, SchemaIRHash: accepted.State.IRHash}
 	if err := plan.Err(); err != nil {
 		return res, err
-	}
-	if bs, err := g.Branches(ctx); err != nil {
-		return res, err
-	} else if len(bs) > 0 {
-		names := make([]string, len(bs))
-		for i, b := range bs {
-			names[i] = b.Name
-		}
-		sort.Strings(names)
-		return res, &SchemaBranchesError{Branches: names}
 	}
 	if len(plan.Steps) == 0 {
 		return res, nil

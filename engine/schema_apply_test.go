@@ -101,14 +101,6 @@ func TestApplySchemaRefusals(t *testing.T) {
 	if !errors.As(err, &ue) || ue.Code() != "OG-MF-106" || errs.Kind(err) != errs.KindSchemaUnsupported {
 		t.Fatalf("type change: %v", err)
 	}
-	if err := g.CreateBranch(ctx, "feature", ""); err != nil {
-		t.Fatal(err)
-	}
-	_, err = g.ApplySchema(ctx, evolved(t), SchemaApplyOptions{})
-	var be *SchemaBranchesError
-	if !errors.As(err, &be) || len(be.Branches) != 1 || be.Branches[0] != "feature" {
-		t.Fatalf("with a branch: %v", err)
-	}
 	after, _ := g.Snapshot(ctx, "")
 	if after.ManifestVersion != beforeVersion {
 		t.Fatal("a refused apply wrote")
@@ -272,4 +264,76 @@ func TestHardDropRemovesHistory(t *testing.T) {
 			t.Fatalf("hard %v: export\n%s", hard, out)
 		}
 	}
+}
+
+// A schema apply is on main; branches forked before it keep their manifests. Their merges are
+// checked per table: rows inserted under columns the accepted schema only widened merge (with
+// nulls), a renamed type merges by identity, and what the accepted schema dropped, renamed or
+// forbids is a schema_mismatch merge conflict naming it. Loads into such a branch's stale
+// tables are refused, typed; a branch forked after the apply loads and merges as ever.
+func TestSchemaApplyWithBranches(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	loadInto(t, g, "", "", "append", people...)
+	loadInto(t, g, "", "", "append", `{"type":"Project","data":{"org":"o","slug":"p","name":"P","status":"active","started_at":"2026-01-01T00:00:00Z"}}`)
+	forks := map[string][]string{
+		"ins":  {`{"type":"Person","data":{"handle":"ins1","name":"I","active":true}}`},
+		"upd":  {`{"type":"Person","data":{"handle":"alice","name":"Alice U","active":true}}`},
+		"comp": {`{"type":"Company","data":{"domain":"c2.io","name":"C2","size":"smb","revenue_usd":5}}`},
+		"owns": {`{"edge":"Owns","from":"acme.io","to":"[\"o\",\"p\"]","data":{"id":"o1"}}`},
+		"wa":   {`{"type":"Person","data":{"handle":"w","name":"W","active":true}}`, `{"edge":"WorksAt","from":"bob","to":"acme.io","data":{"id":"w2"}}`},
+	}
+	for b, lines := range forks {
+		loadInto(t, g, b, "main", "merge", lines...)
+	}
+	if _, err := g.ApplySchema(ctx, evolved(t), SchemaApplyOptions{}); err != nil {
+		t.Fatalf("apply with branches: %v", err)
+	}
+	// Loads into the stale branches are refused, typed, naming the table.
+	for _, c := range []struct{ branch, line, key string }{
+		{"ins", `{"type":"Person","data":{"handle":"x","name":"X","active":true,"nickname":"n"}}`, "node:Person"},
+		{"ins", `{"type":"Tag","data":{"label":"x"}}`, "node:Tag"},
+		{"wa", `{"edge":"EmployedBy","from":"alice","to":"acme.io","data":{"id":"w3"}}`, "edge:EmployedBy"},
+	} {
+		_, err := g.Load(ctx, LoadRequest{Branch: c.branch, Mode: ModeMerge, Records: records(t, c.line)})
+		var sb *StaleBranchError
+		if !errors.As(err, &sb) || sb.TableKey != c.key || errs.Kind(err) != errs.KindSchemaUnsupported {
+			t.Fatalf("a load into %s (%s): %v", c.branch, c.key, err)
+		}
+	}
+	merge := func(b string) error {
+		_, err := g.Merge(ctx, MergeRequest{Source: b})
+		return err
+	}
+	for _, b := range []string{"ins", "wa"} {
+		if err := merge(b); err != nil {
+			t.Fatalf("merge %s: %v", b, err)
+		}
+	}
+	out := export(t, g, "")
+	for _, want := range []string{`"handle":"ins1"`, `"handle":"w"`, `{"edge":"EmployedBy","from":"bob","to":"acme.io"`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("main lacks %s:\n%s", want, out)
+		}
+	}
+	for b, want := range map[string]string{
+		"upd":  "rows updated or deleted on the source under an earlier schema",
+		"comp": "the accepted schema no longer has revenue_usd",
+		"owns": "the accepted schema no longer has this type",
+	} {
+		err := merge(b)
+		var mc *errs.MergeConflicts
+		if !errors.As(err, &mc) || len(mc.Conflicts) != 1 || mc.Conflicts[0].Kind != ConflictSchemaMismatch || !strings.Contains(mc.Conflicts[0].Message, want) {
+			t.Fatalf("merge %s: %v", b, err)
+		}
+	}
+	// A branch forked now has the accepted schema.
+	loadInto(t, g, "fresh", "main", "append", `{"type":"Tag","data":{"label":"f"}}`, `{"type":"Person","data":{"handle":"f","name":"F","active":true,"nickname":"ff"}}`)
+	if err := merge("fresh"); err != nil {
+		t.Fatal(err)
+	}
+	if out := export(t, g, ""); !strings.Contains(out, `"nickname":"ff"`) || !strings.Contains(out, `"label":"f"`) {
+		t.Fatalf("main after the fresh branch:\n%s", out)
+	}
+	tablesAligned(t, g)
 }

@@ -137,7 +137,7 @@ func recreatesDeleted(t *testing.T, depthN int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := s.CachedInfo().Config; c.MaxBytes != 64<<20 || len(c.Subjects) != 3 {
+	if c := s.CachedInfo().Config; c.MaxBytes != 64<<20 || len(c.Subjects) != len(h.w.cfg.consumed()) {
 		t.Fatalf("re-created stream's config %+v, want the worker's settings", c)
 	}
 	if st := m.Status(); !st.Ready || st.Held() != "" {

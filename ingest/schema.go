@@ -46,7 +46,7 @@ func ParseSchemaRequest(data []byte) (SchemaRequestBody, error) {
 }
 
 // schemaRequest parses a schema request and returns the apply. A plan the migration rules
-// refuse, or an apply while branches exist, is schema_unsupported: permanent, dead-lettered.
+// refuse is schema_unsupported: permanent, dead-lettered.
 // A desired schema whose @rename_from names nothing is invalid input.
 func (w *Worker) schemaRequest(msg jetstream.Msg, receipt *publisher.Receipt) (func(context.Context) (*applied, error), error) {
 	body, err := ParseSchemaRequest(msg.Data())

@@ -26,7 +26,7 @@ const schemaApplyExample = `  # Ask the worker serving graph "demo" to apply nex
   worker schema apply --root /data/g --allow-data-loss next.pg
 
   # Exit status: 0 applied (or no change); 12 (schema_unsupported) the plan holds an
-  # unsupported change, or branches other than main exist, and nothing was written;
+  # unsupported change and nothing was written;
   # 3 (invalid) FILE.pg does not compile; 10 recovery_required (an interrupted apply:
   # worker recover finishes or undoes it); 2 usage, or a worker serves the root.`
 

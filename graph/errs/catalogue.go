@@ -25,8 +25,8 @@ const (
 	// a recovery sidecar's schema_version.
 	KindDataVersion = "data_version"
 	// KindSchemaUnsupported: a schema migration plan holds a change the migration rules refuse
-	// (graph/pg/migrate.UnsupportedError), or an apply meets branches other than main
-	// (engine.SchemaBranchesError). A schema request on the queue is dead-lettered with it.
+	// (graph/pg/migrate.UnsupportedError), or a batch targets a branch forked before a schema
+	// apply whose table no longer fits (engine.StaleBranchError). Dead-lettered.
 	KindSchemaUnsupported = "schema_unsupported"
 	// KindSchema: the graph's accepted schema moved under a running writer (another process
 	// applied one) to a contract this build cannot load (engine.SchemaChangedError). The
@@ -99,7 +99,7 @@ var catalogue = []KindInfo{
 	{Kind: KindNotFound, ExitCode: 11,
 		Description: "a read (`worker get`) named a type the schema does not declare, or an id no row of that type has"},
 	{Kind: KindSchemaUnsupported, Permanent: true, ExitCode: 12, DeadLetter: KindSchemaUnsupported,
-		Description: "a schema migration plan holds a change the migration rules refuse (a property type change, a required property added, …), or branches other than main exist; nothing was written"},
+		Description: "a schema migration plan holds a change the migration rules refuse (a property type change, a required property added, …), or a batch for a branch forked before a schema change its rows no longer fit; nothing was written"},
 	{Kind: KindWaitTimeout, ExitCode: 13,
 		Description: "a command waiting for the worker's outcome of its request (publish --wait; merge, optimize or cleanup with --graph) got none within --wait-timeout: it may still be queued or under way, or no worker runs"},
 	{Kind: KindTableDrift, NeedsOperator: true, ExitCode: ExitOperator,

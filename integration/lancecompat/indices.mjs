@@ -23,6 +23,12 @@ const LIMIT = 1_000_000_000;
 // REFINE is the refine factor of indexed vector searches: k * REFINE candidates are re-ranked by
 // exact distance, which makes PQ/SQ results exact on the small tables of this suite.
 const REFINE = 1000;
+// GRAPH_SEARCHED are the columns whose index is searched through a graph (IVF_HNSW_SQ): the
+// candidates are the nodes the HNSW walk visits, not a partition scan, so even the engine on
+// an index it built itself may miss a true neighbour (Lance 8 once returned 4 of the true 5,
+// the fifth the sixth-nearest). Their indexed results must still be real rows at their exact
+// distances, in order, and hold all but at most one of the true k nearest.
+const GRAPH_SEARCHED = new Set(["v3"]);
 
 // indexSchema is the schema of both index tables: id, s, tag, tags, v1, v2, v3, all nullable.
 export function indexSchema() {
@@ -212,7 +218,7 @@ const distClose = (a, b) => Math.abs(a - b) <= DIST_TOL * Math.max(Math.abs(a), 
 // arithmetic, and so are many other pairs), so a result that differs only by the order or choice
 // of rows whose distances are equal within float32 rounding is accepted (onTie is called).
 // Every reported _distance must also be the squared L2 distance of its row.
-function checkNearest(rows, truthSorted, distOf, k, onTie) {
+function checkNearest(rows, truthSorted, distOf, k, onTie, onGraphMiss = null) {
   const got = rows.map((r) => r.id);
   const want = truthSorted.slice(0, k).map((x) => x.id);
   const bad = rows.find((r) => !distOf.has(r.id) || typeof r._distance !== "number" ||
@@ -224,6 +230,12 @@ function checkNearest(rows, truthSorted, distOf, k, onTie) {
   if (got.length === want.length && new Set(got).size === got.length &&
       got.every((x, i) => distClose(distOf.get(x), truthSorted[i].d))) {
     onTie();
+    return null;
+  }
+  if (onGraphMiss && got.length === want.length && new Set(got).size === got.length &&
+      got.every((x, i) => i === 0 || distOf.get(got[i - 1]) <= distOf.get(x)) &&
+      want.filter((x) => got.includes(x)).length >= k - 1) {
+    onGraphMiss();
     return null;
   }
   const at = got.findIndex((x, i) => x !== want[i]);
@@ -297,8 +309,9 @@ async function verifyIdxCase(db, c, errText, log) {
   }
 
   // 6. nearest neighbours, through the index and brute force
-  let ties = 0;
+  let ties = 0, misses = 0;
   const onTie = () => { ties++; };
+  const onGraphMiss = () => { misses++; };
   for (const nq of c.nearest ?? []) {
     const label = `nearest ${nq.column} to row ${nq.query_id} k=${nq.k}`;
     if (!VECTOR_COLUMNS.includes(nq.column) || !Number.isInteger(nq.query_id) || nq.query_id < 0 || !Number.isInteger(nq.k) || nq.k < 1) {
@@ -316,7 +329,8 @@ async function verifyIdxCase(db, c, errText, log) {
       q = bypass ? q.bypassVectorIndex() : q.nprobes(2).refineFactor(REFINE).ef(Math.max(1000, nq.k * REFINE));
       return q.select(["id", "_distance"]).toArrow();
     };
-    await check(`${label} (index)`, async () => checkNearest(toCanonical(await search(false)), scored, distOf, nq.k, onTie));
+    await check(`${label} (index)`, async () => checkNearest(toCanonical(await search(false)), scored, distOf, nq.k, onTie,
+      GRAPH_SEARCHED.has(nq.column) ? onGraphMiss : null));
     await check(`${label} (bypassVectorIndex)`, async () => checkNearest(toCanonical(await search(true)), scored, distOf, nq.k, onTie));
   }
 
@@ -324,6 +338,7 @@ async function verifyIdxCase(db, c, errText, log) {
   await verifyVectorIndex(tbl, c, truth, { check, checkNearest, l2sq, rowOf, scalarPredicate, toCanonical, onTie });
 
   if (ties > 0) log(`${c.name}: ${ties} nearest result(s) accepted with equidistant rows in another order`);
+  if (misses > 0) log(`${c.name}: ${misses} graph-searched nearest result(s) accepted missing one true neighbour`);
 
   // 7. index statistics load for every listed index
   if (typeof tbl.indexStats === "function") {

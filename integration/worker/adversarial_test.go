@@ -100,7 +100,7 @@ func waitStream(t *testing.T, url string) {
 	t.Helper()
 	js := connectJS(t, url)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if s, err := js.Stream(context.Background(), "OMNIGRAPH_DEMO"); err == nil && len(s.CachedInfo().Config.Subjects) == 3 {
+		if s, err := js.Stream(context.Background(), "OMNIGRAPH_DEMO"); err == nil && len(s.CachedInfo().Config.Subjects) == 4 { // ingest, merge, maintenance, schema
 			return
 		}
 	}

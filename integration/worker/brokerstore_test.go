@@ -118,7 +118,7 @@ func recreatedAt(url string) (time.Time, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, "OMNIGRAPH_DEMO")
-	if err != nil || len(s.CachedInfo().Config.Subjects) != 3 {
+	if err != nil || len(s.CachedInfo().Config.Subjects) != 4 { // ingest, merge, maintenance, schema
 		return time.Time{}, false
 	}
 	c, err := js.Consumer(ctx, "OMNIGRAPH_DEMO", "omnigraph-worker")

@@ -26,7 +26,7 @@ var elsewhere = []struct{ name, ref, outcome, check string }{
 	{"plan on a server", cliRS + ": schema_plan_with_server_flag_errors_wrong_plane",
 		"`schema plan --server` refused: plan is a storage-native command", "n/a: this CLI has no server plane; plan always reads the root"},
 	{"apply with a branch", applyRS + ": apply_schema_rejects_when_non_main_branch_exists; " + cliRS + ": schema_apply_rejects_when_non_main_branch_exists",
-		"apply refused while a non-main branch exists (plan itself is unaffected)", "n/a: an apply check, not planning"},
+		"the reference refuses an apply while a non-main branch exists; this project applies on main and checks the branch's merge instead", "differs on purpose: engine TestSchemaApplyWithBranches"},
 }
 
 func scenarioTable(scenarios []scenario, withElsewhere bool) string {
