@@ -479,14 +479,18 @@ func (mt *mergeTable) reconcile(sd, td *sideDelta) ([]errs.MergeConflict, error)
 	if len(conflicts) > 0 {
 		return conflicts, nil
 	}
-	// Rows keep their physical order within the source's files.
+	sortWrites(writes)
+	return nil, mt.cut(sd.recs, writes, deletes)
+}
+
+// sortWrites puts writes in the physical order of their rows within the source's files.
+func sortWrites(writes []writeItem) {
 	sort.Slice(writes, func(i, j int) bool {
 		if writes[i].rec != writes[j].rec {
 			return writes[i].rec < writes[j].rec
 		}
 		return writes[i].row < writes[j].row
 	})
-	return nil, mt.cut(sd.recs, writes, deletes)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
@@ -417,30 +415,9 @@ func (a *schemaApply) rewrite(ctx context.Context, e recovery.SchemaEffect, s *s
 		}
 	}()
 	err = ds.Each(ctx, lance.ScanOptions{}, func(rec arrow.Record) error {
-		n := rec.NumRows()
-		cols := make([]arrow.Array, len(target.Fields()))
-		for i, f := range target.Fields() {
-			name := f.Name
-			if old, ok := from[name]; ok {
-				name = old
-			}
-			if idx := rec.Schema().FieldIndices(name); len(idx) == 1 {
-				col := rec.Column(idx[0])
-				if !arrow.TypeEqual(col.DataType(), f.Type) {
-					return fmt.Errorf("column %s is %s, the desired schema says %s", f.Name, col.DataType(), f.Type)
-				}
-				col.Retain()
-				cols[i] = col
-				continue
-			}
-			if !f.Nullable {
-				return fmt.Errorf("column %s is new and not nullable", f.Name)
-			}
-			cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, int(n))
-		}
-		r := array.NewRecord(target, cols, n)
-		for _, c := range cols {
-			c.Release()
+		r, err := projectRecord(rec, target, from)
+		if err != nil {
+			return err
 		}
 		recs = append(recs, r)
 		return nil

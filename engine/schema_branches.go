@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -216,12 +215,7 @@ func (g *Graph) planStaleSource(ctx context.Context, mt *mergeTable, base publis
 	if len(conflicts) > 0 {
 		return conflicts, nil
 	}
-	sort.Slice(writes, func(i, j int) bool {
-		if writes[i].rec != writes[j].rec {
-			return writes[i].rec < writes[j].rec
-		}
-		return writes[i].row < writes[j].row
-	})
+	sortWrites(writes)
 	mt.stats.Inserted = len(writes)
 	return nil, mt.cut(recs, writes, nil)
 }
