@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/omnigraph/omnigraph-worker/engine/rows"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
@@ -31,6 +34,11 @@ type SchemaApplyOptions struct {
 	// Receipt, when set, is written with the commit; a visible one makes the apply a no-op
 	// (a queue request delivered again).
 	Receipt *publisher.Receipt
+	// Defaults backfill required properties the schema adds: "<Type>.<property>" to one JSON
+	// value, written into every row stored before. The reference refuses such a property
+	// (OG-MF-103); with a default the plan adds it (migrate.Plan.WithBackfill). A value is
+	// checked as a batch's is.
+	Defaults map[string]string
 }
 
 // SchemaApplyResult is what an apply did.
@@ -61,11 +69,13 @@ type schemaWork struct {
 	props     map[ids.TableIdentity]map[string]string // rewritten table: desired column -> accepted column
 	dropped   map[ids.TableIdentity]string            // accepted table key
 	hard      map[ids.TableIdentity]bool              // a hard drop of the table or of a column
+	fill      map[ids.TableIdentity]map[string]string // rewritten table: required column -> its default (JSON)
 }
 
-func workOf(plan *migrate.Plan) *schemaWork {
+func workOf(plan *migrate.Plan, defaults map[string]string) *schemaWork {
 	w := &schemaWork{added: map[ids.TableIdentity]string{}, renamed: map[ids.TableIdentity][2]string{}, rewritten: map[ids.TableIdentity]string{},
-		props: map[ids.TableIdentity]map[string]string{}, dropped: map[ids.TableIdentity]string{}, hard: map[ids.TableIdentity]bool{}}
+		props: map[ids.TableIdentity]map[string]string{}, dropped: map[ids.TableIdentity]string{}, hard: map[ids.TableIdentity]bool{},
+		fill: map[ids.TableIdentity]map[string]string{}}
 	for _, s := range plan.Steps {
 		if s.TypeKind != migrate.Node && s.TypeKind != migrate.Edge {
 			continue
@@ -80,6 +90,12 @@ func workOf(plan *migrate.Plan) *schemaWork {
 		case migrate.AddProperty, migrate.DropProperty:
 			w.rewritten[id] = s.TableKey()
 			w.hard[id] = w.hard[id] || s.Mode == migrate.Hard
+			if v, ok := defaults[s.TypeName+"."+s.PropertyName]; ok && s.Kind == migrate.AddProperty {
+				if w.fill[id] == nil {
+					w.fill[id] = map[string]string{}
+				}
+				w.fill[id][s.PropertyName] = v
+			}
 		case migrate.RenameProperty:
 			w.rewritten[id] = s.TableKey()
 			if w.props[id] == nil {
@@ -147,6 +163,18 @@ func (g *Graph) ApplySchema(ctx context.Context, source string, o SchemaApplyOpt
 	if o.AllowDataLoss {
 		plan = plan.WithDataLoss()
 	}
+	if len(o.Defaults) > 0 {
+		names := make([]string, 0, len(o.Defaults))
+		for n := range o.Defaults {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		var unused []string
+		if plan, unused = plan.WithBackfill(names); len(unused) > 0 {
+			return &SchemaApplyResult{Plan: plan, SchemaIRHash: accepted.State.IRHash}, &errs.InvalidInput{Field: "default",
+				Reason: "the schema adds no required property " + strings.Join(unused, ", ") + " (a default fills a required property the schema adds)"}
+		}
+	}
 	res := &SchemaApplyResult{Plan: plan, SchemaIRHash: accepted.State.IRHash}
 	if err := plan.Err(); err != nil {
 		return res, err
@@ -158,7 +186,7 @@ func (g *Graph) ApplySchema(ctx context.Context, source string, o SchemaApplyOpt
 	if err != nil {
 		return res, err
 	}
-	a, err := g.prepareSchemaApply(ctx, accepted, desired, workOf(plan), o)
+	a, err := g.prepareSchemaApply(ctx, accepted, desired, workOf(plan, o.Defaults), o)
 	if err != nil {
 		return res, err
 	}
@@ -238,6 +266,15 @@ func (g *Graph) prepareSchemaApply(ctx context.Context, accepted, desired *pg.Co
 		spec.Tables = append(spec.Tables, recovery.SchemaApplyTable{Identity: id, TableKey: w.rewritten[id], ExpectedVersion: e.Version})
 		if w.hard[id] {
 			a.hardPaths = append(a.hardPaths, e.Path)
+		}
+	}
+	// A default that does not fit its property is refused here, before anything is armed.
+	for id := range w.fill {
+		fill := a.backfill(id)
+		for name := range w.fill[id] {
+			if _, _, err := fill(name, 0); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, id := range sortedIDs(w.renamed) {
@@ -408,6 +445,7 @@ func (a *schemaApply) rewrite(ctx context.Context, e recovery.SchemaEffect, s *s
 		return nil, err
 	}
 	from := a.work.props[e.Identity]
+	fill := a.backfill(e.Identity)
 	var recs []arrow.Record
 	defer func() {
 		for _, r := range recs {
@@ -415,7 +453,7 @@ func (a *schemaApply) rewrite(ctx context.Context, e recovery.SchemaEffect, s *s
 		}
 	}()
 	err = ds.Each(ctx, lance.ScanOptions{}, func(rec arrow.Record) error {
-		r, err := projectRecord(rec, target, from)
+		r, err := projectRecord(rec, target, from, fill)
 		if err != nil {
 			return err
 		}
@@ -430,6 +468,28 @@ func (a *schemaApply) rewrite(ctx context.Context, e recovery.SchemaEffect, s *s
 		return nil, err
 	}
 	return ds.Commit(ctx, staged)
+}
+
+// backfill makes the column of a required property the apply adds to table id, from its
+// default; nil when the table has none.
+func (a *schemaApply) backfill(id ids.TableIdentity) func(string, int) (arrow.Array, bool, error) {
+	defaults := a.work.fill[id]
+	if len(defaults) == 0 {
+		return nil
+	}
+	t := a.desiredTable(id)
+	node := a.desired.Catalog.Node(t.Name)
+	if node != nil && node.TypeID != id.StableTableID {
+		node = nil
+	}
+	return func(name string, n int) (arrow.Array, bool, error) {
+		v, ok := defaults[name]
+		if !ok {
+			return nil, false, nil
+		}
+		col, err := rows.Backfill(memory.DefaultAllocator, t, node, name, []byte(v), n)
+		return col, err == nil, err
+	}
 }
 
 // cleanHard removes, after a hard drop, every version of the touched tables but the current

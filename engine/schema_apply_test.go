@@ -337,3 +337,50 @@ func TestSchemaApplyWithBranches(t *testing.T) {
 	}
 	tablesAligned(t, g)
 }
+
+// A required property the schema adds is refused (OG-MF-103) unless the apply is given a
+// default for it: every stored row then holds it. A default that does not fit the property is
+// refused before anything is written, as is one for a property the schema does not add.
+func TestApplySchemaBackfillsRequiredProperty(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	if _, err := load(t, g, "append", people...); err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(graphtest.Schema(t, graphtest.Example), "    active: Bool\n", "    active: Bool\n    level: I32\n    tier: enum(free, paid)\n", 1)
+	st, _ := g.Snapshot(ctx, "")
+	version := st.ManifestVersion
+	var ue *migrate.UnsupportedError
+	if _, err := g.ApplySchema(ctx, src, SchemaApplyOptions{}); !errors.As(err, &ue) || ue.Code() != migrate.CodeRequiredProperty {
+		t.Fatalf("without a default: %v", err)
+	}
+	for _, c := range []struct {
+		defaults map[string]string
+		want     string
+	}{
+		{map[string]string{"Person.level": `"x"`, "Person.tier": `"free"`}, "default.Person.level"},
+		{map[string]string{"Person.level": `1`, "Person.tier": `"gold"`}, "invalid enum value 'gold'"},
+		{map[string]string{"Person.level": `1`, "Person.tier": `"free"`, "Person.name": `"n"`}, "adds no required property Person.name"},
+		{map[string]string{"Person.level": `1`}, "OG-MF-103"},
+	} {
+		_, err := g.ApplySchema(ctx, src, SchemaApplyOptions{Defaults: c.defaults})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("defaults %v: %v, want %q", c.defaults, err, c.want)
+		}
+	}
+	if st, _ := g.publisher("").Snapshot(ctx); st.ManifestVersion != version {
+		t.Fatal("a refused apply wrote")
+	}
+	noSidecars(t, g)
+	res, err := g.ApplySchema(ctx, src, SchemaApplyOptions{Defaults: map[string]string{"Person.level": `3`, "Person.tier": `"paid"`}})
+	if err != nil || !res.Applied {
+		t.Fatalf("with defaults: %+v %v", res, err)
+	}
+	out := export(t, g, "")
+	if strings.Count(out, `"level":3`) != 2 || strings.Count(out, `"tier":"paid"`) != 2 {
+		t.Fatalf("export:\n%s", out)
+	}
+	if _, err := load(t, g, "append", `{"type":"Person","data":{"handle":"c","name":"C","active":true}}`); errs.Kind(err) != errs.KindInvalid {
+		t.Fatalf("a new row without the required property: %v", err)
+	}
+}

@@ -102,8 +102,9 @@ func columnsAgainst(ds *lance.Dataset, want *arrow.Schema) (columnDelta, error) 
 }
 
 // projectRecord is rec with want's columns: each under its name (or the name from gives for
-// it), or all null for a column rec does not have, which must be nullable.
-func projectRecord(rec arrow.Record, want *arrow.Schema, from map[string]string) (arrow.Record, error) {
+// it); a column rec does not have is made by fill when fill has it (a backfilled required
+// property), else all null, which it must allow.
+func projectRecord(rec arrow.Record, want *arrow.Schema, from map[string]string, fill func(name string, n int) (arrow.Array, bool, error)) (arrow.Record, error) {
 	n := rec.NumRows()
 	cols := make([]arrow.Array, len(want.Fields()))
 	release := func() {
@@ -127,6 +128,17 @@ func projectRecord(rec arrow.Record, want *arrow.Schema, from map[string]string)
 			col.Retain()
 			cols[i] = col
 			continue
+		}
+		if fill != nil {
+			col, ok, err := fill(f.Name, int(n))
+			if err != nil {
+				release()
+				return nil, err
+			}
+			if ok {
+				cols[i] = col
+				continue
+			}
 		}
 		if !f.Nullable {
 			release()
@@ -187,7 +199,7 @@ func (g *Graph) planStaleSource(ctx context.Context, mt *mergeTable, base publis
 	}
 	recs := make([]arrow.Record, 0, len(sd.recs))
 	for _, r := range sd.recs {
-		p, err := projectRecord(r, want, nil)
+		p, err := projectRecord(r, want, nil, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,6 +19,9 @@ import (
 type SchemaRequestBody struct {
 	Schema        string `json:"schema"`
 	AllowDataLoss bool   `json:"allow_data_loss"`
+	// Defaults backfill required properties the schema adds: "<Type>.<property>" to the
+	// value every stored row gets (engine.SchemaApplyOptions.Defaults).
+	Defaults map[string]json.RawMessage `json:"defaults,omitempty"`
 }
 
 // SchemaEvent is the schema part of a schema event: the steps applied, the schema's identity
@@ -33,7 +37,7 @@ type SchemaEvent struct {
 // does not compile is refused as invalid input before the write, naming its line.
 func ParseSchemaRequest(data []byte) (SchemaRequestBody, error) {
 	var body SchemaRequestBody
-	if err := decodeRequest(data, &body, "schema request", `{"schema", "allow_data_loss"}`); err != nil {
+	if err := decodeRequest(data, &body, "schema request", `{"schema", "allow_data_loss", "defaults"}`); err != nil {
 		return body, err
 	}
 	if body.Schema == "" {
@@ -54,6 +58,12 @@ func (w *Worker) schemaRequest(msg jetstream.Msg, receipt *publisher.Receipt) (f
 		return nil, err
 	}
 	o := engine.SchemaApplyOptions{AllowDataLoss: body.AllowDataLoss, Actor: msg.Headers().Get(HeaderActor), Receipt: receipt}
+	if len(body.Defaults) > 0 {
+		o.Defaults = map[string]string{}
+		for k, v := range body.Defaults {
+			o.Defaults[k] = string(v)
+		}
+	}
 	return func(ctx context.Context) (*applied, error) {
 		res, err := w.g.ApplySchema(ctx, body.Schema, o)
 		var ie *pg.IdentityError

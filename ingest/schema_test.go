@@ -72,6 +72,18 @@ func TestSchemaRequestsOverTheQueue(t *testing.T) {
 	if ev := h.event(); ev.Kind != RequestSchema || ev.Schema.Applied || ev.GraphCommitID != "" || ev.Schema.StepCount != 0 {
 		t.Fatalf("the same schema again: %+v", ev)
 	}
+	// A required property with the value every stored row gets.
+	body, _ := json.Marshal(SchemaRequestBody{Schema: strings.Replace(evolved, "    label: String @key\n", "    label: String @key\n    weight: I32\n", 1),
+		Defaults: map[string]json.RawMessage{"Tag.weight": json.RawMessage("5")}})
+	m := nats.NewMsg(h.w.cfg.SchemaSubject())
+	m.Data = body
+	if _, err := h.js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if ev := h.event(); ev.Kind != RequestSchema || !ev.Schema.Applied || !strings.Contains(h.export(), `"weight":5`) {
+		t.Fatalf("a backfilled required property: %+v", ev)
+	}
+	evolved = strings.Replace(evolved, "    label: String @key\n", "    label: String @key\n    weight: I32\n", 1)
 	st, _ := h.g.Snapshot(ctx, "")
 	version := st.ManifestVersion
 	h.publishSchema(strings.Replace(evolved, "    stars: I32?\n", "    stars: I64?\n", 1), false, "schema-3")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
@@ -21,6 +22,9 @@ const schemaApplyExample = `  # Ask the worker serving graph "demo" to apply nex
   # Move the graph at /data/g (no worker serving it) to next.pg: one graph commit
   worker schema plan --root /data/g next.pg      # look first
   worker schema apply --root /data/g next.pg
+
+  # A required property the schema adds, backfilled in every stored row
+  worker schema apply --root /data/g --default Person.tier='"free"' next.pg
 
   # Drops remove the data from the tables' history too, not only from the current version
   worker schema apply --root /data/g --allow-data-loss next.pg
@@ -53,6 +57,7 @@ func cmdSchemaApply(fs *flagSet) runFunc {
 	dataLoss := fs.Bool("allow-data-loss", false, "make every drop hard: the dropped data is removed from the tables' history, not only from the current version")
 	actor := fs.String("actor", "", "the actor recorded on the graph commit")
 	msgID := fs.String("msg-id", "", "Nats-Msg-Id of the request (with --graph)")
+	defaults := defaultsFlag(fs)
 	force := forceFlag(fs)
 	wait := waitFlags(fs)
 	return func(ctx context.Context, args []string) error {
@@ -68,11 +73,21 @@ func cmdSchemaApply(fs *flagSet) runFunc {
 		if err != nil {
 			return fmt.Errorf("schema: %w", err)
 		}
+		fill, err := parseDefaults(*defaults)
+		if err != nil {
+			return err
+		}
 		if c.Graph != "" {
 			if _, err := pg.CompileFile(args[0], string(src)); err != nil {
 				return &schemaInputError{file: args[0], err: err}
 			}
 			body := ingest.SchemaRequestBody{Schema: string(src), AllowDataLoss: *dataLoss}
+			if len(fill) > 0 {
+				body.Defaults = map[string]json.RawMessage{}
+				for k, v := range fill {
+					body.Defaults[k] = json.RawMessage(v)
+				}
+			}
 			cfg := c.Ingest()
 			return publishRequest(ctx, c, cfg.SchemaSubject(), body, *actor, *msgID, wait)
 		}
@@ -81,7 +96,7 @@ func cmdSchemaApply(fs *flagSet) runFunc {
 			return err
 		}
 		defer closeRoot()
-		res, err := g.ApplySchema(ctx, string(src), engine.SchemaApplyOptions{AllowDataLoss: *dataLoss, Actor: *actor})
+		res, err := g.ApplySchema(ctx, string(src), engine.SchemaApplyOptions{AllowDataLoss: *dataLoss, Actor: *actor, Defaults: fill})
 		var pe *pg.ParseError
 		var se *pg.SemanticError
 		var ie *pg.IdentityError
@@ -120,4 +135,26 @@ func cmdSchemaApply(fs *flagSet) runFunc {
 		}
 		return err
 	}
+}
+
+// defaultsFlag declares --default TYPE.PROPERTY=JSON, repeatable.
+func defaultsFlag(fs *flagSet) *[]string {
+	return fs.StringArray("default", nil, "backfill a required property the schema adds: TYPE.PROPERTY=JSON (every stored row gets the value; repeatable). Without one such a property is refused (OG-MF-103), as the reference refuses it")
+}
+
+// parseDefaults reads --default values into TYPE.PROPERTY -> JSON text.
+func parseDefaults(vals []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range vals {
+		name, value, ok := strings.Cut(v, "=")
+		typ, prop, dotted := strings.Cut(name, ".")
+		switch {
+		case !ok || !dotted || typ == "" || prop == "":
+			return nil, &usageError{msg: fmt.Sprintf("--default %q: want TYPE.PROPERTY=JSON", v)}
+		case !json.Valid([]byte(value)):
+			return nil, &usageError{msg: fmt.Sprintf("--default %q: the value is not JSON (a string is quoted: %s=\"text\")", v, name)}
+		}
+		out[name] = value
+	}
+	return out, nil
 }

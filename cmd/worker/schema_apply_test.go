@@ -48,4 +48,23 @@ func TestSchemaApply(t *testing.T) {
 	if err != nil || !strings.Contains(out, "applied: no\n") || !strings.Contains(out, "no schema changes") {
 		t.Fatalf("no-op apply: %v\n%s", err, out)
 	}
+
+	// A required property: refused (12) without a default, planned and applied with one.
+	required := writeTemp(t, "required.pg", strings.Replace(refTestSchema, "    age: I32?\n}", "    age: I32?\n    nickname: String?\n    rank: I32\n}", 1))
+	if _, err := captureStdout(t, func() error { return run("schema", "apply", "--root", root, required) }); exitCode(err) != 12 {
+		t.Fatalf("a required property without a default: %v", err)
+	}
+	for _, bad := range []string{"rank=1", "Person.rank=one", "Person.nope=1"} {
+		if _, err := captureStdout(t, func() error { return run("schema", "plan", "--root", root, "--default", bad, required) }); exitCode(err) != exitUsage {
+			t.Errorf("--default %s: %v (exit %d)", bad, err, exitCode(err))
+		}
+	}
+	out, err = captureStdout(t, func() error { return run("schema", "plan", "--root", root, "--default", "Person.rank=7", required) })
+	if err != nil || !strings.Contains(out, "add property 'Person.rank' (I32) on node 'Person'") {
+		t.Fatalf("plan with a default: %v\n%s", err, out)
+	}
+	out, err = captureStdout(t, func() error { return run("schema", "apply", "--root", root, "--default", "Person.rank=7", required) })
+	if err != nil || !strings.Contains(out, "applied: yes") {
+		t.Fatalf("apply with a default: %v\n%s", err, out)
+	}
 }

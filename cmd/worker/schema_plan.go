@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
+	"strings"
 
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/engine"
@@ -66,6 +68,7 @@ type schemaPlanOutput struct {
 func cmdSchemaPlan(fs *flagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	dataLoss := fs.Bool("allow-data-loss", false, "show drops as an apply with --allow-data-loss would run them: hard (the data goes) rather than soft")
+	defaults := defaultsFlag(fs)
 	graph := fs.String("graph", "", "plan against this graph of a fleet: its root is <root>/<graph> when the graphs setting lists it, the root setting itself otherwise")
 	settings := bindSettings(fs, config.RootSettings, []string{"graphs"})
 	return func(ctx context.Context, args []string) error {
@@ -109,6 +112,21 @@ func cmdSchemaPlan(fs *flagSet) runFunc {
 		}
 		if *dataLoss {
 			plan = plan.WithDataLoss()
+		}
+		fill, err := parseDefaults(*defaults)
+		if err != nil {
+			return err
+		}
+		if len(fill) > 0 {
+			names := make([]string, 0, len(fill))
+			for n := range fill {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			var unused []string
+			if plan, unused = plan.WithBackfill(names); len(unused) > 0 {
+				return &usageError{msg: "--default: the schema adds no required property " + strings.Join(unused, ", ")}
+			}
 		}
 		uri := g.Root().URI()
 		if *asJSON {

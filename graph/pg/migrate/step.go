@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
 )
@@ -230,4 +231,66 @@ func (p *Plan) WithDataLoss() *Plan {
 		}
 	}
 	return &q
+}
+
+// WithBackfill returns the plan as an apply that backfills the named required properties
+// runs it. names are "<Type>.<property>" of node or edge types; each refusal OG-MF-103
+// (adding a required property) on such a name becomes an add_property step of the property's
+// required type, its rows to be filled with a value the apply is given. The reference has no
+// such option: without one the plan is the reference's. Names no such refusal matches are
+// returned and the plan keeps them out.
+func (p *Plan) WithBackfill(names []string) (*Plan, []string) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	q := *p
+	q.Steps = slices.Clone(p.Steps)
+	q.Supported = true
+	used := map[string]bool{}
+	for i, s := range q.Steps {
+		kind, rest, _ := strings.Cut(s.Entity, ":")
+		if s.Kind == UnsupportedChange && s.Code == CodeRequiredProperty && (kind == string(Node) || kind == string(Edge)) && want[rest] {
+			typeName, prop, _ := strings.Cut(rest, ".")
+			if t := desiredProperty(p.Desired, TypeKind(kind), s.Identity); t != nil {
+				pt := t.Type
+				q.Steps[i] = Step{Kind: AddProperty, TypeKind: TypeKind(kind), TypeName: typeName, PropertyName: prop, PropertyType: &pt, Identity: s.Identity}
+				used[rest] = true
+			}
+		}
+		if q.Steps[i].Kind == UnsupportedChange {
+			q.Supported = false
+		}
+	}
+	var unused []string
+	for _, n := range names {
+		if !used[n] {
+			unused = append(unused, n)
+		}
+	}
+	return &q, unused
+}
+
+func desiredProperty(ir *pg.SchemaIR, kind TypeKind, id Identity) *pg.PropertyIR {
+	var props []*pg.PropertyIR
+	switch kind {
+	case Node:
+		for _, n := range ir.Nodes {
+			if n.TypeID == id.TypeID {
+				props = n.Properties
+			}
+		}
+	case Edge:
+		for _, e := range ir.Edges {
+			if e.TypeID == id.TypeID {
+				props = e.Properties
+			}
+		}
+	}
+	for _, q := range props {
+		if q.PropertyID == id.PropertyID {
+			return q
+		}
+	}
+	return nil
 }
