@@ -52,7 +52,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 			continue
 		}
 		run := compactionRun(ts.ds.Manifest().Fragments, fanout, o.MaxBytesPerFile)
-		if run != nil || (o.Indices && len(g.missingIndices(ref.path, ts.ds, fanout)) > 0) {
+		if run != nil || (o.Indices && g.indexWorkDue(ref.path, ts.ds, fanout)) {
 			dues = append(dues, due{path: ref.path, run: run, ts: tableState{ds: ts.ds, isEdge: ts.isEdge}})
 		}
 	}

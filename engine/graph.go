@@ -39,6 +39,9 @@ type Graph struct {
 	// pendingIndices are the wanted indices whose last build failed (indices.go), read by
 	// maintenance off the write gate.
 	pendingIndices sync.Map
+	// unwantedIndices are, by table path, the columns whose @index a schema apply dropped:
+	// the index maintenance removes their indices (indices.go).
+	unwantedIndices sync.Map
 }
 
 // tableRef names one table on one Lance branch.

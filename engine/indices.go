@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
 	"github.com/omnigraph/omnigraph-worker/lance"
@@ -119,6 +120,44 @@ func (g *Graph) indexPending(path string, s lance.IndexSpec, rows uint64) bool {
 	return ok && rows < 2*v.(pendingIndex).rows
 }
 
+// forgetIndex marks the default-named index of column on the table at path for removal by the
+// next index maintenance: a schema apply dropped its @index. Only this process remembers it; a
+// writer restarted before the maintenance ran keeps the index (it is still correct: every
+// write carries it, and the engines read it).
+func (g *Graph) forgetIndex(path, column string) {
+	v, _ := g.unwantedIndices.LoadOrStore(path, &sync.Map{})
+	v.(*sync.Map).Store(column, true)
+}
+
+// unwanted are the indices of ds the maintenance is to remove (forgetIndex) that it still has.
+func (g *Graph) unwanted(path string, ds *lance.Dataset) []lance.Index {
+	v, ok := g.unwantedIndices.Load(path)
+	if !ok {
+		return nil
+	}
+	wanted := map[string]bool{}
+	for _, s := range g.indexSpecsOf(path) {
+		wanted[s.Column] = true
+	}
+	var out []lance.Index
+	v.(*sync.Map).Range(func(col, _ any) bool {
+		i := slices.IndexFunc(ds.Indices(), func(x lance.Index) bool { return x.Name == col.(string)+"_idx" })
+		if i < 0 || wanted[col.(string)] {
+			v.(*sync.Map).Delete(col) // gone (or wanted again): nothing left to remove
+			return true
+		}
+		out = append(out, ds.Indices()[i])
+		return true
+	})
+	return out
+}
+
+// indexWorkDue says the table at path lacks a wanted index, has one lagging past its share,
+// or still has one a schema apply dropped.
+func (g *Graph) indexWorkDue(path string, ds *lance.Dataset, fold int) bool {
+	return len(g.missingIndices(path, ds, fold)) > 0 || len(g.unwanted(path, ds)) > 0
+}
+
 // IndicesDue says, from what this writer already holds (no I/O), whether some main table with
 // rows lacks one of its indices, or has one lagging by more than its indexLagShare (fold 0:
 // missing ones only).
@@ -127,11 +166,20 @@ func (g *Graph) IndicesDue(fold int) bool {
 	defer g.writeMu.Unlock()
 	fold = fanoutOrDefault(fold)
 	for ref, ts := range g.tables {
-		if ref.branch == "" && len(g.missingIndices(ref.path, ts.ds, fold)) > 0 {
+		if ref.branch == "" && g.indexWorkDue(ref.path, ts.ds, fold) {
 			return true
 		}
 	}
-	return false
+	// An index a schema apply dropped, on a table this writer has not opened since.
+	due := false
+	g.unwantedIndices.Range(func(path, cols any) bool {
+		_, open := g.tables[tableRef{path: path.(string)}]
+		empty := true
+		cols.(*sync.Map).Range(func(_, _ any) bool { empty = false; return false })
+		due = !open && !empty
+		return !due
+	})
+	return due
 }
 
 // UnindexedRows is, for every main table this writer holds, the most live rows one of its
@@ -157,6 +205,18 @@ func (g *Graph) UnindexedRows() map[string]uint64 {
 // reference's "pending": a string column with no token, a vector column with no usable
 // vector) is left out and remembered until the table has doubled, and the rest are built.
 func (g *Graph) stageIndexBuild(ctx context.Context, key, path string, ds *lance.Dataset, fold int) (staged *lance.Staged, built []string, err error) {
+	// Indices a schema apply dropped go first, in a CreateIndex of their own; what is missing
+	// is built at the next round.
+	if gone := g.unwanted(path, ds); len(gone) > 0 {
+		staged, err := ds.StageCreateIndex(nil, gone, lance.StageOptions{InlineTransactionOnly: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("stage the removal of the indices of %s: %w", key, err)
+		}
+		for _, x := range gone {
+			built = append(built, "drop "+x.Name)
+		}
+		return staged, built, nil
+	}
 	specs := g.missingIndices(path, ds, fanoutOrDefault(fold))
 	for len(specs) > 0 {
 		staged, err = ds.StageIndices(ctx, specs, lance.StageOptions{InlineTransactionOnly: true})

@@ -194,6 +194,13 @@ func (g *Graph) ApplySchema(ctx context.Context, source string, o SchemaApplyOpt
 		return res, err
 	}
 	res.Applied, res.ManifestVersion, res.CommitID, res.SchemaIRHash = true, a.published, a.commitID, desired.State.IRHash
+	for _, s := range plan.Steps {
+		if s.Kind == migrate.DropConstraint && s.TypeKind == migrate.Node && s.Constraint != nil && len(s.Constraint.Columns) == 1 {
+			if n := desired.Catalog.Node(s.TypeName); n != nil {
+				g.forgetIndex(n.TablePath(), s.Constraint.Columns[0])
+			}
+		}
+	}
 	return res, nil
 }
 

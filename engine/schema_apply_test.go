@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -383,4 +384,49 @@ func TestApplySchemaBackfillsRequiredProperty(t *testing.T) {
 	if _, err := load(t, g, "append", `{"type":"Person","data":{"handle":"c","name":"C","active":true}}`); errs.Kind(err) != errs.KindInvalid {
 		t.Fatalf("a new row without the required property: %v", err)
 	}
+}
+
+// Removing an @index (this project's drop_constraint) changes the contract only; the next index
+// maintenance removes the table's index of that column, and keeps the others.
+func TestDropIndexFollows(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	if _, err := load(t, g, "append", `{"type":"Doc","data":{"url":"https://a","title":"alpha beta","body":"b"}}`,
+		`{"type":"Doc","data":{"url":"https://b","title":"gamma","body":"c"}}`); err != nil {
+		t.Fatal(err)
+	}
+	indexNames := func() []string {
+		st, _ := g.Snapshot(ctx, "")
+		e, _ := st.Table("node:Doc")
+		ds, err := lance.Open(ctx, g.root.Sub(e.Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, x := range ds.Indices() {
+			out = append(out, x.Name)
+		}
+		return out
+	}
+	if _, err := g.Optimize(ctx, OptimizeOptions{Indices: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexNames(); !slices.Contains(got, "title_idx") || !slices.Contains(got, "id_idx") {
+		t.Fatalf("indices before %v", got)
+	}
+	src := strings.Replace(graphtest.Schema(t, graphtest.Example), "    title: String @index\n", "    title: String\n", 1)
+	res, err := g.ApplySchema(ctx, src, SchemaApplyOptions{})
+	if err != nil || len(res.Plan.Steps) != 1 || res.Plan.Steps[0].Kind != migrate.DropConstraint {
+		t.Fatalf("apply: %+v %v", res, err)
+	}
+	if !g.IndicesDue(0) {
+		t.Fatal("no index maintenance due after the drop")
+	}
+	if _, err := g.Optimize(ctx, OptimizeOptions{Indices: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexNames(); slices.Contains(got, "title_idx") || !slices.Contains(got, "id_idx") {
+		t.Fatalf("indices after %v", got)
+	}
+	tablesAligned(t, g)
 }

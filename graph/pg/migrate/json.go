@@ -90,7 +90,7 @@ func (s Step) MarshalJSON() ([]byte, error) {
 		o.add("type_kind", s.TypeKind).add("type_name", s.TypeName).add("property_name", s.PropertyName).add("property_type", propTypeJSON(s.PropertyType))
 	case RenameProperty:
 		o.add("type_kind", s.TypeKind).add("type_name", s.TypeName).add("from", s.From).add("to", s.To)
-	case AddConstraint:
+	case AddConstraint, DropConstraint:
 		c, err := constrJSON(s.Constraint)
 		if err != nil {
 			return nil, err
@@ -223,6 +223,7 @@ var stepFields = map[StepKind][]string{
 	AddProperty:            {"type_kind", "type_name", "property_name", "property_type"},
 	RenameProperty:         {"type_kind", "type_name", "from", "to"},
 	AddConstraint:          {"type_kind", "type_name", "constraint"},
+	DropConstraint:         {"type_kind", "type_name", "constraint"},
 	ExtendEnum:             {"type_kind", "type_name", "property_name", "added_values"},
 	UpdateTypeMetadata:     {"type_kind", "name", "annotations"},
 	UpdatePropertyMetadata: {"type_kind", "type_name", "property_name", "annotations"},

@@ -409,11 +409,16 @@ func satisfiesSet(refs []pg.PropertyRef) [][2]uint64 {
 var propertyConstraintOrder = []string{"key", "unique", "index"}
 
 func (p *planner) propertyConstraints(o owner, prop string, accepted, desired []string) {
-	for _, c := range accepted {
-		if !slices.Contains(desired, c) {
-			p.add(o.unsupported(o.propEntity(prop), "", "removing property constraints from '%s.%s' is not supported in schema migration v1", o.name, prop))
-			break
-		}
+	removed := slices.DeleteFunc(slices.Clone(accepted), func(c string) bool { return slices.Contains(desired, c) })
+	switch {
+	case len(removed) == 1 && removed[0] == "index":
+		// An @index alone may go (this project's rule; the reference refuses every removal).
+		id := o.id
+		id.PropertyID = 0 // the same step as the table constraint it desugars to
+		p.addOnce(Step{Kind: DropConstraint, TypeKind: o.kind, TypeName: o.name,
+			Constraint: &pg.Constr{Kind: pg.IndexConstraint, Columns: []string{prop}}, Identity: id})
+	case len(removed) > 0:
+		p.add(o.unsupported(o.propEntity(prop), "", "removing property constraints from '%s.%s' is not supported in schema migration v1", o.name, prop))
 	}
 	for _, c := range propertyConstraintOrder {
 		if !slices.Contains(desired, c) || slices.Contains(accepted, c) {
@@ -439,11 +444,22 @@ func (p *planner) constraints(o owner, accepted, desired []pg.ConstraintIR) {
 	for _, c := range desired {
 		des[constraintKey(c)] = c
 	}
-	for k := range acc {
+	var dropped []string
+	onlyIndices := true
+	for k, c := range acc {
 		if _, ok := des[k]; !ok {
-			p.add(o.unsupported(o.entity(), "", "removing constraints from '%s' is not supported in schema migration v1", o.name))
-			break
+			dropped = append(dropped, k)
+			onlyIndices = onlyIndices && c.Kind == pg.IndexConstraint
 		}
+	}
+	slices.Sort(dropped)
+	switch {
+	case len(dropped) > 0 && onlyIndices:
+		for _, k := range dropped {
+			p.addOnce(Step{Kind: DropConstraint, TypeKind: o.kind, TypeName: o.name, Constraint: constrOf(acc[k]), Identity: o.id})
+		}
+	case len(dropped) > 0:
+		p.add(o.unsupported(o.entity(), "", "removing constraints from '%s' is not supported in schema migration v1", o.name))
 	}
 	keys := make([]string, 0, len(des))
 	for k := range des {

@@ -25,6 +25,8 @@ func (s Step) String() string {
 		return "rename property '" + s.TypeName + "." + s.From + "' -> '" + s.TypeName + "." + s.To + "' on " + k + " '" + s.TypeName + "'"
 	case AddConstraint:
 		return "add constraint " + renderConstr(s.Constraint) + " on " + k + " '" + s.TypeName + "'"
+	case DropConstraint:
+		return "drop constraint " + renderConstr(s.Constraint) + " on " + k + " '" + s.TypeName + "'"
 	case ExtendEnum:
 		return "extend enum '" + s.TypeName + "." + s.PropertyName + "' (+" + strings.Join(s.AddedValues, ", +") + ") on " + k + " '" + s.TypeName + "'"
 	case UpdateTypeMetadata:

@@ -35,11 +35,14 @@ type StepKind string
 
 // The step kinds, in the order the reference declares them.
 const (
-	AddType                StepKind = "add_type"
-	RenameType             StepKind = "rename_type"
-	AddProperty            StepKind = "add_property"
-	RenameProperty         StepKind = "rename_property"
-	AddConstraint          StepKind = "add_constraint"
+	AddType        StepKind = "add_type"
+	RenameType     StepKind = "rename_type"
+	AddProperty    StepKind = "add_property"
+	RenameProperty StepKind = "rename_property"
+	AddConstraint  StepKind = "add_constraint"
+	// DropConstraint removes an @index: this project's step, not the reference's (whose
+	// planner refuses every constraint removal). Only an index is ever dropped.
+	DropConstraint         StepKind = "drop_constraint"
 	ExtendEnum             StepKind = "extend_enum"
 	UpdateTypeMetadata     StepKind = "update_type_metadata"
 	UpdatePropertyMetadata StepKind = "update_property_metadata"
@@ -49,7 +52,7 @@ const (
 )
 
 // StepKinds lists every step kind in declaration order.
-var StepKinds = []StepKind{AddType, RenameType, AddProperty, RenameProperty, AddConstraint, ExtendEnum,
+var StepKinds = []StepKind{AddType, RenameType, AddProperty, RenameProperty, AddConstraint, DropConstraint, ExtendEnum,
 	UpdateTypeMetadata, UpdatePropertyMetadata, DropType, DropProperty, UnsupportedChange}
 
 // Step is one migration step. Which fields a kind uses (and so its JSON keys, in this order):
