@@ -115,7 +115,13 @@ func observeSchema(ctx context.Context, root storage.Store, sc *Sidecar, st *pub
 		default:
 			t.ds, t.head = ds, ds.Version()
 		}
-		if t.ds != nil && t.head >= t.pin.PostCommitPin && t.effect != nil {
+		// A rollback that died after taking this table's planned version finds its take here.
+		if t.ds != nil && t.pin.ExpectedVersion > 0 && t.head == t.pinned+1 && t.pinned == t.pin.ExpectedVersion {
+			if t.taken, err = isTake(ctx, t.ds, t.head, sc.OperationID, t.pin.Identity, t.pinned); err != nil {
+				return nil, err
+			}
+		}
+		if t.ds != nil && t.head >= t.pin.PostCommitPin && t.effect != nil && !t.taken {
 			if err := t.findOwnership(ctx); err != nil {
 				return nil, err
 			}
@@ -188,7 +194,8 @@ func SchemaApplyRequest(sc *Sidecar) publisher.Request {
 }
 
 // rollBackSchema undoes what the intent owns. An overwritten table is restored to its pin (or,
-// untouched, its planned version taken so a paused writer cannot commit it later); a dataset
+// untouched, its planned version taken so a paused writer cannot commit it later; a take an
+// earlier pass made is published as it is); a dataset
 // the intent created is removed while version one is its own and nothing registered it; a
 // table another writer moved past the intent's effect fails closed.
 func rollBackSchema(ctx context.Context, root storage.Store, sc *Sidecar, pub *publisher.Publisher, obs []*tableObs, fence Fence) (Outcome, error) {
@@ -208,6 +215,8 @@ func rollBackSchema(ctx context.Context, root storage.Store, sc *Sidecar, pub *p
 			continue
 		case first:
 			continue // a dataset someone else made at this path: never adopted, never removed
+		case t.taken:
+			addPointer(&req, t.pin, t.ds, t.pinned)
 		case t.ownAt != 0 && t.ownAt != t.head && !t.restored:
 			return Outcome{}, refuseState(t.pin.TableKey, true, ": this schema apply's effect at version %d is buried under HEAD %d; refusing to restore through another writer's commit", t.ownAt, t.head)
 		case t.ownAt != 0:

@@ -39,6 +39,11 @@ func schemaCases() []schemaCase {
 	for _, rk := range []string{"recovery.before_restore=kill", "recovery.after_restore=kill", "recovery.before_rollback_publish=kill", "recovery.after_rollback_publish=kill"} {
 		out = append(out, schemaCase{name: "rollback/" + rk, applyKill: "schema.after_table_commit=2+1*kill", recoverKill: rk})
 	}
+	// Killed after the first effect only: the rollback takes the untouched tables' planned
+	// versions (a paused apply cannot commit them later), and dies before publishing them.
+	for _, rk := range []string{"recovery.before_take=1+1*kill", "recovery.before_rollback_publish=kill"} {
+		out = append(out, schemaCase{name: "rollback-take/" + rk, applyKill: "schema.after_table_commit=0+1*kill", recoverKill: rk})
+	}
 	for _, rk := range []string{"recovery.before_forward_publish=kill", "recovery.after_forward_publish=kill", "schema.promote_step=1+1*kill", "recovery.sidecar_delete=kill"} {
 		out = append(out, schemaCase{name: "forward/" + rk, applyKill: "schema.after_confirm=kill", recoverKill: rk})
 	}
