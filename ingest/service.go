@@ -122,8 +122,12 @@ func WithHolder(h string) ServiceOpt {
 	}
 }
 
-// RecoveryError is a full recovery that failed after the lease was taken, before consuming.
-// The lease is released by then, so another worker may try.
+// recoveryAttempts bounds the tries of a full recovery that fails for a reason other than the
+// graph's damage (which holds for an operator instead) before Run gives up with RecoveryError.
+const recoveryAttempts = 5
+
+// RecoveryError is a full recovery that failed after the lease was taken, before consuming,
+// recoveryAttempts times. The lease is released by then, so another worker may try.
 type RecoveryError struct{ Err error }
 
 func (e *RecoveryError) Error() string { return "recovery before consuming: " + e.Err.Error() }
@@ -226,6 +230,7 @@ func (s *Service) Run(ctx context.Context) error {
 // lease is lost (ErrLeaseLost).
 func (s *Service) lead(ctx context.Context, lease *Lease) error {
 	s.w.UseLease(lease)
+	retry := s.w.backoff()
 	for attempt := 1; ; attempt++ {
 		out, err := s.g.Recover(ctx)
 		for _, o := range out {
@@ -247,6 +252,20 @@ func (s *Service) lead(ctx context.Context, lease *Lease) error {
 					return nil
 				}
 				return err
+			}
+			continue
+		case attempt < recoveryAttempts:
+			// A storage or network failure (an object store's 500 while a killed writer's
+			// request is still being settled, say) is tried again a few times before the lease
+			// goes to another worker.
+			wait := retry.NextBackOff()
+			s.w.log.Warn("recovery before consuming failed; trying again", zap.Int("attempt", attempt), zap.Duration("in", wait), zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-lease.Lost():
+				return ErrLeaseLost
+			case <-time.After(wait):
 			}
 			continue
 		default:

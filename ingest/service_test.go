@@ -402,8 +402,41 @@ func TestServiceBackToStandbyOnLeaseLoss(t *testing.T) {
 	}
 }
 
-// A full recovery that fails before consuming (the store refusing to list the intents) ends Run with a
-// *RecoveryError, and the lease is released for another worker to try.
+// A full recovery that fails a few times for a passing reason (here the store refusing twice to
+// list the intents) is tried again, and the worker goes on to consume.
+func TestServiceRecoveryRetriesPassingFailures(t *testing.T) {
+	sg := newSvcGraph(t)
+	g := sg.open()
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable("storage.list_dir", "2*error"); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	svc, err := NewService(sg.connect(), g, Config{Graph: "demo"}, WithHolder("a"), WithLeaseTTL(serviceTTL), WithLogger(zap.New(core)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	for deadline := time.Now().Add(20 * time.Second); !svc.metrics.Status().Ready; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("not ready: %v", logs.All())
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := logs.FilterMessageSnippet("recovery before consuming failed; trying again").Len(); n != 2 {
+		t.Fatalf("%d retries logged, want 2", n)
+	}
+}
+
+// A full recovery that keeps failing before consuming (the store refusing to list the intents)
+// ends Run with a *RecoveryError after recoveryAttempts tries, and the lease is released for
+// another worker to try.
 func TestServiceRecoveryFailureReleasesLease(t *testing.T) {
 	sg := newSvcGraph(t)
 	g := sg.open()
