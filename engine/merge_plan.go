@@ -78,6 +78,21 @@ type mergeTable struct {
 	opened     map[string]*lance.Dataset // the table versions planning opened, by path@branch:version
 }
 
+// openSides opens base, source and target (mt.tds) for a table's diff.
+func (mt *mergeTable) openSides(ctx context.Context, g *Graph, base publisher.TableEntry) (bds, sds, tds *lance.Dataset, err error) {
+	if bds, err = mt.open(ctx, g, base); err != nil {
+		return nil, nil, nil, err
+	}
+	if sds, err = mt.open(ctx, g, mt.source); err != nil {
+		return nil, nil, nil, err
+	}
+	if tds, err = mt.open(ctx, g, mt.target); err != nil {
+		return nil, nil, nil, err
+	}
+	mt.tds = tds
+	return bds, sds, tds, nil
+}
+
 // open opens the table version e once for the whole planning of mt.
 func (mt *mergeTable) open(ctx context.Context, g *Graph, e publisher.TableEntry) (*lance.Dataset, error) {
 	key := fmt.Sprintf("%s@%s:%d", e.Path, derefOr(e.Branch), e.Version)
@@ -237,16 +252,7 @@ func (g *Graph) planTable(ctx context.Context, req *MergeRequest, mt *mergeTable
 			return nil, nil
 		}
 	}
-	tds, err := mt.open(ctx, g, mt.target)
-	if err != nil {
-		return nil, err
-	}
-	mt.tds = tds
-	bds, err := mt.open(ctx, g, base)
-	if err != nil {
-		return nil, err
-	}
-	sds, err := mt.open(ctx, g, mt.source)
+	bds, sds, tds, err := mt.openSides(ctx, g, base)
 	if err != nil {
 		return nil, err
 	}

@@ -211,6 +211,7 @@ type schemaApply struct {
 	work              *schemaWork
 	st                *publisher.State
 	live              map[ids.TableIdentity]publisher.TableEntry
+	heads             map[ids.TableIdentity]*lance.Dataset // rewritten tables at their pins, opened once
 	sc                *recovery.Sidecar
 	commitID          string
 	published         uint64
@@ -222,10 +223,8 @@ func (g *Graph) prepareSchemaApply(ctx context.Context, accepted, desired *pg.Co
 	if err != nil {
 		return nil, err
 	}
-	a := &schemaApply{g: g, accepted: accepted, desired: desired, work: w, st: st, live: map[ids.TableIdentity]publisher.TableEntry{}, commitID: ids.NewULID()}
-	for _, e := range st.Tables() {
-		a.live[e.Identity] = e
-	}
+	a := &schemaApply{g: g, accepted: accepted, desired: desired, work: w, st: st, live: byIdentity(st), heads: map[ids.TableIdentity]*lance.Dataset{},
+		commitID: ids.NewULID()}
 	var head *string
 	if h, ok := st.Head(""); ok {
 		head = &h
@@ -242,11 +241,6 @@ func (g *Graph) prepareSchemaApply(ctx context.Context, accepted, desired *pg.Co
 	for _, id := range sortedIDs(w.added) {
 		key := w.added[id]
 		path := ids.TablePath(key, id)
-		if ok, err := g.root.Sub(path).Exists(ctx, "_versions"); err != nil {
-			return nil, err
-		} else if ok {
-			return nil, &OrphanDatasetError{TableKey: key, Path: path}
-		}
 		if names, err := g.root.Sub(path).List(ctx, ""); err != nil {
 			return nil, err
 		} else if len(names) > 0 {
@@ -270,6 +264,7 @@ func (g *Graph) prepareSchemaApply(ctx context.Context, accepted, desired *pg.Co
 		if err := checkNoDrift(ctx, ds, e); err != nil {
 			return nil, err
 		}
+		a.heads[id] = ds // HEAD is the pin: the rewrite reads from it
 		spec.Tables = append(spec.Tables, recovery.SchemaApplyTable{Identity: id, TableKey: w.rewritten[id], ExpectedVersion: e.Version})
 		if w.hard[id] {
 			a.hardPaths = append(a.hardPaths, e.Path)
@@ -446,11 +441,7 @@ func (a *schemaApply) desiredTable(id ids.TableIdentity) *pg.Table {
 // columns: a column under its accepted name (or the name a rename came from), or all null for
 // an added one.
 func (a *schemaApply) rewrite(ctx context.Context, e recovery.SchemaEffect, s *schema.Schema, target *arrow.Schema, opts lance.StageOptions) (*lance.Dataset, error) {
-	entry := a.live[e.Identity]
-	ds, err := lance.Open(ctx, a.g.root.Sub(entry.Path), lance.AtVersion(entry.Version))
-	if err != nil {
-		return nil, err
-	}
+	ds := a.heads[e.Identity]
 	from := a.work.props[e.Identity]
 	fill := a.backfill(e.Identity)
 	var recs []arrow.Record
@@ -459,7 +450,7 @@ func (a *schemaApply) rewrite(ctx context.Context, e recovery.SchemaEffect, s *s
 			r.Release()
 		}
 	}()
-	err = ds.Each(ctx, lance.ScanOptions{}, func(rec arrow.Record) error {
+	err := ds.Each(ctx, lance.ScanOptions{}, func(rec arrow.Record) error {
 		r, err := projectRecord(rec, target, from, fill)
 		if err != nil {
 			return err

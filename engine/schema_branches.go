@@ -174,15 +174,8 @@ func (g *Graph) planStaleSource(ctx context.Context, mt *mergeTable, base publis
 	case len(d.removed) > 0 || len(d.changed) > 0 || len(d.required) > 0:
 		return []errs.MergeConflict{schemaConflict(mt.key, "changed on the source under an earlier schema: %s", d)}, nil
 	}
-	bds, err := mt.open(ctx, g, base)
+	bds, sds, _, err := mt.openSides(ctx, g, base)
 	if err != nil {
-		return nil, err
-	}
-	sds, err := mt.open(ctx, g, mt.source)
-	if err != nil {
-		return nil, err
-	}
-	if mt.tds, err = mt.open(ctx, g, mt.target); err != nil {
 		return nil, err
 	}
 	sd, err := diffSide(ctx, bds, sds)
