@@ -125,32 +125,50 @@ func (d *Dataset) buildBTree(ctx context.Context, column, name string, fo file.O
 	defer data.Release()
 	defer lookup.Release()
 
-	x := Index{Fields: []int32{f.ID}, Name: name, DatasetVersion: d.Version(), HasFragments: true, Fragments: []uint32{},
-		Details: &IndexDetails{TypeURL: BTreeDetailsType}}
+	x, err := d.newIndexMeta(f.ID, name, &IndexDetails{TypeURL: BTreeDetailsType}, 0)
+	if err != nil {
+		return Index{}, err
+	}
+	if err := d.checkNewIndex(&x); err != nil {
+		return Index{}, err
+	}
+	if err := writeBTreeFiles(x, column, data, lookup, fo, w); err != nil {
+		return Index{}, err
+	}
+	return x, nil
+}
+
+// newIndexMeta is the metadata of a new index of one field under a new (version 4) uuid, made
+// now at this version, with details and index_version version, covering every fragment of
+// this version.
+func (d *Dataset) newIndexMeta(field int32, name string, details *IndexDetails, version int32) (Index, error) {
+	x := Index{Fields: []int32{field}, Name: name, DatasetVersion: d.Version(), HasFragments: true, Fragments: []uint32{}, Details: details}
 	if _, err := rand.Read(x.UUID[:]); err != nil {
 		return Index{}, err
 	}
 	x.UUID[6], x.UUID[8] = x.UUID[6]&0x0f|0x40, x.UUID[8]&0x3f|0x80 // a version 4 uuid
-	zero, now := int32(0), uint64(time.Now().UnixMilli())
-	x.IndexVersion, x.CreatedAt = &zero, &now
+	now := uint64(time.Now().UnixMilli())
+	x.IndexVersion, x.CreatedAt = &version, &now
 	for i := range d.manifest.Fragments {
 		x.Fragments = append(x.Fragments, uint32(d.manifest.Fragments[i].ID))
 	}
 	slices.Sort(x.Fragments)
-	if err := d.checkNewIndex(&x); err != nil {
-		return Index{}, err
-	}
+	return x, nil
+}
+
+// writeBTreeFiles encodes a BTREE's two records into w under x's directory.
+func writeBTreeFiles(x Index, column string, data, lookup arrow.Record, fo file.Options, w *fileWrites) error {
 	for _, part := range []struct {
 		name string
 		rec  arrow.Record
 	}{{btreeDataFile, data}, {btreeLookupFile, lookup}} {
 		b, err := encodeIndexFile(part.rec, fo)
 		if err != nil {
-			return Index{}, fmt.Errorf("lance: BTREE index on %s: %s: %w", column, part.name, err)
+			return fmt.Errorf("lance: BTREE index on %s: %s: %w", column, part.name, err)
 		}
 		w.add(x.Dir()+part.name, b, "lance.write_index_file", "index file")
 	}
-	return x, nil
+	return nil
 }
 
 // HasBTree says whether the version lists a BTREE index on exactly the named column.
@@ -218,6 +236,12 @@ func btreePages(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, loo
 	if n != len(ids) {
 		return nil, nil, fmt.Errorf("lance: BTREE: %d values for %d row ids", n, len(ids))
 	}
+	data, lookup = writeBTreePages(t, chunks, sortBTreeEntries(chunks, ids))
+	return data, lookup, nil
+}
+
+// sortBTreeEntries orders the values of chunks with their row ids as a BTREE holds them.
+func sortBTreeEntries(chunks []arrow.Array, ids []uint64) []btreeEntry {
 	var es []btreeEntry
 	switch chunks[0].(type) {
 	case *array.String:
@@ -236,7 +260,12 @@ func btreePages(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, loo
 	default:
 		es = sortKeyed(chunks, ids, signedAt, cmp.Compare[int64], nil)
 	}
+	return es
+}
 
+// writeBTreePages cuts entries es (in order, their values in chunks) into pages: the page_data
+// and page_lookup records.
+func writeBTreePages(t arrow.DataType, chunks []arrow.Array, es []btreeEntry) (data, lookup arrow.Record) {
 	mem := memory.DefaultAllocator
 	dataSchema := arrow.NewSchema([]arrow.Field{{Name: "values", Type: t, Nullable: true}, {Name: "ids", Type: arrow.PrimitiveTypes.Uint64}}, nil)
 	db := array.NewRecordBuilder(mem, dataSchema)
@@ -274,7 +303,7 @@ func btreePages(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, loo
 		lb.Field(2).(*array.Uint32Builder).Append(uint32(nulls))
 		lb.Field(3).(*array.Uint32Builder).Append(uint32(page))
 	}
-	return db.NewRecord(), lb.NewRecord(), nil
+	return db.NewRecord(), lb.NewRecord()
 }
 
 // valueBytes is the size of the string values of chunks (0 for other types).

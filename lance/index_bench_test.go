@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
 )
 
@@ -75,4 +76,60 @@ func BenchmarkInvertedBuild100k(b *testing.B) {
 
 func BenchmarkIVFFlatBuild20k(b *testing.B) {
 	benchIndexBuild(b, 20_000, 384, IndexSpec{Kind: IndexIVFFlat, Column: "v"})
+}
+
+// BenchmarkBTreeFold400kPlus100k folds 100k appended rows into a BTREE of 400k; beside
+// BenchmarkBTreeBuild500k it shows what the fold saves over building the index anew.
+func BenchmarkBTreeFold400kPlus100k(b *testing.B) {
+	benchBTreeLag(b, 400_000, 100_000, true)
+}
+
+func BenchmarkBTreeBuild500k(b *testing.B) {
+	benchBTreeLag(b, 400_000, 100_000, false)
+}
+
+// benchBTreeLag indexes id on a table of n rows, appends more rows, and times bringing the
+// index up to date: folded, or built anew over every row.
+func benchBTreeLag(b *testing.B, n, more int, fold bool) {
+	ctx := context.Background()
+	d := benchIndexTable(b, n, 0)
+	spec := []IndexSpec{{Kind: IndexBTree, Column: "id"}}
+	s, err := d.StageIndices(ctx, spec, StageOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if d, err = d.Commit(ctx, s); err != nil {
+		b.Fatal(err)
+	}
+	as := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}, {Name: "text", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, as)
+	defer rb.Release()
+	for i := n; i < n+more; i++ {
+		rb.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("p-1-%d", i))
+		rb.Field(1).AppendNull()
+	}
+	rec := rb.NewRecord()
+	defer rec.Release()
+	if s, err = d.StageAppend(ctx, []arrow.Record{rec}, StageOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if d, err = d.Commit(ctx, s); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		w := &fileWrites{}
+		fo, err := d.fileOptions(file.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if fold {
+			_, ok, err := d.foldBTree(ctx, d.BTree("id"), "id", fo, w)
+			if err != nil || !ok {
+				b.Fatalf("fold: %v %v", ok, err)
+			}
+		} else if _, err := d.buildBTree(ctx, "id", "", fo, w); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -3,6 +3,8 @@ package lance
 import (
 	"context"
 	"fmt"
+
+	"github.com/omnigraph/omnigraph-worker/lance/file"
 )
 
 // IndexKind is a kind of index this package builds.
@@ -55,7 +57,9 @@ func (d *Dataset) Find(s IndexSpec) *Index {
 
 // StageIndices builds every spec over every live row of this version and returns one
 // CreateIndex transaction listing them all (each replacing an index of its name), as the
-// reference OmniGraph batches the indices a table lacks into one commit. A spec that cannot
+// reference OmniGraph batches the indices a table lacks into one commit. A BTREE or
+// INVERTED index the column already has is folded (foldBTree, foldInverted): brought up to
+// date with the rows it does not cover, under its name. A spec that cannot
 // be built (a column of the wrong type, no token or no usable vector to index) fails the
 // whole staging with an *IndexError naming that index; nothing is written before Commit.
 func (d *Dataset) StageIndices(ctx context.Context, specs []IndexSpec, o StageOptions) (*Staged, error) {
@@ -72,9 +76,9 @@ func (d *Dataset) StageIndices(ctx context.Context, specs []IndexSpec, o StageOp
 		var x Index
 		switch s.Kind {
 		case IndexBTree:
-			x, err = d.buildBTree(ctx, s.Column, "", fo, w)
+			x, err = d.stageBTree(ctx, s.Column, fo, w)
 		case IndexInverted:
-			x, err = d.buildInverted(ctx, s.Column, "", fo, w)
+			x, err = d.stageInverted(ctx, s.Column, fo, w)
 		case IndexIVFFlat:
 			x, err = d.buildIVFFlat(ctx, s.Column, "", fo, w)
 		default:
@@ -86,4 +90,32 @@ func (d *Dataset) StageIndices(ctx context.Context, specs []IndexSpec, o StageOp
 		xs = append(xs, x)
 	}
 	return d.newStaged(o, Operation{Kind: OpCreateIndex, NewIndices: xs}, w), nil
+}
+
+// stageBTree encodes the BTREE on column into w: the existing one folded when it can be
+// (foldBTree), else one built over every row, under the existing one's name or the default.
+// An existing index whose files are missing or unreadable is built anew, which repairs it.
+func (d *Dataset) stageBTree(ctx context.Context, column string, fo file.Options, w *fileWrites) (Index, error) {
+	return d.stageFolded(ctx, d.BTree(column), column, fo, w, d.foldBTree, d.buildBTree)
+}
+
+// stageInverted is stageBTree for an INVERTED index (foldInverted).
+func (d *Dataset) stageInverted(ctx context.Context, column string, fo file.Options, w *fileWrites) (Index, error) {
+	return d.stageFolded(ctx, d.Inverted(column), column, fo, w, d.foldInverted, d.buildInverted)
+}
+
+func (d *Dataset) stageFolded(ctx context.Context, old *Index, column string, fo file.Options, w *fileWrites,
+	fold func(context.Context, *Index, string, file.Options, *fileWrites) (Index, bool, error),
+	build func(ctx context.Context, column, name string, fo file.Options, w *fileWrites) (Index, error)) (Index, error) {
+	if old == nil {
+		return build(ctx, column, "", fo, w)
+	}
+	x, ok, err := fold(ctx, old, column, fo, w)
+	if err != nil && rebuildInstead(err) {
+		ok, err = false, nil
+	}
+	if err != nil || ok {
+		return x, err
+	}
+	return build(ctx, column, old.Name, fo, w)
 }

@@ -2,15 +2,14 @@ package lance
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -193,17 +192,48 @@ func (d *Dataset) buildInverted(ctx context.Context, column, name string, fo fil
 	if af.Type.ID() != arrow.STRING && af.Type.ID() != arrow.LARGE_STRING {
 		return refuse(fmt.Sprintf("column %q is %s: an INVERTED index here indexes strings", column, af.Type))
 	}
-	recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{column}, WithRowID: true})
+	b, rows, err := d.invertColumn(ctx, column, nil)
 	if err != nil {
 		return Index{}, err
+	}
+	if rows == 0 {
+		return refuse("the table has no rows to index")
+	}
+	if len(b.tokens) == 0 {
+		return refuse(fmt.Sprintf("column %q has no token to index", column))
+	}
+
+	x, err := d.newIndexMeta(f.ID, name, &IndexDetails{TypeURL: InvertedDetailsType, Value: invertedDetails()}, invertedIndexVersion)
+	if err != nil {
+		return Index{}, err
+	}
+	if err := d.checkNewIndex(&x); err != nil {
+		return Index{}, err
+	}
+	files, err := b.records(0)
+	if err != nil {
+		return Index{}, fmt.Errorf("lance: INVERTED index on %s: %w", column, err)
+	}
+	files = append(files, namedRecord{invertedMetadataFile, invertedMetadata([]uint64{0}, encodePortableRoaring(nil))})
+	if err := writeNamedRecords(x, column, files, fo, w); err != nil {
+		return Index{}, err
+	}
+	return x, nil
+}
+
+// invertColumn tokenizes the string column of the live rows of fragments (nil: every
+// fragment) into one partition; rows is how many rows it read.
+func (d *Dataset) invertColumn(ctx context.Context, column string, fragments []uint64) (b *invertedBuild, rows int, err error) {
+	recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{column}, WithRowID: true, Fragments: fragments})
+	if err != nil {
+		return nil, 0, err
 	}
 	defer func() {
 		for _, r := range recs {
 			r.Release()
 		}
 	}()
-	b := &invertedBuild{words: map[string]int32{}, ids: map[string]uint32{}}
-	rows := 0
+	b = &invertedBuild{words: map[string]int32{}, ids: map[string]uint32{}}
 	for _, r := range recs {
 		ids := r.Column(1).(*array.Uint64).Uint64Values()
 		col := r.Column(0)
@@ -221,44 +251,28 @@ func (d *Dataset) buildInverted(ctx context.Context, column, name string, fo fil
 			b.add(ids[i], s)
 		}
 		if err := ctx.Err(); err != nil {
-			return Index{}, err
+			return nil, 0, err
 		}
 	}
-	if rows == 0 {
-		return refuse("the table has no rows to index")
-	}
-	if len(b.tokens) == 0 {
-		return refuse(fmt.Sprintf("column %q has no token to index", column))
-	}
+	return b, rows, nil
+}
 
-	x := Index{Fields: []int32{f.ID}, Name: name, DatasetVersion: d.Version(), HasFragments: true, Fragments: []uint32{},
-		Details: &IndexDetails{TypeURL: InvertedDetailsType, Value: invertedDetails()}}
-	if _, err := rand.Read(x.UUID[:]); err != nil {
-		return Index{}, err
-	}
-	x.UUID[6], x.UUID[8] = x.UUID[6]&0x0f|0x40, x.UUID[8]&0x3f|0x80 // a version 4 uuid
-	version, now := int32(invertedIndexVersion), uint64(time.Now().UnixMilli())
-	x.IndexVersion, x.CreatedAt = &version, &now
-	for i := range d.manifest.Fragments {
-		x.Fragments = append(x.Fragments, uint32(d.manifest.Fragments[i].ID))
-	}
-	slices.Sort(x.Fragments)
-	if err := d.checkNewIndex(&x); err != nil {
-		return Index{}, err
-	}
-	files, err := b.records()
-	if err != nil {
-		return Index{}, fmt.Errorf("lance: INVERTED index on %s: %w", column, err)
-	}
+// writeNamedRecords encodes an index's records as files of its directory into w; it releases
+// the records.
+func writeNamedRecords(x Index, column string, files []namedRecord, fo file.Options, w *fileWrites) error {
+	var err error
 	for _, part := range files {
-		data, err := encodeIndexFile(part.rec, fo)
-		part.rec.Release()
-		if err != nil {
-			return Index{}, fmt.Errorf("lance: INVERTED index on %s: %s: %w", column, part.name, err)
+		var data []byte
+		if err == nil {
+			if data, err = encodeIndexFile(part.rec, fo); err != nil {
+				err = fmt.Errorf("lance: index %s on %s: %s: %w", x.Name, column, part.name, err)
+			} else {
+				w.add(x.Dir()+part.name, data, "lance.write_index_file", "index file")
+			}
 		}
-		w.add(x.Dir()+part.name, data, "lance.write_index_file", "index file")
+		part.rec.Release()
 	}
-	return x, nil
+	return err
 }
 
 type namedRecord struct {
@@ -266,29 +280,41 @@ type namedRecord struct {
 	rec  arrow.Record
 }
 
-// records encodes the partition as the four files' records.
-func (b *invertedBuild) records() ([]namedRecord, error) {
+// invertedMeta is schema metadata of the key, value pairs kv.
+func invertedMeta(kv ...string) *arrow.Metadata {
+	var ks, vs []string
+	for i := 0; i < len(kv); i += 2 {
+		ks, vs = append(ks, kv[i]), append(vs, kv[i+1])
+	}
+	m := arrow.NewMetadata(ks, vs)
+	return &m
+}
+
+// invertedFormat are the metadata keys of the posting format this package writes.
+var invertedFormat = []string{"format_version", "2", "posting_block_size", strconv.Itoa(invertedBlock), "posting_tail_codec", "varint_delta_v1"}
+
+// invertedMetadata is metadata.lance's record: the partitions, the analyzer parameters and the
+// format in its schema metadata, and one row, deleted_fragments (a portable roaring bitmap).
+func invertedMetadata(partitions []uint64, deleted []byte) arrow.Record {
+	parts, _ := json.Marshal(partitions)
+	ms := arrow.NewSchema([]arrow.Field{{Name: "deleted_fragments", Type: arrow.BinaryTypes.Binary}},
+		invertedMeta(append([]string{"partitions", string(parts), "params", invertedParams, "token_set_format", "fst"}, invertedFormat...)...))
+	mb := array.NewRecordBuilder(memory.DefaultAllocator, ms)
+	defer mb.Release()
+	mb.Field(0).(*array.BinaryBuilder).Append(deleted)
+	return mb.NewRecord()
+}
+
+// partFile is the name of a partition's file: part_<id>_<kind>.lance.
+func partFile(id uint64, kind string) string { return fmt.Sprintf("part_%d_%s.lance", id, kind) }
+
+// records encodes the partition as partition part's three files' records.
+func (b *invertedBuild) records(part uint64) ([]namedRecord, error) {
 	mem := memory.DefaultAllocator
 	var out []namedRecord
-	meta := func(kv ...string) *arrow.Metadata {
-		var ks, vs []string
-		for i := 0; i < len(kv); i += 2 {
-			ks, vs = append(ks, kv[i]), append(vs, kv[i+1])
-		}
-		m := arrow.NewMetadata(ks, vs)
-		return &m
-	}
-	format := []string{"format_version", "2", "posting_block_size", strconv.Itoa(invertedBlock), "posting_tail_codec", "varint_delta_v1"}
+	meta, format := invertedMeta, invertedFormat
 
-	// metadata.lance
-	ms := arrow.NewSchema([]arrow.Field{{Name: "deleted_fragments", Type: arrow.BinaryTypes.Binary}},
-		meta(append([]string{"partitions", "[0]", "params", invertedParams, "token_set_format", "fst"}, format...)...))
-	mb := array.NewRecordBuilder(mem, ms)
-	mb.Field(0).(*array.BinaryBuilder).Append(encodePortableRoaring(nil))
-	out = append(out, namedRecord{invertedMetadataFile, mb.NewRecord()})
-	mb.Release()
-
-	// part_0_tokens.lance
+	// part_<part>_tokens.lance
 	m := make(map[string]uint64, len(b.tokens))
 	var tokenBytes uint64
 	for id, t := range b.tokens {
@@ -301,19 +327,19 @@ func (b *invertedBuild) records() ([]namedRecord, error) {
 	tb.Field(0).(*array.BinaryBuilder).Append(buildFST(m))
 	tb.Field(1).(*array.Uint32Builder).Append(uint32(len(b.tokens)))
 	tb.Field(2).(*array.Uint64Builder).Append(tokenBytes)
-	out = append(out, namedRecord{"part_0_tokens.lance", tb.NewRecord()})
+	out = append(out, namedRecord{partFile(part, "tokens"), tb.NewRecord()})
 	tb.Release()
 
-	// part_0_docs.lance
+	// part_<part>_docs.lance
 	ds := arrow.NewSchema([]arrow.Field{{Name: "_rowid", Type: arrow.PrimitiveTypes.Uint64}, {Name: "_num_tokens", Type: arrow.PrimitiveTypes.Uint32}},
 		meta("total_tokens", strconv.FormatUint(b.total, 10)))
 	db := array.NewRecordBuilder(mem, ds)
 	db.Field(0).(*array.Uint64Builder).AppendValues(b.rowIDs, nil)
 	db.Field(1).(*array.Uint32Builder).AppendValues(b.lengths, nil)
-	out = append(out, namedRecord{"part_0_docs.lance", db.NewRecord()})
+	out = append(out, namedRecord{partFile(part, "docs"), db.NewRecord()})
 	db.Release()
 
-	// part_0_invert.lance
+	// part_<part>_invert.lance
 	binList := arrow.ListOfField(arrow.Field{Name: "item", Type: arrow.BinaryTypes.LargeBinary, Nullable: true})
 	is := arrow.NewSchema([]arrow.Field{{Name: "_posting", Type: binList}, {Name: "_max_score", Type: arrow.PrimitiveTypes.Float32},
 		{Name: "_length", Type: arrow.PrimitiveTypes.Uint32}, {Name: "_impacts", Type: binList}}, meta(format...))
@@ -338,7 +364,7 @@ func (b *invertedBuild) records() ([]namedRecord, error) {
 			impactEntries.Append(e)
 		}
 	}
-	out = append(out, namedRecord{"part_0_invert.lance", ib.NewRecord()})
+	out = append(out, namedRecord{partFile(part, "invert"), ib.NewRecord()})
 	return out, nil
 }
 

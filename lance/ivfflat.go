@@ -2,12 +2,9 @@ package lance
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -132,18 +129,10 @@ func (d *Dataset) buildIVFFlat(ctx context.Context, column, name string, fo file
 		return refuse(fmt.Sprintf("column %q has no vector to index (none that is non-null and finite)", column))
 	}
 
-	x := Index{Fields: []int32{f.ID}, Name: name, DatasetVersion: d.Version(), HasFragments: true, Fragments: []uint32{},
-		Details: &IndexDetails{TypeURL: VectorDetailsType, Value: ivfFlatDetails()}}
-	if _, err := rand.Read(x.UUID[:]); err != nil {
+	x, err := d.newIndexMeta(f.ID, name, &IndexDetails{TypeURL: VectorDetailsType, Value: ivfFlatDetails()}, ivfFlatIndexVersion)
+	if err != nil {
 		return Index{}, err
 	}
-	x.UUID[6], x.UUID[8] = x.UUID[6]&0x0f|0x40, x.UUID[8]&0x3f|0x80 // a version 4 uuid
-	iv, now := int32(ivfFlatIndexVersion), uint64(time.Now().UnixMilli())
-	x.IndexVersion, x.CreatedAt = &iv, &now
-	for i := range d.manifest.Fragments {
-		x.Fragments = append(x.Fragments, uint32(d.manifest.Fragments[i].ID))
-	}
-	slices.Sort(x.Fragments)
 	if err := d.checkNewIndex(&x); err != nil {
 		return Index{}, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/integration/lancecompat/canon"
 	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/lance/file"
 )
 
 // Index interop: the official engine builds every index kind on tables (compat.mjs idxwrite:
@@ -135,11 +136,13 @@ func indexCompat(ctx context.Context, s *suite, dir string) {
 	s.add("indices/go-writes-iplain", err)
 	built, err := goBuildsBTree(ctx, dir, &cases)
 	s.add("indices/go-builds-btree", err)
+	folded, err := goFoldsIndices(ctx, dir, &cases)
+	s.add("indices/go-folds-indices", err)
 	ivf, err := goBuildsIVFFlat(ctx, dir, "givf", true, &cases)
 	s.add("indices/go-builds-ivfflat", err)
 	ivfPlain, err := goBuildsIVFFlat(ctx, dir, "givfplain", false, &cases)
 	s.add("indices/go-builds-ivfflat-plain", err)
-	if stable == nil || plain == nil || built == nil || ivf == nil || ivfPlain == nil {
+	if stable == nil || plain == nil || built == nil || folded == nil || ivf == nil || ivfPlain == nil {
 		return
 	}
 	if err := writeJSON(filepath.Join(dir, "idxcases.json"), map[string]any{"cases": cases}); err != nil {
@@ -283,6 +286,154 @@ func goWritesIndexedStable(ctx context.Context, dir string, made indexedJSON, ca
 	if err := step("append-after-compact", s, err); err != nil {
 		return nil, err
 	}
+	// The engine's BTREE and INVERTED index, lagging the rows written since, folded in Go
+	// (an engine's INVERTED index of another layout than Go writes is built anew instead).
+	if err := foldIndices(ctx, &d, cases, t, "fold", all, lance.IndexSpec{Column: "id", Kind: lance.IndexBTree},
+		lance.IndexSpec{Column: "s", Kind: lance.IndexInverted}); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// foldIndices folds the indices specs name on *d in Go (lance.StageIndices of indices it has:
+// a BTREE's entries merged with the rows it lacks, as Lance's optimize_indices does; an
+// INVERTED index given a partition of those rows) and commits that as case
+// "<table>-go-<name>". It checks every folded index keeps its name and covers every fragment,
+// and that a BTREE was merged rather than built anew: its page data holds the entries of rows
+// deleted or replaced since it was built, as only a merge keeps them. The engine must then list
+// the same indices, answer from the BTREEs (uses_index) and answer every query as a scan does.
+func foldIndices(ctx context.Context, d **lance.Dataset, cases *[]idxCase, table, name string, want []string, specs ...lance.IndexSpec) error {
+	names := map[lance.IndexSpec]string{}
+	for _, sp := range specs {
+		x := (*d).Find(sp)
+		if x == nil {
+			return fmt.Errorf("%s has no %s to fold", table, sp)
+		}
+		if rows, _ := (*d).Uncovered(x); rows == 0 {
+			return fmt.Errorf("%s: %s lags no row: nothing to fold", table, sp)
+		}
+		names[sp] = x.Name
+	}
+	s, err := (*d).StageIndices(ctx, specs, lance.StageOptions{})
+	if err := commitIdxCase(ctx, d, cases, table, name, want, s, err); err != nil {
+		return err
+	}
+	c := &(*cases)[len(*cases)-1]
+	for _, sp := range specs {
+		x := (*d).Find(sp)
+		if x == nil || x.Name != names[sp] {
+			return fmt.Errorf("%s: after the fold %s is %v, want %s", table, sp, x, names[sp])
+		}
+		if rows, _ := (*d).Uncovered(x); rows != 0 {
+			return fmt.Errorf("%s: the folded %s leaves %d rows uncovered", table, sp, rows)
+		}
+		if sp.Kind != lance.IndexBTree {
+			continue
+		}
+		r, err := indexFile(ctx, *d, x, "page_data.lance")
+		if err != nil {
+			return err
+		}
+		if r.NumRows() <= int64((*d).CountRows()) {
+			return fmt.Errorf("%s: the folded %s holds %d entries for %d live rows: it was built anew, not folded", table, sp, r.NumRows(), (*d).CountRows())
+		}
+		where := "id = 10"
+		if sp.Column != "id" {
+			where = sp.Column + " = 'b'"
+		}
+		c.Uses = append(c.Uses, idxUse{Where: where, Index: x.Name})
+	}
+	return nil
+}
+
+// indexFile opens file name of index x of d.
+func indexFile(ctx context.Context, d *lance.Dataset, x *lance.Index, name string) (*file.Reader, error) {
+	b, err := d.Store().Get(ctx, x.Dir()+name)
+	if err != nil {
+		return nil, err
+	}
+	return file.Open(ctx, file.BytesSource(b), x.Dir()+name)
+}
+
+// invertedPartitions is the partition list of INVERTED index x of d (metadata.lance).
+func invertedPartitions(ctx context.Context, d *lance.Dataset, x *lance.Index) ([]uint64, error) {
+	r, err := indexFile(ctx, d, x, "metadata.lance")
+	if err != nil {
+		return nil, err
+	}
+	var parts []uint64
+	if err := json.Unmarshal(r.Schema().Metadata["partitions"], &parts); err != nil {
+		return nil, fmt.Errorf("%s: partitions %q: %w", x.Name, r.Schema().Metadata["partitions"], err)
+	}
+	return parts, nil
+}
+
+// goFoldsIndices creates gfold (3,000 rows) with the Go package, builds a BTREE on id and an
+// INVERTED index on s in Go, then twice appends, deletes and upserts rows and folds both
+// indices in Go: the BTREE merged, the INVERTED index given one partition more each time (its
+// old partitions kept as they were). The engine must list both, answer from them and answer
+// every equality and full-text query as a scan does.
+func goFoldsIndices(ctx context.Context, dir string, cases *[]idxCase) (*lance.Dataset, error) {
+	_, src, err := openDataset(ctx, dir, "istable", "", 0)
+	if err != nil {
+		return nil, err
+	}
+	sch, err := src.Schema().ToArrow()
+	if err != nil {
+		return nil, err
+	}
+	st, err := openTable(ctx, dir, "gfold")
+	if err != nil {
+		return nil, err
+	}
+	ver, _ := src.FileVersion()
+	d, err := lance.Create(ctx, st, src.Schema(), rec(sch, idxRows(idxRange(0, 3000)...)), lance.CreateOptions{FileVersion: ver})
+	if err != nil {
+		return nil, err
+	}
+	specs := []lance.IndexSpec{{Column: "id", Kind: lance.IndexBTree}, {Column: "s", Kind: lance.IndexInverted}}
+	s, err := d.StageIndices(ctx, specs, lance.StageOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if d, err = d.Commit(ctx, s); err != nil {
+		return nil, err
+	}
+	want := []string{"id_idx", "s_idx"}
+	for round, lo := range []int{3000, 3100} {
+		s, err := d.StageAppend(ctx, rec(sch, idxRows(idxRange(lo, lo+100)...)), lance.StageOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if d, err = d.Commit(ctx, s); err != nil {
+			return nil, err
+		}
+		if s, err = d.StageDelete(ctx, lance.In("id", strconv.Itoa(lo-2990), strconv.Itoa(lo+5)), lance.StageOptions{}); err != nil {
+			return nil, err
+		}
+		if d, err = d.Commit(ctx, s); err != nil {
+			return nil, err
+		}
+		if s, err = d.StageUpsert(ctx, "id", rec(sch, idxRows(10+round, lo+50)), lance.StageOptions{}); err != nil {
+			return nil, err
+		}
+		if d, err = d.Commit(ctx, s); err != nil {
+			return nil, err
+		}
+		if err := foldIndices(ctx, &d, cases, "gfold", fmt.Sprintf("fold-%d", round+1), want, specs...); err != nil {
+			return nil, err
+		}
+		parts, err := invertedPartitions(ctx, d, d.Inverted("s"))
+		if err != nil {
+			return nil, err
+		}
+		if len(parts) != round+2 {
+			return nil, fmt.Errorf("gfold: after fold %d the INVERTED index has partitions %v, want %d", round+1, parts, round+2)
+		}
+		c := &(*cases)[len(*cases)-1]
+		c.Scalar = append([]string{"id = 3050", "id = 3150", "id = 3105", "id = 12"}, idxScalar...)
+		c.Nearest = idxQueries[:1]
+	}
 	return d, nil
 }
 
@@ -315,6 +466,10 @@ func goWritesIndexedPlain(ctx context.Context, dir string, made indexedJSON, cas
 	}
 	s, err = d.StageUpsert(ctx, "id", rec(sch, idxRows(620, 700)), lance.StageOptions{})
 	if err := step("upsert", s, err, want); err != nil {
+		return nil, err
+	}
+	// The engine's BTREE over row addresses (no stable row ids), folded in Go.
+	if err := foldIndices(ctx, &d, cases, t, "fold", want, lance.IndexSpec{Column: "id", Kind: lance.IndexBTree}); err != nil {
 		return nil, err
 	}
 	s, err = d.StageOverwrite(ctx, nil, rec(sch, idxRows(idxRange(0, 100)...)), lance.StageOptions{})
@@ -422,5 +577,16 @@ func goBuildsBTree(ctx context.Context, dir string, cases *[]idxCase) (*lance.Da
 	if d, err = d.Commit(ctx, s); err != nil {
 		return nil, err
 	}
-	return d, add("gbtree-go-built-then-written")
+	if err := add("gbtree-go-built-then-written"); err != nil {
+		return nil, err
+	}
+	// Go's own BTREEs folded: the engine answers from them.
+	if err := foldIndices(ctx, &d, cases, "gbtree", "fold", want, lance.IndexSpec{Column: "id", Kind: lance.IndexBTree},
+		lance.IndexSpec{Column: "tag", Kind: lance.IndexBTree}); err != nil {
+		return nil, err
+	}
+	c := &(*cases)[len(*cases)-1]
+	c.Scalar = append([]string{"id = 4095", "id = 4096", "id < 4100", "id = 5049"}, idxScalar...)
+	c.FTS, c.Nearest = nil, idxQueries[:1]
+	return d, nil
 }

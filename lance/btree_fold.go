@@ -1,0 +1,255 @@
+package lance
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/omnigraph/omnigraph-worker/lance/file"
+)
+
+// Folding a BTREE: Lance has no delta segments for scalar indices, so bringing one up to date
+// writes it whole again (its optimize_indices calls the BTREE's update, which merges the old
+// index's entries with the new rows). foldBTree does the same: the entries the index holds
+// are read from its page data, already in order, and only the rows of the fragments it does
+// not cover are read from the table and sorted. The cost of a fold is then a read and a write
+// of the index, not a read of the column and a sort of every row.
+
+// foldDeadShare bounds the entries a fold keeps for rows deleted since they were indexed (an
+// index keeps those, as Lance's does, and queries skip them): past foldDeadShare times the
+// live rows the index covers, the index is built anew from the table instead, which drops
+// them.
+const foldDeadShare = 2
+
+// foldBTree builds the successor of the BTREE old on column over this version: old's entries
+// merged with the rows of the fragments old does not cover, under old's name, covering old's
+// fragments and those. ok is false, with no error, when the fold cannot be done this way and
+// the caller builds the index whole: nothing left to cover, old's page data of another value
+// type or not in BTREE order, or more than foldDeadShare times the entries it should hold. An
+// entry of old for a row the new rows hold again (a row id the uncovered fragments hold) is
+// left out: the table's row is the truth.
+func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
+	f := d.Schema().Field(column)
+	if f == nil || len(old.Fields) != 1 || old.Fields[0] != f.ID {
+		return Index{}, false, nil
+	}
+	af, err := f.ToArrow()
+	if err != nil || !btreeType(af.Type) {
+		return Index{}, false, err
+	}
+	var uncovered []uint64
+	var coveredRows uint64
+	for i := range d.manifest.Fragments {
+		fr := &d.manifest.Fragments[i]
+		if old.Covers(fr.ID) {
+			coveredRows += fr.NumRows()
+		} else {
+			uncovered = append(uncovered, fr.ID)
+		}
+	}
+	if len(uncovered) == 0 {
+		return Index{}, false, nil
+	}
+
+	oldRec, err := d.readBTreeData(ctx, old)
+	if err != nil {
+		return Index{}, false, err
+	}
+	if oldRec == nil {
+		return Index{}, false, nil
+	}
+	defer oldRec.Release()
+	if uint64(oldRec.NumRows()) > foldDeadShare*coveredRows+BTreePageRows || !arrow.TypeEqual(oldRec.Column(0).DataType(), af.Type) {
+		return Index{}, false, nil
+	}
+	oldIDs, isU64 := oldRec.Column(1).(*array.Uint64)
+	if !isU64 {
+		return Index{}, false, nil
+	}
+
+	recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{column}, WithRowID: true, Fragments: uncovered})
+	if err != nil {
+		return Index{}, false, err
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	chunks := []arrow.Array{oldRec.Column(0)}
+	var newIDs []uint64
+	for _, r := range recs {
+		if r.NumRows() > 0 {
+			chunks = append(chunks, r.Column(0))
+			newIDs = append(newIDs, r.Column(1).(*array.Uint64).Uint64Values()...)
+		}
+	}
+	var fresh []btreeEntry
+	if len(newIDs) > 0 {
+		fresh = sortBTreeEntries(chunks[1:], newIDs)
+		for i := range fresh {
+			fresh[i].chunk++ // chunks[0] is the old page data
+		}
+	}
+	merged, inOrder := mergeBTreeEntries(chunks, oldIDs.Uint64Values(), fresh, newIDs)
+	if !inOrder {
+		return Index{}, false, nil
+	}
+	name := old.Name
+	if len(merged) == 0 {
+		return Index{}, false, &IndexError{Dataset: d.dir.URI(), Index: name, Op: OpCreateIndex, Reason: "the table has no rows to index"}
+	}
+	data, lookup := writeBTreePages(af.Type, chunks, merged)
+	defer data.Release()
+	defer lookup.Release()
+
+	x, err = d.newIndexMeta(f.ID, name, &IndexDetails{TypeURL: BTreeDetailsType}, 0)
+	if err != nil {
+		return Index{}, false, err
+	}
+	// Every fragment of this version, and old's that are gone since, as Lance keeps them.
+	x.Fragments = append(x.Fragments, old.Fragments...)
+	slices.Sort(x.Fragments)
+	x.Fragments = slices.Compact(x.Fragments)
+	if err := d.checkNewIndex(&x); err != nil {
+		return Index{}, false, err
+	}
+	if err := writeBTreeFiles(x, column, data, lookup, fo, w); err != nil {
+		return Index{}, false, err
+	}
+	return x, true, nil
+}
+
+// readBTreeData reads the whole page data of BTREE x: values and row ids. nil, with no error,
+// when the file is not two columns of values and UInt64 ids (a layout this package does not
+// fold).
+func (d *Dataset) readBTreeData(ctx context.Context, x *Index) (arrow.Record, error) {
+	st, _, err := d.resolveBase(x.BaseID)
+	if err != nil {
+		return nil, err
+	}
+	key := x.Dir() + btreeDataFile
+	size, err := st.Size(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("lance: BTREE %s: %w", x.Name, err)
+	}
+	r, err := file.Open(ctx, &storeSource{st: st, key: key, size: size}, st.Location(key))
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Schema().Fields) != 2 {
+		return nil, nil
+	}
+	rec, err := readIndexRows(ctx, r, st.Location(key), 0, r.NumRows())
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := rec.Column(1).(*array.Uint64); !ok {
+		rec.Release()
+		return nil, nil
+	}
+	return rec, nil
+}
+
+// mergeBTreeEntries merges the entries of the old page data (chunks[0], in order, with row ids
+// oldIDs) with fresh (sorted, over chunks[1:]), leaving out old entries whose row id is among
+// newIDs. inOrder is false when the old entries are not in BTREE order.
+func mergeBTreeEntries(chunks []arrow.Array, oldIDs []uint64, fresh []btreeEntry, newIDs []uint64) (out []btreeEntry, inOrder bool) {
+	switch chunks[0].(type) {
+	case *array.String:
+		return mergeKeyed(chunks, oldIDs, fresh, newIDs, func(a arrow.Array, i int) string { return a.(*array.String).Value(i) }, strings.Compare)
+	case *array.LargeString:
+		return mergeKeyed(chunks, oldIDs, fresh, newIDs, func(a arrow.Array, i int) string { return a.(*array.LargeString).Value(i) }, strings.Compare)
+	case *array.Float32, *array.Float64:
+		return mergeKeyed(chunks, oldIDs, fresh, newIDs, func(a arrow.Array, i int) float64 {
+			if x, ok := a.(*array.Float32); ok {
+				return float64(x.Value(i))
+			}
+			return a.(*array.Float64).Value(i)
+		}, compareFloat)
+	case *array.Uint8, *array.Uint16, *array.Uint32, *array.Uint64:
+		return mergeKeyed(chunks, oldIDs, fresh, newIDs, unsignedAt, cmp.Compare[uint64])
+	default:
+		return mergeKeyed(chunks, oldIDs, fresh, newIDs, signedAt, cmp.Compare[int64])
+	}
+}
+
+// mergeKeyed is mergeBTreeEntries for values read as K by get and ordered by compare. Each
+// value is read once: the fresh ones into a slice up front, the old ones as the merge passes
+// them.
+func mergeKeyed[K any](chunks []arrow.Array, oldIDs []uint64, fresh []btreeEntry, newIDs []uint64,
+	get func(arrow.Array, int) K, compare func(K, K) int) (out []btreeEntry, inOrder bool) {
+	// Row ids the new rows hold: only an old id within their range can be one.
+	var lo, hi uint64
+	var isNew map[uint64]struct{}
+	if len(newIDs) > 0 {
+		lo, hi = slices.Min(newIDs), slices.Max(newIDs)
+	}
+	stale := func(id uint64) bool {
+		if len(newIDs) == 0 || id < lo || id > hi {
+			return false
+		}
+		if isNew == nil {
+			isNew = make(map[uint64]struct{}, len(newIDs))
+			for _, n := range newIDs {
+				isNew[n] = struct{}{}
+			}
+		}
+		_, ok := isNew[id]
+		return ok
+	}
+	freshKeys := make([]K, len(fresh))
+	for k, e := range fresh {
+		if !e.null {
+			freshKeys[k] = get(chunks[e.chunk], int(e.row))
+		}
+	}
+	// before says fresh entry j goes before the old entry (null, key, id).
+	before := func(j int, null bool, key K, id uint64) bool {
+		f := &fresh[j]
+		switch {
+		case f.null && null:
+			return f.id < id
+		case f.null:
+			return true
+		case null:
+			return false
+		}
+		if c := compare(freshKeys[j], key); c != 0 {
+			return c < 0
+		}
+		return f.id < id
+	}
+	vals := chunks[0]
+	out = make([]btreeEntry, 0, len(oldIDs)+len(fresh))
+	var prevKey K
+	prevNull, havePrev := false, false
+	j := 0
+	for i, id := range oldIDs {
+		null := vals.IsNull(i)
+		var key K
+		if !null {
+			key = get(vals, i)
+		}
+		// Nulls first, then values in order; the engines order equal values by no rule of
+		// ours, so ties may come in any row-id order.
+		if havePrev && !prevNull && (null || compare(prevKey, key) > 0) {
+			return nil, false
+		}
+		prevKey, prevNull, havePrev = key, null, true
+		if stale(id) {
+			continue
+		}
+		for j < len(fresh) && before(j, null, key, id) {
+			out = append(out, fresh[j])
+			j++
+		}
+		out = append(out, btreeEntry{chunk: 0, row: int32(i), id: id, null: null})
+	}
+	return append(out, fresh[j:]...), true
+}

@@ -1,0 +1,216 @@
+package lance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/omnigraph/omnigraph-worker/lance/file"
+)
+
+// renamed is rows of ids whose name is "r<id>" (rows() names them "n<id>").
+func renamed(ids ...int64) []arrow.Record {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, testArrow)
+	defer b.Release()
+	for _, id := range ids {
+		b.Field(0).(*array.Int64Builder).Append(id)
+		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("r%d", id))
+	}
+	return []arrow.Record{b.NewRecord()}
+}
+
+// pageDataRows is the number of entries in the page data of index x.
+func pageDataRows(t *testing.T, d *Dataset, x *Index) int64 {
+	t.Helper()
+	b, err := d.Store().Get(context.Background(), x.Dir()+btreeDataFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := file.Open(context.Background(), file.BytesSource(b), btreeDataFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.NumRows()
+}
+
+// A lagging BTREE is folded, not rebuilt: its entries (those of rows deleted since among them,
+// as Lance keeps them) merged with the rows it did not cover, under its own name, covering
+// every fragment; lookups then answer exactly as a scan, with and without stable row ids,
+// through appends, deletions and upserts that changed indexed values.
+func TestBTreeFoldMergesTheRowsAnIndexLacks(t *testing.T) {
+	for _, stable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stable=%v", stable), func(t *testing.T) {
+			ctx := context.Background()
+			d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 9000)...), CreateOptions{DisableStableRowIDs: !stable})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := d.StageBTreeIndex(ctx, "id", IndexOptions{Name: "by_id"})
+			d = commit(t, d, s, err)
+			s, err = d.StageBTreeIndex(ctx, "name", IndexOptions{})
+			d = commit(t, d, s, err)
+			before := map[string]Index{}
+			for _, x := range d.Indices() {
+				before[x.Name] = x
+			}
+
+			s, err = d.StageAppend(ctx, rows(seq(9000, 10000)...), StageOptions{})
+			d = commit(t, d, s, err)
+			s, err = d.StageDelete(ctx, In("id", 0, 4096, 9001, 9999), StageOptions{})
+			d = commit(t, d, s, err)
+			s, err = d.StageUpsert(ctx, "id", renamed(7, 4097, 9002, 20000), StageOptions{})
+			d = commit(t, d, s, err)
+			s, err = d.StageAppend(ctx, rows(-5, 12000), StageOptions{})
+			d = commit(t, d, s, err)
+
+			s, err = d.StageIndices(ctx, []IndexSpec{{Column: "id", Kind: IndexBTree}, {Column: "name", Kind: IndexBTree}}, StageOptions{})
+			d = commit(t, d, s, err)
+			if got := indexNames(d); fmt.Sprint(got) != "[by_id name_idx]" {
+				t.Fatalf("indices after the fold %v", got)
+			}
+			for _, x := range d.Indices() {
+				if x.UUID == before[x.Name].UUID {
+					t.Fatalf("%s was not replaced", x.Name)
+				}
+				if rows, _ := d.Uncovered(&x); rows != 0 {
+					t.Fatalf("%s leaves %d rows uncovered", x.Name, rows)
+				}
+				// A full build would hold the live rows only: the fold kept the entries of the
+				// deleted and upserted rows, as Lance's update does.
+				if n := pageDataRows(t, d, &x); n <= int64(d.CountRows()) {
+					t.Fatalf("%s holds %d entries for %d live rows: it was built anew, not folded", x.Name, n, d.CountRows())
+				}
+			}
+			for _, r := range []BTreeRange{Equal(int64(0)), Equal(int64(7)), Equal(int64(4097)), Equal(int64(9002)), Equal(int64(20000)),
+				Equal(int64(-5)), {Lo: int64(8990), Hi: int64(9010)}, {Hi: int64(3)}, {Lo: int64(11000)}} {
+				if got, want := mustSearch(t, d, "id", r), scanRange(t, d, "id", r); !slices.Equal(got, want) {
+					t.Fatalf("id %+v: index %v, scan %v", r, got, want)
+				}
+			}
+			// The upserted rows' old names are still entries of the folded index; a lookup of
+			// them must not return the rows, whose names changed.
+			for _, r := range []BTreeRange{Equal("n7"), Equal("r7"), Equal("n4097"), Equal("r4097"), Equal("r20000"), Equal("n9002"),
+				Equal("n12000"), {Lo: "n99", Hi: "n990"}, {Lo: "r"}} {
+				if got, want := mustSearch(t, d, "name", r), scanRange(t, d, "name", r); !slices.Equal(got, want) {
+					t.Fatalf("name %+v: index %v, scan %v", r, got, want)
+				}
+			}
+		})
+	}
+}
+
+// mustSearch is searchIDs that also insists the index covers every fragment.
+func mustSearch(t *testing.T, d *Dataset, column string, r BTreeRange) []int64 {
+	t.Helper()
+	got, s := searchIDs(t, d, column, r)
+	if len(s.Uncovered) > 0 {
+		t.Fatalf("%s: fragments %v uncovered", column, s.Uncovered)
+	}
+	return got
+}
+
+// An index that holds more than foldDeadShare entries per live row it covers is built anew
+// from the table (which drops the dead entries), not folded.
+func TestBTreeFoldRebuildsAnIndexOfMostlyDeadRows(t *testing.T) {
+	ctx := context.Background()
+	d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 9000)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageBTreeIndex(ctx, "id", IndexOptions{})
+	d = commit(t, d, s, err)
+	s, err = d.StageDelete(ctx, Filter{SQL: "id >= 1000", Columns: []string{"id"}, Match: func(rec arrow.Record) ([]bool, error) {
+		ids := rec.Column(0).(*array.Int64)
+		m := make([]bool, ids.Len())
+		for i := range m {
+			m[i] = ids.Value(i) >= 1000
+		}
+		return m, nil
+	}}, StageOptions{})
+	d = commit(t, d, s, err)
+	s, err = d.StageAppend(ctx, rows(seq(20000, 20100)...), StageOptions{})
+	d = commit(t, d, s, err)
+	s, err = d.StageIndices(ctx, []IndexSpec{{Column: "id", Kind: IndexBTree}}, StageOptions{})
+	d = commit(t, d, s, err)
+	x := d.BTree("id")
+	if n := pageDataRows(t, d, x); n != int64(d.CountRows()) || n != 1100 {
+		t.Fatalf("the index holds %d entries for %d live rows", n, d.CountRows())
+	}
+	if got, want := mustSearch(t, d, "id", BTreeRange{Lo: int64(990), Hi: int64(20005)}), scanRange(t, d, "id", BTreeRange{Lo: int64(990), Hi: int64(20005)}); !slices.Equal(got, want) {
+		t.Fatalf("index %v, scan %v", got, want)
+	}
+}
+
+// The merge keeps BTREE order across the two sources, drops an old entry whose row the new rows
+// hold again, accepts equal values in any row-id order (as the engines write them), and
+// refuses old entries out of value order.
+func TestMergeBTreeEntries(t *testing.T) {
+	mk := func(vals ...int64) arrow.Array {
+		b := array.NewInt64Builder(memory.DefaultAllocator)
+		for _, v := range vals {
+			if v < 0 {
+				b.AppendNull()
+			} else {
+				b.Append(v)
+			}
+		}
+		return b.NewArray()
+	}
+	old, fresh := mk(-1, 10, 20, 20, 30), mk(20, 5, -1, 25)
+	chunks := []arrow.Array{old, fresh}
+	freshEntries := sortBTreeEntries(chunks[1:], []uint64{100, 3, 101, 102})
+	for i := range freshEntries {
+		freshEntries[i].chunk++
+	}
+	out, ok := mergeBTreeEntries(chunks, []uint64{1, 2, 4, 3, 5}, freshEntries, []uint64{100, 3, 101, 102})
+	if !ok {
+		t.Fatal("old entries in order were refused")
+	}
+	var got []string
+	for _, e := range out {
+		if e.null {
+			got = append(got, fmt.Sprintf("null/%d", e.id))
+		} else {
+			got = append(got, fmt.Sprintf("%d/%d", chunks[e.chunk].(*array.Int64).Value(int(e.row)), e.id))
+		}
+	}
+	// Old row 3 (value 20) is held again by the new rows (value 5).
+	if want := "[null/1 null/101 5/3 10/2 20/4 20/100 25/102 30/5]"; fmt.Sprint(got) != want {
+		t.Fatalf("merged %v, want %s", got, want)
+	}
+	if _, ok := mergeBTreeEntries([]arrow.Array{mk(10, 5)}, []uint64{1, 2}, nil, nil); ok {
+		t.Fatal("old entries out of order were merged")
+	}
+}
+
+// A lagging BTREE whose page data is gone (or unreadable) is built anew from the table, which
+// repairs it, instead of failing every fold.
+func TestBTreeFoldRebuildsAnIndexWhosePageDataIsGone(t *testing.T) {
+	ctx := context.Background()
+	d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 100)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageBTreeIndex(ctx, "id", IndexOptions{})
+	d = commit(t, d, s, err)
+	for _, damage := range []func(key string) error{
+		func(key string) error { return d.Store().Delete(ctx, key) },
+		func(key string) error { return d.Store().Put(ctx, key, []byte("not a lance file")) },
+	} {
+		if err := damage(d.BTree("id").Dir() + btreeDataFile); err != nil {
+			t.Fatal(err)
+		}
+		s, err = d.StageAppend(ctx, rows(seq(1000, 1010)...), StageOptions{})
+		d = commit(t, d, s, err)
+		s, err = d.StageIndices(ctx, []IndexSpec{{Column: "id", Kind: IndexBTree}}, StageOptions{})
+		d = commit(t, d, s, err)
+		if n := pageDataRows(t, d, d.BTree("id")); n != int64(d.CountRows()) {
+			t.Fatalf("the rebuilt index holds %d entries for %d rows", n, d.CountRows())
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package lance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/omnigraph/omnigraph-worker/lance/file"
+	"github.com/omnigraph/omnigraph-worker/storage"
+)
+
+// Folding an INVERTED index: an index of format 2 is a list of partitions (metadata.lance's
+// "partitions"), each a self-contained token map, document list and posting lists with its
+// own BM25 statistics, and the engines search every partition of the list (their own
+// multi-threaded builds write several). foldInverted keeps the old index's partitions as they
+// are (their files copied byte for byte into the new index's directory) and adds one partition
+// holding the documents of the fragments the index does not cover: only the new rows are read
+// and tokenized. Documents of rows deleted since stay in their partition, as in an index Lance
+// updates, and the engines skip them. Past invertedFoldPartitions partitions the index is built
+// anew, as one.
+
+// invertedFoldPartitions is how many partitions a fold may leave; past it the index is built
+// anew as one partition, so that a query never searches more than this many.
+const invertedFoldPartitions = 8
+
+// foldInverted builds the successor of the INVERTED index old on column over this version:
+// old's partitions and one more over the rows of the fragments old does not cover, under old's
+// name. ok is false, with no error, when the fold cannot be done this way and the caller builds
+// the index whole: nothing left to cover, old written with another analyzer or format than
+// this package writes, or too many partitions.
+func (d *Dataset) foldInverted(ctx context.Context, old *Index, column string, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
+	f := d.Schema().Field(column)
+	if f == nil || len(old.Fields) != 1 || old.Fields[0] != f.ID {
+		return Index{}, false, nil
+	}
+	var uncovered []uint64
+	for i := range d.manifest.Fragments {
+		if id := d.manifest.Fragments[i].ID; !old.Covers(id) {
+			uncovered = append(uncovered, id)
+		}
+	}
+	if len(uncovered) == 0 {
+		return Index{}, false, nil
+	}
+	st, _, err := d.resolveBase(old.BaseID)
+	if err != nil {
+		return Index{}, false, err
+	}
+	parts, deleted, err := readInvertedMetadata(ctx, st, old)
+	if err != nil || parts == nil || len(parts) >= invertedFoldPartitions {
+		return Index{}, false, err
+	}
+
+	b, _, err := d.invertColumn(ctx, column, uncovered)
+	if err != nil {
+		return Index{}, false, err
+	}
+	x, err = d.newIndexMeta(f.ID, old.Name, &IndexDetails{TypeURL: InvertedDetailsType, Value: invertedDetails()}, invertedIndexVersion)
+	if err != nil {
+		return Index{}, false, err
+	}
+	// Every fragment of this version, and old's that are gone since, as Lance keeps them.
+	x.Fragments = append(x.Fragments, old.Fragments...)
+	slices.Sort(x.Fragments)
+	x.Fragments = slices.Compact(x.Fragments)
+	if err := d.checkNewIndex(&x); err != nil {
+		return Index{}, false, err
+	}
+	for _, p := range parts {
+		for _, kind := range []string{"tokens", "docs", "invert"} {
+			data, err := st.Get(ctx, old.Dir()+partFile(p, kind))
+			if err != nil {
+				return Index{}, false, fmt.Errorf("lance: INVERTED %s: %w", old.Name, err)
+			}
+			w.add(x.Dir()+partFile(p, kind), data, "lance.write_index_file", "index file")
+		}
+	}
+	var files []namedRecord
+	if len(b.rowIDs) > 0 { // new rows without a token need no partition
+		next := slices.Max(parts) + 1
+		if files, err = b.records(next); err != nil {
+			return Index{}, false, fmt.Errorf("lance: INVERTED index on %s: %w", column, err)
+		}
+		parts = append(parts, next)
+	}
+	files = append(files, namedRecord{invertedMetadataFile, invertedMetadata(parts, deleted)})
+	if err := writeNamedRecords(x, column, files, fo, w); err != nil {
+		return Index{}, false, err
+	}
+	return x, true, nil
+}
+
+// readInvertedMetadata reads the partitions and deleted_fragments of INVERTED index x's
+// metadata.lance. parts is nil, with no error, when x is not in the layout this package
+// writes: another analyzer, token set format or posting format, or no partition.
+func readInvertedMetadata(ctx context.Context, st storage.Store, x *Index) (parts []uint64, deleted []byte, err error) {
+	key := x.Dir() + invertedMetadataFile
+	size, err := st.Size(ctx, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lance: INVERTED %s: %w", x.Name, err)
+	}
+	r, err := file.Open(ctx, &storeSource{st: st, key: key, size: size}, st.Location(key))
+	if err != nil {
+		return nil, nil, err
+	}
+	meta := r.Schema().Metadata
+	for i := 0; i+1 < len(invertedFormat); i += 2 {
+		if string(meta[invertedFormat[i]]) != invertedFormat[i+1] {
+			return nil, nil, nil
+		}
+	}
+	if string(meta["token_set_format"]) != "fst" || !sameJSON(meta["params"], []byte(invertedParams)) {
+		return nil, nil, nil
+	}
+	if err := json.Unmarshal(meta["partitions"], &parts); err != nil || len(parts) == 0 {
+		return nil, nil, nil
+	}
+	if len(r.Schema().Fields) != 1 || r.NumRows() != 1 {
+		return nil, nil, nil
+	}
+	rec, err := readIndexRows(ctx, r, st.Location(key), 0, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rec.Release()
+	bin, ok := rec.Column(0).(*array.Binary)
+	if !ok || bin.IsNull(0) {
+		return nil, nil, nil
+	}
+	return parts, slices.Clone(bin.Value(0)), nil
+}
+
+// sameJSON says a and b are JSON documents of equal value.
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// rebuildInstead says err, met while folding an index, means the index's own files are missing
+// or unreadable: the caller builds the index anew, which repairs it.
+func rebuildInstead(err error) bool {
+	var fe *FormatError
+	var ffe *file.FormatError
+	return errors.Is(err, storage.ErrNotFound) || errors.As(err, &fe) || errors.As(err, &ffe)
+}

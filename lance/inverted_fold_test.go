@@ -1,0 +1,211 @@
+package lance
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/omnigraph/omnigraph-worker/lance/file"
+)
+
+// texted is rows of ids whose name is a short text naming the id's word.
+func texted(ids ...int64) ([]arrow.Record, map[int64]string) {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, testArrow)
+	defer b.Release()
+	texts := map[int64]string{}
+	for _, id := range ids {
+		b.Field(0).(*array.Int64Builder).Append(id)
+		s := fmt.Sprintf("doc%d about %s", id, []string{"graphs", "tables", "vectors"}[id%3])
+		texts[id] = s
+		b.Field(1).(*array.StringBuilder).Append(s)
+	}
+	return []arrow.Record{b.NewRecord()}, texts
+}
+
+// invertedPartitions reads index x's partitions: the metadata's list, and each partition
+// decoded.
+func invertedPartitions(t *testing.T, d *Dataset, x *Index) ([]uint64, []*decodedInverted) {
+	t.Helper()
+	ctx := context.Background()
+	parts, _, err := readInvertedMetadata(ctx, d.Store(), x)
+	if err != nil || parts == nil {
+		t.Fatalf("metadata of %s: %v %v", x.Name, parts, err)
+	}
+	var out []*decodedInverted
+	for _, p := range parts {
+		get := func(kind string) []byte {
+			b, err := d.Store().Get(ctx, x.Dir()+partFile(p, kind))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		dec, err := decodeInverted(get("tokens"), get("docs"), get("invert"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, dec)
+	}
+	return parts, out
+}
+
+// matching is the live ids whose documents hold token, over every partition of x.
+func matching(t *testing.T, d *Dataset, x *Index, token string) []int64 {
+	t.Helper()
+	_, parts := invertedPartitions(t, d, x)
+	var rowIDs []uint64
+	for _, p := range parts {
+		tok := slices.Index(p.tokens, token)
+		if tok < 0 {
+			continue
+		}
+		for i := 0; i < len(p.postings[tok]); i += 2 {
+			rowIDs = append(rowIDs, p.rowIDs[p.postings[tok][i]])
+		}
+	}
+	live := map[uint64]int64{}
+	recs, err := d.ReadAll(context.Background(), ScanOptions{Columns: []string{"id"}, WithRowID: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		for i := 0; i < int(r.NumRows()); i++ {
+			live[r.Column(1).(*array.Uint64).Value(i)] = r.Column(0).(*array.Int64).Value(i)
+		}
+		r.Release()
+	}
+	var out []int64
+	for _, id := range rowIDs {
+		if v, ok := live[id]; ok {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A lagging INVERTED index is folded: its partitions kept byte for byte, one more holding the
+// documents of the fragments it did not cover, under its name, covering every fragment; the
+// documents of every partition, live rows only, are exactly the rows whose text holds a token.
+// Past invertedFoldPartitions partitions it is built anew as one.
+func TestInvertedFoldAddsAPartition(t *testing.T) {
+	ctx := context.Background()
+	recs, texts := texted(seq(0, 300)...)
+	d, err := Create(ctx, memStore(t), testSchema(t), recs, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageInvertedIndex(ctx, "name", IndexOptions{})
+	d = commit(t, d, s, err)
+	first := *d.Inverted("name")
+	firstTokens, _ := d.Store().Get(ctx, first.Dir()+partFile(0, "tokens"))
+
+	more, moreTexts := texted(seq(300, 360)...)
+	for k, v := range moreTexts {
+		texts[k] = v
+	}
+	s, err = d.StageAppend(ctx, more, StageOptions{})
+	d = commit(t, d, s, err)
+	s, err = d.StageDelete(ctx, In("id", 3, 303), StageOptions{})
+	d = commit(t, d, s, err)
+	delete(texts, 3)
+	delete(texts, 303)
+	s, err = d.StageIndices(ctx, []IndexSpec{{Column: "name", Kind: IndexInverted}}, StageOptions{})
+	d = commit(t, d, s, err)
+
+	x := d.Inverted("name")
+	if x.UUID == first.UUID || x.Name != "name_idx" || len(d.Indices()) != 1 {
+		t.Fatalf("after the fold: %+v", d.Indices())
+	}
+	if rows, _ := d.Uncovered(x); rows != 0 {
+		t.Fatalf("the folded index leaves %d rows uncovered", rows)
+	}
+	parts, decoded := invertedPartitions(t, d, x)
+	if !slices.Equal(parts, []uint64{0, 1}) || len(decoded[1].rowIDs) != 59 { // 303 was deleted before the fold
+		t.Fatalf("partitions %v, the new one with %d documents", parts, len(decoded[1].rowIDs))
+	}
+	if b, _ := d.Store().Get(ctx, x.Dir()+partFile(0, "tokens")); !bytes.Equal(b, firstTokens) {
+		t.Fatal("the old partition was not kept as it was")
+	}
+	check := func(stage string) {
+		t.Helper()
+		for _, word := range []string{"graph", "tabl", "vector", "doc7", "doc3", "doc303", "doc350", "about"} {
+			var want []int64
+			for id, text := range texts {
+				if slices.Contains(tokensOf(text), word) {
+					want = append(want, id)
+				}
+			}
+			slices.Sort(want)
+			if got := matching(t, d, d.Inverted("name"), word); !slices.Equal(got, want) {
+				t.Fatalf("%s: %q: index %v, scan %v", stage, word, got, want)
+			}
+		}
+	}
+	check("folded once")
+
+	for k := int64(0); k < invertedFoldPartitions; k++ {
+		more, moreTexts := texted(400 + k)
+		for id, v := range moreTexts {
+			texts[id] = v
+		}
+		s, err = d.StageAppend(ctx, more, StageOptions{})
+		d = commit(t, d, s, err)
+		s, err = d.StageIndices(ctx, []IndexSpec{{Column: "name", Kind: IndexInverted}}, StageOptions{})
+		d = commit(t, d, s, err)
+	}
+	if parts, _ := invertedPartitions(t, d, d.Inverted("name")); len(parts) >= invertedFoldPartitions {
+		t.Fatalf("%d partitions after %d folds", len(parts), invertedFoldPartitions+1)
+	}
+	check("folded many times")
+}
+
+// An INVERTED index written with another analyzer than this package's is built anew, not
+// folded: a partition tokenized differently would not answer the same query.
+func TestInvertedFoldRefusesAnotherAnalyzer(t *testing.T) {
+	ctx := context.Background()
+	recs, _ := texted(seq(0, 20)...)
+	d, err := Create(ctx, memStore(t), testSchema(t), recs, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageInvertedIndex(ctx, "name", IndexOptions{})
+	d = commit(t, d, s, err)
+	// Rewrite the metadata with stemming off.
+	x := d.Inverted("name")
+	meta := invertedMetadata([]uint64{0}, encodePortableRoaring(nil))
+	md := meta.Schema().Metadata()
+	vals := md.Values()
+	vals[md.FindKey("params")] = string(bytes.Replace([]byte(invertedParams), []byte(`"stem":true`), []byte(`"stem":false`), 1))
+	changed := arrow.NewMetadata(md.Keys(), vals)
+	rec := array.NewRecord(arrow.NewSchema(meta.Schema().Fields(), &changed), meta.Columns(), meta.NumRows())
+	fo, err := d.fileOptions(file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := encodeIndexFile(rec, fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Store().Put(ctx, x.Dir()+invertedMetadataFile, b); err != nil {
+		t.Fatal(err)
+	}
+	more, _ := texted(100)
+	s, err = d.StageAppend(ctx, more, StageOptions{})
+	d = commit(t, d, s, err)
+	w := &fileWrites{}
+	if _, ok, err := d.foldInverted(ctx, d.Inverted("name"), "name", fo, w); ok || err != nil {
+		t.Fatalf("folded an index of another analyzer: %v %v", ok, err)
+	}
+	s, err = d.StageIndices(ctx, []IndexSpec{{Column: "name", Kind: IndexInverted}}, StageOptions{})
+	d = commit(t, d, s, err)
+	if parts, _ := invertedPartitions(t, d, d.Inverted("name")); !slices.Equal(parts, []uint64{0}) {
+		t.Fatalf("rebuilt as partitions %v", parts)
+	}
+}
