@@ -48,7 +48,7 @@ lance-compat: npm
 # Kills real child processes at every step of the write and recovery protocols; the last line
 # is the tally. Also part of `make test` (it is a package under ./...).
 crash:
-	@set -o pipefail; $(GO) test -count=1 -v -run 'TestCrashMatrix|TestMergeCrashMatrix|TestOptimizeCrashMatrix|TestIndexBuildCrashMatrix|TestCleanupCrash|TestPipelineCrashMatrix|TestSchemaCrashMatrix|TestZombieMatrix' ./integration/crash/ > .crash.log 2>&1; status=$$?; \
+	@set -o pipefail; $(GO) test -count=1 -v -run 'TestCrashMatrix|TestMergeCrashMatrix|TestOptimizeCrashMatrix|TestIndexBuildCrashMatrix|TestIndexFoldCrashMatrix|TestCleanupCrash|TestPipelineCrashMatrix|TestSchemaCrashMatrix|TestZombieMatrix' ./integration/crash/ > .crash.log 2>&1; status=$$?; \
 	  grep -E '^\s*(--- FAIL|FAIL|panic|.*crash_test.go:)' .crash.log; grep -E '^ok ' .crash.log; \
 	  grep '^crash-matrix' .crash.log || echo 'crash-matrix: did not run'; rm -f .crash.log; exit $$status
 

@@ -65,19 +65,19 @@ func (g *Graph) indexSpecsOf(path string) []lance.IndexSpec {
 	return nil
 }
 
-// indexLagShare is how far an index may lag: it is built again once the rows it does not
-// cover exceed 1/indexLagShare of those it does (a third of the table at 2). A fold rewrites
-// the whole index, so folding each time the table grew by that share rewrites each row about
-// indexLagShare+1 times over the table's life: linear in the rows, where folding every fanout
-// fragments was quadratic (a 500k-row table rewritten every 16 batches) and a share of 1/16
-// made index upkeep cost as much as the writes (bench indices_on_vs_off 0.47 to 0.50). The
-// unindexed fragments stay few without a rule of their own: compaction merges them.
+// indexLagShare is how far an index may lag: it is folded once the rows it does not cover
+// exceed 1/indexLagShare of those it does (a third of the table at 2). A BTREE fold rewrites
+// the whole index (lance's StageIndices merges its entries with the new rows, as Lance's own
+// optimize_indices does), so folding each time the table grew by that share rewrites each row
+// about indexLagShare+1 times over the table's life: linear in the rows, where folding every
+// fanout fragments was quadratic (a 500k-row table rewritten every 16 batches) and a share of
+// 1/16 made index upkeep cost as much as the writes (bench indices_on_vs_off 0.47 to 0.50).
+// The unindexed fragments stay few without a rule of their own: compaction merges them.
 const indexLagShare = 2
 
 // missingIndices are the wanted indices of a table with rows that are missing, or lag the
-// data by more than its indexLagShare (fold 0: never refolded): those are built (again) over
-// the whole table, which replaces the old index of the name. Lance's own optimize_indices
-// folds new rows into a scalar index the same way, rewriting it whole.
+// data by more than its indexLagShare (fold 0: never refolded): lance's StageIndices builds
+// the missing ones and folds the lagging ones, each replacing the old index of its name.
 // A vector index is never refolded: the manifest does not say whether one is an IVF_FLAT or
 // an IVF_PQ another writer chose, and the engines search the vectors it does not cover by
 // brute force, exactly. An INVERTED index is refolded only under its default name. A spec

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -205,6 +206,33 @@ func publishedIndexNames(t *testing.T, root storage.Store) map[string][]string {
 	return out
 }
 
+// indexKills are the steps an index maintenance is killed at.
+var indexKills = []string{"optimize.after_prepare=kill", "optimize.after_sidecar=kill", "optimize.after_table_commit=kill",
+	"optimize.after_table_commit=1+1*kill", "lance.commit.before_manifest=1+1*kill", "lance.commit.after_manifest=kill",
+	"optimize.before_publish=kill", "publisher.before_commit=kill", "optimize.after_publish=kill", "recovery.sidecar_delete=kill"}
+
+// indexSeed is a batch whose strings hold words the analyzer keeps, so every full-text index
+// has something to hold.
+const indexSeed = `{"type":"Person","data":{"handle":"alice","name":"Alice Smith","active":true}}
+{"type":"Person","data":{"handle":"bob","name":"Bob Jones","active":true}}
+{"type":"Company","data":{"domain":"acme.io","name":"Acme Rockets","size":"startup"}}
+{"edge":"WorksAt","from":"alice","to":"acme.io","data":{"id":"w-alice"}}`
+
+// referenceIndexSet is the reference's index set on indexSeed's tables.
+var referenceIndexSet = map[string]string{"edge:WorksAt": "[dst_idx id_idx src_idx]", "node:Company": "[domain_idx id_idx name_idx]",
+	"node:Person": "[handle_idx id_idx name_idx]"}
+
+func loadLines(t *testing.T, g *engine.Graph, lines string) {
+	t.Helper()
+	recs, err := framing.ParseBytes([]byte(lines), framing.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Load(context.Background(), engine.LoadRequest{Mode: engine.ModeAppend, Records: recs}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestIndexBuildCrashMatrix kills a real `worker optimize --indices` (the reference's index
 // set on three tables, one CreateIndex each under one Optimize intent) at every step, opens
 // the graph read-write (full recovery) and checks that each table shows either none of the
@@ -212,34 +240,19 @@ func publishedIndexNames(t *testing.T, root storage.Store) map[string][]string {
 // completes the set.
 func TestIndexBuildCrashMatrix(t *testing.T) {
 	var tl tally
-	for _, kill := range []string{"optimize.after_prepare=kill", "optimize.after_sidecar=kill", "optimize.after_table_commit=kill",
-		"optimize.after_table_commit=1+1*kill", "lance.commit.before_manifest=1+1*kill", "lance.commit.after_manifest=kill",
-		"optimize.before_publish=kill", "publisher.before_commit=kill", "optimize.after_publish=kill", "recovery.sidecar_delete=kill"} {
+	for _, kill := range indexKills {
 		t.Run(kill, func(t *testing.T) {
-			ctx := context.Background()
 			dir, root, g := newGraph(t)
-			// Words the analyzer keeps, so every full-text index has something to hold.
-			recs, err := framing.ParseBytes([]byte(`{"type":"Person","data":{"handle":"alice","name":"Alice Smith","active":true}}
-{"type":"Person","data":{"handle":"bob","name":"Bob Jones","active":true}}
-{"type":"Company","data":{"domain":"acme.io","name":"Acme Rockets","size":"startup"}}
-{"edge":"WorksAt","from":"alice","to":"acme.io","data":{"id":"w-alice"}}`), framing.DefaultLimits())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: recs}); err != nil {
-				t.Fatal(err)
-			}
+			loadLines(t, g, indexSeed)
 			before := exportLines(t, root)
 			if killed, out := run(t, kill, "optimize", "--root", dir, "--indices"); !killed {
 				t.Fatalf("optimize --indices was not killed at %s:\n%s", kill, out)
 			}
 			g2 := recoverAfterCrash(t, dir, root, "")
-			want := map[string]string{"edge:WorksAt": "[dst_idx id_idx src_idx]", "node:Company": "[domain_idx id_idx name_idx]",
-				"node:Person": "[handle_idx id_idx name_idx]"}
 			half := false
 			for key, names := range publishedIndexNames(t, root) {
-				if got := fmt.Sprint(names); got != "[]" && got != want[key] {
-					t.Errorf("%s shows indices %s: neither none nor %s", key, got, want[key])
+				if got := fmt.Sprint(names); got != "[]" && got != referenceIndexSet[key] {
+					t.Errorf("%s shows indices %s: neither none nor %s", key, got, referenceIndexSet[key])
 					half = true
 				}
 			}
@@ -248,8 +261,8 @@ func TestIndexBuildCrashMatrix(t *testing.T) {
 				t.Fatalf("optimize --indices again: %s", out)
 			}
 			for key, names := range publishedIndexNames(t, root) {
-				if got := fmt.Sprint(names); got != want[key] {
-					t.Errorf("after a second build %s shows %s, want %s", key, got, want[key])
+				if got := fmt.Sprint(names); got != referenceIndexSet[key] {
+					t.Errorf("after a second build %s shows %s, want %s", key, got, referenceIndexSet[key])
 					half = true
 				}
 			}
@@ -262,4 +275,104 @@ func TestIndexBuildCrashMatrix(t *testing.T) {
 	if tl.cases < 10 || tl.lost+tl.doubled+tl.half != 0 {
 		t.Errorf("%s", line)
 	}
+}
+
+// publishedIndexUUIDs lists, per main table at its published version, its indices as
+// name=uuid, and the live rows its indices leave uncovered (the most of any).
+func publishedIndexUUIDs(t *testing.T, root storage.Store) (map[string]string, map[string]uint64) {
+	t.Helper()
+	ids, lag := map[string]string{}, map[string]uint64{}
+	publishedTables(t, root, func(e publisher.TableEntry, ds *lance.Dataset) {
+		var xs []string
+		for _, x := range ds.Indices() {
+			xs = append(xs, x.Name+"="+x.UUIDString())
+		}
+		sort.Strings(xs)
+		ids[e.TableKey] = fmt.Sprint(xs)
+		lag[e.TableKey] = ds.UnindexedRows()
+	})
+	return ids, lag
+}
+
+// TestIndexFoldCrashMatrix kills a real `worker optimize --indices` folding lagging indices
+// (on Person and Company, each one BTREE merged and two INVERTED indices given a partition;
+// WorksAt's indices are not due) at every step, opens the graph read-write (full recovery) and
+// checks that each of the two tables shows either its old indices (the same uuids, still
+// lagging) or all of them folded (new uuids, none lagging), never a mix; that WorksAt's are
+// untouched; that the rows are unchanged; and that a second maintenance leaves every index
+// covering every row.
+func TestIndexFoldCrashMatrix(t *testing.T) {
+	var tl tally
+	for _, kill := range indexKills {
+		t.Run(kill, func(t *testing.T) {
+			dir, root, g := newGraph(t)
+			loadLines(t, g, indexSeed)
+			if _, err := g.Optimize(context.Background(), engine.OptimizeOptions{Indices: true}); err != nil {
+				t.Fatal(err)
+			}
+			// Three new people beside the two indexed, two companies beside one: more than half
+			// again, so due.
+			loadLines(t, g, `{"type":"Person","data":{"handle":"carol","name":"Carol Stone","active":true}}
+{"type":"Person","data":{"handle":"dave","name":"Dave Rivers","active":false}}
+{"type":"Person","data":{"handle":"erin","name":"Erin Woods","active":true}}
+{"type":"Company","data":{"domain":"globex.com","name":"Globex Corporation","size":"enterprise"}}
+{"type":"Company","data":{"domain":"initech.com","name":"Initech Software","size":"startup"}}`)
+			old, oldLag := publishedIndexUUIDs(t, root)
+			if oldLag["node:Person"] != 3 || oldLag["node:Company"] != 2 {
+				t.Fatalf("indices lag %v rows before the fold, want Person 3 and Company 2", oldLag)
+			}
+			folding := []string{"node:Person", "node:Company"}
+			before := exportLines(t, root)
+			if killed, out := run(t, kill, "optimize", "--root", dir, "--indices"); !killed {
+				t.Fatalf("optimize --indices was not killed at %s:\n%s", kill, out)
+			}
+			g2 := recoverAfterCrash(t, dir, root, "")
+			half := false
+			now, lag := publishedIndexUUIDs(t, root)
+			folded := 0
+			for key, ids := range now {
+				switch {
+				case ids == old[key] && lag[key] == oldLag[key]:
+				case slices.Contains(folding, key) && lag[key] == 0 && !sharesAny(ids, old[key]):
+					folded++
+				default:
+					t.Errorf("%s shows indices %s lagging %d rows: neither the old ones %s nor all folded", key, ids, lag[key], old[key])
+					half = true
+				}
+			}
+			// Recovery rolls an Optimize forward table by table (each table's CreateIndex that
+			// landed is published), as it does a compaction: per table, never within one.
+			t.Logf("%d of the %d due tables show folded indices", folded, len(folding))
+			lost, doubled, changed := compareLines(t, before, exportLines(t, root))
+			if _, out := run(t, "", "optimize", "--root", dir, "--indices"); !strings.Contains(out, `"tables"`) {
+				t.Fatalf("optimize --indices again: %s", out)
+			}
+			names := publishedIndexNames(t, root)
+			_, lag = publishedIndexUUIDs(t, root)
+			for key := range referenceIndexSet {
+				if got := fmt.Sprint(names[key]); got != referenceIndexSet[key] || lag[key] != 0 {
+					t.Errorf("after a second maintenance %s shows %s lagging %d rows, want %s lagging none", key, got, lag[key], referenceIndexSet[key])
+					half = true
+				}
+			}
+			assertAligned(t, g2)
+			tl.add(lost, doubled, half || changed)
+		})
+	}
+	line := fmt.Sprintf("crash-matrix-index-folds: %d cases, %d lost, %d doubled, %d half-visible", tl.cases, tl.lost, tl.doubled, tl.half)
+	summary = strings.TrimSpace(summary + "\n" + line)
+	if tl.cases < 10 || tl.lost+tl.doubled+tl.half != 0 {
+		t.Errorf("%s", line)
+	}
+}
+
+// sharesAny says two fmt.Sprint'ed lists of name=uuid share an entry.
+func sharesAny(a, b string) bool {
+	bs := strings.Fields(strings.Trim(b, "[]"))
+	for _, x := range strings.Fields(strings.Trim(a, "[]")) {
+		if slices.Contains(bs, x) {
+			return true
+		}
+	}
+	return false
 }
