@@ -87,6 +87,7 @@ fuzz:
 	$(FUZZ) ./lance -fuzz '^FuzzBTreeFiles$$'
 	$(FUZZ) ./lance -fuzz '^FuzzInvertedTokens$$'
 	$(FUZZ) ./lance -fuzz '^FuzzIndexFile$$'
+	$(FUZZ) ./lance -fuzz '^FuzzIndexFold$$'
 	$(FUZZ) ./lance -fuzz '^FuzzTransaction$$'
 	$(FUZZ) ./lance -fuzz '^FuzzDeletionFile$$'
 	$(FUZZ) ./lance -fuzz '^FuzzRowIDSequence$$'

@@ -293,3 +293,69 @@ func readRecord(b []byte) (arrow.Record, error) {
 	}
 	return r.Read(ctx, r.Schema().Fields, nil, 0, r.NumRows(), memory.DefaultAllocator)
 }
+
+// foldFixture is a table with Go-built BTREE indices on id and name and an INVERTED index on
+// name, and rows appended since that none covers: every index of it is due a fold.
+type foldFixture struct {
+	d                         *Dataset
+	idData, nameData, invMeta string // keys of the files FuzzIndexFold replaces
+}
+
+func newFoldFixture(tb testing.TB) foldFixture {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := storage.Open(ctx, "mem://"+strings.ReplaceAll(tb.Name(), "/", "_")+"-fold")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = st.DeletePrefix(context.Background(), ""); st.Close() })
+	d, err := Create(ctx, st, testSchema(tb), rows(seq(0, 300)...), CreateOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := d.StageIndices(ctx, foldSpecs, StageOptions{})
+	if err == nil {
+		d, err = d.Commit(ctx, s)
+	}
+	if err == nil {
+		s, err = d.StageAppend(ctx, rows(seq(300, 320)...), StageOptions{})
+	}
+	if err == nil {
+		d, err = d.Commit(ctx, s)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return foldFixture{d: d, idData: d.BTree("id").Dir() + btreeDataFile, nameData: d.BTree("name").Dir() + btreeDataFile,
+		invMeta: d.Inverted("name").Dir() + invertedMetadataFile}
+}
+
+var foldSpecs = []IndexSpec{{Kind: IndexBTree, Column: "id"}, {Kind: IndexBTree, Column: "name"}, {Kind: IndexInverted, Column: "name"}}
+
+// FuzzIndexFold: whatever bytes the page data of a lagging BTREE or the metadata of a lagging
+// INVERTED index hold, folding them never panics; it folds, or builds the index anew from the
+// table (a file it cannot read), or fails with a typed format error.
+func FuzzIndexFold(f *testing.F) {
+	g := goIndexFiles(f)
+	for _, k := range []string{"go-btree-id-page_data.lance", "go-btree-name-page_data.lance", "go-inverted-metadata.lance"} {
+		f.Add(uint8(0), g[k])
+		f.Add(uint8(1), g[k])
+		f.Add(uint8(2), g[k])
+	}
+	fx := newFoldFixture(f)
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		ctx := context.Background()
+		key := []string{fx.idData, fx.nameData, fx.invMeta}[int(which)%3]
+		orig, err := fx.d.Store().Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fx.d.Store().Put(ctx, key, b); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = fx.d.Store().Put(ctx, key, orig) }()
+		if _, err := fx.d.StageIndices(ctx, foldSpecs, StageOptions{}); err != nil && !typedFormatError(err) {
+			t.Fatalf("not a format error: %v", err)
+		}
+	})
+}
