@@ -282,12 +282,30 @@ func writeBTreePages(t arrow.DataType, chunks []arrow.Array, es []btreeEntry) (d
 	if vb, ok := db.Field(0).(interface{ ReserveData(int) }); ok {
 		vb.ReserveData(valueBytes(chunks))
 	}
-	for page := 0; page*BTreePageRows < len(es); page++ {
-		p := es[page*BTreePageRows : min(len(es), (page+1)*BTreePageRows)]
-		nulls := 0
+	ids := db.Field(1).(*array.Uint64Builder)
+	appendValues := func(p []btreeEntry) {
 		for _, e := range p {
 			appendValue(db.Field(0), chunks[e.chunk], int(e.row))
-			db.Field(1).(*array.Uint64Builder).Append(e.id)
+		}
+	}
+	if strs, ok := stringChunks(chunks); ok {
+		sb := db.Field(0).(*array.StringBuilder)
+		appendValues = func(p []btreeEntry) {
+			for _, e := range p {
+				if e.null {
+					sb.AppendNull()
+				} else {
+					sb.Append(strs[e.chunk].Value(int(e.row)))
+				}
+			}
+		}
+	}
+	for page := 0; page*BTreePageRows < len(es); page++ {
+		p := es[page*BTreePageRows : min(len(es), (page+1)*BTreePageRows)]
+		appendValues(p)
+		nulls := 0
+		for _, e := range p {
+			ids.UnsafeAppend(e.id)
 			if e.null {
 				nulls++
 			}
@@ -304,6 +322,19 @@ func writeBTreePages(t arrow.DataType, chunks []arrow.Array, es []btreeEntry) (d
 		lb.Field(3).(*array.Uint32Builder).Append(uint32(page))
 	}
 	return db.NewRecord(), lb.NewRecord()
+}
+
+// stringChunks is chunks as String arrays, when they all are.
+func stringChunks(chunks []arrow.Array) ([]*array.String, bool) {
+	out := make([]*array.String, len(chunks))
+	for i, a := range chunks {
+		s, ok := a.(*array.String)
+		if !ok {
+			return nil, false
+		}
+		out[i] = s
+	}
+	return out, true
 }
 
 // valueBytes is the size of the string values of chunks (0 for other types).
