@@ -155,8 +155,8 @@ func TestStagedIndexBuildRebasesOverLoads(t *testing.T) {
 	tablesAligned(t, g)
 }
 
-// An index whose unindexed rows exceed half of those it covers (indexLagShare) is built again
-// over the whole table, so the rows a query scans beside it stay bounded; the metric reports
+// An index whose unindexed rows exceed half of those it covers (indexLagShare) is folded
+// (brought up to date over the whole table), so the rows a query scans beside it stay bounded; the metric reports
 // the lag. Fragments alone do not make it due: compaction merges them.
 func TestIndicesAreFoldedOnceTheLagExceedsItsShare(t *testing.T) {
 	g := testGraph(t)
