@@ -156,8 +156,9 @@ func TestStagedIndexBuildRebasesOverLoads(t *testing.T) {
 }
 
 // An index whose unindexed rows exceed half of those it covers (indexLagShare) is folded
-// (brought up to date over the whole table), so the rows a query scans beside it stay bounded; the metric reports
-// the lag. Fragments alone do not make it due: compaction merges them.
+// (brought up to date over the whole table), so the rows a query scans beside it stay
+// bounded; the metric reports the lag. Fragments alone do not make it due: compaction merges
+// them.
 func TestIndicesAreFoldedOnceTheLagExceedsItsShare(t *testing.T) {
 	g := testGraph(t)
 	smallLoads(t, g, "", "p", 8)
