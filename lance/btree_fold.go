@@ -34,26 +34,13 @@ const foldDeadShare = 2
 // entry of old for a row the new rows hold again (a row id the uncovered fragments hold) is
 // left out: the table's row is the truth.
 func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
-	f := d.Schema().Field(column)
-	if f == nil || len(old.Fields) != 1 || old.Fields[0] != f.ID {
+	f, uncovered, coveredRows := d.lagOf(old, column)
+	if len(uncovered) == 0 {
 		return Index{}, false, nil
 	}
 	af, err := f.ToArrow()
 	if err != nil || !btreeType(af.Type) {
 		return Index{}, false, err
-	}
-	var uncovered []uint64
-	var coveredRows uint64
-	for i := range d.manifest.Fragments {
-		fr := &d.manifest.Fragments[i]
-		if old.Covers(fr.ID) {
-			coveredRows += fr.NumRows()
-		} else {
-			uncovered = append(uncovered, fr.ID)
-		}
-	}
-	if len(uncovered) == 0 {
-		return Index{}, false, nil
 	}
 
 	oldRec, err := d.readBTreeData(ctx, old)
@@ -108,15 +95,7 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 	defer data.Release()
 	defer lookup.Release()
 
-	x, err = d.newIndexMeta(f.ID, name, &IndexDetails{TypeURL: BTreeDetailsType}, 0)
-	if err != nil {
-		return Index{}, false, err
-	}
-	// Every fragment of this version, and old's that are gone since, as Lance keeps them.
-	x.Fragments = append(x.Fragments, old.Fragments...)
-	slices.Sort(x.Fragments)
-	x.Fragments = slices.Compact(x.Fragments)
-	if err := d.checkNewIndex(&x); err != nil {
+	if x, err = d.successorMeta(old, &IndexDetails{TypeURL: BTreeDetailsType}, 0); err != nil {
 		return Index{}, false, err
 	}
 	if err := writeBTreeFiles(x, column, data, lookup, fo, w); err != nil {

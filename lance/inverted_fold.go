@@ -34,16 +34,7 @@ const invertedFoldPartitions = 8
 // the index whole: nothing left to cover, old written with another analyzer or format than
 // this package writes, or too many partitions.
 func (d *Dataset) foldInverted(ctx context.Context, old *Index, column string, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
-	f := d.Schema().Field(column)
-	if f == nil || len(old.Fields) != 1 || old.Fields[0] != f.ID {
-		return Index{}, false, nil
-	}
-	var uncovered []uint64
-	for i := range d.manifest.Fragments {
-		if id := d.manifest.Fragments[i].ID; !old.Covers(id) {
-			uncovered = append(uncovered, id)
-		}
-	}
+	_, uncovered, _ := d.lagOf(old, column)
 	if len(uncovered) == 0 {
 		return Index{}, false, nil
 	}
@@ -60,15 +51,7 @@ func (d *Dataset) foldInverted(ctx context.Context, old *Index, column string, f
 	if err != nil {
 		return Index{}, false, err
 	}
-	x, err = d.newIndexMeta(f.ID, old.Name, &IndexDetails{TypeURL: InvertedDetailsType, Value: invertedDetails()}, invertedIndexVersion)
-	if err != nil {
-		return Index{}, false, err
-	}
-	// Every fragment of this version, and old's that are gone since, as Lance keeps them.
-	x.Fragments = append(x.Fragments, old.Fragments...)
-	slices.Sort(x.Fragments)
-	x.Fragments = slices.Compact(x.Fragments)
-	if err := d.checkNewIndex(&x); err != nil {
+	if x, err = d.successorMeta(old, &IndexDetails{TypeURL: InvertedDetailsType, Value: invertedDetails()}, invertedIndexVersion); err != nil {
 		return Index{}, false, err
 	}
 	for _, p := range parts {
