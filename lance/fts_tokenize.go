@@ -106,7 +106,10 @@ func ftsLower(w string) string {
 // ftsStem is the English Snowball stemmer. Words of one or two characters are kept as they
 // are (Snowball counts characters; the library counts bytes).
 func ftsStem(w string) string {
-	if utf8.RuneCountInString(w) <= 2 {
+	// Every rule and exception of the English stemmer ends in a letter, so a word ending in a
+	// digit (a number, a key like "p1000005") is its own stem: the stemmer is skipped, as it
+	// costs most of a build of such keys.
+	if utf8.RuneCountInString(w) <= 2 || '0' <= w[len(w)-1] && w[len(w)-1] <= '9' {
 		return w
 	}
 	return english.Stem(w, true)

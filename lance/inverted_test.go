@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/kljensen/snowball/english"
 
 	"github.com/omnigraph/omnigraph-worker/lance/file"
 )
@@ -281,6 +283,26 @@ func TestStageInvertedIndex(t *testing.T) {
 	for tok, s := range got.maxScore {
 		if !(s > 0) || math.IsInf(float64(s), 0) {
 			t.Fatalf("token %q: max score %v", got.tokens[tok], s)
+		}
+	}
+}
+
+// A word ending in a digit is its own stem (ftsStem skips the stemmer for it): the stemmer
+// agrees on every such word of letters, digits and endings its rules look for.
+func TestFTSStemOfWordsEndingInADigit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	parts := []string{"ies", "sses", "ed", "ing", "ly", "y", "e", "s", "ational", "izer", "ness", "ful", "p", "x", "ou", "skis", "news", "dying", "a", "9", "0", "42"}
+	for i := 0; i < 20000; i++ {
+		w := ""
+		for n := 1 + rng.IntN(4); n > 0; n-- {
+			w += parts[rng.IntN(len(parts))]
+		}
+		w += string(rune('0' + rng.IntN(10)))
+		if got := english.Stem(w, true); got != w {
+			t.Fatalf("the stemmer changes %q to %q", w, got)
+		}
+		if got := ftsStem(w); got != w {
+			t.Fatalf("ftsStem(%q) = %q", w, got)
 		}
 	}
 }

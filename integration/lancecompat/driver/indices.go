@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/omnigraph/omnigraph-worker/integration/lancecompat/canon"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
@@ -374,20 +376,7 @@ func invertedPartitions(ctx context.Context, d *lance.Dataset, x *lance.Index) (
 // old partitions kept as they were). The engine must list both, answer from them and answer
 // every equality and full-text query as a scan does.
 func goFoldsIndices(ctx context.Context, dir string, cases *[]idxCase) (*lance.Dataset, error) {
-	_, src, err := openDataset(ctx, dir, "istable", "", 0)
-	if err != nil {
-		return nil, err
-	}
-	sch, err := src.Schema().ToArrow()
-	if err != nil {
-		return nil, err
-	}
-	st, err := openTable(ctx, dir, "gfold")
-	if err != nil {
-		return nil, err
-	}
-	ver, _ := src.FileVersion()
-	d, err := lance.Create(ctx, st, src.Schema(), rec(sch, idxRows(idxRange(0, 3000)...)), lance.CreateOptions{FileVersion: ver})
+	d, sch, err := createIdxTable(ctx, dir, "gfold", 3000, true)
 	if err != nil {
 		return nil, err
 	}
@@ -515,20 +504,7 @@ func goCleansIndexed(ctx context.Context, dir string, d *lance.Dataset) ([]idxCa
 // indices on its id and tag columns in Go, then appends rows no index covers; the engine must
 // list both indices, answer from them (its plans name them) and answer as a scan does.
 func goBuildsBTree(ctx context.Context, dir string, cases *[]idxCase) (*lance.Dataset, error) {
-	_, src, err := openDataset(ctx, dir, "istable", "", 0)
-	if err != nil {
-		return nil, err
-	}
-	sch, err := src.Schema().ToArrow()
-	if err != nil {
-		return nil, err
-	}
-	st, err := openTable(ctx, dir, "gbtree")
-	if err != nil {
-		return nil, err
-	}
-	ver, _ := src.FileVersion()
-	d, err := lance.Create(ctx, st, src.Schema(), rec(sch, idxRows(idxRange(0, 3000)...)), lance.CreateOptions{FileVersion: ver})
+	d, sch, err := createIdxTable(ctx, dir, "gbtree", 3000, true)
 	if err != nil {
 		return nil, err
 	}
@@ -589,4 +565,26 @@ func goBuildsBTree(ctx context.Context, dir string, cases *[]idxCase) (*lance.Da
 	c.Scalar = append([]string{"id = 4095", "id = 4096", "id < 4100", "id = 5049"}, idxScalar...)
 	c.FTS, c.Nearest = nil, idxQueries[:1]
 	return d, nil
+}
+
+// createIdxTable creates table in dir with the Go package, of istable's schema and data file
+// version (what the engine made), holding rows [0, n) of the index tables, with stable row ids
+// or without; it returns the table and its Arrow schema.
+func createIdxTable(ctx context.Context, dir, table string, n int, stable bool) (*lance.Dataset, *arrow.Schema, error) {
+	_, src, err := openDataset(ctx, dir, "istable", "", 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	sch, err := src.Schema().ToArrow()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := openTable(ctx, dir, table)
+	if err != nil {
+		return nil, nil, err
+	}
+	ver, _ := src.FileVersion()
+	d, err := lance.Create(ctx, st, src.Schema(), rec(sch, idxRows(idxRange(0, n)...)),
+		lance.CreateOptions{FileVersion: ver, DisableStableRowIDs: !stable})
+	return d, sch, err
 }

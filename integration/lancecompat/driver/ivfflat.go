@@ -59,21 +59,7 @@ func ivfQueries() []idxANN {
 // deletes a covered row and appends rows no index covers, and on the stable table compacts the
 // covered fragments into one; it records a case after the build and after each step.
 func goBuildsIVFFlat(ctx context.Context, dir, table string, stable bool, cases *[]idxCase) (*lance.Dataset, error) {
-	_, src, err := openDataset(ctx, dir, "istable", "", 0)
-	if err != nil {
-		return nil, err
-	}
-	sch, err := src.Schema().ToArrow()
-	if err != nil {
-		return nil, err
-	}
-	st, err := openTable(ctx, dir, table)
-	if err != nil {
-		return nil, err
-	}
-	ver, _ := src.FileVersion()
-	d, err := lance.Create(ctx, st, src.Schema(), rec(sch, idxRows(idxRange(0, 300)...)),
-		lance.CreateOptions{FileVersion: ver, DisableStableRowIDs: !stable})
+	d, sch, err := createIdxTable(ctx, dir, table, 300, stable)
 	if err != nil {
 		return nil, err
 	}
