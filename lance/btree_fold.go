@@ -43,7 +43,7 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 		return Index{}, false, err
 	}
 
-	oldRec, err := d.readBTreeData(ctx, old)
+	oldRec, err := d.readBTreeData(ctx, old, int64(foldDeadShare*coveredRows+BTreePageRows))
 	if err != nil {
 		return Index{}, false, err
 	}
@@ -51,7 +51,7 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 		return Index{}, false, nil
 	}
 	defer oldRec.Release()
-	if uint64(oldRec.NumRows()) > foldDeadShare*coveredRows+BTreePageRows || !arrow.TypeEqual(oldRec.Column(0).DataType(), af.Type) {
+	if !arrow.TypeEqual(oldRec.Column(0).DataType(), af.Type) {
 		return Index{}, false, nil
 	}
 	oldIDs, isU64 := oldRec.Column(1).(*array.Uint64)
@@ -106,8 +106,8 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 
 // readBTreeData reads the whole page data of BTREE x: values and row ids. nil, with no error,
 // when the file is not two columns of values and UInt64 ids (a layout this package does not
-// fold).
-func (d *Dataset) readBTreeData(ctx context.Context, x *Index) (arrow.Record, error) {
+// fold) or holds more than maxRows entries.
+func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (arrow.Record, error) {
 	st, _, err := d.resolveBase(x.BaseID)
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (d *Dataset) readBTreeData(ctx context.Context, x *Index) (arrow.Record, er
 	if err != nil {
 		return nil, err
 	}
-	if len(r.Schema().Fields) != 2 {
+	if len(r.Schema().Fields) != 2 || r.NumRows() > maxRows {
 		return nil, nil
 	}
 	rec, err := readIndexRows(ctx, r, st.Location(key), 0, r.NumRows())
