@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/omnigraph/omnigraph-worker/lance/file"
@@ -34,9 +35,12 @@ const invertedFoldPartitions = 8
 // the index whole: nothing left to cover, old written with another analyzer or format than
 // this package writes, or too many partitions.
 func (d *Dataset) foldInverted(ctx context.Context, old *Index, column string, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
-	_, uncovered, _ := d.lagOf(old, column)
+	f, uncovered, _ := d.lagOf(old, column)
 	if len(uncovered) == 0 {
 		return Index{}, false, nil
+	}
+	if af, err := f.ToArrow(); err != nil || af.Type.ID() != arrow.STRING && af.Type.ID() != arrow.LARGE_STRING {
+		return Index{}, false, err // a full-text index of a list column (the engines build those) is not folded
 	}
 	st, _, err := d.resolveBase(old.BaseID)
 	if err != nil {

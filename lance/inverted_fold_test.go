@@ -203,6 +203,12 @@ func TestInvertedFoldRefusesAnotherAnalyzer(t *testing.T) {
 	if _, ok, err := d.foldInverted(ctx, d.Inverted("name"), "name", fo, w); ok || err != nil {
 		t.Fatalf("folded an index of another analyzer: %v %v", ok, err)
 	}
+	// Nor is a full-text index of a column that is not a string (as the engines index lists).
+	onID := d.Inverted("name").clone()
+	onID.Fields = []int32{d.Schema().Field("id").ID}
+	if _, ok, err := d.foldInverted(ctx, &onID, "id", fo, w); ok || err != nil {
+		t.Fatalf("folded a full-text index of an integer column: %v %v", ok, err)
+	}
 	s, err = d.StageIndices(ctx, []IndexSpec{{Column: "name", Kind: IndexInverted}}, StageOptions{})
 	d = commit(t, d, s, err)
 	if parts, _ := invertedPartitions(t, d, d.Inverted("name")); !slices.Equal(parts, []uint64{0}) {
