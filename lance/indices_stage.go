@@ -104,15 +104,23 @@ func (d *Dataset) stageInverted(ctx context.Context, column string, fo file.Opti
 	return d.stageFolded(ctx, d.Inverted(column), column, fo, w, d.foldInverted, d.buildInverted)
 }
 
+// stageFolded folds old (fold) into w, or builds the index anew (build) when there is none or
+// the fold cannot be done.
 func (d *Dataset) stageFolded(ctx context.Context, old *Index, column string, fo file.Options, w *fileWrites,
 	fold func(context.Context, *Index, string, file.Options, *fileWrites) (Index, bool, error),
 	build func(ctx context.Context, column, name string, fo file.Options, w *fileWrites) (Index, error)) (Index, error) {
 	if old == nil {
 		return build(ctx, column, "", fo, w)
 	}
-	x, ok, err := fold(ctx, old, column, fo, w)
+	// The fold's files go to w only when it succeeds: one that gives up midway leaves none
+	// for the commit to write.
+	folded := &fileWrites{}
+	x, ok, err := fold(ctx, old, column, fo, folded)
 	if err != nil && rebuildInstead(err) {
 		ok, err = false, nil
+	}
+	if ok {
+		w.files = append(w.files, folded.files...)
 	}
 	if err != nil || ok {
 		return x, err

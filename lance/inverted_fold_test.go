@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -213,5 +214,43 @@ func TestInvertedFoldRefusesAnotherAnalyzer(t *testing.T) {
 	d = commit(t, d, s, err)
 	if parts, _ := invertedPartitions(t, d, d.Inverted("name")); !slices.Equal(parts, []uint64{0}) {
 		t.Fatalf("rebuilt as partitions %v", parts)
+	}
+}
+
+// An INVERTED index one of whose partition files is gone is built anew, and the fold that gave
+// up midway leaves no file behind: the store then holds the old index's directory and the new
+// one's only.
+func TestInvertedFoldGivingUpLeavesNoFiles(t *testing.T) {
+	ctx := context.Background()
+	recs, _ := texted(seq(0, 50)...)
+	d, err := Create(ctx, memStore(t), testSchema(t), recs, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageInvertedIndex(ctx, "name", IndexOptions{})
+	d = commit(t, d, s, err)
+	old := *d.Inverted("name")
+	if err := d.Store().Delete(ctx, old.Dir()+partFile(0, "invert")); err != nil {
+		t.Fatal(err)
+	}
+	more, _ := texted(100, 101)
+	s, err = d.StageAppend(ctx, more, StageOptions{})
+	d = commit(t, d, s, err)
+	s, err = d.StageIndices(ctx, []IndexSpec{{Column: "name", Kind: IndexInverted}}, StageOptions{})
+	d = commit(t, d, s, err)
+	x := d.Inverted("name")
+	if parts, _ := invertedPartitions(t, d, x); !slices.Equal(parts, []uint64{0}) {
+		t.Fatalf("rebuilt as partitions %v", parts)
+	}
+	objs, err := d.Store().List(ctx, "_indices/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[string]bool{}
+	for _, o := range objs {
+		dirs[strings.Split(strings.TrimPrefix(o.Key, "_indices/"), "/")[0]] = true
+	}
+	if len(dirs) != 2 || !dirs[old.UUIDString()] || !dirs[x.UUIDString()] {
+		t.Fatalf("index directories %v, want the old %s and the new %s", dirs, old.UUIDString(), x.UUIDString())
 	}
 }
