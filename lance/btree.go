@@ -118,21 +118,15 @@ func (d *Dataset) buildBTree(ctx context.Context, column, name string, fo file.O
 	if len(ids) == 0 {
 		return refuse("the table has no rows to index")
 	}
-	data, lookup, err := btreePages(af.Type, vals, ids)
-	if err != nil {
-		return Index{}, err
-	}
-	defer data.Release()
-	defer lookup.Release()
-
 	x, err := d.newIndexMeta(f.ID, name, &IndexDetails{TypeURL: BTreeDetailsType}, 0)
 	if err != nil {
 		return Index{}, err
 	}
-	if err := d.checkNewIndex(&x); err != nil {
+	data, lookup, err := btreePages(af.Type, vals, ids)
+	if err != nil {
 		return Index{}, err
 	}
-	if err := writeBTreeFiles(x, column, data, lookup, fo, w); err != nil {
+	if err := writeNamedRecords(x, column, []namedRecord{{btreeDataFile, data}, {btreeLookupFile, lookup}}, fo, w); err != nil {
 		return Index{}, err
 	}
 	return x, nil
@@ -140,7 +134,7 @@ func (d *Dataset) buildBTree(ctx context.Context, column, name string, fo file.O
 
 // newIndexMeta is the metadata of a new index of one field under a new (version 4) uuid, made
 // now at this version, with details and index_version version, covering every fragment of
-// this version.
+// this version; one a CreateIndex would list wrongly (checkNewIndex) is refused.
 func (d *Dataset) newIndexMeta(field int32, name string, details *IndexDetails, version int32) (Index, error) {
 	x := Index{Fields: []int32{field}, Name: name, DatasetVersion: d.Version(), HasFragments: true, Fragments: []uint32{}, Details: details}
 	if _, err := rand.Read(x.UUID[:]); err != nil {
@@ -153,22 +147,10 @@ func (d *Dataset) newIndexMeta(field int32, name string, details *IndexDetails, 
 		x.Fragments = append(x.Fragments, uint32(d.manifest.Fragments[i].ID))
 	}
 	slices.Sort(x.Fragments)
-	return x, nil
-}
-
-// writeBTreeFiles encodes a BTREE's two records into w under x's directory.
-func writeBTreeFiles(x Index, column string, data, lookup arrow.Record, fo file.Options, w *fileWrites) error {
-	for _, part := range []struct {
-		name string
-		rec  arrow.Record
-	}{{btreeDataFile, data}, {btreeLookupFile, lookup}} {
-		b, err := encodeIndexFile(part.rec, fo)
-		if err != nil {
-			return fmt.Errorf("lance: BTREE index on %s: %s: %w", column, part.name, err)
-		}
-		w.add(x.Dir()+part.name, b, "lance.write_index_file", "index file")
+	if err := d.checkNewIndex(&x); err != nil {
+		return Index{}, err
 	}
-	return nil
+	return x, nil
 }
 
 // HasBTree says whether the version lists a BTREE index on exactly the named column.

@@ -91,14 +91,11 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 	if len(merged) == 0 {
 		return Index{}, false, &IndexError{Dataset: d.dir.URI(), Index: name, Op: OpCreateIndex, Reason: "the table has no rows to index"}
 	}
-	data, lookup := writeBTreePages(af.Type, chunks, merged)
-	defer data.Release()
-	defer lookup.Release()
-
 	if x, err = d.successorMeta(old, &IndexDetails{TypeURL: BTreeDetailsType}, 0); err != nil {
 		return Index{}, false, err
 	}
-	if err := writeBTreeFiles(x, column, data, lookup, fo, w); err != nil {
+	data, lookup := writeBTreePages(af.Type, chunks, merged)
+	if err := writeNamedRecords(x, column, []namedRecord{{btreeDataFile, data}, {btreeLookupFile, lookup}}, fo, w); err != nil {
 		return Index{}, false, err
 	}
 	return x, true, nil

@@ -207,9 +207,6 @@ func (d *Dataset) buildInverted(ctx context.Context, column, name string, fo fil
 	if err != nil {
 		return Index{}, err
 	}
-	if err := d.checkNewIndex(&x); err != nil {
-		return Index{}, err
-	}
 	files, err := b.records(0)
 	if err != nil {
 		return Index{}, fmt.Errorf("lance: INVERTED index on %s: %w", column, err)

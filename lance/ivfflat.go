@@ -133,9 +133,6 @@ func (d *Dataset) buildIVFFlat(ctx context.Context, column, name string, fo file
 	if err != nil {
 		return Index{}, err
 	}
-	if err := d.checkNewIndex(&x); err != nil {
-		return Index{}, err
-	}
 
 	idx, err := vs.indexFile(fo)
 	if err != nil {
