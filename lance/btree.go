@@ -126,6 +126,7 @@ func (d *Dataset) buildBTree(ctx context.Context, column, name string, fo file.O
 	if err != nil {
 		return Index{}, err
 	}
+	btreeCache.put(x.UUID, data)
 	if err := writeNamedRecords(x, column, []namedRecord{{btreeDataFile, data}, {btreeLookupFile, lookup}}, fo, w); err != nil {
 		return Index{}, err
 	}
@@ -227,20 +228,20 @@ func sortBTreeEntries(chunks []arrow.Array, ids []uint64) []btreeEntry {
 	var es []btreeEntry
 	switch chunks[0].(type) {
 	case *array.String:
-		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.String).Value(i) }, strings.Compare, stringPrefix)
+		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.String).Value(i) }, strings.Compare)
 	case *array.LargeString:
-		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.LargeString).Value(i) }, strings.Compare, stringPrefix)
+		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.LargeString).Value(i) }, strings.Compare)
 	case *array.Float32, *array.Float64:
 		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) float64 {
 			if x, ok := a.(*array.Float32); ok {
 				return float64(x.Value(i))
 			}
 			return a.(*array.Float64).Value(i)
-		}, compareFloat, nil)
+		}, compareFloat)
 	case *array.Uint8, *array.Uint16, *array.Uint32, *array.Uint64:
-		es = sortKeyed(chunks, ids, unsignedAt, cmp.Compare[uint64], nil)
+		es = sortKeyed(chunks, ids, unsignedAt, cmp.Compare[uint64])
 	default:
-		es = sortKeyed(chunks, ids, signedAt, cmp.Compare[int64], nil)
+		es = sortKeyed(chunks, ids, signedAt, cmp.Compare[int64])
 	}
 	return es
 }
@@ -333,27 +334,23 @@ func valueBytes(chunks []arrow.Array) int {
 // sortKeyed orders the entries of chunks by value (nulls first, then by key), ties by row id,
 // reading each value once into a typed key so that comparing costs no Arrow accessor. It
 // sorts a permutation of 4-byte positions, not the entries: moving them is what a sort mostly
-// does. prefix, when not nil, maps a key to a uint64 whose order agrees with compare wherever
-// the two differ (a string's first 8 bytes): most comparisons end on those 8 bytes, held side
-// by side in one slice, and only equal prefixes compare the keys.
-func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, int) K, compare func(K, K) int, prefix func(K) uint64) []btreeEntry {
+// does. String keys are first compared by 8 bytes held side by side in one slice
+// (stringPrefixes), and only equal ones compare the keys.
+func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, int) K, compare func(K, K) int) []btreeEntry {
 	keys := make([]K, len(ids))
-	var pre []uint64
-	if prefix != nil {
-		pre = make([]uint64, len(ids))
-	}
 	es := make([]btreeEntry, 0, len(ids))
 	for c, a := range chunks {
 		for r := 0; r < a.Len(); r++ {
 			e := btreeEntry{chunk: int32(c), row: int32(r), id: ids[len(es)], null: a.IsNull(r)}
 			if !e.null {
 				keys[len(es)] = get(a, r)
-				if pre != nil {
-					pre[len(es)] = prefix(keys[len(es)])
-				}
 			}
 			es = append(es, e)
 		}
+	}
+	var pre []uint64
+	if ks, ok := any(keys).([]string); ok {
+		pre = stringPrefixes(ks, es)
 	}
 	perm := make([]int32, len(es))
 	for i := range perm {
@@ -387,12 +384,37 @@ func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, 
 	return out
 }
 
-// stringPrefix is s's first 8 bytes as a big-endian number, zero-padded: a shorter string
-// that is a prefix of a longer one gets a prefix no greater, so the byte order is kept.
-func stringPrefix(s string) uint64 {
-	var b [8]byte
-	copy(b[:], s)
-	return binary.BigEndian.Uint64(b[:])
+// stringPrefixes are, for each non-null key, the 8 bytes that follow the prefix every key
+// shares, as a big-endian number, zero-padded: where two prefixes differ they order the keys
+// as their bytes do (a shorter key that is a prefix of a longer one gets a number no
+// greater), so most comparisons end on them. Skipping the shared prefix matters: keys are
+// often one namespace ("user:…", "p1000005-…") whose first 8 bytes are all alike.
+func stringPrefixes(keys []string, es []btreeEntry) []uint64 {
+	shared, ref := -1, ""
+	for i, k := range keys {
+		if es[i].null {
+			continue
+		}
+		if shared < 0 {
+			shared, ref = len(k), k
+			continue
+		}
+		n := min(shared, len(k))
+		j := 0
+		for j < n && k[j] == ref[j] {
+			j++
+		}
+		shared = j
+	}
+	pre := make([]uint64, len(keys))
+	for i, k := range keys {
+		if !es[i].null {
+			var b [8]byte
+			copy(b[:], k[shared:])
+			pre[i] = binary.BigEndian.Uint64(b[:])
+		}
+	}
+	return pre
 }
 
 // parallelSortMin is the size from which parallelSort sorts halves on two goroutines.

@@ -95,6 +95,8 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 		return Index{}, false, err
 	}
 	data, lookup := writeBTreePages(af.Type, chunks, merged)
+	btreeCache.forget(old.UUID)
+	btreeCache.put(x.UUID, data)
 	if err := writeNamedRecords(x, column, []namedRecord{{btreeDataFile, data}, {btreeLookupFile, lookup}}, fo, w); err != nil {
 		return Index{}, false, err
 	}
@@ -105,6 +107,13 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 // when the file is not two columns of values and UInt64 ids (a layout this package does not
 // fold) or holds more than maxRows entries.
 func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (arrow.Record, error) {
+	if rec := btreeCache.get(x.UUID); rec != nil {
+		if rec.NumRows() > maxRows {
+			rec.Release()
+			return nil, nil
+		}
+		return rec, nil
+	}
 	st, _, err := d.resolveBase(x.BaseID)
 	if err != nil {
 		return nil, err

@@ -189,8 +189,10 @@ func TestMergeBTreeEntries(t *testing.T) {
 }
 
 // A lagging BTREE whose page data is gone (or unreadable) is built anew from the table, which
-// repairs it, instead of failing every fold.
+// repairs it, instead of failing every fold. (With the page data cached, the fold needs no
+// file: TestBTreeFoldFromTheCacheEqualsTheFileRead.)
 func TestBTreeFoldRebuildsAnIndexWhosePageDataIsGone(t *testing.T) {
+	withoutBTreeCache(t)
 	ctx := context.Background()
 	d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 100)...), CreateOptions{})
 	if err != nil {
@@ -212,5 +214,95 @@ func TestBTreeFoldRebuildsAnIndexWhosePageDataIsGone(t *testing.T) {
 		if n := pageDataRows(t, d, d.BTree("id")); n != int64(d.CountRows()) {
 			t.Fatalf("the rebuilt index holds %d entries for %d rows", n, d.CountRows())
 		}
+	}
+}
+
+// withoutBTreeCache turns the page-data cache off for the test, so that folds read the index
+// files.
+func withoutBTreeCache(t *testing.T) {
+	t.Helper()
+	SetBTreeCacheBytes(0)
+	t.Cleanup(func() { SetBTreeCacheBytes(DefaultBTreeCacheBytes) })
+}
+
+// A fold that starts from the page data this process cached writes exactly the files a fold
+// reading them back writes, and a cached index that lost its files is still folded right.
+func TestBTreeFoldFromTheCacheEqualsTheFileRead(t *testing.T) {
+	fold := func(cached bool) (b []byte) {
+		t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) { b = foldOnce(t, cached) })
+		return b
+	}
+	if a, b := fold(true), fold(false); len(a) == 0 || !slices.Equal(a, b) {
+		t.Fatalf("the fold from the cache wrote %d bytes of page data, the fold from the file %d, not the same", len(a), len(b))
+	}
+}
+
+// foldOnce indexes a table, upserts rows that change indexed names and folds the index, with
+// the page data cached or not; with it cached, the index's page data file is deleted before
+// the fold, which then cannot have read it. It returns the folded page data file.
+func foldOnce(t *testing.T, cached bool) []byte {
+	ctx := context.Background()
+	if !cached {
+		withoutBTreeCache(t)
+	}
+	d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 3000)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageBTreeIndices(ctx, []string{"id", "name"}, IndexOptions{})
+	d = commit(t, d, s, err)
+	if got := btreeCache.get(d.BTree("name").UUID); (got != nil) != cached {
+		t.Fatalf("page data cached: %v, want %v", got != nil, cached)
+	} else if got != nil {
+		got.Release()
+	}
+	s, err = d.StageUpsert(ctx, "id", renamed(seq(2990, 3500)...), StageOptions{})
+	d = commit(t, d, s, err)
+	if cached {
+		if err := d.Store().Delete(ctx, d.BTree("name").Dir()+btreeDataFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err = d.StageIndices(ctx, []IndexSpec{{Column: "name", Kind: IndexBTree}}, StageOptions{})
+	d = commit(t, d, s, err)
+	b, err := d.Store().Get(ctx, d.BTree("name").Dir()+btreeDataFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mustSearch(t, d, "name", BTreeRange{Lo: "n2995", Hi: "r3001"}), scanRange(t, d, "name", BTreeRange{Lo: "n2995", Hi: "r3001"}); !slices.Equal(got, want) {
+		t.Fatalf("cached %v: index %v, scan %v", cached, got, want)
+	}
+	return b
+}
+
+// The cache keeps the most recently used page data within its budget, keeps none larger than
+// the whole budget, and forgets on request.
+func TestPageDataCacheBudget(t *testing.T) {
+	rec := func(n int64) arrow.Record { return renamed(seq(0, n)...)[0] }
+	one := recordBytes(rec(100))
+	c := newPageDataCache(2*one + one/2)
+	ids := [][16]byte{{1}, {2}, {3}}
+	for _, id := range ids {
+		c.put(id, rec(100))
+	}
+	if c.get(ids[0]) != nil || c.get(ids[1]) == nil || c.get(ids[2]) == nil {
+		t.Fatal("the least recently used entry was not the one evicted")
+	}
+	c.get(ids[1])
+	c.put(ids[0], rec(100))
+	if c.get(ids[2]) != nil || c.get(ids[1]) == nil {
+		t.Fatal("a read did not make an entry recent")
+	}
+	c.put([16]byte{9}, rec(1000))
+	if c.get([16]byte{9}) != nil || c.get(ids[0]) == nil {
+		t.Fatal("a record over the whole budget was kept, or evicted the others")
+	}
+	c.forget(ids[0])
+	if c.get(ids[0]) != nil || c.used != one {
+		t.Fatalf("after forget: %d bytes used, want %d", c.used, one)
+	}
+	c.setBudget(0)
+	if c.get(ids[1]) != nil || c.used != 0 {
+		t.Fatal("a budget of 0 kept an entry")
 	}
 }

@@ -2,6 +2,7 @@ package lance
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -592,5 +593,63 @@ func TestBTreeSortsLargeColumns(t *testing.T) {
 	}
 	if len(seen) != n || lookup.NumRows() != int64((n+BTreePageRows-1)/BTreePageRows) {
 		t.Fatalf("%d distinct row ids of %d, %d pages", len(seen), n, lookup.NumRows())
+	}
+}
+
+// String keys sharing a long prefix, of every length around it (the prefix itself, shorter,
+// with a NUL after it, empty), with nulls, sort as their bytes do, ties by row id: the
+// comparison of the 8 bytes after the shared prefix (stringPrefixes) agrees with the keys'.
+func TestBTreeSortsStringsSharingAPrefix(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"", "\x00", "a", "b", "ab", "a\x00", "zz", "-1", "-10", "-9"}
+	for _, shared := range []string{"", "p1000005", "tenant:00042/user:"} {
+		b := array.NewStringBuilder(memory.DefaultAllocator)
+		var keys []string
+		var ids []uint64
+		for i := range 4000 {
+			ids = append(ids, uint64(rng.IntN(1<<20))<<12|uint64(i))
+			switch rng.IntN(40) {
+			case 0:
+				b.AppendNull()
+				keys = append(keys, "")
+				continue
+			case 1:
+				keys = append(keys, shared[:rng.IntN(len(shared)+1)])
+			default:
+				k := shared
+				for range rng.IntN(4) {
+					k += alphabet[rng.IntN(len(alphabet))]
+				}
+				keys = append(keys, k)
+			}
+			b.Append(keys[len(keys)-1])
+		}
+		col := b.NewArray()
+		es := sortBTreeEntries([]arrow.Array{col}, ids)
+		want := make([]int, len(keys))
+		for i := range want {
+			want[i] = i
+		}
+		slices.SortFunc(want, func(i, j int) int {
+			if ni, nj := col.IsNull(i), col.IsNull(j); ni || nj {
+				if ni && nj {
+					return cmp.Compare(ids[i], ids[j])
+				}
+				if ni {
+					return -1
+				}
+				return 1
+			}
+			if c := strings.Compare(keys[i], keys[j]); c != 0 {
+				return c
+			}
+			return cmp.Compare(ids[i], ids[j])
+		})
+		for k, e := range es {
+			if int(e.row) != want[k] {
+				t.Fatalf("prefix %q: entry %d is row %d (%q), want row %d (%q)", shared, k, e.row, keys[e.row], want[k], keys[want[k]])
+			}
+		}
+		col.Release()
 	}
 }

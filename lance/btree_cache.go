@@ -1,0 +1,117 @@
+package lance
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// A BTREE fold rewrites the whole index, and reading back the page data this process wrote at
+// the previous fold was a quarter of a fold's cost. Index files are never changed once
+// written (a fold writes a new index under a new uuid), so the page data of the BTREEs this
+// process wrote last is kept in memory, by uuid, within a byte budget, and a fold of one of
+// them starts from memory. A miss (another process wrote the index, it was evicted, or the
+// process restarted) reads the file as before; the two give the same entries.
+
+// DefaultBTreeCacheBytes is the default budget of the page-data cache: about 4M string keys
+// of a dozen bytes with their row ids.
+const DefaultBTreeCacheBytes = 128 << 20
+
+var btreeCache = newPageDataCache(DefaultBTreeCacheBytes)
+
+// SetBTreeCacheBytes sets the page-data cache's budget; 0 turns it off and empties it.
+func SetBTreeCacheBytes(n int64) { btreeCache.setBudget(n) }
+
+type pageDataCache struct {
+	mu     sync.Mutex
+	budget int64
+	used   int64
+	order  *list.List // of *cachedPageData, most recent first
+	byUUID map[[16]byte]*list.Element
+}
+
+type cachedPageData struct {
+	uuid  [16]byte
+	rec   arrow.Record
+	bytes int64
+}
+
+func newPageDataCache(budget int64) *pageDataCache {
+	return &pageDataCache{budget: budget, order: list.New(), byUUID: map[[16]byte]*list.Element{}}
+}
+
+// put keeps rec (retained) as the page data of the index uuid, evicting the least recently
+// used entries past the budget. A record larger than the whole budget is not kept.
+func (c *pageDataCache) put(uuid [16]byte, rec arrow.Record) {
+	n := recordBytes(rec)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n > c.budget {
+		return
+	}
+	if e, ok := c.byUUID[uuid]; ok {
+		c.drop(e)
+	}
+	rec.Retain()
+	c.byUUID[uuid] = c.order.PushFront(&cachedPageData{uuid: uuid, rec: rec, bytes: n})
+	c.used += n
+	c.evict()
+}
+
+// get is the page data of index uuid, retained (the caller releases it), or nil.
+func (c *pageDataCache) get(uuid [16]byte) arrow.Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byUUID[uuid]
+	if !ok {
+		return nil
+	}
+	c.order.MoveToFront(e)
+	rec := e.Value.(*cachedPageData).rec
+	rec.Retain()
+	return rec
+}
+
+// forget drops the entry of index uuid: a fold of it wrote its successor, which is cached,
+// and the old index is not folded again.
+func (c *pageDataCache) forget(uuid [16]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byUUID[uuid]; ok {
+		c.drop(e)
+	}
+}
+
+func (c *pageDataCache) setBudget(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.budget = max(n, 0)
+	c.evict()
+}
+
+func (c *pageDataCache) evict() {
+	for c.used > c.budget {
+		c.drop(c.order.Back())
+	}
+}
+
+func (c *pageDataCache) drop(e *list.Element) {
+	p := c.order.Remove(e).(*cachedPageData)
+	delete(c.byUUID, p.uuid)
+	c.used -= p.bytes
+	p.rec.Release()
+}
+
+// recordBytes is the size of rec's buffers.
+func recordBytes(rec arrow.Record) int64 {
+	var n int64
+	for _, col := range rec.Columns() {
+		for _, b := range col.Data().Buffers() {
+			if b != nil {
+				n += int64(b.Len())
+			}
+		}
+	}
+	return n
+}
