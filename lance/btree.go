@@ -250,13 +250,9 @@ func sortBTreeEntries(chunks []arrow.Array, ids []uint64) []btreeEntry {
 // and page_lookup records.
 func writeBTreePages(t arrow.DataType, chunks []arrow.Array, es []btreeEntry) (data, lookup arrow.Record) {
 	mem := memory.DefaultAllocator
-	dataSchema := arrow.NewSchema([]arrow.Field{{Name: "values", Type: t, Nullable: true}, {Name: "ids", Type: arrow.PrimitiveTypes.Uint64}}, nil)
-	db := array.NewRecordBuilder(mem, dataSchema)
+	db := array.NewRecordBuilder(mem, btreeDataSchema(t))
 	defer db.Release()
-	meta := arrow.NewMetadata([]string{"batch_size", "range_partitioned"}, []string{strconv.Itoa(BTreePageRows), "false"})
-	lookupSchema := arrow.NewSchema([]arrow.Field{{Name: "min", Type: t, Nullable: true}, {Name: "max", Type: t, Nullable: true},
-		{Name: "null_count", Type: arrow.PrimitiveTypes.Uint32}, {Name: "page_idx", Type: arrow.PrimitiveTypes.Uint32}}, &meta)
-	lb := array.NewRecordBuilder(mem, lookupSchema)
+	lb := array.NewRecordBuilder(mem, btreeLookupSchema(t))
 	defer lb.Release()
 	// Sized up front: grown value by value, the builders' copies and zeroing of their doubled
 	// buffers were a fifth of a 100k-row build.
@@ -305,6 +301,18 @@ func writeBTreePages(t arrow.DataType, chunks []arrow.Array, es []btreeEntry) (d
 		lb.Field(3).(*array.Uint32Builder).Append(uint32(page))
 	}
 	return db.NewRecord(), lb.NewRecord()
+}
+
+// btreeDataSchema is the schema of the page data of a BTREE of values of type t.
+func btreeDataSchema(t arrow.DataType) *arrow.Schema {
+	return arrow.NewSchema([]arrow.Field{{Name: "values", Type: t, Nullable: true}, {Name: "ids", Type: arrow.PrimitiveTypes.Uint64}}, nil)
+}
+
+// btreeLookupSchema is the schema of the page lookup of a BTREE of values of type t.
+func btreeLookupSchema(t arrow.DataType) *arrow.Schema {
+	meta := arrow.NewMetadata([]string{"batch_size", "range_partitioned"}, []string{strconv.Itoa(BTreePageRows), "false"})
+	return arrow.NewSchema([]arrow.Field{{Name: "min", Type: t, Nullable: true}, {Name: "max", Type: t, Nullable: true},
+		{Name: "null_count", Type: arrow.PrimitiveTypes.Uint32}, {Name: "page_idx", Type: arrow.PrimitiveTypes.Uint32}}, &meta)
 }
 
 // stringChunks is chunks as String arrays, when they all are.

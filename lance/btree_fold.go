@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -83,18 +82,21 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 			fresh[i].chunk++ // chunks[0] is the old page data
 		}
 	}
-	merged, inOrder := mergeBTreeEntries(chunks, oldIDs.Uint64Values(), fresh, newIDs)
+	data, lookup, inOrder := mergeBTreePages(af.Type, chunks, oldIDs.Uint64Values(), fresh, newIDs)
 	if !inOrder {
 		return Index{}, false, nil
 	}
 	name := old.Name
-	if len(merged) == 0 {
+	if data.NumRows() == 0 {
+		data.Release()
+		lookup.Release()
 		return Index{}, false, &IndexError{Dataset: d.dir.URI(), Index: name, Op: OpCreateIndex, Reason: "the table has no rows to index"}
 	}
 	if x, err = d.successorMeta(old, &IndexDetails{TypeURL: BTreeDetailsType}, 0); err != nil {
+		data.Release()
+		lookup.Release()
 		return Index{}, false, err
 	}
-	data, lookup := writeBTreePages(af.Type, chunks, merged)
 	btreeCache.forget(old.UUID)
 	btreeCache.put(x.UUID, data)
 	if err := writeNamedRecords(x, column, []namedRecord{{btreeDataFile, data}, {btreeLookupFile, lookup}}, fo, w); err != nil {
@@ -169,25 +171,7 @@ func mergeBTreeEntries(chunks []arrow.Array, oldIDs []uint64, fresh []btreeEntry
 // them.
 func mergeKeyed[K any](chunks []arrow.Array, oldIDs []uint64, fresh []btreeEntry, newIDs []uint64,
 	get func(arrow.Array, int) K, compare func(K, K) int) (out []btreeEntry, inOrder bool) {
-	// Row ids the new rows hold: only an old id within their range can be one.
-	var lo, hi uint64
-	var isNew map[uint64]struct{}
-	if len(newIDs) > 0 {
-		lo, hi = slices.Min(newIDs), slices.Max(newIDs)
-	}
-	stale := func(id uint64) bool {
-		if len(newIDs) == 0 || id < lo || id > hi {
-			return false
-		}
-		if isNew == nil {
-			isNew = make(map[uint64]struct{}, len(newIDs))
-			for _, n := range newIDs {
-				isNew[n] = struct{}{}
-			}
-		}
-		_, ok := isNew[id]
-		return ok
-	}
+	stale := staleIDs(newIDs)
 	freshKeys := make([]K, len(fresh))
 	for k, e := range fresh {
 		if !e.null {

@@ -3,6 +3,7 @@ package lance
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -304,5 +305,58 @@ func TestPageDataCacheBudget(t *testing.T) {
 	c.setBudget(0)
 	if c.get(ids[1]) != nil || c.used != 0 {
 		t.Fatal("a budget of 0 kept an entry")
+	}
+}
+
+// The one-pass merge of string keys writes exactly the page data and lookup the general merge
+// writes (old ties in any row-id order, stale old entries, more than one page), and refuses
+// old entries out of order as it does.
+func TestMergeStringPagesEqualsTheGeneralMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	str := func(vals []string) *array.String {
+		b := array.NewStringBuilder(memory.DefaultAllocator)
+		b.AppendValues(vals, nil)
+		return b.NewStringArray()
+	}
+	key := func() string { return fmt.Sprintf("k%d-%d", rng.IntN(3), rng.IntN(3000)) }
+	var oldVals []string
+	for range 3 * BTreePageRows {
+		oldVals = append(oldVals, key())
+	}
+	slices.Sort(oldVals)
+	oldIDs := make([]uint64, len(oldVals))
+	for i := range oldIDs {
+		oldIDs[i] = uint64(rng.IntN(1 << 30)) // ties in any row-id order
+	}
+	var freshVals []string
+	var newIDs []uint64
+	for i := range BTreePageRows + 100 {
+		freshVals = append(freshVals, key())
+		if i%10 == 0 {
+			newIDs = append(newIDs, oldIDs[rng.IntN(len(oldIDs))]) // an old row held again
+		} else {
+			newIDs = append(newIDs, 1<<40+uint64(i))
+		}
+	}
+	old, freshA, freshB := str(oldVals), str(freshVals[:1000]), str(freshVals[1000:])
+	chunks := []arrow.Array{old, freshA, freshB}
+	fresh := sortBTreeEntries(chunks[1:], newIDs)
+	for i := range fresh {
+		fresh[i].chunk++
+	}
+	data, lookup, ok := mergeStringPages([]*array.String{old, freshA, freshB}, oldIDs, fresh, newIDs)
+	if !ok {
+		t.Fatal("old entries in order were refused")
+	}
+	merged, _ := mergeBTreeEntries(chunks, oldIDs, fresh, newIDs)
+	wantData, wantLookup := writeBTreePages(arrow.BinaryTypes.String, chunks, merged)
+	if !array.RecordEqual(data, wantData) || !array.RecordEqual(lookup, wantLookup) {
+		t.Fatalf("one-pass merge: %d entries, %d pages; general: %d entries, %d pages, or other values", data.NumRows(), lookup.NumRows(), wantData.NumRows(), wantLookup.NumRows())
+	}
+	if data.NumRows() >= int64(len(oldVals)+len(freshVals)) {
+		t.Fatal("no stale entry was left out")
+	}
+	if _, _, ok := mergeStringPages([]*array.String{str([]string{"b", "a"})}, []uint64{1, 2}, nil, nil); ok {
+		t.Fatal("old entries out of order were merged")
 	}
 }
