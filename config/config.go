@@ -19,6 +19,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
@@ -80,6 +81,10 @@ type Config struct {
 	CompactionFanout int `yaml:"compaction_fanout"`
 	// BuildIndices: the automatic maintenance also builds and refolds the reference's indices.
 	BuildIndices bool `yaml:"build_indices"`
+	// IndexCacheBytes is the memory `worker run` keeps for the page data of the BTREE indices
+	// it wrote last, so that folding one starts from memory instead of reading it back
+	// (lance.SetBTreeCacheBytes). 0 keeps none.
+	IndexCacheBytes int `yaml:"index_cache_bytes"`
 	// LanceFileVersion is the Lance data file version ("2.0", "2.1", "2.2") of every table of a
 	// graph this worker initialises; empty is engine.DefaultFileVersion. An existing graph
 	// keeps the version it was made with, whatever this says.
@@ -115,7 +120,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 // Defaults are `worker run`'s values before any source is applied.
 func Defaults() Config {
 	return Config{NATSPort: 4222, NATSSyncInterval: "always", AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
-		RetryBudget: ingest.DefaultRetryBudget, RetryMax: ingest.DefaultRetryMax, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout, BuildIndices: true,
+		RetryBudget: ingest.DefaultRetryBudget, RetryMax: ingest.DefaultRetryMax, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout, BuildIndices: true, IndexCacheBytes: lance.DefaultBTreeCacheBytes,
 		LocalFsync: true, LogLevel: "info", StreamReplicas: 1, PipelineDepth: ingest.DefaultPipelineDepth, PipelineBytes: ingest.DefaultPipelineBytes}
 }
 
@@ -283,6 +288,7 @@ func settings() []setting {
 			}
 			return nil
 		}),
+		num("index_cache_bytes", "memory kept for the page data of the BTREE indices this process wrote last, in bytes, so that folding one starts from memory instead of reading it back (0: none; the least recently folded go first; the default memory limit counts it among the graphs' state)", func(c *Config) *int { return &c.IndexCacheBytes }, nonNegative("index_cache_bytes")),
 		num("gc_percent", "the Go collector's GOGC for this process (the GOGC variable wins; -1 turns the collector off, leaving GOMEMLIMIT)", func(c *Config) *int { return &c.GCPercent }, func(c *Config) error {
 			if c.GCPercent < -1 || c.GCPercent == 0 {
 				return reason("must be -1 (off) or a positive percentage")

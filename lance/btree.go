@@ -342,8 +342,7 @@ func valueBytes(chunks []arrow.Array) int {
 // sortKeyed orders the entries of chunks by value (nulls first, then by key), ties by row id,
 // reading each value once into a typed key so that comparing costs no Arrow accessor. It
 // sorts a permutation of 4-byte positions, not the entries: moving them is what a sort mostly
-// does. String keys are first compared by 8 bytes held side by side in one slice
-// (stringPrefixes), and only equal ones compare the keys.
+// does. String keys are sorted by sortStrings instead.
 func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, int) K, compare func(K, K) int) []btreeEntry {
 	keys := make([]K, len(ids))
 	es := make([]btreeEntry, 0, len(ids))
@@ -356,9 +355,8 @@ func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, 
 			es = append(es, e)
 		}
 	}
-	var pre []uint64
 	if ks, ok := any(keys).([]string); ok {
-		pre = stringPrefixes(ks, es)
+		return orderedEntries(es, sortStrings(ks, es))
 	}
 	perm := make([]int32, len(es))
 	for i := range perm {
@@ -375,18 +373,18 @@ func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, 
 		case b.null:
 			return 1
 		}
-		if pre != nil {
-			if c := cmp.Compare(pre[i], pre[j]); c != 0 {
-				return c
-			}
-		}
 		if c := compare(keys[i], keys[j]); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.id, b.id)
 	}
+	return orderedEntries(es, parallelSort(perm, order))
+}
+
+// orderedEntries is es in the order of perm.
+func orderedEntries(es []btreeEntry, perm []int32) []btreeEntry {
 	out := make([]btreeEntry, 0, len(es))
-	for _, p := range parallelSort(perm, order) {
+	for _, p := range perm {
 		out = append(out, es[p])
 	}
 	return out

@@ -14,9 +14,10 @@ import (
 // them starts from memory. A miss (another process wrote the index, it was evicted, or the
 // process restarted) reads the file as before; the two give the same entries.
 
-// DefaultBTreeCacheBytes is the default budget of the page-data cache: about 4M string keys
-// of a dozen bytes with their row ids.
-const DefaultBTreeCacheBytes = 128 << 20
+// DefaultBTreeCacheBytes is the default budget of the page-data cache: about 2.8 million
+// string keys of a dozen bytes with their row ids (the reference's four BTREEs on a node and
+// an edge table of 700k rows each).
+const DefaultBTreeCacheBytes = 64 << 20
 
 var btreeCache = newPageDataCache(DefaultBTreeCacheBytes)
 

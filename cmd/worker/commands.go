@@ -26,6 +26,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
@@ -383,6 +384,7 @@ func serve(ctx context.Context, settings *boundSettings) error {
 	} else {
 		log.Info("collector", zap.String("GOGC", gogc))
 	}
+	lance.SetBTreeCacheBytes(int64(c.IndexCacheBytes))
 	// Under a memory limit, the collector runs earlier as the heap nears it (gc_percent lets
 	// the heap grow to several times the live data otherwise).
 	fp := &ingest.Footprint{}
