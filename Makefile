@@ -86,6 +86,7 @@ fuzz:
 	$(FUZZ) ./lance -fuzz '^FuzzReadFST$$'
 	$(FUZZ) ./lance -fuzz '^FuzzBTreeFiles$$'
 	$(FUZZ) ./lance -fuzz '^FuzzInvertedTokens$$'
+	$(FUZZ) ./lance -fuzz '^FuzzInvertedPartition$$'
 	$(FUZZ) ./lance -fuzz '^FuzzIndexFile$$'
 	$(FUZZ) ./lance -fuzz '^FuzzIndexFold$$'
 	$(FUZZ) ./lance -fuzz '^FuzzTransaction$$'

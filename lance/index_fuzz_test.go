@@ -177,6 +177,22 @@ func FuzzInvertedTokens(f *testing.F) {
 	})
 }
 
+// FuzzInvertedPartition: a partition's three files, any one of them any bytes, decode (as a
+// fold at the partition limit reads them to merge them) or fail with a typed format error.
+func FuzzInvertedPartition(f *testing.F) {
+	g := goIndexFiles(f)
+	for which := range uint8(3) {
+		f.Add(which, g[[]string{"go-inverted-part_0_tokens.lance", "go-inverted-part_0_docs.lance", "go-inverted-part_0_invert.lance"}[which]])
+	}
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		files := [3][]byte{g["go-inverted-part_0_tokens.lance"], g["go-inverted-part_0_docs.lance"], g["go-inverted-part_0_invert.lance"]}
+		files[int(which)%3] = b
+		if _, err := decodeInverted(files[0], files[1], files[2]); err != nil && !typedFormatError(err) {
+			t.Fatalf("not a format error: %v", err)
+		}
+	})
+}
+
 // FuzzIndexFile: any index file (BTREE, INVERTED, IVF_FLAT; by Go and by the engines) of any
 // bytes opens, reads every column and every global buffer (an IVF model, …), or fails with a
 // typed format error.
@@ -342,6 +358,9 @@ func FuzzIndexFold(f *testing.F) {
 		f.Add(uint8(1), g[k])
 		f.Add(uint8(2), g[k])
 	}
+	// Folds read the page data this process wrote from memory: off, they read the damaged file.
+	SetBTreeCacheBytes(0)
+	f.Cleanup(func() { SetBTreeCacheBytes(DefaultBTreeCacheBytes) })
 	fx := newFoldFixture(f)
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		ctx := context.Background()

@@ -161,17 +161,21 @@ func (b *invertedBuild) token(w string) int32 {
 	if !ok {
 		return -1
 	}
-	id, ok := b.ids[tok]
-	if !ok {
-		id = uint32(len(b.tokens))
-		tok = strings.Clone(tok) // it may still be a view of the column's buffer
-		b.ids[tok] = id
-		b.tokens = append(b.tokens, tok)
-		b.postings = append(b.postings, nil)
-		b.seenIn = append(b.seenIn, 0)
-		b.freq = append(b.freq, 0)
+	if id, ok := b.ids[tok]; ok {
+		return int32(id)
 	}
-	return int32(id)
+	return int32(b.newToken(strings.Clone(tok))) // it may still be a view of the column's buffer
+}
+
+// newToken adds token tok, which b may keep, and returns its id.
+func (b *invertedBuild) newToken(tok string) uint32 {
+	id := uint32(len(b.tokens))
+	b.ids[tok] = id
+	b.tokens = append(b.tokens, tok)
+	b.postings = append(b.postings, nil)
+	b.seenIn = append(b.seenIn, 0)
+	b.freq = append(b.freq, 0)
+	return id
 }
 
 func (d *Dataset) buildInverted(ctx context.Context, column, name string, fo file.Options, w *fileWrites) (Index, error) {
@@ -220,17 +224,28 @@ func (d *Dataset) buildInverted(ctx context.Context, column, name string, fo fil
 
 // invertColumn tokenizes the string column of the live rows of fragments (nil: every
 // fragment) into one partition; rows is how many rows it read.
+func newInvertedBuild() *invertedBuild {
+	return &invertedBuild{words: map[string]int32{}, ids: map[string]uint32{}}
+}
+
+// invertColumn tokenizes the column's rows of fragments (nil: all) into a new build.
 func (d *Dataset) invertColumn(ctx context.Context, column string, fragments []uint64) (b *invertedBuild, rows int, err error) {
+	b = newInvertedBuild()
+	rows, err = d.invertInto(ctx, b, column, fragments)
+	return b, rows, err
+}
+
+// invertInto tokenizes the column's rows of fragments into b, after the documents b holds.
+func (d *Dataset) invertInto(ctx context.Context, b *invertedBuild, column string, fragments []uint64) (rows int, err error) {
 	recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{column}, WithRowID: true, Fragments: fragments})
 	if err != nil {
-		return nil, 0, err
+		return 0, err
 	}
 	defer func() {
 		for _, r := range recs {
 			r.Release()
 		}
 	}()
-	b = &invertedBuild{words: map[string]int32{}, ids: map[string]uint32{}}
 	for _, r := range recs {
 		ids := r.Column(1).(*array.Uint64).Uint64Values()
 		col := r.Column(0)
@@ -248,10 +263,32 @@ func (d *Dataset) invertColumn(ctx context.Context, column string, fragments []u
 			b.add(ids[i], s)
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, 0, err
+			return 0, err
 		}
 	}
-	return b, rows, nil
+	return rows, nil
+}
+
+// merge appends the documents and postings of partition p after those b holds, as one
+// partition: p's document ids move up by the documents before them, and its tokens join b's.
+func (b *invertedBuild) merge(p *decodedInverted) {
+	base := uint32(len(b.rowIDs))
+	b.rowIDs = append(b.rowIDs, p.rowIDs...)
+	b.lengths = append(b.lengths, p.lengths...)
+	for _, n := range p.lengths {
+		b.total += uint64(n)
+	}
+	for t, tok := range p.tokens {
+		id, ok := b.ids[tok]
+		if !ok {
+			id = b.newToken(tok)
+		}
+		post := b.postings[id]
+		for k := 0; k < len(p.postings[t]); k += 2 {
+			post = append(post, base+p.postings[t][k], p.postings[t][k+1])
+		}
+		b.postings[id] = post
+	}
 }
 
 // writeNamedRecords encodes an index's records as files of its directory into w; it releases

@@ -22,20 +22,20 @@ import (
 // are (their files copied byte for byte into the new index's directory) and adds one partition
 // holding the documents of the fragments the index does not cover: only the new rows are read
 // and tokenized. Documents of rows deleted since stay in their partition, as in an index Lance
-// updates, and the engines skip them. Past invertedFoldPartitions partitions the index is built
-// anew, as one.
+// updates, and the engines skip them. At invertedFoldPartitions partitions the fold merges
+// them and the new rows into one (mergeInvertedPartitions), from the index's own files.
 
-// invertedFoldPartitions is how many partitions a fold may leave; past it the index is built
-// anew as one partition, so that a query never searches more than this many.
+// invertedFoldPartitions is how many partitions a fold may leave; at it the fold merges them
+// into one, so that a query never searches more than this many.
 const invertedFoldPartitions = 8
 
 // foldInverted builds the successor of the INVERTED index old on column over this version:
 // old's partitions and one more over the rows of the fragments old does not cover, under old's
 // name. ok is false, with no error, when the fold cannot be done this way and the caller builds
 // the index whole: nothing left to cover, old written with another analyzer or format than
-// this package writes, or too many partitions.
+// this package writes, or, at the partition limit, holding too many documents of deleted rows.
 func (d *Dataset) foldInverted(ctx context.Context, old *Index, column string, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
-	f, uncovered, _ := d.lagOf(old, column)
+	f, uncovered, coveredRows := d.lagOf(old, column)
 	if len(uncovered) == 0 {
 		return Index{}, false, nil
 	}
@@ -47,18 +47,25 @@ func (d *Dataset) foldInverted(ctx context.Context, old *Index, column string, f
 		return Index{}, false, err
 	}
 	parts, deleted, err := readInvertedMetadata(ctx, st, old)
-	if err != nil || parts == nil || len(parts) >= invertedFoldPartitions {
+	if err != nil || parts == nil {
 		return Index{}, false, err
 	}
-
-	b, _, err := d.invertColumn(ctx, column, uncovered)
-	if err != nil {
+	// Below the limit the old partitions are kept as they are; at it they are merged, with the
+	// new rows, into one.
+	b, kept := newInvertedBuild(), parts
+	if len(parts) >= invertedFoldPartitions {
+		if b, err = mergeInvertedPartitions(ctx, st, old, parts, coveredRows); err != nil || b == nil {
+			return Index{}, false, err
+		}
+		kept = nil
+	}
+	if _, err := d.invertInto(ctx, b, column, uncovered); err != nil {
 		return Index{}, false, err
 	}
 	if x, err = d.successorMeta(old, &IndexDetails{TypeURL: InvertedDetailsType, Value: invertedDetails()}, invertedIndexVersion); err != nil {
 		return Index{}, false, err
 	}
-	for _, p := range parts {
+	for _, p := range kept {
 		for _, kind := range []string{"tokens", "docs", "invert"} {
 			data, err := st.Get(ctx, old.Dir()+partFile(p, kind))
 			if err != nil {
@@ -73,13 +80,43 @@ func (d *Dataset) foldInverted(ctx context.Context, old *Index, column string, f
 		if files, err = b.records(next); err != nil {
 			return Index{}, false, fmt.Errorf("lance: INVERTED index on %s: %w", column, err)
 		}
-		parts = append(parts, next)
+		kept = append(kept, next)
 	}
-	files = append(files, namedRecord{invertedMetadataFile, invertedMetadata(parts, deleted)})
+	if len(kept) == 0 {
+		return Index{}, false, nil
+	}
+	files = append(files, namedRecord{invertedMetadataFile, invertedMetadata(kept, deleted)})
 	if err := writeNamedRecords(x, column, files, fo, w); err != nil {
 		return Index{}, false, err
 	}
 	return x, true, nil
+}
+
+// mergeInvertedPartitions reads the partitions parts of INVERTED index x and merges them into
+// one build, as Lance's optimize merges an index's partitions: no row is read or tokenized
+// again. It is nil, with no error, when they hold more than foldDeadShare times the documents
+// of the covered live rows: a build from the table drops the documents of deleted rows.
+func mergeInvertedPartitions(ctx context.Context, st storage.Store, x *Index, parts []uint64, coveredRows uint64) (*invertedBuild, error) {
+	b := newInvertedBuild()
+	for _, p := range parts {
+		var files [3][]byte
+		for i, kind := range []string{"tokens", "docs", "invert"} {
+			data, err := st.Get(ctx, x.Dir()+partFile(p, kind))
+			if err != nil {
+				return nil, fmt.Errorf("lance: INVERTED %s: %w", x.Name, err)
+			}
+			files[i] = data
+		}
+		dec, err := decodeInverted(files[0], files[1], files[2])
+		if err != nil {
+			return nil, fmt.Errorf("lance: INVERTED %s: partition %d: %w", x.Name, p, err)
+		}
+		b.merge(dec)
+		if uint64(len(b.rowIDs)) > foldDeadShare*coveredRows+invertedBlock {
+			return nil, nil
+		}
+	}
+	return b, nil
 }
 
 // readInvertedMetadata reads the partitions and deleted_fragments of INVERTED index x's

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -94,7 +95,7 @@ func matching(t *testing.T, d *Dataset, x *Index, token string) []int64 {
 // A lagging INVERTED index is folded: its partitions kept byte for byte, one more holding the
 // documents of the fragments it did not cover, under its name, covering every fragment; the
 // documents of every partition, live rows only, are exactly the rows whose text holds a token.
-// Past invertedFoldPartitions partitions it is built anew as one.
+// At invertedFoldPartitions partitions they are merged into one.
 func TestInvertedFoldAddsAPartition(t *testing.T) {
 	ctx := context.Background()
 	recs, texts := texted(seq(0, 300)...)
@@ -252,5 +253,119 @@ func TestInvertedFoldGivingUpLeavesNoFiles(t *testing.T) {
 	}
 	if len(dirs) != 2 || !dirs[old.UUIDString()] || !dirs[x.UUIDString()] {
 		t.Fatalf("index directories %v, want the old %s and the new %s", dirs, old.UUIDString(), x.UUIDString())
+	}
+}
+
+// postingsByRow is, per token, the frequency of the token in each row's document, and per row
+// its document's length, over the partitions ps.
+func postingsByRow(ps ...*decodedInverted) (map[string]map[uint64]uint32, map[uint64]uint32) {
+	toks, lens := map[string]map[uint64]uint32{}, map[uint64]uint32{}
+	for _, p := range ps {
+		for doc, row := range p.rowIDs {
+			lens[row] = p.lengths[doc]
+		}
+		for t, tok := range p.tokens {
+			if toks[tok] == nil {
+				toks[tok] = map[uint64]uint32{}
+			}
+			for k := 0; k < len(p.postings[t]); k += 2 {
+				toks[tok][p.rowIDs[p.postings[t][k]]] = p.postings[t][k+1]
+			}
+		}
+	}
+	return toks, lens
+}
+
+// At invertedFoldPartitions partitions a fold merges them and the new rows into one partition
+// from the index's files: the same documents and postings as a build over the table, the same
+// BM25 block scores; and the documents of rows deleted since are kept, as the partitions held
+// them (a build from the table would drop them). Holding more than foldDeadShare times the
+// documents of the live rows, the index is built anew instead, without them.
+func TestInvertedFoldMergesPartitionsAtTheLimit(t *testing.T) {
+	ctx := context.Background()
+	recs, _ := texted(seq(0, 200)...)
+	d, err := Create(ctx, memStore(t), testSchema(t), recs, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageInvertedIndex(ctx, "name", IndexOptions{})
+	d = commit(t, d, s, err)
+	fold := func(ids ...int64) {
+		t.Helper()
+		more, _ := texted(ids...)
+		s, err := d.StageAppend(ctx, more, StageOptions{})
+		d = commit(t, d, s, err)
+		s, err = d.StageIndices(ctx, []IndexSpec{{Column: "name", Kind: IndexInverted}}, StageOptions{})
+		d = commit(t, d, s, err)
+	}
+	for k := int64(1); k < invertedFoldPartitions; k++ {
+		fold(1000*k, 1000*k+1)
+	}
+	if parts, _ := invertedPartitions(t, d, d.Inverted("name")); len(parts) != invertedFoldPartitions {
+		t.Fatalf("%d partitions before the merge", len(parts))
+	}
+	fold(seq(9000, 9300)...)
+	parts, merged := invertedPartitions(t, d, d.Inverted("name"))
+	if !slices.Equal(parts, []uint64{invertedFoldPartitions}) {
+		t.Fatalf("partitions %v after the merge", parts)
+	}
+	fresh, _, err := d.invertColumn(ctx, "name", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recsOf, err := fresh.records(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enc [3][]byte
+	fo, _ := d.fileOptions(file.Options{})
+	for i, r := range recsOf {
+		if enc[i], err = encodeIndexFile(r.rec, fo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	built, err := decodeInverted(enc[0], enc[1], enc[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotToks, gotLens := postingsByRow(merged[0])
+	wantToks, wantLens := postingsByRow(built)
+	if !reflect.DeepEqual(gotToks, wantToks) || !reflect.DeepEqual(gotLens, wantLens) {
+		t.Fatalf("merged: %d tokens over %d documents; built from the table: %d over %d, or other postings", len(gotToks), len(gotLens), len(wantToks), len(wantLens))
+	}
+	for t2, tok := range built.tokens {
+		if m := merged[0].maxScore[slices.Index(merged[0].tokens, tok)]; m != built.maxScore[t2] {
+			t.Fatalf("token %q: merged max score %v, built %v", tok, m, built.maxScore[t2])
+		}
+	}
+
+	// Rows deleted since keep their documents through a merge ...
+	for k := int64(1); k < invertedFoldPartitions; k++ {
+		fold(20000 + k)
+	}
+	s, err = d.StageDelete(ctx, In("id", 7), StageOptions{})
+	d = commit(t, d, s, err)
+	fold(30000)
+	parts, merged = invertedPartitions(t, d, d.Inverted("name"))
+	if len(parts) != 1 || len(merged[0].rowIDs) != int(d.CountRows())+1 {
+		t.Fatalf("partitions %v, %d documents for %d live rows and one deleted", parts, len(merged[0].rowIDs), d.CountRows())
+	}
+	// ... until they are most of the documents: then the index is built from the table.
+	for k := int64(1); k < invertedFoldPartitions; k++ {
+		fold(40000 + k)
+	}
+	s, err = d.StageDelete(ctx, Filter{SQL: "id < 9200", Columns: []string{"id"}, Match: func(rec arrow.Record) ([]bool, error) {
+		ids := rec.Column(0).(*array.Int64)
+		m := make([]bool, ids.Len())
+		for i := range m {
+			m[i] = ids.Value(i) < 9200
+		}
+		return m, nil
+	}}, StageOptions{})
+	d = commit(t, d, s, err)
+	fold(50000)
+	parts, merged = invertedPartitions(t, d, d.Inverted("name"))
+	if len(parts) != 1 || len(merged[0].rowIDs) != int(d.CountRows()) {
+		t.Fatalf("partitions %v, %d documents for %d live rows", parts, len(merged[0].rowIDs), d.CountRows())
 	}
 }

@@ -371,10 +371,12 @@ func invertedPartitions(ctx context.Context, d *lance.Dataset, x *lance.Index) (
 }
 
 // goFoldsIndices creates gfold (3,000 rows) with the Go package, builds a BTREE on id and an
-// INVERTED index on s in Go, then twice appends, deletes and upserts rows and folds both
+// INVERTED index on s in Go, then eight times appends, deletes and upserts rows and folds both
 // indices in Go: the BTREE merged, the INVERTED index given one partition more each time (its
-// old partitions kept as they were). The engine must list both, answer from them and answer
-// every equality and full-text query as a scan does.
+// old partitions kept as they were) until the eighth fold finds 8 and merges them into one,
+// documents of deleted and replaced rows among them. After the first two folds and the
+// merging one the engine must list both, answer from them and answer every equality and
+// full-text query as a scan does.
 func goFoldsIndices(ctx context.Context, dir string, cases *[]idxCase) (*lance.Dataset, error) {
 	d, sch, err := createIdxTable(ctx, dir, "gfold", 3000, true)
 	if err != nil {
@@ -389,7 +391,11 @@ func goFoldsIndices(ctx context.Context, dir string, cases *[]idxCase) (*lance.D
 		return nil, err
 	}
 	want := []string{"id_idx", "s_idx"}
-	for round, lo := range []int{3000, 3100} {
+	// Rounds 3 to 7 fold without a case of their own; the eighth finds 8 partitions and merges
+	// them, with its rows, into one.
+	const merging = 7
+	for round := range merging + 1 {
+		lo := 3000 + 100*round
 		s, err := d.StageAppend(ctx, rec(sch, idxRows(idxRange(lo, lo+100)...)), lance.StageOptions{})
 		if err != nil {
 			return nil, err
@@ -409,15 +415,28 @@ func goFoldsIndices(ctx context.Context, dir string, cases *[]idxCase) (*lance.D
 		if d, err = d.Commit(ctx, s); err != nil {
 			return nil, err
 		}
-		if err := foldIndices(ctx, &d, cases, "gfold", fmt.Sprintf("fold-%d", round+1), want, specs...); err != nil {
+		if round >= 2 && round < merging {
+			if s, err = d.StageIndices(ctx, specs, lance.StageOptions{}); err == nil {
+				d, err = d.Commit(ctx, s)
+			}
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		name, wantParts := fmt.Sprintf("fold-%d", round+1), round+2
+		if round == merging {
+			name, wantParts = "fold-merged", 1
+		}
+		if err := foldIndices(ctx, &d, cases, "gfold", name, want, specs...); err != nil {
 			return nil, err
 		}
 		parts, err := invertedPartitions(ctx, d, d.Inverted("s"))
 		if err != nil {
 			return nil, err
 		}
-		if len(parts) != round+2 {
-			return nil, fmt.Errorf("gfold: after fold %d the INVERTED index has partitions %v, want %d", round+1, parts, round+2)
+		if len(parts) != wantParts {
+			return nil, fmt.Errorf("gfold: after fold %d the INVERTED index has partitions %v, want %d", round+1, parts, wantParts)
 		}
 		c := &(*cases)[len(*cases)-1]
 		c.Scalar = append([]string{"id = 3050", "id = 3150", "id = 3105", "id = 12"}, idxScalar...)
