@@ -86,6 +86,15 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 	if len(sc.tables) == 0 {
 		return nil, nil
 	}
+	// The staged files (rewritten fragments, index files: a fold writes its index whole) are
+	// written here, off the writer's turn, not by the commit in it: nothing names them until a
+	// table commits, and those of a staging that is never committed (stale, or the process
+	// gone) are unnamed files cleanup removes after its grace, as an index build's under way.
+	for _, t := range sc.tables {
+		if err := t.staged.WriteTransaction(ctx); err != nil {
+			return nil, fmt.Errorf("write the staged files of %s: %w", t.path, err)
+		}
+	}
 	if err := failpoint.Inject("compaction.after_stage"); err != nil {
 		return nil, err
 	}

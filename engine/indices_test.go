@@ -144,6 +144,17 @@ func TestStagedIndexBuildRebasesOverLoads(t *testing.T) {
 	if err != nil || sc == nil {
 		t.Fatalf("stage: %v %v", sc, err)
 	}
+	// The index files are written by the staging, off the writer's turn: the commit in it
+	// only names them.
+	for _, tb := range sc.tables {
+		ds := g.tables[tableRef{path: tb.path}].ds
+		for _, x := range tb.staged.Txn.Op.NewIndices {
+			objs, err := ds.Store().List(ctx, x.Dir())
+			if err != nil || len(objs) == 0 {
+				t.Fatalf("%s: index %s staged, %d files written (%v)", tb.path, x.Name, len(objs), err)
+			}
+		}
+	}
 	smallLoads(t, g, "", "q", 2) // appends: the build still holds
 	res, err := g.CommitCompaction(ctx, sc)
 	if err != nil || res.Commit == nil || len(res.Stale) != 0 {
