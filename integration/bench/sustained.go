@@ -165,19 +165,10 @@ func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, p
 	return nil
 }
 
-// sustainedWithIndices is sustainedPaired through a worker of its own, configured as `worker
-// run` is (the reference's index set built and folded), on a fresh graph of its own, against
-// an official process of its own: the indices=on side of the index cost, on a graph of the
-// same history as sustainedWithoutIndices'.
-func sustainedWithIndices(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, script, tmp string, block int) (pairedSustained, error) {
-	return sustainedOwnWorker(ctx, nc, js, script, tmp, "ix", block, 7_000_000, func(*config.Config) {})
-}
-
 // sustainedWithoutIndices is sustainedPaired through a worker of its own that compacts as
 // `worker run` does but builds no index (build_indices off), on a graph of its own, against an
-// official process of its own: what keeping the reference's index set costs the stream is the
-// sustainedWithIndices line's vs_writes_only over this one's, each paired with the official
-// engine in its own rounds so that the machine's drift between the two cancels.
+// official process of its own. (What the index set costs is measured worker against worker:
+// indexCost.)
 func sustainedWithoutIndices(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, script, tmp string, block int) (pairedSustained, error) {
 	return sustainedOwnWorker(ctx, nc, js, script, tmp, "ni", block, 5_000_000, func(c *config.Config) { c.BuildIndices = false })
 }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/omnigraph/omnigraph-worker/config"
+	"github.com/omnigraph/omnigraph-worker/engine"
+)
+
+// indexCostRounds is the measured rounds of indexCost, each a block of batches per worker.
+const indexCostRounds = 4
+
+// indexCost measures what keeping the reference's index set costs the sustained stream (goal
+// sustained-8192-indices-cost): two workers of this process, configured as `worker run` is,
+// one with build_indices off, each on a fresh graph, take the same 8,192-row batches in
+// alternating rounds (the order flipped each round), so that the machine's drift falls on
+// both alike. A worker's round is timed from its first publish to its last commit and then
+// until its maintenance is done (no compaction or index fold due): the folds a round's rows
+// cause count against that round, not the other worker's. The two graphs grow alike, so the
+// folds come at the same sizes in every run. vs_indices_off is the rate with indices over the
+// rate without, over all rounds.
+func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, tmp, durability, pipe string, block int) error {
+	type side struct {
+		g       *engine.Graph
+		w       *benchWorker
+		indices bool
+		took    time.Duration
+	}
+	fanout := config.Defaults().CompactionFanout
+	start := func(name string, indices bool) (*side, error) {
+		g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-cost-"+name))
+		if err != nil {
+			return nil, err
+		}
+		w, err := startBenchWorker(ctx, nc, g, "bench"+name, fanout, 64, func(c *config.Config) { c.BuildIndices = indices })
+		if err != nil {
+			return nil, err
+		}
+		return &side{g: g, w: w, indices: indices}, nil
+	}
+	on, err := start("con", true)
+	if err != nil {
+		return err
+	}
+	defer on.w.stop()
+	off, err := start("coff", false)
+	if err != nil {
+		return err
+	}
+	defer off.w.stop()
+
+	base := 8_000_000
+	run := func(s *side, count int) (time.Duration, error) {
+		syscall.Sync() // no dirty pages of the other worker's to write back
+		t0 := time.Now()
+		if _, err := sustained(ctx, js, s.w.cfg.IngestSubject(), s.w.events, 4096, count, base); err != nil {
+			return 0, err
+		}
+		if err := awaitMaintenance(ctx, s.g, fanout, s.indices); err != nil {
+			return 0, err
+		}
+		return time.Since(t0), nil
+	}
+	for _, s := range []*side{on, off} { // warm-up: the first index builds
+		if _, err := run(s, 4); err != nil {
+			return err
+		}
+	}
+	base += 4
+	var ratios []float64
+	for round := range indexCostRounds {
+		order := []*side{on, off}
+		if round%2 == 1 {
+			order = []*side{off, on}
+		}
+		var took [2]time.Duration
+		for i, s := range order {
+			if took[i], err = run(s, block); err != nil {
+				return err
+			}
+			s.took += took[i]
+		}
+		base += block
+		if round%2 == 1 {
+			took[0], took[1] = took[1], took[0]
+		}
+		ratios = append(ratios, took[1].Seconds()/took[0].Seconds())
+	}
+	rows := float64(8192 * indexCostRounds * block)
+	fmt.Printf("bench: e2e-index-cost durability=%s %s on_rows_per_s=%.0f off_rows_per_s=%.0f vs_indices_off=%.2f rounds=%dx%d round_ratios=%s\n",
+		durability, pipe, rows/on.took.Seconds(), rows/off.took.Seconds(), off.took.Seconds()/on.took.Seconds(), indexCostRounds, block, list(ratios))
+	return nil
+}
+
+// awaitMaintenance waits until g has no compaction due and, with indices, no index to build or
+// fold: the worker's maintenance after the last commit is done.
+func awaitMaintenance(ctx context.Context, g *engine.Graph, fanout int, indices bool) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for g.CompactionDue(fanout) || indices && g.IndicesDue(fanout) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the worker's maintenance did not finish in 2 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return nil
+}
