@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance"
 )
 
@@ -28,6 +29,9 @@ type stagedRewrite struct {
 	c       *lance.Compaction // nil for an index build
 	indices []string          // the columns an index build indexes
 }
+
+// stageConcurrency is how many tables StageCompaction stages at once.
+const stageConcurrency = 2
 
 // stagedCompactionMaxAge bounds how long a staged compaction may wait for its commit: after
 // OrphanGrace a cleanup may take its files for leftovers, so well before that it is dropped.
@@ -59,28 +63,46 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 	g.writeMu.Unlock()
 	sort.Slice(dues, func(i, j int) bool { return dues[i].path < dues[j].path })
 	sc := &StagedCompaction{o: o, at: time.Now()}
-	for _, d := range dues {
+	// Tables are staged stageConcurrency at a time: a fold rewrites each index whole, and the
+	// node and edge tables a batch writes fall due together. CompactionBytes counts the tables
+	// staged together.
+	staged := make([]*stagedRewrite, len(dues))
+	at := make([]int, len(dues))
+	for i := range at {
+		at[i] = i
+	}
+	err := parallel.Each(at, stageConcurrency, func(i int) error {
+		d := dues[i]
 		if d.run != nil {
 			co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile,
 				Fragments: d.run, MaterializeDeletionsThreshold: -1}
-			staged, c, err := d.ts.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true})
+			s, c, err := d.ts.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true})
 			if err != nil {
-				return nil, fmt.Errorf("stage the compaction of %s: %w", d.path, err)
+				return fmt.Errorf("stage the compaction of %s: %w", d.path, err)
 			}
-			if staged != nil {
-				sc.tables = append(sc.tables, stagedRewrite{path: d.path, staged: staged, c: c})
-				continue
+			if s != nil {
+				staged[i] = &stagedRewrite{path: d.path, staged: s, c: c}
+				return nil
 			}
 		}
 		if !o.Indices {
-			continue
+			return nil
 		}
-		staged, cols, err := g.stageIndexBuild(ctx, d.path, d.path, d.ts.ds, o.Fanout)
+		s, cols, err := g.stageIndexBuild(ctx, d.path, d.path, d.ts.ds, o.Fanout)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if staged != nil {
-			sc.tables = append(sc.tables, stagedRewrite{path: d.path, staged: staged, indices: cols})
+		if s != nil {
+			staged[i] = &stagedRewrite{path: d.path, staged: s, indices: cols}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range staged {
+		if t != nil {
+			sc.tables = append(sc.tables, *t)
 		}
 	}
 	if len(sc.tables) == 0 {

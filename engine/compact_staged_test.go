@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,8 +136,9 @@ func TestStagedCompactionNothingDueAndFailures(t *testing.T) {
 	}
 }
 
-// CompactionBytes is nothing when no run is due, and twice the due run's files (capped at one
-// output file) when one is: what a worker counts while the compaction holds its rows and file.
+// CompactionBytes is nothing when no run is due, and twice the due runs' files (each capped at
+// one output file) when some are, summed over the stageConcurrency largest (staged together):
+// what a worker counts while the compaction holds its rows and file.
 func TestCompactionBytes(t *testing.T) {
 	g := testGraph(t)
 	smallLoads(t, g, "", "p", 15)
@@ -143,7 +146,8 @@ func TestCompactionBytes(t *testing.T) {
 		t.Fatalf("%d bytes with nothing due", n)
 	}
 	smallLoads(t, g, "", "q", 1)
-	var want, largest uint64
+	var runs []uint64
+	var largest uint64
 	for ref, ts := range g.tables {
 		if ref.branch != "" {
 			continue
@@ -154,15 +158,23 @@ func TestCompactionBytes(t *testing.T) {
 			files += n
 			largest = max(largest, n)
 		}
-		want = max(want, 2*files)
+		runs = append(runs, files)
+	}
+	if len(runs) < stageConcurrency {
+		t.Fatalf("%d tables due, want at least %d", len(runs), stageConcurrency)
+	}
+	slices.SortFunc(runs, func(a, b uint64) int { return cmp.Compare(b, a) })
+	var want uint64
+	for _, r := range runs[:stageConcurrency] {
+		want += 2 * r
 	}
 	if n := g.CompactionBytes(16, 0); n <= 0 || uint64(n) != want {
 		t.Fatalf("%d bytes due, want %d", n, want)
 	}
-	// Output files of a few fragments' size: the run is still due, its files cut at that.
+	// Output files of a few fragments' size: the runs are still due, their files cut at that.
 	cut := 4 * largest
-	if n := g.CompactionBytes(16, cut); uint64(n) != 2*cut {
-		t.Fatalf("%d bytes with %d-byte files, want %d", n, cut, 2*cut)
+	if n := g.CompactionBytes(16, cut); uint64(n) != stageConcurrency*2*cut {
+		t.Fatalf("%d bytes with %d-byte files, want %d", n, cut, stageConcurrency*2*cut)
 	}
 }
 

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -96,8 +98,8 @@ func (g *Graph) CompactionDue(fanout int) bool {
 
 // CompactionBytes is about how much memory staging the due compactions (StageCompaction at
 // fanout) holds at its peak, from what this writer already holds (no I/O): the tables are
-// rewritten one after another, each holding up to one output file (MaxBytesPerFile, 0: the
-// default) of rows read and the file encoded from them. A worker counts it against its bound on
+// rewritten stageConcurrency at a time, each holding up to one output file (MaxBytesPerFile,
+// 0: the default) of rows read and the file encoded from them. A worker counts it against its bound on
 // what is in flight, so that the messages it prefetches leave room for it.
 func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
 	g.writeMu.Lock()
@@ -106,7 +108,7 @@ func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
 	if maxBytes == 0 {
 		maxBytes = lance.DefaultMaxBytesPerFile
 	}
-	var peak uint64
+	var peaks []uint64
 	for ref, ts := range g.tables {
 		if ref.branch != "" {
 			continue
@@ -130,7 +132,13 @@ func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
 				bytes += n
 			}
 		}
-		peak = max(peak, 2*min(bytes, maxBytes))
+		peaks = append(peaks, 2*min(bytes, maxBytes))
+	}
+	// stageConcurrency tables are staged at once: the largest of them together.
+	slices.SortFunc(peaks, func(a, b uint64) int { return cmp.Compare(b, a) })
+	var peak uint64
+	for _, p := range peaks[:min(len(peaks), stageConcurrency)] {
+		peak += p
 	}
 	return int64(min(peak, math.MaxInt64))
 }
