@@ -222,13 +222,13 @@ func (d *Dataset) buildInverted(ctx context.Context, column, name string, fo fil
 	return x, nil
 }
 
-// invertColumn tokenizes the string column of the live rows of fragments (nil: every
-// fragment) into one partition; rows is how many rows it read.
+// newInvertedBuild is an empty partition to build.
 func newInvertedBuild() *invertedBuild {
 	return &invertedBuild{words: map[string]int32{}, ids: map[string]uint32{}}
 }
 
-// invertColumn tokenizes the column's rows of fragments (nil: all) into a new build.
+// invertColumn tokenizes the string column of the live rows of fragments (nil: every
+// fragment) into one new partition; rows is how many rows it read.
 func (d *Dataset) invertColumn(ctx context.Context, column string, fragments []uint64) (b *invertedBuild, rows int, err error) {
 	b = newInvertedBuild()
 	rows, err = d.invertInto(ctx, b, column, fragments)

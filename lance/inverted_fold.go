@@ -66,12 +66,12 @@ func (d *Dataset) foldInverted(ctx context.Context, old *Index, column string, f
 		return Index{}, false, err
 	}
 	for _, p := range kept {
-		for _, kind := range []string{"tokens", "docs", "invert"} {
-			data, err := st.Get(ctx, old.Dir()+partFile(p, kind))
-			if err != nil {
-				return Index{}, false, fmt.Errorf("lance: INVERTED %s: %w", old.Name, err)
-			}
-			w.add(x.Dir()+partFile(p, kind), data, "lance.write_index_file", "index file")
+		files, err := partitionFiles(ctx, st, old, p)
+		if err != nil {
+			return Index{}, false, err
+		}
+		for i, kind := range partitionKinds {
+			w.add(x.Dir()+partFile(p, kind), files[i], "lance.write_index_file", "index file")
 		}
 	}
 	var files []namedRecord
@@ -99,13 +99,9 @@ func (d *Dataset) foldInverted(ctx context.Context, old *Index, column string, f
 func mergeInvertedPartitions(ctx context.Context, st storage.Store, x *Index, parts []uint64, coveredRows uint64) (*invertedBuild, error) {
 	b := newInvertedBuild()
 	for _, p := range parts {
-		var files [3][]byte
-		for i, kind := range []string{"tokens", "docs", "invert"} {
-			data, err := st.Get(ctx, x.Dir()+partFile(p, kind))
-			if err != nil {
-				return nil, fmt.Errorf("lance: INVERTED %s: %w", x.Name, err)
-			}
-			files[i] = data
+		files, err := partitionFiles(ctx, st, x, p)
+		if err != nil {
+			return nil, err
 		}
 		dec, err := decodeInverted(files[0], files[1], files[2])
 		if err != nil {
@@ -117,6 +113,20 @@ func mergeInvertedPartitions(ctx context.Context, st storage.Store, x *Index, pa
 		}
 	}
 	return b, nil
+}
+
+// partitionKinds are the files of one INVERTED partition, in the order partitionFiles reads
+// them.
+var partitionKinds = [3]string{"tokens", "docs", "invert"}
+
+// partitionFiles reads the files of partition p of INVERTED index x (partitionKinds).
+func partitionFiles(ctx context.Context, st storage.Store, x *Index, p uint64) (files [3][]byte, err error) {
+	for i, kind := range partitionKinds {
+		if files[i], err = st.Get(ctx, x.Dir()+partFile(p, kind)); err != nil {
+			return files, fmt.Errorf("lance: INVERTED %s: %w", x.Name, err)
+		}
+	}
+	return files, nil
 }
 
 // readInvertedMetadata reads the partitions and deleted_fragments of INVERTED index x's

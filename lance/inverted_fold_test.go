@@ -41,14 +41,11 @@ func invertedPartitions(t *testing.T, d *Dataset, x *Index) ([]uint64, []*decode
 	}
 	var out []*decodedInverted
 	for _, p := range parts {
-		get := func(kind string) []byte {
-			b, err := d.Store().Get(ctx, x.Dir()+partFile(p, kind))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return b
+		files, err := partitionFiles(ctx, d.Store(), x, p)
+		if err != nil {
+			t.Fatal(err)
 		}
-		dec, err := decodeInverted(get("tokens"), get("docs"), get("invert"))
+		dec, err := decodeInverted(files[0], files[1], files[2])
 		if err != nil {
 			t.Fatal(err)
 		}
