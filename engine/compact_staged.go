@@ -71,6 +71,17 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 	for i := range at {
 		at[i] = i
 	}
+	// Each table's staged files (rewritten fragments, index files: a fold writes its index
+	// whole) are written as soon as it is staged, off the writer's turn, not by the commit in
+	// it: nothing names them until a table commits, and those of a staging that is never
+	// committed (stale, or the process gone) are unnamed files cleanup removes after its grace,
+	// as an index build's under way.
+	write := func(t *stagedRewrite) error {
+		if err := t.staged.WriteTransaction(ctx); err != nil {
+			return fmt.Errorf("write the staged files of %s: %w", t.path, err)
+		}
+		return nil
+	}
 	err := parallel.Each(at, stageConcurrency, func(i int) error {
 		d := dues[i]
 		if d.run != nil {
@@ -82,7 +93,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 			}
 			if s != nil {
 				staged[i] = &stagedRewrite{path: d.path, staged: s, c: c}
-				return nil
+				return write(staged[i])
 			}
 		}
 		if !o.Indices {
@@ -92,10 +103,11 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 		if err != nil {
 			return err
 		}
-		if s != nil {
-			staged[i] = &stagedRewrite{path: d.path, staged: s, indices: cols}
+		if s == nil {
+			return nil
 		}
-		return nil
+		staged[i] = &stagedRewrite{path: d.path, staged: s, indices: cols}
+		return write(staged[i])
 	})
 	if err != nil {
 		return nil, err
@@ -107,15 +119,6 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 	}
 	if len(sc.tables) == 0 {
 		return nil, nil
-	}
-	// The staged files (rewritten fragments, index files: a fold writes its index whole) are
-	// written here, off the writer's turn, not by the commit in it: nothing names them until a
-	// table commits, and those of a staging that is never committed (stale, or the process
-	// gone) are unnamed files cleanup removes after its grace, as an index build's under way.
-	for _, t := range sc.tables {
-		if err := t.staged.WriteTransaction(ctx); err != nil {
-			return nil, fmt.Errorf("write the staged files of %s: %w", t.path, err)
-		}
 	}
 	if err := failpoint.Inject("compaction.after_stage"); err != nil {
 		return nil, err
