@@ -290,8 +290,7 @@ func emitStrings(b array.Builder, pg *page21, first, count uint64) (ok bool, err
 			return true, errf("value %d is not UTF-8", first+k)
 		}
 	}
-	// Sized once for the page's values: grown value by value, the builder copied its buffers
-	// over and over (a fifth of reading a BTREE's page data back).
+	// Sized once for the page's values, rather than grown, and copied, value by value.
 	bb.Reserve(int(count))
 	bb.ReserveData(int(hi - lo))
 	for k := range count {
