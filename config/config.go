@@ -272,7 +272,7 @@ func settings() []setting {
 			}
 			return nil
 		}),
-		onOff("build_indices", "the automatic maintenance beside the messages also builds the indices the reference OmniGraph keeps on every main table with rows (BTREE on id, and id, src, dst on edges; INVERTED on each single-column @index or @key String; IVF_FLAT on each @index Vector; BTREE on another @index scalar), and folds one (a BTREE merged with the new rows, an INVERTED index given a partition of them, its partitions merged into one at 8) once the rows it does not cover exceed half of those it does (needs compaction_fanout above 0)", func(c *Config) *bool { return &c.BuildIndices }),
+		onOff("build_indices", "the automatic maintenance beside the messages also builds the indices the reference OmniGraph keeps on every main table with rows (BTREE on id, and id, src, dst on edges; INVERTED on each single-column @index or @key String; IVF_FLAT on each @index Vector; BTREE on another @index scalar), and folds one (a BTREE merged with the new rows, an INVERTED index given a partition of them, its partitions merged into one at 8) once the rows it does not cover exceed those it does (needs compaction_fanout above 0)", func(c *Config) *bool { return &c.BuildIndices }),
 		num("compaction_fanout", "merge the newest run of same-size fragments of a main table once it holds this many (0: no automatic compaction)", func(c *Config) *int { return &c.CompactionFanout }, func(c *Config) error {
 			if c.CompactionFanout < 0 || c.CompactionFanout == 1 {
 				return reason("must be 0 (off) or at least 2")

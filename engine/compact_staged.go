@@ -55,7 +55,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 		if ref.branch != "" {
 			continue
 		}
-		run := compactionRun(ts.ds.Manifest().Fragments, fanout, o.MaxBytesPerFile)
+		run := compactionRun(ts.ds.Manifest(), fanout, o.MaxBytesPerFile)
 		if run != nil || (o.Indices && g.indexWorkDue(ref.path, ts.ds, fanout)) {
 			dues = append(dues, due{path: ref.path, run: run, ts: tableState{ds: ts.ds, isEdge: ts.isEdge}})
 		}

@@ -66,14 +66,18 @@ func (g *Graph) indexSpecsOf(path string) []lance.IndexSpec {
 }
 
 // indexLagShare is how far an index may lag: it is folded once the rows it does not cover
-// exceed 1/indexLagShare of those it does (a third of the table at 2). A BTREE fold rewrites
-// the whole index (lance's StageIndices merges its entries with the new rows, as Lance's own
-// optimize_indices does), so folding each time the table grew by that share rewrites each row
-// about indexLagShare+1 times over the table's life: linear in the rows, where folding every
-// fanout fragments was quadratic (a 500k-row table rewritten every 16 batches) and a share of
-// 1/16 made index upkeep cost as much as the writes (bench indices_on_vs_off 0.47 to 0.50).
-// The unindexed fragments stay few without a rule of their own: compaction merges them.
-const indexLagShare = 2
+// exceed 1/indexLagShare of those it does (half of the table at 1). A BTREE fold rewrites the
+// whole index (lance's StageIndices merges its entries with the new rows, as Lance's own
+// optimize_indices does), so folding each time the table grew by that share rewrites each
+// entry about indexLagShare+1 times over the table's life: linear in the rows, as a growing
+// array is, where folding every fanout fragments was quadratic (a 500k-row table rewritten
+// every 16 batches; index upkeep cost as much as the writes). At 2 (a third of the table
+// unindexed at most) the upkeep of a table growing to 500k rows took 0.79 of the rate without
+// indices (engine BenchmarkMaintainedLoadsIndicesOn, median of five); at 1 it took 0.94: a
+// query scans up to half the table beside the index, once in a doubling, for about a third
+// less rewriting. The unindexed fragments stay few without a rule of their own: compaction
+// merges them.
+const indexLagShare = 1
 
 // missingIndices are the wanted indices of a table with rows that are missing, or lag the
 // data by more than its indexLagShare (fold 0: never refolded): lance's StageIndices builds

@@ -89,7 +89,7 @@ func (g *Graph) CompactionDue(fanout int) bool {
 	defer g.writeMu.Unlock()
 	fanout = fanoutOrDefault(fanout)
 	for ref, ts := range g.tables {
-		if ref.branch == "" && len(compactionRun(ts.ds.Manifest().Fragments, fanout, 0)) > 0 {
+		if ref.branch == "" && len(compactionRun(ts.ds.Manifest(), fanout, 0)) > 0 {
 			return true
 		}
 	}
@@ -114,7 +114,7 @@ func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
 			continue
 		}
 		frags := ts.ds.Manifest().Fragments
-		run := compactionRun(frags, fanout, maxBytes)
+		run := compactionRun(ts.ds.Manifest(), fanout, maxBytes)
 		if run == nil {
 			continue
 		}
@@ -143,13 +143,22 @@ func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
 	return int64(min(peak, math.MaxInt64))
 }
 
-// compactionRun is what an automatic compaction of a table rewrites: a full tier run, else the
-// oldest fragment with more than a tenth of its rows, and at least deletionRewriteMinRows rows,
-// deleted, alone. Upserts leave deletion vectors in fragments of every age, and a tier run
-// only ever holds the newest ones, so without the second rule the rows an upsert replaced in
-// an old fragment would be read and masked by every scan for good.
-func compactionRun(frags []lance.Fragment, fanout int, maxBytes uint64) []uint64 {
-	if run := tierRun(frags, fanout, maxBytes); run != nil {
+// compactionRun is what an automatic compaction of a table rewrites: a full tier run among the
+// newest fragments the same indices cover, else the oldest fragment with more than a tenth of
+// its rows, and at least deletionRewriteMinRows rows, deleted, alone. Upserts leave deletion
+// vectors in fragments of every age, and a tier run only ever holds the newest ones, so
+// without the second rule the rows an upsert replaced in an old fragment would be read and
+// masked by every scan for good.
+//
+// The tier run stops where the coverage of an index changes (lance.Manifest.NewestCoverageRun):
+// a rewrite may not mix fragments an index covers with others, so a run across the boundary
+// was cut in two, each part merged short of the next tier and merged again with the next ones
+// (a stream of 4,096-row batches with its indices folded rewrote half as many rows again as
+// without indices). The fragments an index covers before the boundary wait for the next fold,
+// which moves the boundary past them.
+func compactionRun(m *lance.Manifest, fanout int, maxBytes uint64) []uint64 {
+	frags := m.Fragments
+	if run := tierRun(frags[m.NewestCoverageRun():], fanout, maxBytes); run != nil {
 		return run
 	}
 	for i := range frags {
@@ -273,7 +282,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile}
 		var staged *lance.Staged
 		var c *lance.Compaction
-		if run := compactionRun(ts.ds.Manifest().Fragments, fanoutOrDefault(o.Fanout), o.MaxBytesPerFile); o.All || run != nil {
+		if run := compactionRun(ts.ds.Manifest(), fanoutOrDefault(o.Fanout), o.MaxBytesPerFile); o.All || run != nil {
 			if !o.All {
 				co.Fragments = run
 				co.MaterializeDeletionsThreshold = -1 // the run is merged whole, deletions or not

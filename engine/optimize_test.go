@@ -512,8 +512,45 @@ func TestCompactionRunDeletionRule(t *testing.T) {
 		{"the oldest due", []lance.Fragment{frag(1, big, 1), frag(2, big, big/2), frag(3, big, big/2)}, []uint64{2}},
 		{"not recorded", []lance.Fragment{frag(1, big, 0), {ID: 2, PhysicalRows: big, Deletion: &lance.DeletionFile{}}}, nil},
 	} {
-		if got := compactionRun(c.frags, 16, 0); !slices.Equal(got, c.want) {
+		if got := compactionRun(&lance.Manifest{Fragments: c.frags}, 16, 0); !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// A tier run stops where an index's coverage does: a rewrite may not mix covered and
+// uncovered fragments, and a run cut there would leave two parts, each short of the next
+// tier. The covered fragments before the boundary wait for the fold that covers the rest.
+func TestCompactionRunStopsAtTheIndexCoverage(t *testing.T) {
+	fs := make([]lance.Fragment, 24)
+	for i := range fs {
+		fs[i] = lance.Fragment{ID: uint64(i), PhysicalRows: 1}
+	}
+	covering := func(n int) []lance.Index {
+		var ids []uint32
+		for i := range n {
+			ids = append(ids, uint32(i))
+		}
+		return []lance.Index{{Name: "id_idx", Fragments: ids, HasFragments: true}}
+	}
+	for _, c := range []struct {
+		name    string
+		covered int
+		want    int // the newest fragments merged
+	}{
+		{"no index", -1, 24},
+		{"all covered", 24, 24},
+		{"sixteen uncovered behind covered ones", 8, 16},
+		{"fifteen uncovered behind covered ones", 9, 0},
+		{"sixteen covered, then uncovered ones", 16, 0},
+	} {
+		m := &lance.Manifest{Fragments: fs}
+		if c.covered >= 0 {
+			m.Indices = covering(c.covered)
+		}
+		got := compactionRun(m, 16, 0)
+		if len(got) != c.want || c.want > 0 && got[0] != uint64(24-c.want) {
+			t.Errorf("%s: merged %v, want the newest %d", c.name, got, c.want)
 		}
 	}
 }

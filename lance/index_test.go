@@ -324,6 +324,36 @@ func TestCompactionCarriesIndicesAndNeverSplitsTheirCoverage(t *testing.T) {
 	eqIDs(t, scanIDs(t, d), append(before, seq(30, 40)...))
 }
 
+// NewestCoverageRun finds where the newest fragments stop sharing their coverage, whichever
+// index changes it, and fragment ids need not be dense.
+func TestNewestCoverageRun(t *testing.T) {
+	frags := func(ids ...uint64) []Fragment {
+		out := make([]Fragment, len(ids))
+		for i, id := range ids {
+			out[i] = Fragment{ID: id, PhysicalRows: 1}
+		}
+		return out
+	}
+	idx := func(covers ...uint32) Index { return Index{Name: "x", Fragments: covers, HasFragments: true} }
+	for _, c := range []struct {
+		name string
+		m    Manifest
+		want int
+	}{
+		{"no fragments", Manifest{Indices: []Index{idx(1)}}, 0},
+		{"no index", Manifest{Fragments: frags(1, 2, 3)}, 0},
+		{"one index over all", Manifest{Fragments: frags(1, 2, 3), Indices: []Index{idx(1, 2, 3)}}, 0},
+		{"an index over the older ones", Manifest{Fragments: frags(1, 4, 7, 9), Indices: []Index{idx(1, 4)}}, 2},
+		{"the newest covered, an older one not", Manifest{Fragments: frags(1, 2, 3), Indices: []Index{idx(2, 3)}}, 1},
+		{"a second index ends it sooner", Manifest{Fragments: frags(1, 2, 3, 4), Indices: []Index{idx(1, 2), idx(1, 2, 3)}}, 3},
+		{"the newest alone", Manifest{Fragments: frags(1, 2), Indices: []Index{idx(1)}}, 1},
+	} {
+		if got := c.m.NewestCoverageRun(); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
 func TestRewriteRefusesWhatItCannotCarry(t *testing.T) {
 	ctx := context.Background()
 	// Without stable row ids a rewrite would move rows out from under the index.
