@@ -150,16 +150,21 @@ func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
 // without the second rule the rows an upsert replaced in an old fragment would be read and
 // masked by every scan for good.
 //
-// The tier run stops where the coverage of an index changes (lance.Manifest.NewestCoverageRun):
-// a rewrite may not mix fragments an index covers with others, so a run across the boundary
-// was cut in two, each part merged short of the next tier and merged again with the next ones
-// (a stream of 4,096-row batches with its indices folded rewrote half as many rows again as
-// without indices). The fragments an index covers before the boundary wait for the next fold,
-// which moves the boundary past them.
+// Tiers are counted within each run of fragments the same indices cover
+// (lance.Manifest.CoverageRunStart), the newest run first: a rewrite may not mix fragments an
+// index covers with others, so a tier run across the boundary was cut in two, each part merged
+// short of the next tier and merged again with the next ones (a stream of 4,096-row batches
+// with its indices folded rewrote half as many rows again as without indices). The covered
+// fragments just before the boundary wait for the next fold, which moves it past them, or for
+// a full tier of their own.
 func compactionRun(m *lance.Manifest, fanout int, maxBytes uint64) []uint64 {
 	frags := m.Fragments
-	if run := tierRun(frags[m.NewestCoverageRun():], fanout, maxBytes); run != nil {
-		return run
+	for end := len(frags); end > 0; {
+		start := m.CoverageRunStart(end)
+		if run := tierRun(frags[start:end], fanout, maxBytes); run != nil {
+			return run
+		}
+		end = start
 	}
 	for i := range frags {
 		// NumDeletedRows 0 with a deletion file means "not recorded" (only other writers):

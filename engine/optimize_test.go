@@ -520,7 +520,8 @@ func TestCompactionRunDeletionRule(t *testing.T) {
 
 // A tier run stops where an index's coverage does: a rewrite may not mix covered and
 // uncovered fragments, and a run cut there would leave two parts, each short of the next
-// tier. The covered fragments before the boundary wait for the fold that covers the rest.
+// tier. The covered fragments before the boundary wait for the fold that covers the rest, or
+// for a full tier of their own.
 func TestCompactionRunStopsAtTheIndexCoverage(t *testing.T) {
 	fs := make([]lance.Fragment, 24)
 	for i := range fs {
@@ -536,21 +537,26 @@ func TestCompactionRunStopsAtTheIndexCoverage(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		covered int
-		want    int // the newest fragments merged
+		want    int // the newest fragments merged; negative: the oldest
 	}{
 		{"no index", -1, 24},
 		{"all covered", 24, 24},
 		{"sixteen uncovered behind covered ones", 8, 16},
 		{"fifteen uncovered behind covered ones", 9, 0},
-		{"sixteen covered, then uncovered ones", 16, 0},
+		{"sixteen covered, then uncovered ones", 16, -16},
+		{"fifteen covered, then uncovered ones", 15, 0},
 	} {
 		m := &lance.Manifest{Fragments: fs}
 		if c.covered >= 0 {
 			m.Indices = covering(c.covered)
 		}
 		got := compactionRun(m, 16, 0)
-		if len(got) != c.want || c.want > 0 && got[0] != uint64(24-c.want) {
-			t.Errorf("%s: merged %v, want the newest %d", c.name, got, c.want)
+		want, first := c.want, uint64(24-c.want)
+		if want < 0 {
+			want, first = -want, 0
+		}
+		if len(got) != want || want > 0 && got[0] != first {
+			t.Errorf("%s: merged %v, want %d from %d", c.name, got, want, first)
 		}
 	}
 }

@@ -258,22 +258,21 @@ func (m *Manifest) indexCoverage() (cover func(id uint64) string, blocked func(i
 	return cover, blocked
 }
 
-// NewestCoverageRun is the position in Fragments of the oldest fragment of the newest run of
-// fragments that the same indices cover: a compaction may merge fragments only within such a
-// run (indexCoverage), so a size-tiered policy that counts fragments across the boundary of
-// an index's coverage has its merges cut in two there, each part short of the next tier and
-// rewritten again later. 0 when every fragment has the same coverage (no index, or one that
-// covers them all).
-func (m *Manifest) NewestCoverageRun() int {
-	n := len(m.Fragments)
-	if n == 0 || len(m.Indices) == 0 {
+// CoverageRunStart is the position in Fragments of the oldest fragment of the run of fragments
+// ending at end-1 that the same indices cover: a compaction may merge fragments only within
+// such a run (indexCoverage), so a size-tiered policy that counts fragments across the
+// boundary of an index's coverage has its merges cut in two there, each part short of the
+// next tier and rewritten again later. 0 when every fragment before end has the same coverage
+// (no index, or one that covers them all); end when end is 0.
+func (m *Manifest) CoverageRunStart(end int) int {
+	if end <= 0 || len(m.Indices) == 0 {
 		return 0
 	}
-	newest := m.Fragments[n-1].ID
-	for i := n - 2; i >= 0; i-- {
+	last := m.Fragments[end-1].ID
+	for i := end - 2; i >= 0; i-- {
 		id := m.Fragments[i].ID
 		for x := range m.Indices {
-			if m.Indices[x].Covers(id) != m.Indices[x].Covers(newest) {
+			if m.Indices[x].Covers(id) != m.Indices[x].Covers(last) {
 				return i + 1
 			}
 		}

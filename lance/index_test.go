@@ -324,9 +324,9 @@ func TestCompactionCarriesIndicesAndNeverSplitsTheirCoverage(t *testing.T) {
 	eqIDs(t, scanIDs(t, d), append(before, seq(30, 40)...))
 }
 
-// NewestCoverageRun finds where the newest fragments stop sharing their coverage, whichever
-// index changes it, and fragment ids need not be dense.
-func TestNewestCoverageRun(t *testing.T) {
+// CoverageRunStart finds where the fragments before a position stop sharing their coverage,
+// whichever index changes it, and fragment ids need not be dense.
+func TestCoverageRunStart(t *testing.T) {
 	frags := func(ids ...uint64) []Fragment {
 		out := make([]Fragment, len(ids))
 		for i, id := range ids {
@@ -338,17 +338,24 @@ func TestNewestCoverageRun(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		m    Manifest
+		end  int // 0: all the fragments
 		want int
 	}{
-		{"no fragments", Manifest{Indices: []Index{idx(1)}}, 0},
-		{"no index", Manifest{Fragments: frags(1, 2, 3)}, 0},
-		{"one index over all", Manifest{Fragments: frags(1, 2, 3), Indices: []Index{idx(1, 2, 3)}}, 0},
-		{"an index over the older ones", Manifest{Fragments: frags(1, 4, 7, 9), Indices: []Index{idx(1, 4)}}, 2},
-		{"the newest covered, an older one not", Manifest{Fragments: frags(1, 2, 3), Indices: []Index{idx(2, 3)}}, 1},
-		{"a second index ends it sooner", Manifest{Fragments: frags(1, 2, 3, 4), Indices: []Index{idx(1, 2), idx(1, 2, 3)}}, 3},
-		{"the newest alone", Manifest{Fragments: frags(1, 2), Indices: []Index{idx(1)}}, 1},
+		{"no fragments", Manifest{Indices: []Index{idx(1)}}, 0, 0},
+		{"no index", Manifest{Fragments: frags(1, 2, 3)}, 0, 0},
+		{"one index over all", Manifest{Fragments: frags(1, 2, 3), Indices: []Index{idx(1, 2, 3)}}, 0, 0},
+		{"an index over the older ones", Manifest{Fragments: frags(1, 4, 7, 9), Indices: []Index{idx(1, 4)}}, 0, 2},
+		{"the newest covered, an older one not", Manifest{Fragments: frags(1, 2, 3), Indices: []Index{idx(2, 3)}}, 0, 1},
+		{"a second index ends it sooner", Manifest{Fragments: frags(1, 2, 3, 4), Indices: []Index{idx(1, 2), idx(1, 2, 3)}}, 0, 3},
+		{"the newest alone", Manifest{Fragments: frags(1, 2), Indices: []Index{idx(1)}}, 0, 1},
+		{"the run before an older boundary", Manifest{Fragments: frags(1, 2, 3, 4, 5), Indices: []Index{idx(2, 3)}}, 3, 1},
+		{"the oldest run", Manifest{Fragments: frags(1, 2, 3, 4, 5), Indices: []Index{idx(2, 3)}}, 1, 0},
 	} {
-		if got := c.m.NewestCoverageRun(); got != c.want {
+		end := c.end
+		if end == 0 {
+			end = len(c.m.Fragments)
+		}
+		if got := c.m.CoverageRunStart(end); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}
