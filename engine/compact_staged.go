@@ -30,7 +30,8 @@ type stagedRewrite struct {
 	indices []string          // the columns an index build indexes
 }
 
-// stageConcurrency is how many tables StageCompaction stages at once.
+// stageConcurrency is how many rewrites and index builds StageCompaction runs at once, over
+// all its tables: a table's rewrite holds one slot, and each index of its build one.
 const stageConcurrency = 2
 
 // stagedCompactionMaxAge bounds how long a staged compaction may wait for its commit: after
@@ -63,9 +64,12 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 	g.writeMu.Unlock()
 	sort.Slice(dues, func(i, j int) bool { return dues[i].path < dues[j].path })
 	sc := &StagedCompaction{o: o, at: time.Now()}
-	// Tables are staged stageConcurrency at a time: a fold rewrites each index whole, and the
-	// node and edge tables a batch writes fall due together. CompactionBytes counts the tables
-	// staged together.
+	// Rewrites and index builds run stageConcurrency at a time, over all the tables: a fold
+	// rewrites each index whole, and the node and edge tables a batch writes fall due
+	// together, an edge table with three BTREEs where its node table has one and an INVERTED
+	// index. Building a table's indices side by side, not the tables, lets the two cores
+	// share that work evenly. CompactionBytes counts the rewrites staged together.
+	slots := parallel.NewSlots(stageConcurrency)
 	staged := make([]*stagedRewrite, len(dues))
 	at := make([]int, len(dues))
 	for i := range at {
@@ -82,12 +86,17 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 		}
 		return nil
 	}
-	err := parallel.Each(at, stageConcurrency, func(i int) error {
+	err := parallel.Each(at, len(at), func(i int) error {
 		d := dues[i]
 		if d.run != nil {
 			co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile,
 				Fragments: d.run, MaterializeDeletionsThreshold: -1}
-			s, c, err := d.ts.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true})
+			var s *lance.Staged
+			var c *lance.Compaction
+			err := slots.Do(ctx, func() (err error) {
+				s, c, err = d.ts.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true})
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("stage the compaction of %s: %w", d.path, err)
 			}
@@ -99,7 +108,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 		if !o.Indices {
 			return nil
 		}
-		s, cols, err := g.stageIndexBuild(ctx, d.path, d.path, d.ts.ds, o.Fanout)
+		s, cols, err := g.stageIndexBuild(ctx, d.path, d.path, d.ts.ds, o.Fanout, slots)
 		if err != nil {
 			return err
 		}

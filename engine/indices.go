@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
+	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance"
 )
 
@@ -208,7 +209,8 @@ func (g *Graph) UnindexedRows() map[string]uint64 {
 // none; built names them as KIND(column). A wanted index that cannot be built yet (the
 // reference's "pending": a string column with no token, a vector column with no usable
 // vector) is left out and remembered until the table has doubled, and the rest are built.
-func (g *Graph) stageIndexBuild(ctx context.Context, key, path string, ds *lance.Dataset, fold int) (staged *lance.Staged, built []string, err error) {
+// The indices are staged side by side, each holding one of slots (nil: one after another).
+func (g *Graph) stageIndexBuild(ctx context.Context, key, path string, ds *lance.Dataset, fold int, slots *parallel.Slots) (staged *lance.Staged, built []string, err error) {
 	// Indices a schema apply dropped go first, in a CreateIndex of their own; what is missing
 	// is built at the next round.
 	if gone := g.unwanted(path, ds); len(gone) > 0 {
@@ -223,7 +225,7 @@ func (g *Graph) stageIndexBuild(ctx context.Context, key, path string, ds *lance
 	}
 	specs := g.missingIndices(path, ds, fanoutOrDefault(fold))
 	for len(specs) > 0 {
-		staged, err = ds.StageIndices(ctx, specs, lance.StageOptions{InlineTransactionOnly: true})
+		staged, err = ds.StageIndices(ctx, specs, lance.StageOptions{InlineTransactionOnly: true, Slots: slots})
 		var ie *lance.IndexError
 		if err == nil || !errors.As(err, &ie) {
 			break

@@ -98,7 +98,7 @@ func (g *Graph) CompactionDue(fanout int) bool {
 
 // CompactionBytes is about how much memory staging the due compactions (StageCompaction at
 // fanout) holds at its peak, from what this writer already holds (no I/O): the tables are
-// rewritten stageConcurrency at a time, each holding up to one output file (MaxBytesPerFile,
+// rewritten up to stageConcurrency at a time, each holding up to one output file (MaxBytesPerFile,
 // 0: the default) of rows read and the file encoded from them. A worker counts it against its bound on
 // what is in flight, so that the messages it prefetches leave room for it.
 func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
@@ -303,7 +303,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 		if !o.Indices {
 			continue
 		}
-		staged, cols, err := g.stageIndexBuild(ctx, e.TableKey, e.Path, ts.ds, o.Fanout)
+		staged, cols, err := g.stageIndexBuild(ctx, e.TableKey, e.Path, ts.ds, o.Fanout, parallel.NewSlots(stageConcurrency))
 		if err != nil {
 			return nil, err
 		}

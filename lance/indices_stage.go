@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
 )
 
@@ -70,24 +71,34 @@ func (d *Dataset) StageIndices(ctx context.Context, specs []IndexSpec, o StageOp
 	if err != nil {
 		return nil, err
 	}
-	w := &fileWrites{}
-	xs := make([]Index, 0, len(specs))
-	for _, s := range specs {
-		var x Index
-		switch s.Kind {
+	// Each index is staged into files of its own, gathered in the order of specs, so the
+	// transaction is the same however the builds interleave.
+	xs := make([]Index, len(specs))
+	ws := make([]fileWrites, len(specs))
+	at := make([]int, len(specs))
+	for i := range at {
+		at[i] = i
+	}
+	err = parallel.EachSlot(ctx, at, o.Slots, func(i int) error {
+		var err error
+		switch s := specs[i]; s.Kind {
 		case IndexBTree:
-			x, err = d.stageBTree(ctx, s.Column, fo, w)
+			xs[i], err = d.stageBTree(ctx, s.Column, fo, &ws[i])
 		case IndexInverted:
-			x, err = d.stageInverted(ctx, s.Column, fo, w)
+			xs[i], err = d.stageInverted(ctx, s.Column, fo, &ws[i])
 		case IndexIVFFlat:
-			x, err = d.buildIVFFlat(ctx, s.Column, "", fo, w)
+			xs[i], err = d.buildIVFFlat(ctx, s.Column, "", fo, &ws[i])
 		default:
 			err = fmt.Errorf("lance: unknown index kind %v", s.Kind)
 		}
-		if err != nil {
-			return nil, err
-		}
-		xs = append(xs, x)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	w := &fileWrites{}
+	for i := range ws {
+		w.files = append(w.files, ws[i].files...)
 	}
 	return d.newStaged(o, Operation{Kind: OpCreateIndex, NewIndices: xs}, w), nil
 }

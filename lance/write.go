@@ -43,6 +43,10 @@ type StageOptions struct {
 	// mode (writer flag 32). Readers, ours and the official engine's, read the inline section
 	// first; it saves the commit a file.
 	InlineTransactionOnly bool
+	// Slots, when set, stages the indices of an index build (StageIndices) side by side, each
+	// in a goroutine holding one slot while it builds or folds; callers sharing one bound
+	// their work together. nil stages them one after another.
+	Slots *parallel.Slots
 }
 
 // Staged is a transaction whose data and deletion files are encoded but which no version
