@@ -421,7 +421,7 @@ func TestOverwriteRefusesMovedHead(t *testing.T) {
 	if _, err := other.Load(ctx, LoadRequest{Mode: ModeAppend, Records: records(t, people[0])}); err != nil {
 		t.Fatal(err)
 	}
-	err = g.revalidate(ctx, &LoadRequest{Mode: ModeOverwrite}, p)
+	err = g.revalidate(ctx, &LoadRequest{Mode: ModeOverwrite}, p, false)
 	var rsc *errs.ReadSetChanged
 	if !errors.As(err, &rsc) || rsc.Member != "graph_head:main" {
 		t.Fatalf("moved head: %v", err)

@@ -10,7 +10,10 @@
 //  1. lock: the write gate (Graph.writeMu), held to the end.
 //  2. heal: roll-forward-only recovery of what a dead writer confirmed (Graph.heal); beside
 //     it, the accepted schema is read and followed if another writer moved it
-//     (Graph.followSchema).
+//     (Graph.followSchema). A load that prepares on the writer's held state and forks no
+//     branch defers both to its revalidation, whose listing of __recovery stands for the
+//     heal's: a sidecar listed there (or, before it, a refusal) heals and prepares again
+//     (Graph.Load).
 //  3. barrier: a pending sidecar on the branch refuses the write (Graph.recoveryBarrier),
 //     checked when the write starts (unless the heal listed no sidecar at all) and again when
 //     it revalidates its read set.
@@ -80,11 +83,17 @@ import (
 // gate and calls release when the write ends.
 func (g *Graph) enter(ctx context.Context, branches ...string) (release func(), err error) {
 	g.writeMu.Lock()
-	defer func() {
-		if err != nil {
-			g.writeMu.Unlock()
-		}
-	}()
+	if _, err := g.catchUp(ctx, branches...); err != nil {
+		g.writeMu.Unlock()
+		return nil, err
+	}
+	return g.writeMu.Unlock, nil
+}
+
+// catchUp is steps 2-3 for a write that holds the gate: follow the accepted schema, heal, and
+// refuse while a sidecar is pending on any of branches. changed says it healed something or
+// followed a schema, so that what was prepared before it is stale.
+func (g *Graph) catchUp(ctx context.Context, branches ...string) (changed bool, err error) {
 	// The accepted schema is read beside the heal's listing of __recovery, so following a
 	// schema another writer applied costs no round trip of its own.
 	type read struct {
@@ -96,16 +105,17 @@ func (g *Graph) enter(ctx context.Context, branches ...string) (release func(), 
 		raw, err := g.root.Get(ctx, pg.SchemaStateFile)
 		state <- read{raw, err}
 	}()
+	was := g.Contract()
 	pending, err := g.healPending(ctx)
 	st := <-state
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	if st.err != nil {
-		return nil, st.err
+		return false, st.err
 	}
 	if err := g.followSchema(ctx, st.raw); err != nil {
-		return nil, err
+		return false, err
 	}
 	// With no sidecar listed by the heal, the barrier has nothing to refuse: listing again
 	// would only cost a round trip to storage (a sidecar armed since by another process is
@@ -115,10 +125,10 @@ func (g *Graph) enter(ctx context.Context, branches ...string) (release func(), 
 			break
 		}
 		if err := g.recoveryBarrier(ctx, b); err != nil {
-			return nil, err
+			return false, err
 		}
 	}
-	return g.writeMu.Unlock, nil
+	return pending || g.Contract() != was, nil
 }
 
 // intentPoints are the failpoints the skeleton fires for one kind of write. Their names are

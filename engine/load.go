@@ -20,6 +20,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
+	"github.com/omnigraph/omnigraph-worker/recovery"
 )
 
 // Mode is a load mode.
@@ -183,8 +184,18 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 		return nil, err
 	}
 	req.Branch = normBranch(req.Branch)
-	release, err := g.enter(ctx, req.Branch)
-	if err != nil {
+	// A load that prepares on what this writer holds (speculative, below) and forks no branch
+	// defers enter's catch-up (the heal, the schema) to its revalidation: before that nothing
+	// is written, and a sidecar or a moved schema seen there sends the load to catch up and
+	// prepare again, so the catch-up costs no storage round trip of its own.
+	speculative := req.Mode != ModeOverwrite
+	deferred := speculative && req.From == ""
+	var release func()
+	var err error
+	if deferred {
+		g.writeMu.Lock()
+		release = g.writeMu.Unlock
+	} else if release, err = g.enter(ctx, req.Branch); err != nil {
 		return nil, err
 	}
 	defer release()
@@ -199,7 +210,6 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 	// prepare again, on the state it read. A refusal is judged once more on what storage holds
 	// before it stands. An overwrite, which may not prepare again past a moved head, is never
 	// speculative.
-	speculative := req.Mode != ModeOverwrite
 	for attempt := 0; ; attempt++ {
 		p, err := g.prepare(ctx, &req, speculative)
 		req.Built = nil // rows built ahead serve the first attempt only
@@ -207,13 +217,36 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 			speculative, attempt = false, attempt-1
 			continue
 		}
+		if err != nil && deferred && ctx.Err() == nil {
+			// A refusal stands only on a graph caught up: a dead writer's confirmed intent
+			// could still change what this batch finds (an overwrite that removed the key it
+			// conflicts on), and so could a schema another writer applied (a new property).
+			changed, cerr := g.catchUp(ctx, req.Branch)
+			if cerr != nil {
+				return nil, cerr
+			}
+			deferred = false
+			if changed {
+				speculative, attempt = true, attempt-1
+				continue
+			}
+		}
 		if err != nil || p.result != nil && p.result.AlreadyApplied {
 			return resultOrNil(p), err
 		}
 		if err := failpoint.Inject("load.after_prepare"); err != nil {
 			return nil, err
 		}
-		err = g.revalidate(ctx, &req, p)
+		err = g.revalidate(ctx, &req, p, deferred)
+		if errors.Is(err, errCatchUp) {
+			// Caught up once: the rest of the write checks the barrier as one that entered
+			// with enter does.
+			if _, err := g.catchUp(ctx, req.Branch); err != nil {
+				return nil, err
+			}
+			deferred, speculative, attempt = false, true, attempt-1
+			continue
+		}
 		var rsc *errs.ReadSetChanged
 		if errors.As(err, &rsc) && req.Mode != ModeOverwrite && attempt < MaxReprepares {
 			continue
@@ -224,6 +257,11 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 		return g.effect(ctx, &req, p)
 	}
 }
+
+// errCatchUp: the revalidation of a load that deferred its catch-up listed a sidecar or read a
+// schema other than the accepted one this writer holds; the load catches up (Graph.catchUp)
+// and prepares again.
+var errCatchUp = errors.New("engine: a recovery sidecar is listed or the schema moved: catch up before the write")
 
 func resultOrNil(p *prepared) *LoadResult {
 	if p == nil {
@@ -454,15 +492,31 @@ func commitInfo(c publisher.Commit) CommitInfo {
 // version after the pin the attempt planned on, whatever the snapshot says), so they are issued
 // together: one round trip to storage instead of one per read. The failure reported is the
 // one the reads made one after another would have reported first.
-func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared) error {
+//
+// deferredHeal: the load has not caught up (Load); the listing of __recovery stands for the
+// heal's as well, and the accepted schema is read beside it. Any sidecar listed, or a schema
+// other than the one this writer holds, returns errCatchUp.
+func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared, deferredHeal bool) error {
 	pub := g.publisher(req.Branch)
 	var (
 		barrier, authority error
 		st                 *publisher.State
 		drift              = make([]error, len(p.tables))
 		wg                 sync.WaitGroup
+		schemaRaw          []byte
+		schemaErr          error
 	)
-	wg.Go(func() { barrier = g.recoveryBarrier(ctx, req.Branch) })
+	if deferredHeal {
+		wg.Go(func() {
+			listed, err := recovery.List(ctx, g.root)
+			if barrier = err; err == nil && len(listed) > 0 {
+				barrier = errCatchUp
+			}
+		})
+		wg.Go(func() { schemaRaw, schemaErr = g.root.Get(ctx, pg.SchemaStateFile) })
+	} else {
+		wg.Go(func() { barrier = g.recoveryBarrier(ctx, req.Branch) })
+	}
 	wg.Go(func() {
 		if st, authority = pub.Snapshot(ctx); authority == nil {
 			authority = pub.CheckExactHead(ctx, st, &publisher.ExactHead{Identifier: p.identifier, Head: p.head})
@@ -472,6 +526,9 @@ func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared) e
 		wg.Go(func() { drift[i] = checkNoDrift(ctx, t.ts.ds, t.entry) })
 	}
 	wg.Wait()
+	if deferredHeal && barrier == nil && (schemaErr != nil || g.schemaMoved(schemaRaw)) {
+		barrier = errCatchUp // catchUp reads it again and reports what is wrong with it
+	}
 	if barrier != nil {
 		return barrier
 	}

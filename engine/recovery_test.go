@@ -67,6 +67,36 @@ func TestHealRollsConfirmedIntentForward(t *testing.T) {
 	noSidecars(t, g)
 }
 
+// A load leaves the heal to its revalidation (no round trip of its own), but a refusal it
+// meets before that is judged on a healed graph: a dead writer's confirmed overwrite that
+// removed the key the batch would conflict on is rolled forward first, and the batch goes in,
+// as it did when every write healed before it prepared.
+func TestRefusalJudgedAfterTheHeal(t *testing.T) {
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	loadInto(t, g, "", "", "append", person("a", "A"), person("b", "B"))
+	_ = failpoint.Enable("load.before_publish", "1*error")
+	var rr *errs.RecoveryRequired
+	if _, err := load(t, g, "overwrite", person("b", "B")); !errors.As(err, &rr) {
+		t.Fatalf("want RecoveryRequired, got %v", err)
+	}
+	if !strings.Contains(export(t, g, ""), `"a"`) {
+		t.Fatal("the overwrite is visible before its heal")
+	}
+	if _, err := load(t, g, "append", person("a", "A again")); err != nil {
+		t.Fatalf("append of a key the confirmed overwrite removed: %v", err)
+	}
+	out := export(t, g, "")
+	if !strings.Contains(out, "A again") || !strings.Contains(out, `"b"`) {
+		t.Fatalf("after the heal and the append:\n%s", out)
+	}
+	if rows := auditRows(t, g); len(rows) != 1 || rows[0].OperationID != rr.OperationID || rows[0].Kind != recovery.RolledForward {
+		t.Fatalf("audit %+v", rows)
+	}
+	tablesAligned(t, g)
+	noSidecars(t, g)
+}
+
 // An intent that moved some tables but never confirmed blocks writes until a read-write open
 // rolls it back: tables restored, a rollback commit by the recovery actor, one audit row.
 func TestOpenRollsArmedIntentBack(t *testing.T) {

@@ -14,10 +14,11 @@ import (
 )
 
 // loadRoundTrips is the most sequential storage round trips a load of a warm graph (its tables
-// and manifest cached) waits for: heal listing; the revalidation (barrier, manifest, tables at
-// once; the preparation before it asks storage nothing); the sidecar beside the data files;
-// the table commits; the confirmation beside the publish's files; the publish; the retirement.
-const loadRoundTrips = 7
+// and manifest cached) waits for: the revalidation (the listing of __recovery that also stands
+// for the heal's, the accepted schema, the manifest, the tables, at once; the preparation
+// before it asks storage nothing); the sidecar beside the data files; the table commits; the
+// confirmation beside the publish's files; the publish; the retirement.
+const loadRoundTrips = 6
 
 var latencySeq atomic.Int64
 

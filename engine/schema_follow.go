@@ -51,3 +51,11 @@ func (g *Graph) followSchema(ctx context.Context, raw []byte) error {
 	g.tables = map[tableRef]*tableState{} // the other writer may have rewritten tables
 	return nil
 }
+
+// schemaMoved says raw (__schema_state.json as just read) is not the accepted schema this
+// writer holds, or is unreadable: followSchema has something to do or to report.
+func (g *Graph) schemaMoved(raw []byte) bool {
+	cur := g.Contract().State
+	state, err := pg.ParseSchemaState(raw)
+	return err != nil || state.IRHash != cur.IRHash || state.Domain != cur.Domain
+}

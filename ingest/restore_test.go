@@ -112,14 +112,16 @@ func recreatesDeleted(t *testing.T, depthN int) {
 			}
 		}
 	}
-	// The event of the last batch is in the re-created events stream.
+	// The event of the last batch is in the re-created events stream. The test's subscriber
+	// can see it before the stream has stored it, so the stream is asked until it has.
 	evs, err := h.js.Stream(ctx, h.w.cfg.EventsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := evs.GetLastMsgForSubject(ctx, h.w.cfg.EventSubject()); err != nil {
-		t.Fatalf("no event in the re-created events stream: %v", err)
-	}
+	waitFor(t, func() bool {
+		_, err := evs.GetLastMsgForSubject(ctx, h.w.cfg.EventSubject())
+		return err == nil
+	}, "the event in the re-created events stream")
 	// A dead letter lands in the re-created dead-letter stream.
 	h.publish(`{"type":"Nope","data":{}}`, map[string]string{HeaderMsgID: "bad"})
 	h.deadLetter("invalid")
