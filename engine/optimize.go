@@ -143,9 +143,9 @@ func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
 	return int64(min(peak, math.MaxInt64))
 }
 
-// compactionRun is what an automatic compaction of a table rewrites: a full tier run among the
-// newest fragments the same indices cover, else the oldest fragment with more than a tenth of
-// its rows, and at least deletionRewriteMinRows rows, deleted, alone. Upserts leave deletion
+// compactionRun is what an automatic compaction of a table rewrites: a full tier run (below),
+// else the oldest fragment with more than a tenth of its rows, and at least
+// deletionRewriteMinRows rows, deleted, alone. Upserts leave deletion
 // vectors in fragments of every age, and a tier run only ever holds the newest ones, so
 // without the second rule the rows an upsert replaced in an old fragment would be read and
 // masked by every scan for good.

@@ -263,7 +263,7 @@ func (m *Manifest) indexCoverage() (cover func(id uint64) string, blocked func(i
 // such a run (indexCoverage), so a size-tiered policy that counts fragments across the
 // boundary of an index's coverage has its merges cut in two there, each part short of the
 // next tier and rewritten again later. 0 when every fragment before end has the same coverage
-// (no index, or one that covers them all); end when end is 0.
+// (no index, or one that covers them all), and when end is 0.
 func (m *Manifest) CoverageRunStart(end int) int {
 	if end <= 0 || len(m.Indices) == 0 {
 		return 0
