@@ -19,6 +19,7 @@ func TestSchemaApplyThroughTheWorker(t *testing.T) {
 	ns := startNATS(t)
 	root := initGraph(t)
 	w := startWorker(t, root, ns.url, "")
+	w.waitConsuming(t) // the apply below waits for its event in the events stream the worker makes
 	dir := t.TempDir()
 	next := filepath.Join(dir, "next.pg")
 	evolved := graphtest.EvolvedExample(t)

@@ -137,6 +137,18 @@ func startWorker(t *testing.T, root, url, fp string, extra ...string) *workerPro
 	return w
 }
 
+// waitConsuming waits until the worker has made its streams and consumes: a CLI request that
+// waits for its outcome needs the events stream to be there.
+func (w *workerProc) waitConsuming(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(w.out.String(), `"msg":"consuming"`) {
+			return
+		}
+	}
+	t.Fatalf("the worker did not start consuming:\n%s", w.out)
+}
+
 func (w *workerProc) waitDeath(t *testing.T) {
 	select {
 	case <-w.done:
