@@ -36,11 +36,11 @@ func (e *SchemaChangedError) ErrorDetail() map[string]any {
 // (ExactGraphHead), and the retry follows it here.
 func (g *Graph) followSchema(ctx context.Context, raw []byte) error {
 	cur := g.Contract().State
-	state, err := pg.ParseSchemaState(raw)
+	state, moved, err := g.readSchemaState(raw)
 	if err != nil {
 		return &SchemaChangedError{Was: cur.IRHash, Now: "?", Reason: err.Error()}
 	}
-	if state.IRHash == cur.IRHash && state.Domain == cur.Domain {
+	if !moved {
 		return nil
 	}
 	c, err := loadContract(ctx, g.root)
@@ -55,7 +55,16 @@ func (g *Graph) followSchema(ctx context.Context, raw []byte) error {
 // schemaMoved says raw (__schema_state.json as just read) is not the accepted schema this
 // writer holds, or is unreadable: followSchema has something to do or to report.
 func (g *Graph) schemaMoved(raw []byte) bool {
+	_, moved, err := g.readSchemaState(raw)
+	return err != nil || moved
+}
+
+// readSchemaState parses raw and says whether it names another schema than the contract this
+// writer holds (its IR hash or domain differs).
+func (g *Graph) readSchemaState(raw []byte) (state *pg.SchemaState, moved bool, err error) {
 	cur := g.Contract().State
-	state, err := pg.ParseSchemaState(raw)
-	return err != nil || state.IRHash != cur.IRHash || state.Domain != cur.Domain
+	if state, err = pg.ParseSchemaState(raw); err != nil {
+		return state, false, err
+	}
+	return state, state.IRHash != cur.IRHash || state.Domain != cur.Domain, nil
 }
