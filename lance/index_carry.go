@@ -268,13 +268,12 @@ func (m *Manifest) CoverageRunStart(end int) int {
 	if end <= 0 || len(m.Indices) == 0 {
 		return 0
 	}
-	last := m.Fragments[end-1].ID
+	// The planner's own key (indexCoverage), so that a run this returns is never cut there.
+	cover, _ := m.indexCoverage()
+	last := cover(m.Fragments[end-1].ID)
 	for i := end - 2; i >= 0; i-- {
-		id := m.Fragments[i].ID
-		for x := range m.Indices {
-			if m.Indices[x].Covers(id) != m.Indices[x].Covers(last) {
-				return i + 1
-			}
+		if cover(m.Fragments[i].ID) != last {
+			return i + 1
 		}
 	}
 	return 0
