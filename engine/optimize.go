@@ -273,6 +273,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 		edges[e.TableKey()] = true
 	}
 	var plans []*compactionPlan
+	slots := parallel.NewSlots(stageConcurrency) // the index builds of one table at a time
 	for _, e := range st.Tables() {
 		if e.Branch != nil {
 			continue
@@ -303,7 +304,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 		if !o.Indices {
 			continue
 		}
-		staged, cols, err := g.stageIndexBuild(ctx, e.TableKey, e.Path, ts.ds, o.Fanout, parallel.NewSlots(stageConcurrency))
+		staged, cols, err := g.stageIndexBuild(ctx, e.TableKey, e.Path, ts.ds, o.Fanout, slots)
 		if err != nil {
 			return nil, err
 		}

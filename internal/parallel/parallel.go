@@ -64,12 +64,7 @@ func (s *Slots) Do(ctx context.Context, fn func() error) error {
 // not run and reports ctx's error.
 func EachSlot[T any](ctx context.Context, items []T, slots *Slots, fn func(T) error) error {
 	if slots == nil {
-		for _, it := range items {
-			if err := fn(it); err != nil {
-				return err
-			}
-		}
-		return nil
+		return Each(items, 1, fn)
 	}
 	errs := make([]error, len(items))
 	run := func(i int, it T) { errs[i] = slots.Do(ctx, func() error { return fn(it) }) }
