@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
 // A broker can lose what Setup made (its store lost, a stream or the consumer deleted by an
@@ -200,9 +202,14 @@ func gone(err error) bool {
 	return false
 }
 
+// deletionSweep is how often a serving worker asks JetStream for its streams and consumer
+// whether or not an advisory announced a deletion: JetStream queues the advisory on the deleted
+// stream's own sender, which stops with the stream, and sometimes never sends it.
+const deletionSweep = 5 * time.Second
+
 // watchDeletions re-creates a stream or the consumer as soon as JetStream announces its
-// deletion, until ctx ends: the events stream, written with a plain publish, fails nothing
-// the worker would notice when it is gone.
+// deletion, and at each deletionSweep, until ctx ends: the events stream, written with a plain
+// publish, fails nothing the worker would notice when it is gone.
 func (w *Worker) watchDeletions(ctx context.Context, lost <-chan struct{}) error {
 	ch := make(chan *nats.Msg, 16)
 	for _, subj := range []string{
@@ -217,14 +224,28 @@ func (w *Worker) watchDeletions(ctx context.Context, lost <-chan struct{}) error
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 	}
+	sweep := time.NewTicker(deletionSweep)
+	defer sweep.Stop()
 	for {
+		var cause error
 		select {
 		case <-ctx.Done():
 			return nil
 		case m := <-ch:
-			if w.restore(ctx, lost, w.recreating, fmt.Errorf("ingest: JetStream announced a deletion on %s", m.Subject), false) {
-				w.recreating.ok()
+			if failpoint.Inject("ingest.deletion_advisory") != nil {
+				continue // armed: the advisory is lost, as JetStream sometimes loses it
 			}
+			cause = fmt.Errorf("ingest: JetStream announced a deletion on %s", m.Subject)
+		case <-sweep.C:
+			// A lookup JetStream does not answer tells nothing here: the pulls and the next
+			// sweep will.
+			if lacking, err := w.missing(ctx); err != nil || len(lacking) == 0 {
+				continue
+			}
+			cause = errors.New("ingest: JetStream no longer has a stream or the consumer (no deletion advisory came)")
+		}
+		if w.restore(ctx, lost, w.recreating, cause, false) {
+			w.recreating.ok()
 		}
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
 // recreatedCount is omnigraph_streams_recreated_total{what}.
@@ -145,6 +147,47 @@ func recreatesDeleted(t *testing.T, depthN int) {
 	if st := m.Status(); !st.Ready || st.Held() != "" {
 		t.Fatalf("status %+v after the re-creations", st)
 	}
+}
+
+// A deletion whose advisory never reaches the worker (JetStream queues it on the deleted
+// stream's own sender and sometimes never sends it) is found by the worker's periodic look
+// and made again: here the events stream, which no write notices.
+func TestRecreatesADeletionNoAdvisoryAnnounced(t *testing.T) {
+	ctx := context.Background()
+	core, logs := observer.New(zapcore.DebugLevel)
+	m := NewMetrics()
+	h := start(t, func(w *Worker) {
+		w.UseMetrics(m)
+		w.base = zap.New(core).With(zap.String("graph", "demo"))
+		w.log = w.base
+	})
+	h.publish(batch, map[string]string{HeaderMsgID: "b-0"})
+	h.committed("b-0")
+	if err := failpoint.Enable("ingest.deletion_advisory", "error"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(failpoint.Reset)
+	if err := h.js.DeleteStream(ctx, h.w.cfg.EventsStream); err != nil {
+		t.Fatal(err)
+	}
+	h.waitThere()
+	if got := recreatedCount(m, "events_stream"); got != 1 {
+		t.Fatalf("events stream re-created %d times, want 1", got)
+	}
+	recs := logs.FilterMessageSnippet("re-created what JetStream no longer had").All()
+	if len(recs) != 1 || !strings.Contains(fmt.Sprint(recs[0].ContextMap()["cause"]), "no deletion advisory came") {
+		t.Fatalf("re-creation logged as %v", recs)
+	}
+	h.publish(batch, map[string]string{HeaderMsgID: "b-1"})
+	h.committed("b-1")
+	evs, err := h.js.Stream(ctx, h.w.cfg.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		_, err := evs.GetLastMsgForSubject(ctx, h.w.cfg.EventSubject())
+		return err == nil
+	}, "the event in the re-created events stream")
 }
 
 // startJetStream starts an in-process server on port (-1: a free one) storing under dir, with
