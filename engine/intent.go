@@ -75,6 +75,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/pg"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/recovery"
+	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // enter is steps 1-3 of every write that may arm an intent: take the write gate, heal, and
@@ -213,7 +214,10 @@ func (in *intent) run(ctx context.Context) error {
 	if err := g.checkFence(ctx, "commit tables"); err != nil {
 		return in.required(opID, err)
 	}
-	if err := in.commit(ctx); err != nil {
+	// The table commits are heard of by nobody outside this process before the publish,
+	// whose own write waits for their names to be durable: they need not wait themselves
+	// (docs/durability.md).
+	if err := in.commit(storage.DeferDirSync(ctx)); err != nil {
 		return in.required(opID, err)
 	}
 	if err := in.confirmAndPublish(ctx); err != nil {

@@ -27,6 +27,11 @@ import (
 // What this saves is one sequential directory sync per step of a commit: the staged files'
 // directory syncs run beside the next step's own file sync instead of before it.
 //
+// A PutIfAbsent under DeferDirSync does not wait for its directory either: a graph write's
+// table commits, which nobody outside the process hears of before the same write publishes
+// its __manifest version (whose barrier waits for them). Their directory syncs then run beside
+// the next step's file syncs, one flush fewer in the chain a load waits for.
+//
 // The one thing a Put no longer promises on its own is durability at the moment it returns
 // when nothing else is written after it: a caller that acknowledges something outside the
 // store right after a bare Put calls Sync first. (The engine's writes all end with a
@@ -156,10 +161,31 @@ func Sync(ctx context.Context, st Store) error {
 	return waitCtx(ctx, syncer.barrier())
 }
 
+// deferDirSyncKey marks a context made by DeferDirSync.
+type deferDirSyncKey struct{}
+
+// DeferDirSync returns a context under which a PutIfAbsent to a local root with fsync on
+// returns once its name is published and its directory sync has started, as a Put does,
+// instead of once that sync has ended. The name is durable before anything this process
+// publishes afterwards (every later write's barrier waits for the sync), but not when the
+// call returns. It is for commits that nobody outside the process learns of before a later
+// write of the same process: never for one whose success is acknowledged on its own.
+func DeferDirSync(ctx context.Context) context.Context {
+	return context.WithValue(ctx, deferDirSyncKey{}, true)
+}
+
+func dirSyncDeferred(ctx context.Context) bool {
+	v, _ := ctx.Value(deferDirSyncKey{}).(bool)
+	return v
+}
+
 // syncEvent is what a test's trace (setTrace) sees of a local write with fsync on.
 type syncEvent struct {
 	Kind eventKind
 	Path string // the published name (file events) or the directory (directory events)
+	// Deferred marks an eventPublished whose write returns without waiting for the
+	// directory sync (a Put, or a PutIfAbsent under DeferDirSync).
+	Deferred bool
 }
 
 // eventKind names a syncEvent.

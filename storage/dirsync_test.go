@@ -152,6 +152,52 @@ func TestWriteWaitsForEarlierDirSyncs(t *testing.T) {
 	}
 }
 
+// A PutIfAbsent under DeferDirSync returns while its directory's sync is in flight, and the
+// next write publishes only once that sync ended; without it, a PutIfAbsent waits.
+func TestDeferDirSyncLeavesTheWaitToTheNextWrite(t *testing.T) {
+	s, root := openTestLocal(t, true)
+	ctx := context.Background()
+	g := gateDirSyncs(t)
+	versions := filepath.Join(root, "t", "_versions")
+	release := g.hold(versions)
+	returned := make(chan error, 1)
+	go func() { returned <- s.PutIfAbsent(DeferDirSync(ctx), "t/_versions/1.manifest", []byte("m")) }()
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a deferred PutIfAbsent waited for its directory sync")
+	}
+	next := make(chan error, 1)
+	go func() { next <- s.PutIfAbsent(ctx, "m/_versions/1.manifest", []byte("p")) }()
+	select {
+	case err := <-next:
+		t.Fatalf("the next write returned (%v) while the deferred commit's directory sync was in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if _, err := os.Stat(filepath.Join(root, "m", "_versions", "1.manifest")); err == nil {
+		t.Fatal("the next write published before the deferred commit's name was durable")
+	}
+	release()
+	if err := <-next; err != nil {
+		t.Fatal(err)
+	}
+	// Not deferred: the commit waits for its own directory.
+	release = g.hold(versions)
+	go func() { returned <- s.PutIfAbsent(ctx, "t/_versions/2.manifest", []byte("m")) }()
+	select {
+	case err := <-returned:
+		t.Fatalf("a PutIfAbsent returned (%v) before its directory sync ended", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A write whose context ends while it waits for earlier syncs publishes nothing.
 func TestBarrierWaitHonoursContext(t *testing.T) {
 	s, root := openTestLocal(t, true)

@@ -95,7 +95,7 @@ func localPut(ctx context.Context, lw localWrite, path string, fill fillFunc) er
 // check is the kernel's (the file system's), so it is atomic across processes, unlike a stat
 // followed by a rename. The name only ever points at complete, fsynced bytes, so no reader
 // sees a partial manifest. With fsync on it returns once the name is durable too: a commit is
-// durable when it is acknowledged.
+// durable when it is acknowledged. Under DeferDirSync it returns as a Put does.
 func localPutIfAbsent(ctx context.Context, lw localWrite, path string, fill fillFunc) error {
 	before := lw.barrier(path)
 	staged, err := stage(lw, path, fill)
@@ -121,7 +121,7 @@ func localPutIfAbsent(ctx context.Context, lw localWrite, path string, fill fill
 		}
 		return err
 	}
-	lw.published(path, true)
+	lw.published(path, !dirSyncDeferred(ctx))
 	return nil
 }
 
@@ -150,7 +150,7 @@ func (lw localWrite) published(path string, waitDir bool) {
 	if !lw.sync {
 		return
 	}
-	trace(syncEvent{Kind: eventPublished, Path: path})
+	trace(syncEvent{Kind: eventPublished, Path: path, Deferred: !waitDir})
 	d := syncer.add(filepath.Dir(path))
 	if waitDir {
 		wait([]*dirSync{d})
