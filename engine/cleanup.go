@@ -70,6 +70,7 @@ func (g *Graph) Cleanup(ctx context.Context, o CleanupOptions) (*CleanupResult, 
 	if err := g.checkFence(ctx, "cleanup"); err != nil {
 		return nil, err
 	}
+	g.WaitRetired()
 	if err := g.heal(ctx); err != nil {
 		return nil, err
 	}

@@ -84,6 +84,7 @@ func (g *Graph) RestoreDrift(ctx context.Context) ([]DriftRestore, error) {
 	if err := g.checkFence(ctx, "restoring drifted tables"); err != nil {
 		return nil, err
 	}
+	g.WaitRetired()
 	listed, err := recovery.List(ctx, g.root)
 	if err != nil {
 		return nil, err

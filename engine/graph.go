@@ -42,6 +42,8 @@ type Graph struct {
 	// unwantedIndices are, by table path, the columns whose @index a schema apply dropped:
 	// the index maintenance removes their indices (indices.go).
 	unwantedIndices sync.Map
+	// retires are the sidecars this process deletes in the background (retire.go).
+	retires retires
 }
 
 // tableRef names one table on one Lance branch.

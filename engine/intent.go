@@ -38,7 +38,9 @@
 //     publisher.before_commit), and load.after_publish, merge.after_publish,
 //     optimize.after_publish.
 //  10. Phase D, retire: the sidecar is deleted (recovery.sidecar_delete); a failure here only
-//     leaves a sidecar whose outcome is visible, which the next heal finalizes.
+//     leaves a sidecar whose outcome is visible, which the next heal finalizes. With
+//     RetireInBackground (the serving worker) the write returns first and the deletion runs
+//     beside the next one (retire.go).
 //
 // Sidecar states: absent (nothing armed), Armed (Phase A done; tables may have moved),
 // EffectsConfirmed (Phase B done and recorded; recovery may roll forward), deleted (Phase D).
@@ -227,7 +229,7 @@ func (in *intent) run(ctx context.Context) error {
 		return in.required(opID, err)
 	}
 	// Phase D: a failure here only leaves a sidecar the next write's heal retires.
-	_ = recovery.Delete(ctx, g.root, opID)
+	g.retire(ctx, opID)
 	return nil
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
-	"github.com/omnigraph/omnigraph-worker/recovery"
 )
 
 // Mode is a load mode.
@@ -508,7 +507,7 @@ func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared, d
 	)
 	if deferredHeal {
 		wg.Go(func() {
-			listed, err := recovery.List(ctx, g.root)
+			listed, err := g.listPending(ctx)
 			if barrier = err; err == nil && len(listed) > 0 {
 				barrier = errCatchUp
 			}

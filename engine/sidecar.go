@@ -85,10 +85,13 @@ func (g *Graph) heal(ctx context.Context) error {
 // healPending is heal that also reports whether any sidecar was listed: a write that starts
 // with none needs no barrier check of its own, which saves a listing of __recovery per write.
 func (g *Graph) healPending(ctx context.Context) (pending bool, err error) {
-	listed, err := recovery.List(ctx, g.root)
+	listed, err := g.listPending(ctx)
 	if err != nil || len(listed) == 0 {
 		return false, err
 	}
+	// Recovery lists __recovery again and would retire beside them the sidecars this process
+	// is deleting: let those deletions end first.
+	g.WaitRetired()
 	_, err = recovery.Recover(ctx, g.root, recovery.RollForwardOnly, g.fence)
 	if rerr := g.reloadContract(ctx); err == nil {
 		err = rerr
@@ -117,6 +120,7 @@ func (g *Graph) reloadContract(ctx context.Context) error {
 func (g *Graph) Recover(ctx context.Context) ([]recovery.Outcome, error) {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
+	g.WaitRetired()
 	if err := g.checkFence(ctx, "recovery"); err != nil {
 		return nil, err
 	}
@@ -131,7 +135,7 @@ func (g *Graph) Recover(ctx context.Context) ([]recovery.Outcome, error) {
 // recoveryBarrier refuses a write while a recovery intent on its branch (or a schema-apply
 // intent) is still pending after the heal.
 func (g *Graph) recoveryBarrier(ctx context.Context, branch string) error {
-	listed, err := recovery.List(ctx, g.root)
+	listed, err := g.listPending(ctx)
 	if err != nil {
 		return err
 	}

@@ -87,6 +87,11 @@ func New(nc *nats.Conn, g *engine.Graph, cfg Config, log *zap.Logger) (*Worker, 
 	log = log.With(zap.String("graph", cfg.Graph))
 	w := &Worker{cfg: cfg, nc: nc, js: js, g: g, log: log, base: log, compactPoke: make(chan struct{}, 1)}
 	w.fetching, w.recreating = newStreak(w, "fetches"), newStreak(w, "re-creating lost streams")
+	// A message is acknowledged once its commit is visible: the deletion of the commit's
+	// sidecar runs beside the next message (engine/retire.go).
+	if g != nil {
+		g.RetireInBackground()
+	}
 	return w, nil
 }
 
@@ -190,8 +195,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Run returns only after they did: a Run that follows never shares the worker with them.
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watchers sync.WaitGroup
-	// What no longer consumes holds no streak; run last, once the watchers are done.
-	defer func() { w.fetching.reset(); w.recreating.reset() }()
+	// What no longer consumes holds no streak; run last, once the watchers are done. Run
+	// returns once the sidecars of its commits are deleted too.
+	defer func() { w.fetching.reset(); w.recreating.reset(); w.g.WaitRetired() }()
 	defer func() { stopWatch(); watchers.Wait() }()
 	watchers.Go(func() {
 		if err := w.WatchMaxDeliveries(watchCtx); err != nil {
