@@ -44,6 +44,12 @@ type Graph struct {
 	unwantedIndices sync.Map
 	// retires are the sidecars this process deletes in the background (retire.go).
 	retires retires
+	// ownSidecar is the operation id of the sidecar the write under way is arming, which its
+	// own revalidation, beside the arm, does not count as pending (retire.go).
+	ownSidecar atomic.Value // string
+	// unresolved says a write of this process left a sidecar for recovery since the last full
+	// Recover: a load then revalidates (and heals) before it arms, not beside.
+	unresolved atomic.Bool
 }
 
 // tableRef names one table on one Lance branch.

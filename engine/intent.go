@@ -155,6 +155,11 @@ type intent struct {
 	// stage, when set, writes the staged transaction files while arm runs. A failure takes
 	// the intent back (nothing moved).
 	stage func(context.Context) error
+	// check, when set, is the revalidation of a write prepared speculatively, run beside arm
+	// and stage: nothing it guards moves before the table commits, so it need not come
+	// first. A failure takes the intent back and is the write's error, for the writer to
+	// prepare again; the listings it makes leave out the sidecar being armed (ownSidecar).
+	check func(context.Context) error
 	// commit is Phase B: every table's exact commits.
 	commit func(context.Context) error
 	// confirm rewrites the sidecar as EffectsConfirmed; nil for an intent without one.
@@ -177,6 +182,11 @@ type intent struct {
 func (in *intent) run(ctx context.Context) error {
 	g := in.g
 	if in.arm == nil {
+		if in.check != nil {
+			if err := in.check(ctx); err != nil {
+				return err
+			}
+		}
 		if err := failpoint.Inject(in.points.beforePublish); err != nil {
 			return err
 		}
@@ -187,20 +197,29 @@ func (in *intent) run(ctx context.Context) error {
 	}
 	// The fence before arming is checked by the sidecar write itself, right before its put
 	// (recovery.Write), so that a writer paused at the arm's failpoint arms nothing.
-	staged := make(chan error, 1)
-	go func() {
-		if in.stage == nil {
-			staged <- nil
+	staged, checked := make(chan error, 1), make(chan error, 1)
+	beside := func(step func(context.Context) error, done chan<- error) {
+		if step == nil {
+			done <- nil
 			return
 		}
-		staged <- in.stage(ctx)
-	}()
+		done <- step(ctx)
+	}
+	go beside(in.stage, staged)
+	go beside(in.check, checked)
+	defer g.ownSidecar.Store("")
 	opID, err := in.arm(ctx)
-	serr := <-staged
+	serr, cerr := <-staged, <-checked
 	if err != nil {
+		if cerr != nil {
+			return cerr // prepared on a state that moved: prepare again, then arm
+		}
 		return err // nothing moved: the sidecar is not durable
 	}
-	if serr != nil {
+	if serr != nil || cerr != nil {
+		if serr == nil {
+			serr = cerr
+		}
 		// Nothing moved either: take the intent back. Should that fail, recovery discards
 		// it (an Armed intent without effects).
 		if err := recovery.Delete(ctx, g.root, opID); err != nil {
@@ -284,5 +303,6 @@ func (in *intent) required(opID string, err error) error {
 	if in.failed != nil {
 		in.failed()
 	}
+	in.g.unresolved.Store(true)
 	return &errs.RecoveryRequired{OperationID: opID, Reason: err.Error()}
 }

@@ -167,9 +167,10 @@ type plannedTable struct {
 func (p *plannedTable) identity() ids.TableIdentity { return p.entry.Identity }
 
 // Load applies one graph batch as exactly one graph commit: prepare (validate and stage),
-// revalidate the branch authority, arm the recovery sidecar, commit each table exactly,
-// confirm, publish, retire the sidecar. Errors before arming leave nothing behind but
-// unreferenced files; any error after arming is *errs.RecoveryRequired and the sidecar stays.
+// revalidate the branch authority beside arming the recovery sidecar, commit each table
+// exactly, confirm, publish, retire the sidecar. Errors before the table commits leave nothing
+// behind but unreferenced files (a sidecar armed beside a revalidation that failed is taken
+// back); any error after them is *errs.RecoveryRequired and the sidecar stays.
 func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) {
 	switch req.Mode {
 	case ModeAppend, ModeMerge, ModeOverwrite:
@@ -236,7 +237,17 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 		if err := failpoint.Inject("load.after_prepare"); err != nil {
 			return nil, err
 		}
-		err = g.revalidate(ctx, &req, p, deferred)
+		// The revalidation runs beside the sidecar and the staged files: nothing it guards
+		// moves before the table commits, and a failure takes the intent back. A writer
+		// that left an intent for recovery expects to heal, and revalidates first: nothing
+		// is written before the heal then.
+		revalidate := func(ctx context.Context) error { return g.revalidate(ctx, &req, p, deferred) }
+		var res *LoadResult
+		if !g.unresolved.Load() {
+			res, err = g.effect(ctx, &req, p, revalidate)
+		} else if err = revalidate(ctx); err == nil {
+			res, err = g.effect(ctx, &req, p, nil)
+		}
 		if errors.Is(err, errCatchUp) {
 			// Caught up once: the rest of the write checks the barrier as one that entered
 			// with enter does.
@@ -253,7 +264,7 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 		if err != nil {
 			return nil, err
 		}
-		return g.effect(ctx, &req, p)
+		return res, nil
 	}
 }
 
@@ -486,8 +497,8 @@ func commitInfo(c publisher.Commit) CommitInfo {
 }
 
 // revalidate re-reads the branch authority under the write gate: a pending sidecar, a moved
-// branch identifier or head, or a table whose HEAD left its pin fails the attempt before it
-// arms recovery. Its reads are independent of each other (each table's drift check probes the
+// branch identifier or head, or a table whose HEAD left its pin fails the attempt before its
+// table commits (the sidecar armed beside it is taken back). Its reads are independent of each other (each table's drift check probes the
 // version after the pin the attempt planned on, whatever the snapshot says), so they are issued
 // together: one round trip to storage instead of one per read. The failure reported is the
 // one the reads made one after another would have reported first.
@@ -552,13 +563,14 @@ func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared, d
 var loadPoints = intentPoints{armed: "load.after_sidecar", confirmed: "load.after_confirm",
 	beforePublish: "load.before_publish", published: "load.after_publish"}
 
-// effect runs the load's intent (intent.go): the sidecar beside the staged transaction files,
-// the exact table commits, the confirmation overlapped with the publish, the retirement.
-func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared) (*LoadResult, error) {
+// effect runs the load's intent (intent.go): the sidecar beside the staged transaction files
+// and the revalidation (check), the exact table commits, the confirmation overlapped with the
+// publish, the retirement.
+func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared, check func(context.Context) error) (*LoadResult, error) {
 	commitID := ids.NewULID()
 	createdAt := time.Now().UnixMicro()
 	var res *LoadResult
-	in := &intent{g: g, points: loadPoints}
+	in := &intent{g: g, points: loadPoints, check: check}
 	if len(p.tables) == 0 { // an empty batch: a lineage-only commit, nothing to arm
 		in.publish = func(ctx context.Context, _ func() error) (err error) {
 			res, err = g.publish(ctx, req, p, commitID, createdAt, nil)

@@ -80,16 +80,22 @@ func (r *retires) retiring() map[string]struct{} {
 }
 
 // listPending lists __recovery without the sidecars this process was deleting in the
-// background when the listing began: one whose deletion ends meanwhile is not mistaken for
-// a pending intent, and one whose deletion fails is seen by the next listing.
+// background when the listing began (one whose deletion ends meanwhile is not mistaken for a
+// pending intent, and one whose deletion fails is seen by the next listing) and without the
+// one the write under way is arming beside this listing (intent.check).
 func (g *Graph) listPending(ctx context.Context) ([]recovery.Listed, error) {
 	skip := g.retires.retiring()
 	listed, err := recovery.List(ctx, g.root)
-	if err != nil || len(skip) == 0 {
-		return listed, err
+	if err != nil {
+		return nil, err
+	}
+	own, _ := g.ownSidecar.Load().(string)
+	if len(skip) == 0 && own == "" {
+		return listed, nil
 	}
 	return slices.DeleteFunc(listed, func(l recovery.Listed) bool {
-		_, ok := skip[strings.TrimSuffix(l.Name, ".json")]
-		return ok
+		id := strings.TrimSuffix(l.Name, ".json")
+		_, ok := skip[id]
+		return ok || id == own
 	}), nil
 }

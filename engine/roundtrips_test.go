@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -10,15 +11,17 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // loadRoundTrips is the most sequential storage round trips a load of a warm graph (its tables
 // and manifest cached) waits for: the revalidation (the listing of __recovery that also stands
 // for the heal's, the accepted schema, the manifest, the tables, at once; the preparation
-// before it asks storage nothing); the sidecar beside the data files; the table commits; the
-// confirmation beside the publish's files; the publish; the retirement.
-const loadRoundTrips = 6
+// before it asks storage nothing) beside the sidecar and the data files; the table commits;
+// the confirmation beside the publish's files; the publish; the retirement.
+const loadRoundTrips = 5
 
 var latencySeq atomic.Int64
 
@@ -99,5 +102,44 @@ func TestLoadOnStaleViewJudgedOnStorage(t *testing.T) {
 	out = export(t, g, "")
 	if !strings.Contains(out, "A again") || !strings.Contains(out, `"handle":"z"`) || strings.Contains(out, `"handle":"b"`) {
 		t.Fatalf("after the overwrite:\n%s", out)
+	}
+}
+
+// A load arms its sidecar beside its revalidation. When the revalidation finds that another
+// writer moved a table, the sidecar is taken back before the load prepares again: the load
+// lands, and no sidecar is left behind. Should taking it back fail, the load reports
+// RecoveryRequired, and recovery discards the intent (it moved nothing).
+func TestSpeculativeArmTakenBackWhenTheRevalidationFails(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(t)
+	loadInto(t, g, "", "", "append", person("a", "A"))
+	other, err := Open(ctx, g.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadInto(t, other, "", "", "append", person("b", "B"))
+	loadInto(t, g, "", "", "append", person("c", "C")) // g's view lacks b: prepared again
+	noSidecars(t, g)
+
+	loadInto(t, other, "", "", "append", person("d", "D"))
+	if err := failpoint.Enable(recovery.FailpointDelete, "1*error"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(failpoint.Reset)
+	_, err = load(t, g, "append", person("e", "E"))
+	var rr *errs.RecoveryRequired
+	if !errors.As(err, &rr) {
+		t.Fatalf("a sidecar that could not be taken back: %v, want RecoveryRequired", err)
+	}
+	if out, err := g.Recover(ctx); err != nil || len(out) != 1 || out[0].OperationID != rr.OperationID {
+		t.Fatalf("recovery of the intent not taken back: %+v %v", out, err)
+	}
+	noSidecars(t, g)
+	loadInto(t, g, "", "", "append", person("e", "E"))
+	out := export(t, g, "")
+	for _, h := range []string{"a", "b", "c", "d", "e"} {
+		if strings.Count(out, fmt.Sprintf(`"handle":%q`, h)) != 1 {
+			t.Fatalf("%s not there once:\n%s", h, out)
+		}
 	}
 }

@@ -48,6 +48,7 @@ func (g *Graph) arm(ctx context.Context, req *LoadRequest, p *prepared, commitID
 		return nil, err
 	}
 	sc.IngestReceipt = req.Receipt
+	g.ownSidecar.Store(sc.OperationID)
 	if err := recovery.Write(ctx, g.root, sc, g.fence); err != nil {
 		return nil, err
 	}
@@ -125,6 +126,9 @@ func (g *Graph) Recover(ctx context.Context) ([]recovery.Outcome, error) {
 		return nil, err
 	}
 	out, err := recovery.Recover(ctx, g.root, recovery.Full, g.fence)
+	if err == nil {
+		g.unresolved.Store(false)
+	}
 	g.tables = map[tableRef]*tableState{} // restored tables are re-read on next use
 	if rerr := g.reloadContract(ctx); err == nil {
 		err = rerr
