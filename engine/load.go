@@ -498,9 +498,10 @@ func commitInfo(c publisher.Commit) CommitInfo {
 
 // revalidate re-reads the branch authority under the write gate: a pending sidecar, a moved
 // branch identifier or head, or a table whose HEAD left its pin fails the attempt before its
-// table commits (the sidecar armed beside it is taken back). Its reads are independent of each other (each table's drift check probes the
-// version after the pin the attempt planned on, whatever the snapshot says), so they are issued
-// together: one round trip to storage instead of one per read. The failure reported is the
+// table commits (the sidecar armed beside it is taken back). Its reads are independent of
+// each other (each table's drift check probes the version after the pin the attempt planned
+// on, whatever the snapshot says), so they are issued together: one round trip to storage
+// instead of one per read. The failure reported is the
 // one the reads made one after another would have reported first.
 //
 // deferredHeal: the load has not caught up (Load); the listing of __recovery stands for the

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/recovery"
@@ -25,44 +26,57 @@ import (
 // retireTimeout bounds one background deletion: it outlives the write whose context ended.
 const retireTimeout = time.Minute
 
-// retires are the sidecars this process deletes in the background.
+// retires are the sidecars this process deletes in the background: by operation id, a
+// channel closed when the deletion ended.
 type retires struct {
-	on       bool
+	on       atomic.Bool
 	mu       sync.Mutex
-	inFlight map[string]struct{} // operation ids
-	wg       sync.WaitGroup
+	inFlight map[string]chan struct{}
 }
 
 // RetireInBackground makes every write of g return once its publish is visible, its sidecar
-// deleted beside what comes next (see above). Call it before g serves writes; WaitRetired
-// waits for the deletions under way.
-func (g *Graph) RetireInBackground() { g.retires.on = true }
+// deleted beside what comes next (see above). WaitRetired waits for the deletions under way.
+func (g *Graph) RetireInBackground() { g.retires.on.Store(true) }
 
-// WaitRetired returns once every background sidecar deletion started so far has ended.
-func (g *Graph) WaitRetired() { g.retires.wg.Wait() }
+// WaitRetired returns once every background sidecar deletion started before the call has
+// ended. It may be called from any goroutine, beside writes.
+func (g *Graph) WaitRetired() {
+	r := &g.retires
+	r.mu.Lock()
+	var done []chan struct{}
+	for _, c := range r.inFlight {
+		done = append(done, c)
+	}
+	r.mu.Unlock()
+	for _, c := range done {
+		<-c
+	}
+}
 
 // retire is Phase D of the intent opID: in the background with RetireInBackground, else now.
 // A failure only leaves a sidecar the next write's heal retires.
 func (g *Graph) retire(ctx context.Context, opID string) {
 	r := &g.retires
-	if !r.on {
+	if !r.on.Load() {
 		_ = recovery.Delete(ctx, g.root, opID)
 		return
 	}
+	done := make(chan struct{})
 	r.mu.Lock()
 	if r.inFlight == nil {
-		r.inFlight = map[string]struct{}{}
+		r.inFlight = map[string]chan struct{}{}
 	}
-	r.inFlight[opID] = struct{}{}
+	r.inFlight[opID] = done
 	r.mu.Unlock()
-	r.wg.Go(func() {
+	go func() {
+		defer close(done)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retireTimeout)
 		defer cancel()
 		_ = recovery.Delete(ctx, g.root, opID)
 		r.mu.Lock()
 		delete(r.inFlight, opID)
 		r.mu.Unlock()
-	})
+	}()
 }
 
 // retiring are the operation ids being deleted in the background now.
