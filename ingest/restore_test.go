@@ -114,16 +114,8 @@ func recreatesDeleted(t *testing.T, depthN int) {
 			}
 		}
 	}
-	// The event of the last batch is in the re-created events stream. The test's subscriber
-	// can see it before the stream has stored it, so the stream is asked until it has.
-	evs, err := h.js.Stream(ctx, h.w.cfg.EventsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool {
-		_, err := evs.GetLastMsgForSubject(ctx, h.w.cfg.EventSubject())
-		return err == nil
-	}, "the event in the re-created events stream")
+	// The event of the last batch is in the re-created events stream.
+	h.eventStored()
 	// A dead letter lands in the re-created dead-letter stream.
 	h.publish(`{"type":"Nope","data":{}}`, map[string]string{HeaderMsgID: "bad"})
 	h.deadLetter("invalid")
@@ -180,11 +172,19 @@ func TestRecreatesADeletionNoAdvisoryAnnounced(t *testing.T) {
 	}
 	h.publish(batch, map[string]string{HeaderMsgID: "b-1"})
 	h.committed("b-1")
+	h.eventStored()
+}
+
+// eventStored waits until the events stream holds an event. The test's subscriber can see an
+// event before the stream has stored it, so the stream is asked until it has.
+func (h *harness) eventStored() {
+	h.t.Helper()
+	ctx := context.Background()
 	evs, err := h.js.Stream(ctx, h.w.cfg.EventsStream)
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	waitFor(h.t, func() bool {
 		_, err := evs.GetLastMsgForSubject(ctx, h.w.cfg.EventSubject())
 		return err == nil
 	}, "the event in the re-created events stream")
