@@ -70,6 +70,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"sync"
 
@@ -216,16 +217,13 @@ func (in *intent) run(ctx context.Context) error {
 		}
 		return err // nothing moved: the sidecar is not durable
 	}
-	if serr != nil || cerr != nil {
-		if serr == nil {
-			serr = cerr
-		}
+	if failed := cmp.Or(serr, cerr); failed != nil {
 		// Nothing moved either: take the intent back. Should that fail, recovery discards
 		// it (an Armed intent without effects).
 		if err := recovery.Delete(ctx, g.root, opID); err != nil {
-			return in.required(opID, serr)
+			return in.required(opID, failed)
 		}
-		return serr
+		return failed
 	}
 	if err := failpoint.Inject(in.points.armed); err != nil {
 		return in.required(opID, err)

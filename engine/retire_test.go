@@ -9,16 +9,24 @@ import (
 	"github.com/omnigraph/omnigraph-worker/recovery"
 )
 
+// retiringGraph is a test graph that retires its sidecars in the background, the deletions
+// meeting the failpoint action deletion.
+func retiringGraph(t *testing.T, deletion string) *Graph {
+	t.Helper()
+	g := testGraph(t)
+	g.RetireInBackground()
+	if err := failpoint.Enable(recovery.FailpointDelete, deletion); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(failpoint.Reset)
+	return g
+}
+
 // A background deletion that fails leaves its sidecar in view once it ended: the next write
 // heals it, and what both writes loaded is there.
 func TestFailedBackgroundRetireIsHealedByTheNextWrite(t *testing.T) {
 	ctx := context.Background()
-	g := testGraph(t)
-	g.RetireInBackground()
-	if err := failpoint.Enable(recovery.FailpointDelete, "1*error"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(failpoint.Reset)
+	g := retiringGraph(t, "1*error")
 	loadInto(t, g, "", "", "append", person("a", "A"))
 	g.WaitRetired()
 	if l, err := recovery.List(ctx, g.root); err != nil || len(l) != 1 {
@@ -39,13 +47,8 @@ func TestFailedBackgroundRetireIsHealedByTheNextWrite(t *testing.T) {
 // heals over it; full recovery waits for the deletion and so finds nothing to do.
 func TestBackgroundRetireOverlapsTheNextWrite(t *testing.T) {
 	ctx := context.Background()
-	g := testGraph(t)
-	g.RetireInBackground()
 	// Each deletion waits 2 s: the checks below run well within it.
-	if err := failpoint.Enable(recovery.FailpointDelete, "2*sleep(2000)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(failpoint.Reset)
+	g := retiringGraph(t, "2*sleep(2000)")
 	loadInto(t, g, "", "", "append", person("a", "A"))
 	if l, err := recovery.List(ctx, g.root); err != nil || len(l) != 1 {
 		t.Fatalf("right after the load: %v %v, want its sidecar still there", l, err)

@@ -65,14 +65,21 @@ func TestRecreatesDeletedStreamsAndConsumer(t *testing.T) {
 	}
 }
 
-func recreatesDeleted(t *testing.T, depthN int) {
-	ctx := context.Background()
+// observed makes a worker count in m and log everything to the returned logs.
+func observed(m *Metrics) (func(*Worker), *observer.ObservedLogs) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	m := NewMetrics()
-	h := start(t, func(w *Worker) {
+	return func(w *Worker) {
 		w.UseMetrics(m)
 		w.base = zap.New(core).With(zap.String("graph", "demo"))
 		w.log = w.base
+	}, logs
+}
+
+func recreatesDeleted(t *testing.T, depthN int) {
+	ctx := context.Background()
+	m := NewMetrics()
+	observe, logs := observed(m)
+	h := start(t, observe, func(w *Worker) {
 		w.cfg.StreamMaxBytes = 64 << 20 // a setting of the worker's own, which a re-created stream keeps
 		// JetStream may refuse a stream made again right after its deletion ("error creating
 		// store"): the retries that follow come within the test's waits.
@@ -146,13 +153,9 @@ func recreatesDeleted(t *testing.T, depthN int) {
 // and made again: here the events stream, which no write notices.
 func TestRecreatesADeletionNoAdvisoryAnnounced(t *testing.T) {
 	ctx := context.Background()
-	core, logs := observer.New(zapcore.DebugLevel)
 	m := NewMetrics()
-	h := start(t, func(w *Worker) {
-		w.UseMetrics(m)
-		w.base = zap.New(core).With(zap.String("graph", "demo"))
-		w.log = w.base
-	})
+	observe, logs := observed(m)
+	h := start(t, observe)
 	h.publish(batch, map[string]string{HeaderMsgID: "b-0"})
 	h.committed("b-0")
 	if err := failpoint.Enable("ingest.deletion_advisory", "error"); err != nil {
