@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/omnigraph/omnigraph-worker/lance"
@@ -12,9 +13,11 @@ import (
 // toMap lists the live ids, for comparisons.
 func (x *idIndex) toMap() map[string]lance.RowAddress {
 	out := map[string]lance.RowAddress{}
-	for i := range x.ents {
-		if e := &x.ents[i]; e.off != gone {
-			out[x.key(e)] = e.addr
+	for _, c := range x.ents {
+		for i := range c {
+			if e := &c[i]; e.off != gone {
+				out[x.key(e)] = e.addr
+			}
 		}
 	}
 	return out
@@ -70,6 +73,54 @@ func TestIDIndexIsAMap(t *testing.T) {
 	}
 }
 
+// An index past several entry and arena chunks, with an id longer than an arena chunk, stays a
+// map through clones written on both sides and a compaction.
+func TestIDIndexAcrossChunks(t *testing.T) {
+	x := newIDIndex(0)
+	want := map[string]lance.RowAddress{}
+	set := func(x *idIndex, want map[string]lance.RowAddress, id string, addr lance.RowAddress) {
+		x.Set(id, addr)
+		want[id] = addr
+	}
+	long := strings.Repeat("L", arenaChunk+10)
+	for i := range 2*entChunk + 100 {
+		set(x, want, fmt.Sprintf("%040d", i), lance.RowAddress(i))
+		if i == entChunk/2 {
+			set(x, want, long, 7)
+		}
+	}
+	if len(x.ents) < 3 || len(x.arena) < 3 {
+		t.Fatalf("%d entry chunks, %d arena chunks: the test does not cross chunks", len(x.ents), len(x.arena))
+	}
+	clone, cloned := x.Clone(), maps.Clone(want)
+	for i := range 1000 {
+		set(x, want, fmt.Sprintf("x-%d", i), lance.RowAddress(i))
+		set(clone, cloned, fmt.Sprintf("c-%d", i), lance.RowAddress(i))
+	}
+	for id := range want {
+		if id != long && id[0] == '0' && id[len(id)-1] != '7' {
+			x.Delete(id)
+			delete(want, id)
+		}
+	}
+	if x.n >= 2*entChunk {
+		t.Fatalf("no compaction: %d entries for %d live ids", x.n, x.Len())
+	}
+	for _, c := range []struct {
+		x    *idIndex
+		want map[string]lance.RowAddress
+	}{{x, want}, {clone, cloned}} {
+		if c.x.Len() != len(c.want) || !maps.Equal(c.x.toMap(), c.want) {
+			t.Fatalf("index holds %d ids, want %d (or they differ)", c.x.Len(), len(c.want))
+		}
+		for id, w := range c.want {
+			if got, ok := c.x.Get(id); !ok || got != w {
+				t.Fatalf("Get(%.20q) = %d %v, want %d", id, got, ok, w)
+			}
+		}
+	}
+}
+
 // Ids whose hashes collide, or whose home slots do, share probe runs, some wrapping past the
 // end of the table: forcing every id onto four hashes exercises lookups that pass other ids'
 // slots, and deletions that move the rest of a run back over the hole.
@@ -81,13 +132,13 @@ func TestIDIndexProbeRuns(t *testing.T) {
 	want := map[int]lance.RowAddress{}
 	compactions := 0
 	for step := range 20_000 {
-		before := len(x.ents)
+		before := x.n
 		k := rng.IntN(300)
 		id := fmt.Sprintf("id-%d", k)
 		if rng.IntN(3) == 0 {
 			x.deleteHashed(hashOf(k), id)
 			delete(want, k)
-			if len(x.ents) < before {
+			if x.n < before {
 				compactions++
 			}
 		} else {
@@ -99,7 +150,7 @@ func TestIDIndexProbeRuns(t *testing.T) {
 			for k := range 300 {
 				_, i := x.find(hashOf(k), fmt.Sprintf("id-%d", k))
 				w, ok := want[k]
-				if (i >= 0) != ok || ok && x.ents[i].addr != w {
+				if (i >= 0) != ok || ok && x.ent(i).addr != w {
 					t.Fatalf("step %d: id-%d found at entry %d, want %v %d", step, k, i, ok, w)
 				}
 			}
@@ -124,6 +175,15 @@ func occupied(x *idIndex) int {
 	return n
 }
 
+// arenaBytes is the bytes the arena holds.
+func arenaBytes(x *idIndex) int {
+	n := 0
+	for _, a := range x.arena {
+		n += len(a)
+	}
+	return n
+}
+
 // Deleting most ids compacts the arena and entries down to the live ones.
 func TestIDIndexCompacts(t *testing.T) {
 	x := newIDIndex(0)
@@ -133,8 +193,8 @@ func TestIDIndexCompacts(t *testing.T) {
 	for i := range 4000 {
 		x.Delete(fmt.Sprintf("row-%05d", i))
 	}
-	if len(x.ents) >= 5000 || len(x.arena) >= 5000*9 {
-		t.Fatalf("no compaction: %d entries, %d arena bytes for %d live ids", len(x.ents), len(x.arena), x.Len())
+	if arena := arenaBytes(x); x.n >= 5000 || arena >= 5000*9 {
+		t.Fatalf("no compaction: %d entries, %d arena bytes for %d live ids", x.n, arena, x.Len())
 	}
 	for i := range 5000 {
 		addr, ok := x.Get(fmt.Sprintf("row-%05d", i))
