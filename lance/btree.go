@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -225,12 +223,11 @@ func btreePages(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, loo
 
 // sortBTreeEntries orders the values of chunks with their row ids as a BTREE holds them.
 func sortBTreeEntries(chunks []arrow.Array, ids []uint64) []btreeEntry {
+	if strs, ok := stringColumns(chunks); ok {
+		return sortStringEntries(strs, ids)
+	}
 	var es []btreeEntry
 	switch chunks[0].(type) {
-	case *array.String:
-		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.String).Value(i) }, strings.Compare)
-	case *array.LargeString:
-		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) string { return a.(*array.LargeString).Value(i) }, strings.Compare)
 	case *array.Float32, *array.Float64:
 		es = sortKeyed(chunks, ids, func(a arrow.Array, i int) float64 {
 			if x, ok := a.(*array.Float32); ok {
@@ -342,7 +339,7 @@ func valueBytes(chunks []arrow.Array) int {
 // sortKeyed orders the entries of chunks by value (nulls first, then by key), ties by row id,
 // reading each value once into a typed key so that comparing costs no Arrow accessor. It
 // sorts a permutation of 4-byte positions, not the entries: moving them is what a sort mostly
-// does. String keys are sorted by sortStrings instead.
+// does. String keys are sorted by sortStringEntries instead.
 func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, int) K, compare func(K, K) int) []btreeEntry {
 	keys := make([]K, len(ids))
 	es := make([]btreeEntry, 0, len(ids))
@@ -354,9 +351,6 @@ func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, 
 			}
 			es = append(es, e)
 		}
-	}
-	if ks, ok := any(keys).([]string); ok {
-		return orderedEntries(es, sortStrings(ks, es))
 	}
 	perm := make([]int32, len(es))
 	for i := range perm {
@@ -388,39 +382,6 @@ func orderedEntries(es []btreeEntry, perm []int32) []btreeEntry {
 		out = append(out, es[p])
 	}
 	return out
-}
-
-// stringPrefixes are, for each non-null key, the 8 bytes that follow the prefix every key
-// shares, as a big-endian number, zero-padded: where two prefixes differ they order the keys
-// as their bytes do (a shorter key that is a prefix of a longer one gets a number no
-// greater), so most comparisons end on them. Skipping the shared prefix matters: keys are
-// often one namespace ("user:…", "p1000005-…") whose first 8 bytes are all alike.
-func stringPrefixes(keys []string, es []btreeEntry) []uint64 {
-	shared, ref := -1, ""
-	for i, k := range keys {
-		if es[i].null {
-			continue
-		}
-		if shared < 0 {
-			shared, ref = len(k), k
-			continue
-		}
-		n := min(shared, len(k))
-		j := 0
-		for j < n && k[j] == ref[j] {
-			j++
-		}
-		shared = j
-	}
-	pre := make([]uint64, len(keys))
-	for i, k := range keys {
-		if !es[i].null {
-			var b [8]byte
-			copy(b[:], k[shared:])
-			pre[i] = binary.BigEndian.Uint64(b[:])
-		}
-	}
-	return pre
 }
 
 // parallelSortMin is the size from which parallelSort sorts halves on two goroutines.

@@ -4,35 +4,67 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// A BTREE over strings is sorted by a radix sort of each key's 8-byte prefix (stringPrefixes),
-// then by a comparison sort within each run of equal prefixes only. A comparison sort of the
-// whole column spent most of its time fetching keys and prefixes at random positions; the
-// radix passes stream over one slice, and with the prefix after the keys' shared part most
-// runs are of one key.
+// A BTREE over strings is sorted by a radix sort of each key's 8-byte prefix, then by a
+// comparison sort within each run of equal prefixes only. A comparison sort of the whole
+// column spent most of its time fetching keys and prefixes at random positions; the radix
+// passes stream over one slice, and with the prefix after the keys' shared part most runs are
+// of one key. The keys stay in their Arrow arrays: a slice of them (a pointer each) was as
+// much work again, to fill and for the collector to scan, as the sort itself.
 
-// prefixed is an entry's position with its prefix, as the radix passes move them.
-type prefixed struct {
-	pre uint64
-	at  int32
+// stringColumn is an Arrow array of strings: *array.String or *array.LargeString.
+type stringColumn interface {
+	arrow.Array
+	Value(int) string
 }
 
-// sortStrings is the BTREE order of entries es with string keys: nulls first by row id, then
-// by key, ties by row id, as positions into es.
-func sortStrings(keys []string, es []btreeEntry) []int32 {
-	pre := stringPrefixes(keys, es)
-	order := make([]int32, 0, len(es))
-	vals := make([]prefixed, 0, len(es))
-	for i := range es {
-		if es[i].null {
-			order = append(order, int32(i))
-		} else {
-			vals = append(vals, prefixed{pre[i], int32(i)})
+// stringColumns are chunks as string columns, ok false when one is of another type.
+func stringColumns(chunks []arrow.Array) (out []stringColumn, ok bool) {
+	out = make([]stringColumn, len(chunks))
+	for i, a := range chunks {
+		if out[i], ok = a.(stringColumn); !ok {
+			return nil, false
 		}
 	}
-	slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(es[a].id, es[b].id) })
+	return out, true
+}
+
+// prefixed is a non-null entry, where its key is, with its key's prefix, as the radix passes
+// move them.
+type prefixed struct {
+	pre        uint64
+	chunk, row int32
+}
+
+// sortStringEntries is sortBTreeEntries for string chunks: nulls first by row id, then by
+// key, ties by row id.
+func sortStringEntries(strs []stringColumn, ids []uint64) []btreeEntry {
+	start := make([]int, len(strs)) // the position in ids of each chunk's first row
+	n, nulls := 0, 0
+	for c, a := range strs {
+		start[c] = n
+		n += a.Len()
+		nulls += a.NullN()
+	}
+	shared := sharedPrefix(strs)
+	out := make([]btreeEntry, 0, n)
+	vals := make([]prefixed, 0, n-nulls)
+	for c, a := range strs {
+		hasNulls := a.NullN() > 0
+		for r := range a.Len() {
+			if hasNulls && a.IsNull(r) {
+				out = append(out, btreeEntry{chunk: int32(c), row: int32(r), id: ids[start[c]+r], null: true})
+				continue
+			}
+			vals = append(vals, prefixed{prefixOf(a.Value(r), shared), int32(c), int32(r)})
+		}
+	}
+	slices.SortFunc(out, func(a, b btreeEntry) int { return cmp.Compare(a.id, b.id) })
 	vals = radixSortPrefixed(vals)
+	idOf := func(p prefixed) uint64 { return ids[start[p.chunk]+int(p.row)] }
 	for lo := 0; lo < len(vals); {
 		hi := lo + 1
 		for hi < len(vals) && vals[hi].pre == vals[lo].pre {
@@ -40,18 +72,63 @@ func sortStrings(keys []string, es []btreeEntry) []int32 {
 		}
 		if run := vals[lo:hi]; len(run) > 1 {
 			slices.SortFunc(run, func(a, b prefixed) int {
-				if c := strings.Compare(keys[a.at], keys[b.at]); c != 0 {
+				if c := strings.Compare(strs[a.chunk].Value(int(a.row)), strs[b.chunk].Value(int(b.row))); c != 0 {
 					return c
 				}
-				return cmp.Compare(es[a.at].id, es[b.at].id)
+				return cmp.Compare(idOf(a), idOf(b))
 			})
 		}
 		lo = hi
 	}
 	for _, v := range vals {
-		order = append(order, v.at)
+		out = append(out, btreeEntry{chunk: v.chunk, row: v.row, id: idOf(v)})
 	}
-	return order
+	return out
+}
+
+// sharedPrefix is the length of the prefix every non-null key of strs shares. Skipping it
+// matters: keys are often one namespace ("user:…", "p1000005-…") whose first 8 bytes are all
+// alike.
+func sharedPrefix(strs []stringColumn) int {
+	shared, ref := -1, ""
+	for _, a := range strs {
+		hasNulls := a.NullN() > 0
+		for r := range a.Len() {
+			if hasNulls && a.IsNull(r) {
+				continue
+			}
+			k := a.Value(r)
+			if shared < 0 {
+				shared, ref = len(k), k
+				continue
+			}
+			m := min(shared, len(k))
+			j := 0
+			for j < m && k[j] == ref[j] {
+				j++
+			}
+			if shared = j; shared == 0 {
+				return 0
+			}
+		}
+	}
+	return max(shared, 0)
+}
+
+// prefixOf is the 8 bytes of k after its shared prefix, as a big-endian number, zero-padded:
+// where two prefixes differ they order the keys as their bytes do (a shorter key that is a
+// prefix of a longer one gets a number no greater), so most comparisons end on them.
+func prefixOf(k string, shared int) uint64 {
+	if k = k[shared:]; len(k) >= 8 {
+		_ = k[7]
+		return uint64(k[0])<<56 | uint64(k[1])<<48 | uint64(k[2])<<40 | uint64(k[3])<<32 |
+			uint64(k[4])<<24 | uint64(k[5])<<16 | uint64(k[6])<<8 | uint64(k[7])
+	}
+	var p uint64
+	for i := range len(k) {
+		p |= uint64(k[i]) << (56 - 8*i)
+	}
+	return p
 }
 
 // radixSortPrefixed sorts vs by prefix, least significant byte first, skipping the bytes that

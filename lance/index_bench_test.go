@@ -133,3 +133,22 @@ func benchBTreeLag(b *testing.B, n, more int, fold bool) {
 		}
 	}
 }
+
+// BenchmarkBTreeSortStrings orders 262,144 new string keys of the bench's shape ("p<batch>-<i>",
+// 32 fragments of 8,192), as a fold of an id BTREE does: the ns/key of the sort alone.
+func BenchmarkBTreeSortStrings(b *testing.B) {
+	var chunks []arrow.Array
+	var ids []uint64
+	for k := 32; k < 64; k++ {
+		sb := array.NewStringBuilder(memory.DefaultAllocator)
+		for i := range 8192 {
+			sb.Append(fmt.Sprintf("p%d-%d", k, i))
+			ids = append(ids, uint64(k)<<32|uint64(i))
+		}
+		chunks = append(chunks, sb.NewArray())
+	}
+	for b.Loop() {
+		sortBTreeEntries(chunks, ids)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ids)), "ns/key")
+}

@@ -634,59 +634,82 @@ func TestBTreeSortsLargeColumns(t *testing.T) {
 }
 
 // String keys sharing a long prefix, of every length around it (the prefix itself, shorter,
-// with a NUL after it, empty), with nulls, sort as their bytes do, ties by row id: the
-// comparison of the 8 bytes after the shared prefix (stringPrefixes) agrees with the keys'.
+// with a NUL after it, empty), with nulls, in chunks of String and LargeString arrays, sort as
+// their bytes do, ties by row id: the comparison of the 8 bytes after the shared prefix
+// agrees with the keys'.
 func TestBTreeSortsStringsSharingAPrefix(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	alphabet := []string{"", "\x00", "a", "b", "ab", "a\x00", "zz", "-1", "-10", "-9"}
-	for _, shared := range []string{"", "p1000005", "tenant:00042/user:"} {
-		b := array.NewStringBuilder(memory.DefaultAllocator)
-		var keys []string
-		var ids []uint64
-		for i := range 4000 {
-			ids = append(ids, uint64(rng.IntN(1<<20))<<12|uint64(i))
-			switch rng.IntN(40) {
-			case 0:
-				b.AppendNull()
-				keys = append(keys, "")
-				continue
-			case 1:
-				keys = append(keys, shared[:rng.IntN(len(shared)+1)])
-			default:
+	for _, large := range []bool{false, true} {
+		for _, shared := range []string{"", "p1000005", "tenant:00042/user:"} {
+			var keys []string
+			var nulls []bool
+			var ids []uint64
+			for i := range 4000 {
+				ids = append(ids, uint64(rng.IntN(1<<20))<<12|uint64(i))
 				k := shared
-				for range rng.IntN(4) {
-					k += alphabet[rng.IntN(len(alphabet))]
+				switch rng.IntN(40) {
+				case 0:
+					k = ""
+				case 1:
+					k = shared[:rng.IntN(len(shared)+1)]
+				default:
+					for range rng.IntN(4) {
+						k += alphabet[rng.IntN(len(alphabet))]
+					}
 				}
-				keys = append(keys, k)
+				keys, nulls = append(keys, k), append(nulls, k == "" && rng.IntN(2) == 0)
 			}
-			b.Append(keys[len(keys)-1])
-		}
-		col := b.NewArray()
-		es := sortBTreeEntries([]arrow.Array{col}, ids)
-		want := make([]int, len(keys))
-		for i := range want {
-			want[i] = i
-		}
-		slices.SortFunc(want, func(i, j int) int {
-			if ni, nj := col.IsNull(i), col.IsNull(j); ni || nj {
-				if ni && nj {
-					return cmp.Compare(ids[i], ids[j])
+			// Three chunks, as a fold reads the new rows fragment by fragment.
+			var chunks []arrow.Array
+			var first []int
+			for _, cut := range [][2]int{{0, 1000}, {1000, 3000}, {3000, 4000}} {
+				var b array.Builder = array.NewStringBuilder(memory.DefaultAllocator)
+				if large {
+					b = array.NewLargeStringBuilder(memory.DefaultAllocator)
 				}
-				if ni {
-					return -1
+				for i := cut[0]; i < cut[1]; i++ {
+					if nulls[i] {
+						b.AppendNull()
+					} else {
+						b.(interface{ Append(string) }).Append(keys[i])
+					}
 				}
-				return 1
+				chunks, first = append(chunks, b.NewArray()), append(first, cut[0])
 			}
-			if c := strings.Compare(keys[i], keys[j]); c != 0 {
-				return c
+			es := sortBTreeEntries(chunks, ids)
+			want := make([]int, len(keys))
+			for i := range want {
+				want[i] = i
 			}
-			return cmp.Compare(ids[i], ids[j])
-		})
-		for k, e := range es {
-			if int(e.row) != want[k] {
-				t.Fatalf("prefix %q: entry %d is row %d (%q), want row %d (%q)", shared, k, e.row, keys[e.row], want[k], keys[want[k]])
+			slices.SortFunc(want, func(i, j int) int {
+				if ni, nj := nulls[i], nulls[j]; ni || nj {
+					if ni && nj {
+						return cmp.Compare(ids[i], ids[j])
+					}
+					if ni {
+						return -1
+					}
+					return 1
+				}
+				if c := strings.Compare(keys[i], keys[j]); c != 0 {
+					return c
+				}
+				return cmp.Compare(ids[i], ids[j])
+			})
+			if len(es) != len(want) {
+				t.Fatalf("%d entries, want %d", len(es), len(want))
+			}
+			for k, e := range es {
+				at := first[e.chunk] + int(e.row)
+				if at != want[k] || e.id != ids[at] || e.null != nulls[at] {
+					t.Fatalf("large %v, prefix %q: entry %d is row %d (%q, id %d, null %v), want row %d (%q)",
+						large, shared, k, at, keys[at], e.id, e.null, want[k], keys[want[k]])
+				}
+			}
+			for _, c := range chunks {
+				c.Release()
 			}
 		}
-		col.Release()
 	}
 }
