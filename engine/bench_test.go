@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"os"
 	"syscall"
 	"testing"
 
@@ -20,7 +21,7 @@ func BenchmarkLoad4k4k(b *testing.B) { benchLoads(b, 4096) }
 // only one is alive at a time, so the collector sees the heap a worker has, not b.N batches.
 func benchLoads(b *testing.B, n int) {
 	ctx := context.Background()
-	root, err := storage.Open(ctx, b.TempDir())
+	root, err := storage.Open(ctx, b.TempDir(), storage.WithLocalFsync(os.Getenv("BENCH_FSYNC") != "off"))
 	if err != nil {
 		b.Fatal(err)
 	}

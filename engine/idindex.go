@@ -30,7 +30,7 @@ type idIndex struct {
 
 // Entries and id bytes live in chunks that are never copied once full: appended to one flat
 // slice, each growth of a million-id table copied all of it into fresh memory (a tenth of a
-// sustained worker's CPU went to those copies). A table's first chunk grows as a slice does,
+// sustained worker's CPU went to those copies). A table's first chunk grows by doubling,
 // so the many small tables of a graph stay small. Chunks of a few MiB: at 768 KiB, lookups in
 // a million ids took 1.9 times as long (BenchmarkIDIndexGet), at 3 MiB about as long as in one
 // slice.
@@ -77,6 +77,9 @@ func (x *idIndex) push(id string, addr lance.RowAddress) int {
 		x.ents = append(x.ents, make([]idEntry, 0, x.chunkCap(len(x.ents), entChunk)))
 	}
 	last := &x.ents[len(x.ents)-1]
+	if len(*last) == cap(*last) {
+		*last = growChunk(*last, 1, entChunk)
+	}
 	*last = append(*last, idEntry{off: x.store(id), n: uint32(len(id)), addr: addr})
 	x.n++
 	return x.n - 1
@@ -85,21 +88,36 @@ func (x *idIndex) push(id string, addr lance.RowAddress) int {
 // store copies id into the arena and returns where it went.
 func (x *idIndex) store(id string) uint64 {
 	c := len(x.arena) - 1
+	full := max(arenaChunk, len(id))
 	if c < 0 || len(x.arena[c]) > 0 && len(x.arena[c])+len(id) > arenaChunk {
-		x.arena = append(x.arena, make([]byte, 0, x.chunkCap(len(x.arena), max(arenaChunk, len(id)))))
+		x.arena = append(x.arena, make([]byte, 0, x.chunkCap(len(x.arena), full)))
 		c++
+	}
+	if a := x.arena[c]; len(a)+len(id) > cap(a) {
+		x.arena[c] = growChunk(a, len(id), full)
 	}
 	off := uint64(c)<<32 | uint64(len(x.arena[c]))
 	x.arena[c] = append(x.arena[c], id...)
 	return off
 }
 
-// chunkCap is the capacity of a new chunk after have others: the first grows as a slice does.
+// chunkCap is the capacity of a new chunk after have others: the first grows (growChunk), so
+// that the many small tables of a graph stay small; a later one follows a full one.
 func (x *idIndex) chunkCap(have, full int) int {
 	if have == 0 {
 		return 0
 	}
 	return full
+}
+
+// growChunk returns c with room for more items: twice its capacity (from 256), up to full.
+// Doubling, not append's growth by a quarter, which copied the first chunk of a growing table
+// some thirty times over.
+func growChunk[T any](c []T, more, full int) []T {
+	n := max(min(max(2*cap(c), 256), full), len(c)+more)
+	grown := make([]T, len(c), n)
+	copy(grown, c)
+	return grown
 }
 
 // resize makes a table for at least n ids within maxLoad and moves the slots over.
