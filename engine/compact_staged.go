@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/publisher"
 )
 
 // StagedCompaction is an automatic compaction whose rewritten files were written off the
@@ -146,7 +148,7 @@ func (g *Graph) CommitCompaction(ctx context.Context, sc *StagedCompaction) (*Op
 		return nil, err
 	}
 	defer release()
-	plans, stale, err := g.rebaseCompaction(ctx, sc)
+	plans, stale, st, err := g.rebaseCompaction(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +158,7 @@ func (g *Graph) CommitCompaction(ctx context.Context, sc *StagedCompaction) (*Op
 	if err := failpoint.Inject("optimize.after_prepare"); err != nil {
 		return nil, err
 	}
-	res, err := g.compact(ctx, sc.o, plans)
+	res, err := g.compact(ctx, sc.o, plans, st)
 	if err != nil {
 		return nil, err
 	}
@@ -164,12 +166,26 @@ func (g *Graph) CommitCompaction(ctx context.Context, sc *StagedCompaction) (*Op
 	return res, nil
 }
 
-// rebaseCompaction makes a plan of each staged rewrite whose table it can still move onto,
-// and names the others.
-func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (plans []*compactionPlan, stale []string, err error) {
-	st, err := g.publisher("").Snapshot(ctx)
+// rebaseCompaction makes a plan of each staged rewrite whose table it can still move onto, on
+// the snapshot st it reads, and names the others.
+func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (plans []*compactionPlan, stale []string, st *publisher.State, err error) {
+	// Each staged table's HEAD is probed beside the snapshot, from the dataset this writer
+	// holds for it: both are reads, and one after the other they were a round trip per table.
+	probes := make(map[string]*headProbe, len(sc.tables))
+	var wg sync.WaitGroup
+	for _, t := range sc.tables {
+		ts, ok := g.tables[tableRef{path: t.path}]
+		if !ok {
+			continue // opened from the snapshot below, and probed after it
+		}
+		hp := &headProbe{}
+		probes[t.path] = hp
+		wg.Go(func() { hp.head, hp.err = ts.ds.Latest(ctx) })
+	}
+	st, err = g.publisher("").Snapshot(ctx)
+	wg.Wait()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	edges := map[string]bool{}
 	for _, e := range g.Catalog().Edges {
@@ -192,10 +208,15 @@ func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (pla
 		}
 		ts, err := g.openTable(ctx, e, edges[e.TableKey])
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		if err := checkNoDrift(ctx, ts.ds, e); err != nil {
-			return nil, nil, err
+		if hp := probes[e.Path]; hp != nil {
+			err = hp.drift(e)
+		} else {
+			err = checkNoDrift(ctx, ts.ds, e)
+		}
+		if err != nil {
+			return nil, nil, nil, err
 		}
 		var conflict *lance.RewriteConflictError
 		switch err := t.staged.Rebase(ts.ds); {
@@ -203,7 +224,7 @@ func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (pla
 			stale = append(stale, e.TableKey)
 			continue
 		case err != nil:
-			return nil, nil, fmt.Errorf("move the compaction of %s onto version %d: %w", e.TableKey, e.Version, err)
+			return nil, nil, nil, fmt.Errorf("move the compaction of %s onto version %d: %w", e.TableKey, e.Version, err)
 		}
 		plans = append(plans, &compactionPlan{key: e.TableKey, entry: e, ts: ts, staged: t.staged, c: t.c, indices: t.indices, before: ts.ds.NumFragments()})
 	}
@@ -212,5 +233,22 @@ func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (pla
 	}
 	sort.Slice(plans, func(i, j int) bool { return plans[i].key < plans[j].key })
 	sort.Strings(stale)
-	return plans, stale, nil
+	return plans, stale, st, nil
+}
+
+// headProbe is a table's Lance HEAD, read beside a snapshot.
+type headProbe struct {
+	head *lance.Dataset
+	err  error
+}
+
+// drift is checkNoDrift's verdict on the probed HEAD for the table's published entry e.
+func (hp *headProbe) drift(e publisher.TableEntry) error {
+	if hp.err != nil {
+		return hp.err
+	}
+	if hp.head.Version() != e.Version {
+		return &DriftError{TableKey: e.TableKey, Path: e.Path, Branch: derefOr(e.Branch), Head: hp.head.Version(), Published: e.Version}
+	}
+	return nil
 }

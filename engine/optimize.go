@@ -252,27 +252,26 @@ func (g *Graph) Optimize(ctx context.Context, o OptimizeOptions) (*OptimizeResul
 		return nil, err
 	}
 	defer release()
-	plans, err := g.planCompactions(ctx, o)
+	plans, st, err := g.planCompactions(ctx, o)
 	if err != nil || len(plans) == 0 {
 		return &OptimizeResult{Tables: []TableCompaction{}}, err
 	}
 	if err := failpoint.Inject("optimize.after_prepare"); err != nil {
 		return nil, err
 	}
-	return g.compact(ctx, o, plans)
+	return g.compact(ctx, o, plans, st)
 }
 
-// planCompactions stages a rewrite for every main table that needs one.
-func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*compactionPlan, error) {
-	st, err := g.publisher("").Snapshot(ctx)
-	if err != nil {
-		return nil, err
+// planCompactions stages a rewrite for every main table that needs one, on the snapshot st it
+// reads.
+func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) (plans []*compactionPlan, st *publisher.State, err error) {
+	if st, err = g.publisher("").Snapshot(ctx); err != nil {
+		return nil, nil, err
 	}
 	edges := map[string]bool{}
 	for _, e := range g.Catalog().Edges {
 		edges[e.TableKey()] = true
 	}
-	var plans []*compactionPlan
 	slots := parallel.NewSlots(stageConcurrency) // the index builds of one table at a time
 	for _, e := range st.Tables() {
 		if e.Branch != nil {
@@ -280,10 +279,10 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 		}
 		ts, err := g.openTable(ctx, e, edges[e.TableKey])
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := checkNoDrift(ctx, ts.ds, e); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile}
 		var staged *lance.Staged
@@ -294,7 +293,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 				co.MaterializeDeletionsThreshold = -1 // the run is merged whole, deletions or not
 			}
 			if staged, c, err = ts.ds.StageCompaction(ctx, co, lance.StageOptions{InlineTransactionOnly: true}); err != nil {
-				return nil, fmt.Errorf("plan the compaction of %s: %w", e.TableKey, err)
+				return nil, nil, fmt.Errorf("plan the compaction of %s: %w", e.TableKey, err)
 			}
 		}
 		if staged != nil {
@@ -306,14 +305,14 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) ([]*comp
 		}
 		staged, cols, err := g.stageIndexBuild(ctx, e.TableKey, e.Path, ts.ds, o.Fanout, slots)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if staged != nil {
 			plans = append(plans, &compactionPlan{key: e.TableKey, entry: e, ts: ts, staged: staged, indices: cols, before: ts.ds.NumFragments()})
 		}
 	}
 	sort.Slice(plans, func(i, j int) bool { return plans[i].key < plans[j].key })
-	return plans, nil
+	return plans, st, nil
 }
 
 // optimizePoints are a compaction's failpoints in the intent skeleton (it has no
@@ -322,8 +321,10 @@ var optimizePoints = intentPoints{armed: "optimize.after_sidecar", beforePublish
 	published: "optimize.after_publish"}
 
 // compact runs the compaction's intent (intent.go): the Optimize sidecar beside the rewritten
-// files, each Rewrite committed exactly at its pin + 1, one main publish, the retirement.
-func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compactionPlan) (*OptimizeResult, error) {
+// files, each Rewrite committed exactly at its pin + 1 (the tables side by side), one main
+// publish from known (the snapshot the plans were checked against, so the publish need not
+// probe __manifest again), the retirement.
+func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compactionPlan, known *publisher.State) (*OptimizeResult, error) {
 	pins := make([]recovery.OptimizeTable, len(plans))
 	for i, p := range plans {
 		pins[i] = recovery.OptimizeTable{Identity: p.entry.Identity, TableKey: p.key, ExpectedVersion: p.entry.Version}
@@ -342,19 +343,16 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 		stage: func(ctx context.Context) error {
 			return parallel.Each(plans, TableConcurrency, func(p *compactionPlan) error { return p.staged.WriteTransaction(ctx) })
 		},
-		commit: func(ctx context.Context) (err error) {
-			for _, p := range plans {
+		commit: func(ctx context.Context) error {
+			return parallel.Each(plans, TableConcurrency, func(p *compactionPlan) (err error) {
 				if p.committed, err = p.ts.ds.Commit(ctx, p.staged); err != nil {
 					return fmt.Errorf("commit the compaction of %s: %w", p.key, err)
 				}
-				if err := failpoint.Inject("optimize.after_table_commit"); err != nil {
-					return err
-				}
-			}
-			return nil
+				return failpoint.Inject("optimize.after_table_commit")
+			})
 		},
 		publish: func(ctx context.Context, _ func() error) (err error) {
-			res, err = g.publishCompaction(ctx, o, plans)
+			res, err = g.publishCompaction(ctx, o, plans, known)
 			return err
 		},
 		failed: func() { g.forgetTables(plans) }, // re-read from storage on next use
@@ -367,9 +365,9 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 
 // publishCompaction publishes every rewritten table's pointer in one main commit and moves the
 // cached id indexes to the rewritten fragments.
-func (g *Graph) publishCompaction(ctx context.Context, o OptimizeOptions, plans []*compactionPlan) (*OptimizeResult, error) {
+func (g *Graph) publishCompaction(ctx context.Context, o OptimizeOptions, plans []*compactionPlan, known *publisher.State) (*OptimizeResult, error) {
 	commitID := ids.NewULID()
-	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{},
+	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{}, Known: known,
 		Lineage: &publisher.Lineage{CommitID: commitID, ActorID: o.Actor, CreatedAt: time.Now().UnixMicro()}}
 	for _, p := range plans {
 		c := p.committed

@@ -152,7 +152,7 @@ func TestOptimizeFailuresRecover(t *testing.T) {
 		audited   bool // recovery published it and left an audit row
 	}{
 		{"optimize.after_sidecar", false, true},     // recovery takes the planned versions and publishes the takes
-		{"optimize.after_table_commit", true, true}, // one table committed, the others not
+		{"optimize.after_table_commit", true, true}, // the tables committed side by side, the failure seen after
 		{"optimize.before_publish", true, true},
 		{"optimize.after_publish", true, false},
 	} {

@@ -143,3 +143,53 @@ func TestSpeculativeArmTakenBackWhenTheRevalidationFails(t *testing.T) {
 		}
 	}
 }
+
+// compactionRoundTrips is the most sequential round trips a staged compaction's commit waits
+// for: the heal's listing; the snapshot's probe of __manifest beside each staged table's HEAD
+// probe; the sidecar; the table commits, side by side; the publish's data files; its commit
+// (the publish starts from the snapshot just read; the sidecar's removal runs in the
+// background). One after the other they were 10 (docs/object-store-latency.md).
+const compactionRoundTrips = 6
+
+// A staged compaction's commit, a rewrite and then an index build, waits for at most
+// compactionRoundTrips sequential round trips however many tables it rewrites.
+func TestCompactionRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	l := storage.NewLatency(5 * time.Millisecond)
+	root, err := storage.Open(ctx, fmt.Sprintf("mem://compaction-round-trips-%d", latencySeq.Add(1)), storage.WithLatency(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Init(ctx, root, benchdata.Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.RetireInBackground()
+	defer noSidecars(t, g)
+	defer g.WaitRetired()
+	for i := range 17 {
+		if _, err := g.Load(ctx, LoadRequest{Mode: ModeAppend, Records: benchdata.GraphBatch(i, 100)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, indices := range []bool{false, true} {
+		sc, err := g.StageCompaction(ctx, OptimizeOptions{Indices: indices})
+		if err != nil || sc == nil {
+			t.Fatalf("indices %v: nothing staged (%v)", indices, err)
+		}
+		var trace []string
+		l.Trace(func(r storage.Request) { trace = append(trace, fmt.Sprintf("%d %s %s", r.Depth, r.Op, r.Location)) })
+		rt0 := l.RoundTrips()
+		res, err := g.CommitCompaction(ctx, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Trace(nil)
+		if len(res.Tables) != 2 {
+			t.Fatalf("indices %v: %d tables compacted, want both", indices, len(res.Tables))
+		}
+		if rt := l.RoundTrips() - rt0; rt > compactionRoundTrips {
+			t.Fatalf("indices %v: the commit waited for %d sequential round trips, want at most %d:\n%s", indices, rt, compactionRoundTrips, strings.Join(trace, "\n"))
+		}
+	}
+}
