@@ -25,13 +25,16 @@ const indexCostRounds = 4
 // until its maintenance is done (no compaction or index fold due): the folds a round's rows
 // cause count against that round, not the other worker's. The two graphs grow alike, so the
 // folds come at the same sizes in every run. vs_indices_off is the rate with indices over the
-// rate without, over all rounds.
+// rate without, over all rounds; cpu_vs_indices_off is the same for this process's CPU time
+// over each side's rounds (both workers and the publisher live in it, the nats-server
+// process does not): what the upkeep costs in work, whatever the two cores did meanwhile.
 func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, tmp, durability, pipe string, block int) error {
 	type side struct {
 		g       *engine.Graph
 		w       *benchWorker
 		indices bool
 		took    time.Duration
+		cpu     time.Duration // this process's CPU time over the side's rounds
 	}
 	fanout := config.Defaults().CompactionFanout
 	start := func(name string, indices bool) (*side, error) {
@@ -59,19 +62,21 @@ func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, tmp, 
 	base := 8_000_000
 	run := func(s *side, count int) (time.Duration, error) {
 		syscall.Sync() // no dirty pages of the other worker's to write back
-		t0 := time.Now()
+		t0, c0 := time.Now(), cpuTime()
 		if _, err := sustained(ctx, js, s.w.cfg.IngestSubject(), s.w.events, 4096, count, base); err != nil {
 			return 0, err
 		}
 		if err := awaitMaintenance(ctx, s.g, fanout, s.indices); err != nil {
 			return 0, err
 		}
+		s.cpu += cpuTime() - c0
 		return time.Since(t0), nil
 	}
 	for _, s := range []*side{on, off} { // warm-up: the first index builds
 		if _, err := run(s, 4); err != nil {
 			return err
 		}
+		s.cpu = 0
 	}
 	base += 4
 	var ratios []float64
@@ -94,8 +99,9 @@ func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, tmp, 
 		ratios = append(ratios, took[1].Seconds()/took[0].Seconds())
 	}
 	rows := float64(8192 * indexCostRounds * block)
-	fmt.Printf("bench: e2e-index-cost durability=%s %s on_rows_per_s=%.0f off_rows_per_s=%.0f vs_indices_off=%.2f rounds=%dx%d round_ratios=%s\n",
-		durability, pipe, rows/on.took.Seconds(), rows/off.took.Seconds(), off.took.Seconds()/on.took.Seconds(), indexCostRounds, block, list(ratios))
+	fmt.Printf("bench: e2e-index-cost durability=%s %s on_rows_per_s=%.0f off_rows_per_s=%.0f vs_indices_off=%.2f cpu_vs_indices_off=%.2f on_cpu_s=%.2f off_cpu_s=%.2f rounds=%dx%d round_ratios=%s\n",
+		durability, pipe, rows/on.took.Seconds(), rows/off.took.Seconds(), off.took.Seconds()/on.took.Seconds(),
+		off.cpu.Seconds()/on.cpu.Seconds(), on.cpu.Seconds(), off.cpu.Seconds(), indexCostRounds, block, list(ratios))
 	return nil
 }
 
