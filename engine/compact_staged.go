@@ -247,8 +247,5 @@ func (hp *headProbe) drift(e publisher.TableEntry) error {
 	if hp.err != nil {
 		return hp.err
 	}
-	if hp.head.Version() != e.Version {
-		return &DriftError{TableKey: e.TableKey, Path: e.Path, Branch: derefOr(e.Branch), Head: hp.head.Version(), Published: e.Version}
-	}
-	return nil
+	return driftOf(hp.head, e)
 }

@@ -19,6 +19,11 @@ func checkNoDrift(ctx context.Context, ds *lance.Dataset, e publisher.TableEntry
 	if err != nil {
 		return err
 	}
+	return driftOf(latest, e)
+}
+
+// driftOf is the verdict on a table's Lance HEAD (latest) against its published entry e.
+func driftOf(latest *lance.Dataset, e publisher.TableEntry) error {
 	if latest.Version() != e.Version {
 		return &DriftError{TableKey: e.TableKey, Path: e.Path, Branch: derefOr(e.Branch), Head: latest.Version(), Published: e.Version}
 	}

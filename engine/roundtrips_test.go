@@ -38,10 +38,13 @@ func TestLoadRoundTrips(t *testing.T) {
 	t.Run("retire_in_background", func(t *testing.T) { loadRoundTripsOf(t, true, loadRoundTrips-1) })
 }
 
-func loadRoundTripsOf(t *testing.T, background bool, want int) {
+// latencyGraph is a new bench-schema graph on a mem:// root whose every request waits d, and
+// the latency that counts its round trips.
+func latencyGraph(t *testing.T, name string, d time.Duration) (*Graph, *storage.Latency) {
+	t.Helper()
 	ctx := context.Background()
-	l := storage.NewLatency(25 * time.Millisecond)
-	root, err := storage.Open(ctx, fmt.Sprintf("mem://load-round-trips-%d", latencySeq.Add(1)), storage.WithLatency(l))
+	l := storage.NewLatency(d)
+	root, err := storage.Open(ctx, fmt.Sprintf("mem://%s-%d", name, latencySeq.Add(1)), storage.WithLatency(l))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +52,12 @@ func loadRoundTripsOf(t *testing.T, background bool, want int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g, l
+}
+
+func loadRoundTripsOf(t *testing.T, background bool, want int) {
+	ctx := context.Background()
+	g, l := latencyGraph(t, "load-round-trips", 25*time.Millisecond)
 	if background {
 		g.RetireInBackground()
 	}
@@ -155,15 +164,7 @@ const compactionRoundTrips = 6
 // compactionRoundTrips sequential round trips however many tables it rewrites.
 func TestCompactionRoundTrips(t *testing.T) {
 	ctx := context.Background()
-	l := storage.NewLatency(5 * time.Millisecond)
-	root, err := storage.Open(ctx, fmt.Sprintf("mem://compaction-round-trips-%d", latencySeq.Add(1)), storage.WithLatency(l))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Init(ctx, root, benchdata.Schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, l := latencyGraph(t, "compaction-round-trips", 5*time.Millisecond)
 	g.RetireInBackground()
 	defer noSidecars(t, g)
 	defer g.WaitRetired()
