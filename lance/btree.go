@@ -223,7 +223,7 @@ func btreePages(t arrow.DataType, chunks []arrow.Array, ids []uint64) (data, loo
 
 // sortBTreeEntries orders the values of chunks with their row ids as a BTREE holds them.
 func sortBTreeEntries(chunks []arrow.Array, ids []uint64) []btreeEntry {
-	if strs, ok := stringColumns(chunks); ok {
+	if strs, ok := chunksAs[stringColumn](chunks); ok {
 		return sortStringEntries(strs, ids)
 	}
 	var es []btreeEntry
@@ -264,7 +264,7 @@ func writeBTreePages(t arrow.DataType, chunks []arrow.Array, es []btreeEntry) (d
 			appendValue(db.Field(0), chunks[e.chunk], int(e.row))
 		}
 	}
-	if strs, ok := stringChunks(chunks); ok {
+	if strs, ok := chunksAs[*array.String](chunks); ok {
 		sb := db.Field(0).(*array.StringBuilder)
 		appendValues = func(p []btreeEntry) {
 			for _, e := range p {
@@ -312,15 +312,13 @@ func btreeLookupSchema(t arrow.DataType) *arrow.Schema {
 		{Name: "null_count", Type: arrow.PrimitiveTypes.Uint32}, {Name: "page_idx", Type: arrow.PrimitiveTypes.Uint32}}, &meta)
 }
 
-// stringChunks is chunks as String arrays, when they all are.
-func stringChunks(chunks []arrow.Array) ([]*array.String, bool) {
-	out := make([]*array.String, len(chunks))
+// chunksAs is chunks as arrays of type T, ok false when one is not.
+func chunksAs[T arrow.Array](chunks []arrow.Array) (out []T, ok bool) {
+	out = make([]T, len(chunks))
 	for i, a := range chunks {
-		s, ok := a.(*array.String)
-		if !ok {
+		if out[i], ok = a.(T); !ok {
 			return nil, false
 		}
-		out[i] = s
 	}
 	return out, true
 }

@@ -18,7 +18,7 @@ import (
 // new page data and page lookup of a BTREE of values of type t. inOrder is false when the old
 // entries are not in BTREE order.
 func mergeBTreePages(t arrow.DataType, chunks []arrow.Array, oldIDs []uint64, fresh []btreeEntry, newIDs []uint64) (data, lookup arrow.Record, inOrder bool) {
-	if strs, ok := stringChunks(chunks); ok && !hasNulls(chunks) {
+	if strs, ok := chunksAs[*array.String](chunks); ok && !hasNulls(chunks) {
 		return mergeStringPages(strs, oldIDs, fresh, newIDs)
 	}
 	merged, inOrder := mergeBTreeEntries(chunks, oldIDs, fresh, newIDs)

@@ -21,17 +21,6 @@ type stringColumn interface {
 	Value(int) string
 }
 
-// stringColumns are chunks as string columns, ok false when one is of another type.
-func stringColumns(chunks []arrow.Array) (out []stringColumn, ok bool) {
-	out = make([]stringColumn, len(chunks))
-	for i, a := range chunks {
-		if out[i], ok = a.(stringColumn); !ok {
-			return nil, false
-		}
-	}
-	return out, true
-}
-
 // prefixed is a non-null entry, where its key is, with its key's prefix, as the radix passes
 // move them.
 type prefixed struct {
