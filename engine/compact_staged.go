@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
@@ -169,21 +168,13 @@ func (g *Graph) CommitCompaction(ctx context.Context, sc *StagedCompaction) (*Op
 // rebaseCompaction makes a plan of each staged rewrite whose table it can still move onto, on
 // the snapshot st it reads, and names the others.
 func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (plans []*compactionPlan, stale []string, st *publisher.State, err error) {
-	// Each staged table's HEAD is probed beside the snapshot, from the dataset this writer
-	// holds for it: both are reads, and one after the other they were a round trip per table.
-	probes := make(map[string]*headProbe, len(sc.tables))
-	var wg sync.WaitGroup
-	for _, t := range sc.tables {
-		ts, ok := g.tables[tableRef{path: t.path}]
-		if !ok {
-			continue // opened from the snapshot below, and probed after it
-		}
-		hp := &headProbe{}
-		probes[t.path] = hp
-		wg.Go(func() { hp.head, hp.err = ts.ds.Latest(ctx) })
+	paths := make([]string, len(sc.tables))
+	for i, t := range sc.tables {
+		paths[i] = t.path
 	}
+	probes, waitProbes := g.probeHeads(ctx, paths)
 	st, err = g.publisher("").Snapshot(ctx)
-	wg.Wait()
+	waitProbes()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -210,12 +201,7 @@ func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (pla
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if hp := probes[e.Path]; hp != nil {
-			err = hp.drift(e)
-		} else {
-			err = checkNoDrift(ctx, ts.ds, e)
-		}
-		if err != nil {
+		if err := probes.checkNoDrift(ctx, ts.ds, e); err != nil {
 			return nil, nil, nil, err
 		}
 		var conflict *lance.RewriteConflictError
@@ -234,18 +220,4 @@ func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (pla
 	sort.Slice(plans, func(i, j int) bool { return plans[i].key < plans[j].key })
 	sort.Strings(stale)
 	return plans, stale, st, nil
-}
-
-// headProbe is a table's Lance HEAD, read beside a snapshot.
-type headProbe struct {
-	head *lance.Dataset
-	err  error
-}
-
-// drift is checkNoDrift's verdict on the probed HEAD for the table's published entry e.
-func (hp *headProbe) drift(e publisher.TableEntry) error {
-	if hp.err != nil {
-		return hp.err
-	}
-	return driftOf(hp.head, e)
 }

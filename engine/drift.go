@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
@@ -20,6 +21,44 @@ func checkNoDrift(ctx context.Context, ds *lance.Dataset, e publisher.TableEntry
 		return err
 	}
 	return driftOf(latest, e)
+}
+
+// headProbes are the Lance HEADs of tables, by path, read beside a snapshot from the datasets
+// the writer holds: both are reads, and one after the other they were a round trip per table.
+type headProbes map[string]*headProbe
+
+type headProbe struct {
+	head *lance.Dataset
+	err  error
+}
+
+// probeHeads starts probing the HEAD of each main table at paths the writer holds; wait
+// returns once all are read.
+func (g *Graph) probeHeads(ctx context.Context, paths []string) (probes headProbes, wait func()) {
+	probes = make(headProbes, len(paths))
+	var wg sync.WaitGroup
+	for _, path := range paths {
+		ts, ok := g.tables[tableRef{path: path}]
+		if !ok {
+			continue // checkNoDrift probes it once it is opened
+		}
+		hp := &headProbe{}
+		probes[path] = hp
+		wg.Go(func() { hp.head, hp.err = ts.ds.Latest(ctx) })
+	}
+	return probes, wg.Wait
+}
+
+// checkNoDrift is the package's checkNoDrift, from the probe of e's table when there is one.
+func (probes headProbes) checkNoDrift(ctx context.Context, ds *lance.Dataset, e publisher.TableEntry) error {
+	hp := probes[e.Path]
+	if hp == nil {
+		return checkNoDrift(ctx, ds, e)
+	}
+	if hp.err != nil {
+		return hp.err
+	}
+	return driftOf(hp.head, e)
 }
 
 // driftOf is the verdict on a table's Lance HEAD (latest) against its published entry e.

@@ -180,33 +180,45 @@ func TestRestoreDriftRefusals(t *testing.T) {
 	})
 }
 
-// A staged compaction whose table another writer moved meanwhile (its HEAD probed beside the
-// snapshot, from the dataset the writer holds) is refused as drift and commits nothing.
-func TestStagedCompactionRefusesDrift(t *testing.T) {
-	ctx := context.Background()
-	g := testGraph(t)
-	for i := range 17 {
-		if _, err := load(t, g, "append", fmt.Sprintf(`{"type":"Person","data":{"handle":"p%d","name":"P","active":true}}`, i)); err != nil {
-			t.Fatal(err)
-		}
+// A compaction whose table another writer moved (its HEAD probed beside the snapshot, from
+// the dataset the writer holds) is refused as drift and commits nothing: staged beside the
+// messages, or inline (Optimize).
+func TestCompactionRefusesDrift(t *testing.T) {
+	for _, staged := range []bool{true, false} {
+		t.Run(fmt.Sprintf("staged=%v", staged), func(t *testing.T) {
+			ctx := context.Background()
+			g := testGraph(t)
+			for i := range 17 {
+				if _, err := load(t, g, "append", fmt.Sprintf(`{"type":"Person","data":{"handle":"p%d","name":"P","active":true}}`, i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var sc *StagedCompaction
+			if staged {
+				var err error
+				if sc, err = g.StageCompaction(ctx, OptimizeOptions{}); err != nil || sc == nil {
+					t.Fatalf("nothing staged (%v)", err)
+				}
+			}
+			before, err := g.Snapshot(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			foreignAppendOn(t, g, "node:Person", "")
+			if staged {
+				_, err = g.CommitCompaction(ctx, sc)
+			} else {
+				_, err = g.Optimize(ctx, OptimizeOptions{})
+			}
+			wantDrift(t, err, "node:Person")
+			after, err := g.Snapshot(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.ManifestVersion != before.ManifestVersion {
+				t.Fatalf("__manifest moved from %d to %d", before.ManifestVersion, after.ManifestVersion)
+			}
+			noSidecars(t, g)
+		})
 	}
-	sc, err := g.StageCompaction(ctx, OptimizeOptions{})
-	if err != nil || sc == nil {
-		t.Fatalf("nothing staged (%v)", err)
-	}
-	before, err := g.Snapshot(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreignAppendOn(t, g, "node:Person", "")
-	_, err = g.CommitCompaction(ctx, sc)
-	wantDrift(t, err, "node:Person")
-	after, err := g.Snapshot(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after.ManifestVersion != before.ManifestVersion {
-		t.Fatalf("__manifest moved from %d to %d", before.ManifestVersion, after.ManifestVersion)
-	}
-	noSidecars(t, g)
 }

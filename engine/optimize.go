@@ -263,9 +263,18 @@ func (g *Graph) Optimize(ctx context.Context, o OptimizeOptions) (*OptimizeResul
 }
 
 // planCompactions stages a rewrite for every main table that needs one, on the snapshot st it
-// reads.
+// reads beside the HEADs of the tables the writer holds.
 func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) (plans []*compactionPlan, st *publisher.State, err error) {
-	if st, err = g.publisher("").Snapshot(ctx); err != nil {
+	var held []string
+	for ref := range g.tables {
+		if ref.branch == "" {
+			held = append(held, ref.path)
+		}
+	}
+	probes, waitProbes := g.probeHeads(ctx, held)
+	st, err = g.publisher("").Snapshot(ctx)
+	waitProbes()
+	if err != nil {
 		return nil, nil, err
 	}
 	edges := map[string]bool{}
@@ -281,7 +290,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) (plans [
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := checkNoDrift(ctx, ts.ds, e); err != nil {
+		if err := probes.checkNoDrift(ctx, ts.ds, e); err != nil {
 			return nil, nil, err
 		}
 		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile}
