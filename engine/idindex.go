@@ -67,14 +67,17 @@ func (x *idIndex) hash(id string) uint64 { return maphash.String(x.seed, id) }
 // ent is entry number i.
 func (x *idIndex) ent(i int) *idEntry { return &x.ents[i>>entChunkBits][i&(entChunk-1)] }
 
-func (x *idIndex) key(e *idEntry) string {
-	return string(x.arena[e.off>>32][uint32(e.off) : uint32(e.off)+e.n])
+// idBytes is entry e's id, in the arena.
+func (x *idIndex) idBytes(e *idEntry) []byte {
+	return x.arena[e.off>>32][uint32(e.off) : uint32(e.off)+e.n]
 }
+
+func (x *idIndex) key(e *idEntry) string { return string(x.idBytes(e)) }
 
 // push appends an entry for id and returns its number.
 func (x *idIndex) push(id string, addr lance.RowAddress) int {
 	if len(x.ents) == 0 || len(x.ents[len(x.ents)-1]) == entChunk {
-		x.ents = append(x.ents, make([]idEntry, 0, x.chunkCap(len(x.ents), entChunk)))
+		x.ents = append(x.ents, make([]idEntry, 0, chunkCap(len(x.ents), entChunk)))
 	}
 	last := &x.ents[len(x.ents)-1]
 	if len(*last) == cap(*last) {
@@ -90,7 +93,7 @@ func (x *idIndex) store(id string) uint64 {
 	c := len(x.arena) - 1
 	full := max(arenaChunk, len(id))
 	if c < 0 || len(x.arena[c]) > 0 && len(x.arena[c])+len(id) > arenaChunk {
-		x.arena = append(x.arena, make([]byte, 0, x.chunkCap(len(x.arena), full)))
+		x.arena = append(x.arena, make([]byte, 0, chunkCap(len(x.arena), full)))
 		c++
 	}
 	if a := x.arena[c]; len(a)+len(id) > cap(a) {
@@ -103,7 +106,7 @@ func (x *idIndex) store(id string) uint64 {
 
 // chunkCap is the capacity of a new chunk after have others: the first grows (growChunk), so
 // that the many small tables of a graph stay small; a later one follows a full one.
-func (x *idIndex) chunkCap(have, full int) int {
+func chunkCap(have, full int) int {
 	if have == 0 {
 		return 0
 	}
@@ -158,8 +161,7 @@ func (x *idIndex) find(h uint64, id string) (slot uint64, ent int) {
 			continue
 		}
 		e := x.ent(int(s&math.MaxUint32 - 1))
-		// Compared in place: through key, the conversion would copy the id out.
-		if int(e.n) == len(id) && string(x.arena[e.off>>32][uint32(e.off):uint32(e.off)+e.n]) == id {
+		if int(e.n) == len(id) && string(x.idBytes(e)) == id { // compared in place, not copied out
 			return i, int(s&math.MaxUint32 - 1)
 		}
 	}
@@ -261,10 +263,10 @@ func (x *idIndex) Grow(n int) {
 func (x *idIndex) Clone() *idIndex {
 	c := &idIndex{seed: x.seed, slots: slices.Clone(x.slots), n: x.n, live: x.live}
 	for _, e := range x.ents {
-		c.ents = append(c.ents, slices.Clip(slices.Clone(e)))
+		c.ents = append(c.ents, slices.Clone(e))
 	}
 	for _, a := range x.arena {
-		c.arena = append(c.arena, slices.Clip(slices.Clone(a)))
+		c.arena = append(c.arena, slices.Clone(a))
 	}
 	return c
 }

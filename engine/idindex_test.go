@@ -241,3 +241,13 @@ func BenchmarkIDIndexGet(b *testing.B) {
 		i = (i + 7919) % len(ids)
 	}
 }
+
+// A lookup compares the id with the arena's bytes in place: no copy of a long id per probe.
+func TestIDIndexLookupAllocatesNothing(t *testing.T) {
+	x := newIDIndex(0)
+	id := strings.Repeat("k", 100)
+	x.Set(id, 1)
+	if n := testing.AllocsPerRun(100, func() { x.Get(id) }); n != 0 {
+		t.Fatalf("Get allocates %v times", n)
+	}
+}
