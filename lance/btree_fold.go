@@ -42,7 +42,7 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 		return Index{}, false, err
 	}
 
-	oldRec, err := d.readBTreeData(ctx, old, int64(foldDeadShare*coveredRows+BTreePageRows))
+	oldRec, ordered, err := d.readBTreeData(ctx, old, int64(foldDeadShare*coveredRows+BTreePageRows))
 	if err != nil {
 		return Index{}, false, err
 	}
@@ -82,7 +82,7 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 			fresh[i].chunk++ // chunks[0] is the old page data
 		}
 	}
-	data, lookup, inOrder := mergeBTreePages(af.Type, chunks, oldIDs.Uint64Values(), fresh, newIDs)
+	data, lookup, inOrder := mergeBTreePages(af.Type, chunks, oldIDs.Uint64Values(), fresh, newIDs, ordered)
 	if !inOrder {
 		return Index{}, false, nil
 	}
@@ -107,40 +107,40 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 
 // readBTreeData reads the whole page data of BTREE x: values and row ids. nil, with no error,
 // when the file is not two columns of values and UInt64 ids (a layout this package does not
-// fold) or holds more than maxRows entries.
-func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (arrow.Record, error) {
+// fold) or holds more than maxRows entries. ordered says the entries are known to be in BTREE
+// order: they come from the cache, which holds only page data this process wrote in order.
+func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (rec arrow.Record, ordered bool, err error) {
 	if rec := btreeCache.get(x.UUID); rec != nil {
 		if rec.NumRows() > maxRows {
 			rec.Release()
-			return nil, nil
+			return nil, false, nil
 		}
-		return rec, nil
+		return rec, true, nil
 	}
 	st, _, err := d.resolveBase(x.BaseID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	key := x.Dir() + btreeDataFile
 	size, err := st.Size(ctx, key)
 	if err != nil {
-		return nil, fmt.Errorf("lance: BTREE %s: %w", x.Name, err)
+		return nil, false, fmt.Errorf("lance: BTREE %s: %w", x.Name, err)
 	}
 	r, err := file.Open(ctx, &storeSource{st: st, key: key, size: size}, st.Location(key))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(r.Schema().Fields) != 2 || r.NumRows() > maxRows {
-		return nil, nil
+		return nil, false, nil
 	}
-	rec, err := readIndexRows(ctx, r, st.Location(key), 0, r.NumRows())
-	if err != nil {
-		return nil, err
+	if rec, err = readIndexRows(ctx, r, st.Location(key), 0, r.NumRows()); err != nil {
+		return nil, false, err
 	}
 	if _, ok := rec.Column(1).(*array.Uint64); !ok {
 		rec.Release()
-		return nil, nil
+		return nil, false, nil
 	}
-	return rec, nil
+	return rec, false, nil
 }
 
 // mergeBTreeEntries merges the entries of the old page data (chunks[0], in order, with row ids

@@ -2,6 +2,7 @@ package lance
 
 import (
 	"strings"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -17,9 +18,9 @@ import (
 // (sorted, over chunks[1:]), leaving out old entries whose row id is among newIDs, into the
 // new page data and page lookup of a BTREE of values of type t. inOrder is false when the old
 // entries are not in BTREE order.
-func mergeBTreePages(t arrow.DataType, chunks []arrow.Array, oldIDs []uint64, fresh []btreeEntry, newIDs []uint64) (data, lookup arrow.Record, inOrder bool) {
+func mergeBTreePages(t arrow.DataType, chunks []arrow.Array, oldIDs []uint64, fresh []btreeEntry, newIDs []uint64, ordered bool) (data, lookup arrow.Record, inOrder bool) {
 	if strs, ok := chunksAs[*array.String](chunks); ok && !hasNulls(chunks) {
-		return mergeStringPages(strs, oldIDs, fresh, newIDs)
+		return mergeStringPages(strs, oldIDs, fresh, newIDs, ordered)
 	}
 	merged, inOrder := mergeBTreeEntries(chunks, oldIDs, fresh, newIDs)
 	if !inOrder {
@@ -39,45 +40,61 @@ func hasNulls(chunks []arrow.Array) bool {
 }
 
 // mergeStringPages is mergeBTreePages for string values without nulls: strs[0] the old page
-// data's, strs[1:] the fresh entries'.
-func mergeStringPages(strs []*array.String, oldIDs []uint64, fresh []btreeEntry, newIDs []uint64) (data, lookup arrow.Record, inOrder bool) {
+// data's, strs[1:] the fresh entries'. The old keys are read straight from their offsets and
+// bytes and the output is written into slices sized up front: per entry this is the fold's
+// hottest loop. ordered says the old page data is known to be in order (this process merged
+// it), which saves checking each key against the one before.
+func mergeStringPages(strs []*array.String, oldIDs []uint64, fresh []btreeEntry, newIDs []uint64, ordered bool) (data, lookup arrow.Record, inOrder bool) {
 	size := 0
 	for _, a := range strs {
 		size += len(a.ValueBytes())
 	}
 	n := len(oldIDs) + len(fresh)
-	vals := make([]byte, 0, size)
-	offs := make([]int32, 1, n+1)
-	ids := make([]uint64, 0, n)
+	vals := make([]byte, size)
+	offs := make([]int32, n+1)
+	ids := make([]uint64, n)
+	k, end := 0, int32(0)
 	emit := func(v string, id uint64) {
-		vals = append(vals, v...)
-		offs = append(offs, int32(len(vals)))
-		ids = append(ids, id)
+		end += int32(copy(vals[end:], v))
+		ids[k] = id
+		k++
+		offs[k] = end
 	}
+	freshKey := func(j int) string { f := &fresh[j]; return strs[f.chunk].Value(int(f.row)) }
 	stale := staleIDs(newIDs)
 	old, j := strs[0], 0
+	oo, ob := old.ValueOffsets(), old.ValueBytes()
+	base := oo[0] // ValueBytes starts at the first value's offset
+	var fv string
+	if len(fresh) > 0 {
+		fv = freshKey(0)
+	}
+	prev := ""
 	for i, id := range oldIDs {
-		key := old.Value(i)
+		key := unsafeString(ob[oo[i]-base : oo[i+1]-base])
 		// Equal values may come in any row-id order (the engines order ties by no rule of ours).
-		if i > 0 && old.Value(i-1) > key {
+		if !ordered && i > 0 && prev > key {
 			return nil, nil, false
 		}
+		prev = key
 		if stale(id) {
 			continue
 		}
-		for ; j < len(fresh); j++ {
-			f := &fresh[j]
-			fv := strs[f.chunk].Value(int(f.row))
-			if c := strings.Compare(fv, key); c > 0 || c == 0 && f.id > id {
+		for j < len(fresh) {
+			if c := strings.Compare(fv, key); c > 0 || c == 0 && fresh[j].id > id {
 				break
 			}
-			emit(fv, f.id)
+			emit(fv, fresh[j].id)
+			if j++; j < len(fresh) {
+				fv = freshKey(j)
+			}
 		}
 		emit(key, id)
 	}
-	for _, f := range fresh[j:] {
-		emit(strs[f.chunk].Value(int(f.row)), f.id)
+	for ; j < len(fresh); j++ {
+		emit(freshKey(j), fresh[j].id)
 	}
+	vals, offs, ids = vals[:end], offs[:k+1], ids[:k]
 
 	values := array.NewStringData(array.NewData(arrow.BinaryTypes.String, len(ids),
 		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs)), memory.NewBufferBytes(vals)}, nil, 0, 0))
@@ -98,6 +115,9 @@ func mergeStringPages(strs []*array.String, oldIDs []uint64, fresh []btreeEntry,
 	}
 	return data, lb.NewRecord(), true
 }
+
+// unsafeString is b as a string without a copy; b must not change while the string is used.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // staleIDs says whether an old entry's row id is one of newIDs (the new rows hold that row
 // again): only an id within their range can be, so most old entries cost two comparisons.

@@ -344,7 +344,7 @@ func TestMergeStringPagesEqualsTheGeneralMerge(t *testing.T) {
 	for i := range fresh {
 		fresh[i].chunk++
 	}
-	data, lookup, ok := mergeStringPages([]*array.String{old, freshA, freshB}, oldIDs, fresh, newIDs)
+	data, lookup, ok := mergeStringPages([]*array.String{old, freshA, freshB}, oldIDs, fresh, newIDs, false)
 	if !ok {
 		t.Fatal("old entries in order were refused")
 	}
@@ -356,7 +356,7 @@ func TestMergeStringPagesEqualsTheGeneralMerge(t *testing.T) {
 	if data.NumRows() >= int64(len(oldVals)+len(freshVals)) {
 		t.Fatal("no stale entry was left out")
 	}
-	if _, _, ok := mergeStringPages([]*array.String{str([]string{"b", "a"})}, []uint64{1, 2}, nil, nil); ok {
+	if _, _, ok := mergeStringPages([]*array.String{str([]string{"b", "a"})}, []uint64{1, 2}, nil, nil, false); ok {
 		t.Fatal("old entries out of order were merged")
 	}
 }

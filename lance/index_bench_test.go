@@ -79,18 +79,33 @@ func BenchmarkIVFFlatBuild20k(b *testing.B) {
 }
 
 // BenchmarkBTreeFold400kPlus100k folds 100k appended rows into a BTREE of 400k; beside
-// BenchmarkBTreeBuild500k it shows what the fold saves over building the index anew.
+// BenchmarkBTreeBuild500k it shows what the fold saves over building the index anew. The old
+// page data is read from its file each time.
 func BenchmarkBTreeFold400kPlus100k(b *testing.B) {
-	benchBTreeLag(b, 400_000, 100_000, true)
+	benchBTreeLag(b, 400_000, 100_000, lagFold)
 }
 
 func BenchmarkBTreeBuild500k(b *testing.B) {
-	benchBTreeLag(b, 400_000, 100_000, false)
+	benchBTreeLag(b, 400_000, 100_000, lagBuild)
 }
 
+// BenchmarkBTreeFoldCached256kPlus256k is the fold the worker makes when a table has doubled
+// since its index was last folded (indexLagShare): from the old page data this process
+// cached, as the worker's folds of its own indices start.
+func BenchmarkBTreeFoldCached256kPlus256k(b *testing.B) {
+	benchBTreeLag(b, 262_144, 262_144, lagFoldCached)
+}
+
+// How benchBTreeLag brings the index up to date.
+const (
+	lagBuild      = iota // built anew over every row
+	lagFold              // folded, the old page data read from its file
+	lagFoldCached        // folded, the old page data in the cache
+)
+
 // benchBTreeLag indexes id on a table of n rows, appends more rows, and times bringing the
-// index up to date: folded, or built anew over every row.
-func benchBTreeLag(b *testing.B, n, more int, fold bool) {
+// index up to date (how).
+func benchBTreeLag(b *testing.B, n, more, how int) {
 	ctx := context.Background()
 	d := benchIndexTable(b, n, 0)
 	spec := []IndexSpec{{Kind: IndexBTree, Column: "id"}}
@@ -116,21 +131,61 @@ func benchBTreeLag(b *testing.B, n, more int, fold bool) {
 	if d, err = d.Commit(ctx, s); err != nil {
 		b.Fatal(err)
 	}
+	old := d.BTree("id")
+	var page arrow.Record
+	if how == lagFoldCached {
+		if page, _, err = d.readBTreeData(ctx, old, 1<<40); err != nil || page == nil {
+			b.Fatal(err)
+		}
+		defer page.Release()
+	}
+	fo, err := d.fileOptions(file.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	for range b.N {
+		if page != nil {
+			b.StopTimer()
+			btreeCache.put(old.UUID, page) // a fold forgets the index it folded
+			b.StartTimer()
+		}
 		w := &fileWrites{}
-		fo, err := d.fileOptions(file.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if fold {
-			_, ok, err := d.foldBTree(ctx, d.BTree("id"), "id", fo, w)
-			if err != nil || !ok {
-				b.Fatalf("fold: %v %v", ok, err)
+		if how == lagBuild {
+			if _, err := d.buildBTree(ctx, "id", "", fo, w); err != nil {
+				b.Fatal(err)
 			}
-		} else if _, err := d.buildBTree(ctx, "id", "", fo, w); err != nil {
-			b.Fatal(err)
+			continue
 		}
+		if _, ok, err := d.foldBTree(ctx, old, "id", fo, w); err != nil || !ok {
+			b.Fatalf("fold: %v %v", ok, err)
+		}
+	}
+}
+
+// BenchmarkBTreePageDataEncode encodes the page data of a BTREE of 524,288 string keys (the
+// bench's shape) at each file version: what a fold of that size spends writing its index.
+func BenchmarkBTreePageDataEncode(b *testing.B) {
+	const n = 1 << 19
+	sb := array.NewStringBuilder(memory.DefaultAllocator)
+	ub := array.NewUint64Builder(memory.DefaultAllocator)
+	for i := range n {
+		sb.Append(fmt.Sprintf("p%d-%d", i/8192, i%8192))
+		ub.Append(uint64(i))
+	}
+	vals, ids := sb.NewArray(), ub.NewArray()
+	rec := array.NewRecord(btreeDataSchema(arrow.BinaryTypes.String), []arrow.Array{vals, ids}, n)
+	defer rec.Release()
+	vals.Release()
+	ids.Release()
+	for _, v := range file.Known {
+		b.Run(v.String(), func(b *testing.B) {
+			for range b.N {
+				if _, err := encodeIndexFile(rec, file.Options{Version: v}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

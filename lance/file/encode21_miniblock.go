@@ -62,16 +62,28 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *wpage21) bool {
 		ow = 8
 	}
 	if l.lay.kind == kindBinary {
-		lens = make([]uint8, 0, l.values)
-		cum = make([]int32, 1, l.values+1)
-		total := int32(0)
+		lens = make([]uint8, l.values)
+		cum = make([]int32, l.values+1)
+		k, total := 0, int32(0)
 		for _, s := range l.segs {
 			off := offsetsOf(s.arr)
+			if o := off.o32; o != nil {
+				// the common case, without at's branch per value
+				for r := s.from; r < s.to; r++ {
+					n := uint8(o[r+1] - o[r])
+					lens[k] = n
+					total += int32(n)
+					k++
+					cum[k] = total
+				}
+				continue
+			}
 			for r := s.from; r < s.to; r++ {
 				n := uint8(off.at(r+1) - off.at(r))
-				lens = append(lens, n)
+				lens[k] = n
 				total += int32(n)
-				cum = append(cum, total)
+				k++
+				cum[k] = total
 			}
 		}
 	}
@@ -352,15 +364,20 @@ func (l *leaf21) putFixedChunk(out []byte, h int, cur *valCursor, n, size int) i
 func (l *leaf21) putVariableChunk(out []byte, h int, cur *valCursor, lens []uint8, ow int) int {
 	n := len(lens)
 	end := (n + 1) * ow
-	for i := 0; i <= n; i++ {
-		if ow == 4 {
-			binary.LittleEndian.PutUint32(out[h+4*i:], uint32(end))
-		} else {
-			binary.LittleEndian.PutUint64(out[h+8*i:], uint64(end))
+	if ow == 4 {
+		o := out[h : h+4*(n+1)]
+		for i, ln := range lens {
+			binary.LittleEndian.PutUint32(o[4*i:], uint32(end))
+			end += int(ln)
 		}
-		if i < n {
-			end += int(lens[i])
+		binary.LittleEndian.PutUint32(o[4*n:], uint32(end))
+	} else {
+		o := out[h : h+8*(n+1)]
+		for i, ln := range lens {
+			binary.LittleEndian.PutUint64(o[8*i:], uint64(end))
+			end += int(ln)
 		}
+		binary.LittleEndian.PutUint64(o[8*n:], uint64(end))
 	}
 	d := h + (n+1)*ow
 	cur.take(n, func(arr arrow.Array, from, to int) {

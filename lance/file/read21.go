@@ -294,7 +294,7 @@ func emitStrings(b array.Builder, pg *page21, first, count uint64) (ok bool, err
 	bb.Reserve(int(count))
 	bb.ReserveData(int(hi - lo))
 	for k := range count {
-		bb.Append(v.data[offs[k]:offs[k+1]])
+		bb.UnsafeAppend(v.data[offs[k]:offs[k+1]])
 	}
 	return true, nil
 }

@@ -35,8 +35,16 @@ func (w *writer21) recordFlat(l *leaf21, arrs []arrow.Array, from, n int) int {
 		k = min(k, sort.Search(k, func(j int) bool { return 4*int64(j+1)+off.at(from+j+1)-base >= room })+1)
 		k = max(k, 1)
 		bytes = off.at(from+k) - base
-		for i := from; i < from+k; i++ {
-			l.maxLen = max(l.maxLen, off.at(i+1)-off.at(i))
+		if o := off.o32; o != nil {
+			m := l.maxLen
+			for i := from; i < from+k; i++ {
+				m = max(m, int64(o[i+1]-o[i]))
+			}
+			l.maxLen = m
+		} else {
+			for i := from; i < from+k; i++ {
+				l.maxLen = max(l.maxLen, off.at(i+1)-off.at(i))
+			}
 		}
 	} else {
 		per := l.valueBits() + 32 // and 4 bytes of levels, as full() counts them
