@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync/atomic"
 
 	"github.com/omnigraph/omnigraph-worker/lance"
 )
@@ -285,3 +286,66 @@ func (x *idIndex) compact() {
 	}
 	x.resize(x.live)
 }
+
+// Loads set and look up thousands of ids at once, and in a table of a million ids each one's
+// home slot is a cache miss: one at a time, a load waited for them one after another
+// (BenchmarkIDIndexSetMany: 290 to 400 ns an id at 1.5 million, where the table fits in no
+// cache). The batch calls below hash a group of ids and read their home slots first, loads
+// that do not depend on each other, which the CPU overlaps; the probes after them hit the
+// cache: 130 to 175 ns an id.
+const touchGroup = 16
+
+// SetMany is Set of each ids[i] at addrs[i], in order (a later duplicate wins).
+func (x *idIndex) SetMany(ids []string, addrs []lance.RowAddress) {
+	var hs [touchGroup]uint64
+	for lo := 0; lo < len(ids); lo += touchGroup {
+		group := ids[lo:min(lo+touchGroup, len(ids))]
+		for j, id := range group {
+			hs[j] = x.hash(id)
+		}
+		x.touch(hs[:len(group)])
+		for j, id := range group {
+			x.setHashed(hs[j], id, addrs[lo+j])
+		}
+	}
+}
+
+// firstPresent is the position in ids of the first one the index holds, or -1.
+func (x *idIndex) firstPresent(ids []string) int {
+	if x == nil || x.live == 0 {
+		return -1
+	}
+	var hs [touchGroup]uint64
+	for lo := 0; lo < len(ids); lo += touchGroup {
+		group := ids[lo:min(lo+touchGroup, len(ids))]
+		for j, id := range group {
+			hs[j] = x.hash(id)
+		}
+		x.touch(hs[:len(group)])
+		for j, id := range group {
+			if _, i := x.find(hs[j], id); i >= 0 {
+				return lo + j
+			}
+		}
+	}
+	return -1
+}
+
+// touch reads the home slot of each hash. The reads must not be optimised away: their sum
+// decides a branch (practically never taken), which writes to an atomic so that concurrent
+// readers of one index stay race-free.
+func (x *idIndex) touch(hs []uint64) {
+	if len(x.slots) == 0 {
+		return
+	}
+	mask := uint64(len(x.slots) - 1)
+	var sum uint64
+	for _, h := range hs {
+		sum += x.slots[(h&math.MaxUint32)&mask]
+	}
+	if sum == math.MaxUint64 {
+		touchSink.Add(1)
+	}
+}
+
+var touchSink atomic.Uint64

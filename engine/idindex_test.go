@@ -206,6 +206,81 @@ func TestIDIndexCompacts(t *testing.T) {
 
 // BenchmarkIDIndexSet inserts 8,192 new ids per op into an index that grows to ~1M ids, as a
 // stream of sustained loads does; BenchmarkIDIndexGet looks them up.
+// SetMany and firstPresent behave as Set and Get one id after another: batches with new ids,
+// ids already held, duplicates within the batch (the later wins), across the table's growth.
+func TestIDIndexBatchCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := newIDIndex(0)
+	want := map[string]lance.RowAddress{}
+	if x.firstPresent([]string{"a"}) != -1 {
+		t.Fatal("an empty index holds an id")
+	}
+	for step := range 300 {
+		n := rng.IntN(3 * touchGroup)
+		ids := make([]string, n)
+		addrs := make([]lance.RowAddress, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("id-%d", rng.IntN(5_000))
+			addrs[i] = lance.RowAddress(rng.Uint64())
+		}
+		wantFirst := -1
+		for i, id := range ids {
+			if _, ok := want[id]; ok {
+				wantFirst = i
+				break
+			}
+		}
+		if got := x.firstPresent(ids); got != wantFirst {
+			t.Fatalf("step %d: firstPresent = %d, want %d", step, got, wantFirst)
+		}
+		x.SetMany(ids, addrs)
+		for i, id := range ids {
+			want[id] = addrs[i]
+		}
+		if x.Len() != len(want) || !maps.Equal(x.toMap(), want) {
+			t.Fatalf("step %d: index holds %d ids, want %d (or they differ)", step, x.Len(), len(want))
+		}
+	}
+	for id, w := range want {
+		if got, ok := x.Get(id); !ok || got != w {
+			t.Fatalf("Get(%q) = %d %v, want %d", id, got, ok, w)
+		}
+	}
+}
+
+// BenchmarkIDIndexSetMany adds 2,000 new ids (a 1k+1k load's table) at a time to a table of
+// 1.5 million, the size where every home slot is a cache miss, with SetMany and with Set one
+// id after another.
+func BenchmarkIDIndexSetMany(b *testing.B) {
+	for _, batch := range []bool{false, true} {
+		b.Run(map[bool]string{false: "one_by_one", true: "batch"}[batch], func(b *testing.B) {
+			x := newIDIndex(0)
+			n := 0
+			for ; n < 1_500_000; n++ {
+				x.Set(fmt.Sprintf("p%d-%d", n/8192, n%8192), lance.RowAddress(n))
+			}
+			ids := make([]string, 2000)
+			addrs := make([]lance.RowAddress, 2000)
+			for b.Loop() {
+				b.StopTimer()
+				for i := range ids {
+					ids[i], addrs[i] = fmt.Sprintf("q%d", n), lance.RowAddress(n)
+					n++
+				}
+				b.StartTimer()
+				if batch {
+					x.SetMany(ids, addrs)
+					continue
+				}
+				for i, id := range ids {
+					x.Set(id, addrs[i])
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids)), "ns/id")
+		})
+	}
+}
+
 func BenchmarkIDIndexSet(b *testing.B) {
 	x := newIDIndex(0)
 	ids := make([]string, 8192)

@@ -127,9 +127,13 @@ func indexTable(ctx context.Context, ds *lance.Dataset, isEdge bool) (*tableStat
 	err := ds.Each(ctx, lance.ScanOptions{Columns: []string{"id"}, WithRowAddress: true}, func(rec arrow.Record) error {
 		idc := rec.Column(0).(*array.String)
 		addr := rec.Column(1).(*array.Uint64)
-		for i := 0; i < idc.Len(); i++ {
-			ts.ids.Set(idc.Value(i), lance.RowAddress(addr.Value(i)))
+		ids := make([]string, idc.Len())
+		addrs := make([]lance.RowAddress, idc.Len())
+		for i := range ids {
+			ids[i] = idc.Value(i) // SetMany copies the bytes into its arena
+			addrs[i] = lance.RowAddress(addr.Value(i))
 		}
+		ts.ids.SetMany(ids, addrs)
 		return nil
 	})
 	if err != nil {
@@ -159,12 +163,12 @@ func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, over
 		// instead of growing through every doubling.
 		ts.ids.Grow(len(rowIDs))
 	}
-	for i, id := range rowIDs {
-		if ts.isEdge && ts.ends != nil {
+	if ts.isEdge && ts.ends != nil {
+		for i, id := range rowIDs {
 			ts.ends.set(id, src[i], dst[i])
 		}
-		ts.ids.Set(id, addrs[i])
 	}
+	ts.ids.SetMany(rowIDs, addrs)
 	ts.ds = ds
 	return nil
 }

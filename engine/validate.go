@@ -18,11 +18,9 @@ func (g *Graph) validateAgainstSnapshot(ctx context.Context, req *LoadRequest, s
 	}
 	if req.Mode == ModeAppend {
 		for _, t := range planned {
-			for _, id := range t.batch.IDs {
-				if _, ok := t.ts.ids.Get(id); ok {
-					id := id
-					return &errs.KeyConflict{TypeKey: t.key, EntityID: &id}
-				}
+			if i := t.ts.ids.firstPresent(t.batch.IDs); i >= 0 {
+				id := t.batch.IDs[i]
+				return &errs.KeyConflict{TypeKey: t.key, EntityID: &id}
 			}
 		}
 	}
