@@ -66,24 +66,10 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *wpage21) bool {
 		cum = make([]int32, l.values+1)
 		k, total := 0, int32(0)
 		for _, s := range l.segs {
-			off := offsetsOf(s.arr)
-			if o := off.o32; o != nil {
-				// the common case, without at's branch per value
-				for r := s.from; r < s.to; r++ {
-					n := uint8(o[r+1] - o[r])
-					lens[k] = n
-					total += int32(n)
-					k++
-					cum[k] = total
-				}
-				continue
-			}
-			for r := s.from; r < s.to; r++ {
-				n := uint8(off.at(r+1) - off.at(r))
-				lens[k] = n
-				total += int32(n)
-				k++
-				cum[k] = total
+			if off := offsetsOf(s.arr); off.o32 != nil {
+				k, total = valueLens(off.o32, s.from, s.to, lens, cum, k, total)
+			} else {
+				k, total = valueLens(off.o64, s.from, s.to, lens, cum, k, total)
 			}
 		}
 	}
@@ -302,6 +288,20 @@ func (w *writer21) encodeMiniBlock(pg *pageData, p *wpage21) bool {
 		numBuffers: uint64(nbuf), numItems: uint64(l.values), large: w.large,
 	}.encode()
 	return true
+}
+
+// valueLens writes the lengths of values [from, to) of offsets o to lens[k:], and their running
+// sum from total to cum[k+1:]; it returns the next k and the total. Typed by the offsets' width,
+// without offsets.at's branch per value: this loop runs once for every string a file holds.
+func valueLens[T int32 | int64](o []T, from, to int, lens []uint8, cum []int32, k int, total int32) (int, int32) {
+	for r := from; r < to; r++ {
+		n := uint8(o[r+1] - o[r])
+		lens[k] = n
+		total += int32(n)
+		k++
+		cum[k] = total
+	}
+	return k, total
 }
 
 // putRepIndex fills chunk ci's (rows ended, levels left over) pair the way the engines count

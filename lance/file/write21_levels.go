@@ -35,16 +35,10 @@ func (w *writer21) recordFlat(l *leaf21, arrs []arrow.Array, from, n int) int {
 		k = min(k, sort.Search(k, func(j int) bool { return 4*int64(j+1)+off.at(from+j+1)-base >= room })+1)
 		k = max(k, 1)
 		bytes = off.at(from+k) - base
-		if o := off.o32; o != nil {
-			m := l.maxLen
-			for i := from; i < from+k; i++ {
-				m = max(m, int64(o[i+1]-o[i]))
-			}
-			l.maxLen = m
+		if off.o32 != nil {
+			l.maxLen = longestValue(off.o32, from, from+k, l.maxLen)
 		} else {
-			for i := from; i < from+k; i++ {
-				l.maxLen = max(l.maxLen, off.at(i+1)-off.at(i))
-			}
+			l.maxLen = longestValue(off.o64, from, from+k, l.maxLen)
 		}
 	} else {
 		per := l.valueBits() + 32 // and 4 bytes of levels, as full() counts them
@@ -85,6 +79,14 @@ func (w *writer21) recordFlat(l *leaf21, arrs []arrow.Array, from, n int) int {
 	l.bytes += bytes
 	w.pending += bytes + 4*int64(k)
 	return k
+}
+
+// longestValue is the longest of values [from, to) of offsets o, or m if none is longer.
+func longestValue[T int32 | int64](o []T, from, to int, m int64) int64 {
+	for i := from; i < to; i++ {
+		m = max(m, int64(o[i+1]-o[i]))
+	}
+	return m
 }
 
 // setDef appends one def level (the caller counts the level).
