@@ -297,17 +297,12 @@ const touchGroup = 16
 
 // SetMany is Set of each ids[i] at addrs[i], in order (a later duplicate wins).
 func (x *idIndex) SetMany(ids []string, addrs []lance.RowAddress) {
-	var hs [touchGroup]uint64
-	for lo := 0; lo < len(ids); lo += touchGroup {
-		group := ids[lo:min(lo+touchGroup, len(ids))]
-		for j, id := range group {
-			hs[j] = x.hash(id)
+	x.inGroups(ids, func(lo int, hs []uint64) bool {
+		for j, h := range hs {
+			x.setHashed(h, ids[lo+j], addrs[lo+j])
 		}
-		x.touch(hs[:len(group)])
-		for j, id := range group {
-			x.setHashed(hs[j], id, addrs[lo+j])
-		}
-	}
+		return true
+	})
 }
 
 // firstPresent is the position in ids of the first one the index holds, or -1.
@@ -315,6 +310,22 @@ func (x *idIndex) firstPresent(ids []string) int {
 	if x == nil || x.live == 0 {
 		return -1
 	}
+	at := -1
+	x.inGroups(ids, func(lo int, hs []uint64) bool {
+		for j, h := range hs {
+			if _, i := x.find(h, ids[lo+j]); i >= 0 {
+				at = lo + j
+				return false
+			}
+		}
+		return true
+	})
+	return at
+}
+
+// inGroups calls fn with each group of up to touchGroup ids, from ids[lo], and their hashes,
+// their home slots read first; fn returning false stops it.
+func (x *idIndex) inGroups(ids []string, fn func(lo int, hs []uint64) bool) {
 	var hs [touchGroup]uint64
 	for lo := 0; lo < len(ids); lo += touchGroup {
 		group := ids[lo:min(lo+touchGroup, len(ids))]
@@ -322,13 +333,10 @@ func (x *idIndex) firstPresent(ids []string) int {
 			hs[j] = x.hash(id)
 		}
 		x.touch(hs[:len(group)])
-		for j, id := range group {
-			if _, i := x.find(hs[j], id); i >= 0 {
-				return lo + j
-			}
+		if !fn(lo, hs[:len(group)]) {
+			return
 		}
 	}
-	return -1
 }
 
 // touch reads the home slot of each hash. The reads must not be optimised away: their sum
