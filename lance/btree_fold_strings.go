@@ -64,7 +64,10 @@ func mergeStringPages(strs []*array.String, oldIDs []uint64, fresh []btreeEntry,
 	stale := staleIDs(newIDs)
 	old, j := strs[0], 0
 	oo, ob := old.ValueOffsets(), old.ValueBytes()
-	base := oo[0] // ValueBytes starts at the first value's offset
+	var base int32 // ValueBytes starts at the first value's offset
+	if len(oo) > 0 {
+		base = oo[0]
+	}
 	var fv string
 	if len(fresh) > 0 {
 		fv = freshKey(0)

@@ -360,3 +360,24 @@ func TestMergeStringPagesEqualsTheGeneralMerge(t *testing.T) {
 		t.Fatal("old entries out of order were merged")
 	}
 }
+
+// Old page data without entries (an index over rows all deleted since, written by another
+// engine) merges to the fresh entries alone.
+func TestMergeStringPagesFromEmptyPageData(t *testing.T) {
+	empty := array.NewStringBuilder(memory.DefaultAllocator).NewStringArray()
+	fb := array.NewStringBuilder(memory.DefaultAllocator)
+	fb.AppendValues([]string{"b", "a"}, nil)
+	fresh := fb.NewStringArray()
+	entries := []btreeEntry{{chunk: 1, row: 1, id: 7}, {chunk: 1, row: 0, id: 8}}
+	data, lookup, ok := mergeStringPages([]*array.String{empty, fresh}, nil, entries, []uint64{8, 7}, false)
+	if !ok {
+		t.Fatal("refused")
+	}
+	defer data.Release()
+	defer lookup.Release()
+	vals := data.Column(0).(*array.String)
+	ids := data.Column(1).(*array.Uint64)
+	if vals.Len() != 2 || vals.Value(0) != "a" || vals.Value(1) != "b" || ids.Value(0) != 7 || ids.Value(1) != 8 {
+		t.Fatalf("merged %v %v", vals, ids)
+	}
+}
