@@ -2,7 +2,6 @@ package lance
 
 import (
 	"strings"
-	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -40,10 +39,9 @@ func hasNulls(chunks []arrow.Array) bool {
 }
 
 // mergeStringPages is mergeBTreePages for string values without nulls: strs[0] the old page
-// data's, strs[1:] the fresh entries'. The old keys are read straight from their offsets and
-// bytes and the output is written into slices sized up front: per entry this is the fold's
-// hottest loop. ordered says the old page data is known to be in order (this process merged
-// it), which saves checking each key against the one before.
+// data's, strs[1:] the fresh entries'. The output is written into slices sized up front: per
+// entry this is the fold's hottest loop. ordered says the old page data is known to be in
+// order (this process merged it), which saves checking each key against the one before.
 func mergeStringPages(strs []*array.String, oldIDs []uint64, fresh []btreeEntry, newIDs []uint64, ordered bool) (data, lookup arrow.Record, inOrder bool) {
 	size := 0
 	for _, a := range strs {
@@ -63,18 +61,13 @@ func mergeStringPages(strs []*array.String, oldIDs []uint64, fresh []btreeEntry,
 	freshKey := func(j int) string { f := &fresh[j]; return strs[f.chunk].Value(int(f.row)) }
 	stale := staleIDs(newIDs)
 	old, j := strs[0], 0
-	oo, ob := old.ValueOffsets(), old.ValueBytes()
-	var base int32 // ValueBytes starts at the first value's offset
-	if len(oo) > 0 {
-		base = oo[0]
-	}
 	var fv string
 	if len(fresh) > 0 {
 		fv = freshKey(0)
 	}
 	prev := ""
 	for i, id := range oldIDs {
-		key := unsafeString(ob[oo[i]-base : oo[i+1]-base])
+		key := old.Value(i)
 		// Equal values may come in any row-id order (the engines order ties by no rule of ours).
 		if !ordered && i > 0 && prev > key {
 			return nil, nil, false
@@ -118,9 +111,6 @@ func mergeStringPages(strs []*array.String, oldIDs []uint64, fresh []btreeEntry,
 	}
 	return data, lb.NewRecord(), true
 }
-
-// unsafeString is b as a string without a copy; b must not change while the string is used.
-func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // staleIDs says whether an old entry's row id is one of newIDs (the new rows hold that row
 // again): only an id within their range can be, so most old entries cost two comparisons.
