@@ -98,7 +98,7 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 			w.log.Info("compacted", zap.String("table", t.TableKey), zap.String("commit", res.Commit.GraphCommitID),
 				zap.Uint64("version", t.ToVersion), zap.Int("fragments_before", t.FragmentsBefore),
 				zap.Int("fragments_removed", t.FragmentsRemoved), zap.Int("fragments_added", t.FragmentsAdded),
-				zap.Uint64("rows_rewritten", t.RowsRewritten), zap.Duration("took", took))
+				zap.Uint64("rows_rewritten", t.RowsRewritten), zap.Strings("indices_built", t.IndicesBuilt), zap.Duration("took", took))
 		}
 	}
 	return true

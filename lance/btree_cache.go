@@ -2,6 +2,7 @@ package lance
 
 import (
 	"container/list"
+	"slices"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -12,7 +13,9 @@ import (
 // written (a fold writes a new index under a new uuid), so the page data of the BTREEs this
 // process wrote last is kept in memory, by uuid, within a byte budget, and a fold of one of
 // them starts from memory. A miss (another process wrote the index, it was evicted, or the
-// process restarted) reads the file as before; the two give the same entries.
+// process restarted) reads the file as before; the two give the same entries. An entry is the
+// page data in one or more records, in order: a fold that appends (btree_append.go) keeps its
+// predecessor's records and adds its fresh entries' after them.
 
 // DefaultBTreeCacheBytes is the default budget of the page-data cache: about 2.8 million
 // string keys of a dozen bytes with their row ids (the reference's four BTREEs on a node and
@@ -34,7 +37,7 @@ type pageDataCache struct {
 
 type cachedPageData struct {
 	uuid  [16]byte
-	rec   arrow.Record
+	recs  []arrow.Record
 	bytes int64
 }
 
@@ -42,10 +45,13 @@ func newPageDataCache(budget int64) *pageDataCache {
 	return &pageDataCache{budget: budget, order: list.New(), byUUID: map[[16]byte]*list.Element{}}
 }
 
-// put keeps rec (retained) as the page data of the index uuid, evicting the least recently
-// used entries past the budget. A record larger than the whole budget is not kept.
-func (c *pageDataCache) put(uuid [16]byte, rec arrow.Record) {
-	n := recordBytes(rec)
+// put keeps recs (retained) as the page data of the index uuid, evicting the least recently
+// used entries past the budget. Page data larger than the whole budget is not kept.
+func (c *pageDataCache) put(uuid [16]byte, recs ...arrow.Record) {
+	var n int64
+	for _, r := range recs {
+		n += recordBytes(r)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n > c.budget {
@@ -54,14 +60,16 @@ func (c *pageDataCache) put(uuid [16]byte, rec arrow.Record) {
 	if e, ok := c.byUUID[uuid]; ok {
 		c.drop(e)
 	}
-	rec.Retain()
-	c.byUUID[uuid] = c.order.PushFront(&cachedPageData{uuid: uuid, rec: rec, bytes: n})
+	for _, r := range recs {
+		r.Retain()
+	}
+	c.byUUID[uuid] = c.order.PushFront(&cachedPageData{uuid: uuid, recs: slices.Clone(recs), bytes: n})
 	c.used += n
 	c.evict()
 }
 
-// get is the page data of index uuid, retained (the caller releases it), or nil.
-func (c *pageDataCache) get(uuid [16]byte) arrow.Record {
+// get is the page data of index uuid, its records retained (the caller releases them), or nil.
+func (c *pageDataCache) get(uuid [16]byte) []arrow.Record {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byUUID[uuid]
@@ -69,9 +77,11 @@ func (c *pageDataCache) get(uuid [16]byte) arrow.Record {
 		return nil
 	}
 	c.order.MoveToFront(e)
-	rec := e.Value.(*cachedPageData).rec
-	rec.Retain()
-	return rec
+	recs := slices.Clone(e.Value.(*cachedPageData).recs)
+	for _, r := range recs {
+		r.Retain()
+	}
+	return recs
 }
 
 // forget drops the entry of index uuid: a fold of it wrote its successor, which is cached,
@@ -101,7 +111,7 @@ func (c *pageDataCache) drop(e *list.Element) {
 	p := c.order.Remove(e).(*cachedPageData)
 	delete(c.byUUID, p.uuid)
 	c.used -= p.bytes
-	p.rec.Release()
+	releaseAll(p.recs)
 }
 
 // recordBytes is the size of rec's buffers.
@@ -115,4 +125,11 @@ func recordBytes(rec arrow.Record) int64 {
 		}
 	}
 	return n
+}
+
+// releaseAll releases every record of recs.
+func releaseAll(recs []arrow.Record) {
+	for _, r := range recs {
+		r.Release()
+	}
 }

@@ -42,20 +42,21 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 		return Index{}, false, err
 	}
 
-	oldRec, ordered, err := d.readBTreeData(ctx, old, int64(foldDeadShare*coveredRows+BTreePageRows))
+	oldRecs, ordered, err := d.readBTreeData(ctx, old, int64(foldDeadShare*coveredRows+BTreePageRows))
 	if err != nil {
 		return Index{}, false, err
 	}
-	if oldRec == nil {
+	if oldRecs == nil {
 		return Index{}, false, nil
 	}
-	defer oldRec.Release()
-	if !arrow.TypeEqual(oldRec.Column(0).DataType(), af.Type) {
-		return Index{}, false, nil
-	}
-	oldIDs, isU64 := oldRec.Column(1).(*array.Uint64)
-	if !isU64 {
-		return Index{}, false, nil
+	defer func() { releaseAll(oldRecs) }()
+	for _, r := range oldRecs {
+		if !arrow.TypeEqual(r.Column(0).DataType(), af.Type) {
+			return Index{}, false, nil
+		}
+		if _, isU64 := r.Column(1).(*array.Uint64); !isU64 {
+			return Index{}, false, nil
+		}
 	}
 
 	recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{column}, WithRowID: true, Fragments: uncovered})
@@ -67,21 +68,37 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 			r.Release()
 		}
 	}()
-	chunks := []arrow.Array{oldRec.Column(0)}
+	var freshChunks []arrow.Array
 	var newIDs []uint64
 	for _, r := range recs {
 		if r.NumRows() > 0 {
-			chunks = append(chunks, r.Column(0))
+			freshChunks = append(freshChunks, r.Column(0))
 			newIDs = append(newIDs, r.Column(1).(*array.Uint64).Uint64Values()...)
 		}
 	}
 	var fresh []btreeEntry
 	if len(newIDs) > 0 {
-		fresh = sortBTreeEntries(chunks[1:], newIDs)
+		fresh = sortBTreeEntries(freshChunks, newIDs)
 		for i := range fresh {
 			fresh[i].chunk++ // chunks[0] is the old page data
 		}
 	}
+	if ordered && len(fresh) > 0 {
+		if x, ok, err = d.appendBTree(ctx, old, column, af.Type, oldRecs, freshChunks, fresh, newIDs, fo, w); err != nil || ok {
+			return x, ok, err
+		}
+	}
+	if len(oldRecs) > 1 { // an appended index's page data, cached in pieces: merged whole
+		one, err := concatRecords(oldRecs)
+		if err != nil {
+			return Index{}, false, err
+		}
+		releaseAll(oldRecs)
+		oldRecs = []arrow.Record{one}
+	}
+	oldRec := oldRecs[0]
+	oldIDs := oldRec.Column(1).(*array.Uint64)
+	chunks := append([]arrow.Array{oldRec.Column(0)}, freshChunks...)
 	data, lookup, inOrder := mergeBTreePages(af.Type, chunks, oldIDs.Uint64Values(), fresh, newIDs, ordered)
 	if !inOrder {
 		return Index{}, false, nil
@@ -102,20 +119,26 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 	if err := writeNamedRecords(x, column, []namedRecord{{btreeDataFile, data}, {btreeLookupFile, lookup}}, fo, w); err != nil {
 		return Index{}, false, err
 	}
+	btreeFolds.merged.Add(1)
 	return x, true, nil
 }
 
-// readBTreeData reads the whole page data of BTREE x: values and row ids. nil, with no error,
-// when the file is not two columns of values and UInt64 ids (a layout this package does not
-// fold) or holds more than maxRows entries. ordered says the entries are known to be in BTREE
-// order: they come from the cache, which holds only page data this process wrote in order.
-func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (rec arrow.Record, ordered bool, err error) {
-	if rec := btreeCache.get(x.UUID); rec != nil {
-		if rec.NumRows() > maxRows {
-			rec.Release()
+// readBTreeData reads the whole page data of BTREE x, values and row ids, as one or more
+// records in order. nil, with no error, when the file is not two columns of values and UInt64
+// ids (a layout this package does not fold) or holds more than maxRows entries. ordered says
+// the entries are known to be in BTREE order: they come from the cache, which holds only page
+// data this process wrote in order.
+func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (recs []arrow.Record, ordered bool, err error) {
+	if recs := btreeCache.get(x.UUID); recs != nil {
+		var n int64
+		for _, r := range recs {
+			n += r.NumRows()
+		}
+		if n > maxRows {
+			releaseAll(recs)
 			return nil, false, nil
 		}
-		return rec, true, nil
+		return recs, true, nil
 	}
 	st, _, err := d.resolveBase(x.BaseID)
 	if err != nil {
@@ -133,14 +156,15 @@ func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (r
 	if len(r.Schema().Fields) != 2 || r.NumRows() > maxRows {
 		return nil, false, nil
 	}
-	if rec, err = readIndexRows(ctx, r, st.Location(key), 0, r.NumRows()); err != nil {
+	rec, err := readIndexRows(ctx, r, st.Location(key), 0, r.NumRows())
+	if err != nil {
 		return nil, false, err
 	}
 	if _, ok := rec.Column(1).(*array.Uint64); !ok {
 		rec.Release()
 		return nil, false, nil
 	}
-	return rec, false, nil
+	return []arrow.Record{rec}, false, nil
 }
 
 // mergeBTreeEntries merges the entries of the old page data (chunks[0], in order, with row ids

@@ -15,12 +15,15 @@ import (
 )
 
 // renamed is rows of ids whose name is "r<id>" (rows() names them "n<id>").
-func renamed(ids ...int64) []arrow.Record {
+func renamed(ids ...int64) []arrow.Record { return named("r", ids...) }
+
+// named is rows of ids whose name is prefix<id>.
+func named(prefix string, ids ...int64) []arrow.Record {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, testArrow)
 	defer b.Release()
 	for _, id := range ids {
 		b.Field(0).(*array.Int64Builder).Append(id)
-		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("r%d", id))
+		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("%s%d", prefix, id))
 	}
 	return []arrow.Record{b.NewRecord()}
 }
@@ -240,7 +243,8 @@ func TestBTreeFoldFromTheCacheEqualsTheFileRead(t *testing.T) {
 
 // foldOnce indexes a table, upserts rows that change indexed names and folds the index, with
 // the page data cached or not; with it cached, the index's page data file is deleted before
-// the fold, which then cannot have read it. It returns the folded page data file.
+// the fold, which then cannot have read it. The new names sort among the old ones: the fold
+// merges (one that appends copies the old file's pages). It returns the folded page data file.
 func foldOnce(t *testing.T, cached bool) []byte {
 	ctx := context.Background()
 	if !cached {
@@ -254,10 +258,10 @@ func foldOnce(t *testing.T, cached bool) []byte {
 	d = commit(t, d, s, err)
 	if got := btreeCache.get(d.BTree("name").UUID); (got != nil) != cached {
 		t.Fatalf("page data cached: %v, want %v", got != nil, cached)
-	} else if got != nil {
-		got.Release()
+	} else {
+		releaseAll(got)
 	}
-	s, err = d.StageUpsert(ctx, "id", renamed(seq(2990, 3500)...), StageOptions{})
+	s, err = d.StageUpsert(ctx, "id", named("n0-", seq(2990, 3500)...), StageOptions{})
 	d = commit(t, d, s, err)
 	if cached {
 		if err := d.Store().Delete(ctx, d.BTree("name").Dir()+btreeDataFile); err != nil {

@@ -96,15 +96,22 @@ func BenchmarkBTreeFoldCached256kPlus256k(b *testing.B) {
 	benchBTreeLag(b, 262_144, 262_144, lagFoldCached)
 }
 
+// BenchmarkBTreeFoldAppend256kPlus256k is that fold with keys that only grow: the fresh keys
+// all sort after the old ones, and the fold appends them (btree_append.go).
+func BenchmarkBTreeFoldAppend256kPlus256k(b *testing.B) {
+	benchBTreeLag(b, 262_144, 262_144, lagFoldAppend)
+}
+
 // How benchBTreeLag brings the index up to date.
 const (
 	lagBuild      = iota // built anew over every row
 	lagFold              // folded, the old page data read from its file
 	lagFoldCached        // folded, the old page data in the cache
+	lagFoldAppend        // folded, the old page data in the cache, the new keys after the old
 )
 
 // benchBTreeLag indexes id on a table of n rows, appends more rows, and times bringing the
-// index up to date (how).
+// index up to date (how), its files written.
 func benchBTreeLag(b *testing.B, n, more, how int) {
 	ctx := context.Background()
 	d := benchIndexTable(b, n, 0)
@@ -119,8 +126,12 @@ func benchBTreeLag(b *testing.B, n, more, how int) {
 	as := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}, {Name: "text", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
 	rb := array.NewRecordBuilder(memory.DefaultAllocator, as)
 	defer rb.Release()
+	prefix := "p-1-" // "p-1-262144" sorts before "p-1-99": the keys interleave
+	if how == lagFoldAppend {
+		prefix = "p-2-"
+	}
 	for i := n; i < n+more; i++ {
-		rb.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("p-1-%d", i))
+		rb.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("%s%d", prefix, i))
 		rb.Field(1).AppendNull()
 	}
 	rec := rb.NewRecord()
@@ -132,12 +143,12 @@ func benchBTreeLag(b *testing.B, n, more, how int) {
 		b.Fatal(err)
 	}
 	old := d.BTree("id")
-	var page arrow.Record
-	if how == lagFoldCached {
+	var page []arrow.Record
+	if how == lagFoldCached || how == lagFoldAppend {
 		if page, _, err = d.readBTreeData(ctx, old, 1<<40); err != nil || page == nil {
 			b.Fatal(err)
 		}
-		defer page.Release()
+		defer releaseAll(page)
 	}
 	fo, err := d.fileOptions(file.Options{})
 	if err != nil {
@@ -147,7 +158,7 @@ func benchBTreeLag(b *testing.B, n, more, how int) {
 	for range b.N {
 		if page != nil {
 			b.StopTimer()
-			btreeCache.put(old.UUID, page) // a fold forgets the index it folded
+			btreeCache.put(old.UUID, page...) // a fold forgets the index it folded
 			b.StartTimer()
 		}
 		w := &fileWrites{}
@@ -155,10 +166,12 @@ func benchBTreeLag(b *testing.B, n, more, how int) {
 			if _, err := d.buildBTree(ctx, "id", "", fo, w); err != nil {
 				b.Fatal(err)
 			}
-			continue
-		}
-		if _, ok, err := d.foldBTree(ctx, old, "id", fo, w); err != nil || !ok {
+		} else if _, ok, err := d.foldBTree(ctx, old, "id", fo, w); err != nil || !ok {
 			b.Fatalf("fold: %v %v", ok, err)
+		}
+		s := &Staged{base: d, files: w.files, inlineOnly: true}
+		if err := s.WriteTransaction(ctx); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

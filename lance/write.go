@@ -73,10 +73,12 @@ func (s *Staged) TransactionFileName() string {
 	return s.Txn.FileName()
 }
 
-// pendingFile is an encoded file a staged transaction writes before its manifest.
+// pendingFile is an encoded file a staged transaction writes before its manifest: data, or
+// when parts is set, their concatenation (storage.Compose).
 type pendingFile struct {
 	key       string
 	data      []byte
+	parts     []storage.Part
 	failpoint string
 	what      string
 }
@@ -86,6 +88,11 @@ type fileWrites struct{ files []pendingFile }
 
 func (w *fileWrites) add(key string, data []byte, failpoint, what string) {
 	w.files = append(w.files, pendingFile{key: key, data: data, failpoint: failpoint, what: what})
+}
+
+// addParts adds a file made of parts: ranges of stored files and bytes.
+func (w *fileWrites) addParts(key string, parts []storage.Part, failpoint, what string) {
+	w.files = append(w.files, pendingFile{key: key, parts: parts, failpoint: failpoint, what: what})
 }
 
 // fileWriteConcurrency bounds how many of a transaction's files are written at once.
@@ -108,7 +115,11 @@ func (s *Staged) WriteTransaction(ctx context.Context) error {
 		if err := inject(f.failpoint); err != nil {
 			return err
 		}
-		if err := s.base.dir.Put(ctx, f.key, f.data); err != nil {
+		put := func() error { return s.base.dir.Put(ctx, f.key, f.data) }
+		if f.parts != nil {
+			put = func() error { return storage.Compose(ctx, s.base.dir, f.key, f.parts) }
+		}
+		if err := put(); err != nil {
 			return fmt.Errorf("lance: write %s: %w", f.what, err)
 		}
 		return nil

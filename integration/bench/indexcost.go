@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -61,9 +62,10 @@ func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, tmp, 
 
 	base := 8_000_000
 	run := func(s *side, count int) (time.Duration, error) {
-		syscall.Sync() // no dirty pages of the other worker's to write back
+		bodies := graphBodies(4096, count, base) // made before the clock starts: not the worker's work
+		syscall.Sync()                           // no dirty pages of the other worker's to write back
 		t0, c0 := time.Now(), cpuTime()
-		if _, err := sustained(ctx, js, s.w.cfg.IngestSubject(), s.w.events, 4096, count, base); err != nil {
+		if _, err := publishAwait(ctx, js, s.w.cfg.IngestSubject(), s.w.events, bodies, base); err != nil {
 			return 0, err
 		}
 		if err := awaitMaintenance(ctx, s.g, fanout, s.indices); err != nil {
@@ -120,4 +122,29 @@ func awaitMaintenance(ctx context.Context, g *engine.Graph, fanout int, indices 
 		}
 	}
 	return nil
+}
+
+// indexCostBench runs indexCost alone (-only index-cost), on a nats-server process of its own:
+// the upkeep goal's line in a minute or two, without the official engine.
+func indexCostBench(ctx context.Context, tmp string, block int) error {
+	dir := filepath.Join(tmp, "nats-cost")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ns, err := startNATSProcess(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer ns.stop()
+	nc, err := nats.Connect(ns.url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	pipe := fmt.Sprintf("pipeline_depth=%d", config.Defaults().PipelineDepth)
+	return indexCost(ctx, nc, js, tmp, durability, pipe, block)
 }

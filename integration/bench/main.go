@@ -159,7 +159,7 @@ func main() {
 	agedCommits := flag.Int("aged-commits", 10_000, "prior commits before the aged load measurement (0 skips it)")
 	agedFanout := flag.Int("aged-compaction-fanout", 16, "compact the aged graph between its commits as `worker run` does at this compaction_fanout (0: never)")
 	agedSameTable := flag.Bool("aged-same-table", false, "the aged graph's one-row commits go to the measured table (fragment growth) instead of another")
-	only := flag.String("only", "", "run only these comma-separated benchmarks of framing, jetstream, latency, lance, index, e2e, merge, graph (the aged graph with it), history, pipeline, aged (framing, jetstream, latency and pipeline need no Node)")
+	only := flag.String("only", "", "run only these comma-separated benchmarks of framing, jetstream, latency, lance, index, e2e, index-cost (the e2e line of that name alone, no Node), merge, graph (the aged graph with it), history, pipeline, aged (framing, jetstream, latency and pipeline need no Node)")
 	rounds := flag.Int("rounds", goalRounds, "run the latency, lance, index, e2e and graph benchmarks this many times, each a process of its own, and print the medians of their ratios and the goals")
 	roundChild := flag.Int("round-child", 0, "internal: run the sections in this process, as round N of -rounds (-1: a section run once)")
 	flag.IntVar(&pipelineDepth, "pipeline-depth", 0, "the e2e worker's pipeline_depth (0: the default of `worker run`; 1: one message at a time)")
@@ -297,6 +297,12 @@ func main() {
 		if run["e2e"] {
 			if err := e2eBench(ctx, *script, dir, *iters); err != nil {
 				fmt.Fprintln(os.Stderr, "e2e bench:", err)
+				os.Exit(1)
+			}
+		}
+		if run["index-cost"] && !run["e2e"] { // e2e measures it among its lines
+			if err := indexCostBench(ctx, dir, *iters); err != nil {
+				fmt.Fprintln(os.Stderr, "index-cost bench:", err)
 				os.Exit(1)
 			}
 		}

@@ -113,10 +113,21 @@ func sum(xs []float64) float64 {
 // without waiting for each to commit (JetStream async publish): the worker's throughput with a
 // queue in front of it, timed until the last commit event.
 func sustained(ctx context.Context, js jetstream.JetStream, subject string, events <-chan struct{}, n, count, base int) (time.Duration, error) {
+	return publishAwait(ctx, js, subject, events, graphBodies(n, count, base), base)
+}
+
+// graphBodies are the bodies of count batches of n nodes and n edges, from batch base on.
+func graphBodies(n, count, base int) [][]byte {
 	bodies := make([][]byte, count)
 	for k := range bodies {
 		bodies[k] = benchdata.GraphBody(base+k, n)
 	}
+	return bodies
+}
+
+// publishAwait publishes bodies as appends (their ids from base on) and waits for their
+// commits: the time from the first publish to the last commit event.
+func publishAwait(ctx context.Context, js jetstream.JetStream, subject string, events <-chan struct{}, bodies [][]byte, base int) (time.Duration, error) {
 	start := time.Now()
 	msgs := make([]*nats.Msg, len(bodies))
 	for k := range bodies {

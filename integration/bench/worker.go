@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/pprof"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -58,7 +59,9 @@ func startBenchWorker(ctx context.Context, nc *nats.Conn, g *engine.Graph, graph
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		_ = w.Run(runCtx)
+		// Labelled, so that a -cpuprofile of a run with several workers tells them apart
+		// (go tool pprof -tagfocus graph=NAME): the goroutines the worker starts inherit it.
+		pprof.Do(runCtx, pprof.Labels("graph", graph), func(ctx context.Context) { _ = w.Run(ctx) })
 	}()
 	b.stop = func() {
 		cancel()

@@ -1,0 +1,283 @@
+package lance
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/omnigraph/omnigraph-worker/lance/file"
+)
+
+// indexFileRows decodes the index file name of x: every row, as one record.
+func indexFileRows(t *testing.T, d *Dataset, x *Index, name string) arrow.Record {
+	t.Helper()
+	ctx := context.Background()
+	b, err := d.Store().Get(ctx, x.Dir()+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := file.Open(ctx, file.BytesSource(b), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := readIndexRows(ctx, r, name, 0, r.NumRows())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rec.Release)
+	return rec
+}
+
+// cachedPieces is how many records the page-data cache holds for x: 0 when it holds none, 1
+// after a build or a merged fold, one more per appending fold since.
+func cachedPieces(x *Index) int {
+	recs := btreeCache.get(x.UUID)
+	defer releaseAll(recs)
+	return len(recs)
+}
+
+// foldBoth folds the BTREE on column of d twice from the same version: from the cache (an
+// appending fold where it can) and from the page data file (always a merge: only page data
+// this process wrote in order is known to be in order). It returns the first's dataset and insists that both wrote the same entries and
+// page lookup.
+func foldBoth(t *testing.T, d *Dataset, column string) *Dataset {
+	t.Helper()
+	ctx := context.Background()
+	spec := []IndexSpec{{Column: column, Kind: IndexBTree}}
+	s, err := d.StageIndices(ctx, spec, StageOptions{})
+	folded := commit(t, d, s, err)
+
+	btreeCache.forget(d.BTree(column).UUID) // the first fold did: the second reads the file
+	s, err = d.StageIndices(ctx, spec, StageOptions{})
+	if err == nil {
+		err = s.WriteTransaction(ctx) // its files, without a commit: both folds read version d
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged := s.Txn.Op.NewIndices[0]
+	btreeCache.forget(merged.UUID)
+	for _, name := range []string{btreeDataFile, btreeLookupFile} {
+		a, b := indexFileRows(t, folded, folded.BTree(column), name), indexFileRows(t, d, &merged, name)
+		if !array.RecordEqual(a, b) {
+			t.Fatalf("%s of %s: the fold from the cache wrote\n%v\nthe merge\n%v", name, column, a, b)
+		}
+	}
+	return folded
+}
+
+// A BTREE whose keys only grow is folded by appending: its old page data file copied page
+// for page and the fresh entries after it. The files read as the merge's would, entry for
+// entry and page for page, through a chain of such folds (the cache then holds the page data
+// in pieces), on a store that composes the file from ranges and one that builds it in memory,
+// with and without stable row ids; lookups answer exactly as a scan across every join.
+func TestBTreeFoldAppendsKeysThatGrow(t *testing.T) {
+	for _, kind := range copyStoreKinds {
+		for _, stable := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/stable=%v", kind, stable), func(t *testing.T) {
+				ctx := context.Background()
+				d, err := Create(ctx, copyStore(t, kind, "t"), testSchema(t), rows(seq(0, 9000)...), CreateOptions{DisableStableRowIDs: !stable})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, err := d.StageBTreeIndex(ctx, "id", IndexOptions{})
+				d = commit(t, d, s, err)
+				for k, batch := range [][2]int64{{9000, 9100}, {9100, 13000}, {13000, 13001}} {
+					s, err = d.StageAppend(ctx, rows(seq(batch[0], batch[1])...), StageOptions{})
+					d = commit(t, d, s, err)
+					d = foldBoth(t, d, "id")
+					x := d.BTree("id")
+					if got := cachedPieces(x); got != k+2 {
+						t.Fatalf("fold %d: the cache holds the page data in %d pieces, want %d: not appended", k, got, k+2)
+					}
+					if rows, _ := d.Uncovered(x); rows != 0 {
+						t.Fatalf("fold %d leaves %d rows uncovered", k, rows)
+					}
+				}
+				for _, r := range []BTreeRange{Equal(int64(0)), Equal(int64(8191)), Equal(int64(8999)), Equal(int64(9000)), Equal(int64(12288)),
+					Equal(int64(13000)), {Lo: int64(8990), Hi: int64(9010)}, {Lo: int64(9095), Hi: int64(9105)}, {Lo: int64(12999)}, {Hi: int64(2)}} {
+					if got, want := mustSearch(t, d, "id", r), scanRange(t, d, "id", r); !slices.Equal(got, want) {
+						t.Fatalf("id %+v: index %v, scan %v", r, got, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Where the fresh entries cannot simply follow the old ones, the fold merges (the cache then
+// holds one record again), and writes what the merge from the file writes: keys that do not
+// grow, a null among the fresh keys, page data cached in pieces, and a 2.0 table (its pages
+// cannot be copied).
+func TestBTreeFoldMergesWhatCannotBeAppended(t *testing.T) {
+	ctx := context.Background()
+	grown := func(t *testing.T, opts CreateOptions) *Dataset {
+		d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 5000)...), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := d.StageBTreeIndices(ctx, []string{"id", "name"}, IndexOptions{})
+		d = commit(t, d, s, err)
+		s, err = d.StageAppend(ctx, rows(seq(5000, 6000)...), StageOptions{})
+		d = commit(t, d, s, err)
+		d = foldBoth(t, d, "id") // appended but on 2.0: the cache holds it in two pieces
+		want := 2
+		if opts.FileVersion == file.V2_0 {
+			want = 1
+		}
+		if got := cachedPieces(d.BTree("id")); got != want {
+			t.Fatalf("the cache holds the grown index in %d pieces, want %d", got, want)
+		}
+		return d
+	}
+	cases := []struct {
+		name   string
+		opts   CreateOptions
+		column string
+		change func(t *testing.T, d *Dataset) *Dataset
+	}{
+		{"keys that do not grow", CreateOptions{}, "id", func(t *testing.T, d *Dataset) *Dataset {
+			s, err := d.StageAppend(ctx, rows(-3, 2500, 7000), StageOptions{})
+			return commit(t, d, s, err)
+		}},
+		{"names that do not grow", CreateOptions{}, "name", func(t *testing.T, d *Dataset) *Dataset {
+			s, err := d.StageAppend(ctx, rows(7001, 7002), StageOptions{}) // n7001 sorts before n999
+			return commit(t, d, s, err)
+		}},
+		{"a null among the fresh keys", CreateOptions{}, "name", func(t *testing.T, d *Dataset) *Dataset {
+			b := array.NewRecordBuilder(memory.DefaultAllocator, testArrow)
+			defer b.Release()
+			b.Field(0).(*array.Int64Builder).AppendValues([]int64{8001, 8002}, nil)
+			b.Field(1).(*array.StringBuilder).AppendValues([]string{"zz", ""}, []bool{true, false})
+			s, err := d.StageAppend(ctx, []arrow.Record{b.NewRecord()}, StageOptions{})
+			return commit(t, d, s, err)
+		}},
+		{"a 2.0 table", CreateOptions{FileVersion: file.V2_0}, "id", func(t *testing.T, d *Dataset) *Dataset {
+			s, err := d.StageAppend(ctx, rows(seq(6000, 6100)...), StageOptions{})
+			return commit(t, d, s, err)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := c.change(t, grown(t, c.opts))
+			d = foldBoth(t, d, c.column)
+			if got := cachedPieces(d.BTree(c.column)); got != 1 {
+				t.Fatalf("the cache holds the folded index in %d pieces: it was appended, not merged", got)
+			}
+			for _, r := range []BTreeRange{Equal(int64(-3)), Equal(int64(2500)), Equal(int64(5999)), {Lo: int64(5990)}, {Hi: int64(1)}} {
+				if got, _ := searchIDs(t, d, "id", r); !slices.Equal(got, scanRange(t, d, "id", r)) {
+					t.Fatalf("id %+v: index %v, scan %v", r, got, scanRange(t, d, "id", r))
+				}
+			}
+			for _, r := range []BTreeRange{Equal("n7001"), Equal("zz"), Equal("n5999"), {Lo: "n99"}} {
+				if got, _ := searchIDs(t, d, "name", r); !slices.Equal(got, scanRange(t, d, "name", r)) {
+					t.Fatalf("name %+v: index %v, scan %v", r, got, scanRange(t, d, "name", r))
+				}
+			}
+		})
+	}
+}
+
+// freshFollow lets fresh entries follow old ones only when no old entry is for a row they
+// hold (every fresh row id above every old one: an update that kept its rows' stable ids
+// must drop their old entries) and the last old key is not above the first fresh one.
+func TestFreshFollow(t *testing.T) {
+	strs := func(vs ...string) arrow.Array {
+		b := array.NewStringBuilder(memory.DefaultAllocator)
+		defer b.Release()
+		for _, v := range vs {
+			if v == "" {
+				b.AppendNull()
+			} else {
+				b.Append(v)
+			}
+		}
+		return b.NewArray()
+	}
+	page := func(vals arrow.Array, ids ...uint64) arrow.Record {
+		b := array.NewUint64Builder(memory.DefaultAllocator)
+		defer b.Release()
+		b.AppendValues(ids, nil)
+		a := b.NewArray()
+		defer a.Release()
+		defer vals.Release()
+		return array.NewRecord(btreeDataSchema(arrow.BinaryTypes.String), []arrow.Array{vals, a}, int64(len(ids)))
+	}
+	for _, c := range []struct {
+		name  string
+		old   []arrow.Record
+		fresh string
+		ids   []uint64
+		want  bool
+	}{
+		{"greater keys and ids", []arrow.Record{page(strs("a", "b"), 1, 2)}, "c", []uint64{3}, true},
+		{"the last key again, a greater id", []arrow.Record{page(strs("a", "b"), 1, 2)}, "b", []uint64{3}, true},
+		{"a smaller key", []arrow.Record{page(strs("a", "c"), 1, 2)}, "b", []uint64{3}, false},
+		{"an old row id again", []arrow.Record{page(strs("a", "b"), 1, 7)}, "c", []uint64{9, 7}, false},
+		{"a smaller row id", []arrow.Record{page(strs("a", "b"), 5, 6)}, "c", []uint64{4}, false},
+		{"old all null", []arrow.Record{page(strs("", ""), 1, 2)}, "a", []uint64{3}, true},
+		{"the last of several pieces", []arrow.Record{page(strs("a"), 1), page(strs("x"), 2), page(strs())}, "m", []uint64{3}, false},
+		{"no old entry", []arrow.Record{page(strs())}, "a", []uint64{1}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer releaseAll(c.old)
+			fresh := strs(c.fresh)
+			defer fresh.Release()
+			es := []btreeEntry{{chunk: 1, row: 0, id: c.ids[0]}}
+			if got := freshFollow(c.old, []arrow.Array{fresh}, es, c.ids); got != c.want {
+				t.Fatalf("freshFollow = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// btreeLookupOf writes the page lookup writeBTreePages writes for the same entries, over
+// values in pieces that do not fall on page boundaries, with leading nulls spanning pages or
+// none, and pages all null.
+func TestBTreeLookupOfEqualsTheWritersLookup(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, c := range []struct{ n, nulls int }{{1, 0}, {1, 1}, {4096, 0}, {4097, 4096}, {10000, 0}, {10000, 5000}, {12288, 8192}, {9000, 9000}} {
+		t.Run(fmt.Sprintf("n=%d/nulls=%d", c.n, c.nulls), func(t *testing.T) {
+			b := array.NewInt64Builder(memory.DefaultAllocator)
+			defer b.Release()
+			v := int64(-50)
+			for i := range c.n {
+				if i < c.nulls {
+					b.AppendNull()
+					continue
+				}
+				v += rng.Int64N(3)
+				b.Append(v)
+			}
+			all := b.NewArray()
+			defer all.Release()
+			es := make([]btreeEntry, c.n)
+			for i := range es {
+				es[i] = btreeEntry{row: int32(i), id: uint64(i), null: all.IsNull(i)}
+			}
+			data, want := writeBTreePages(arrow.PrimitiveTypes.Int64, []arrow.Array{all}, es)
+			defer data.Release()
+			defer want.Release()
+			var pieces []arrow.Array
+			for lo := 0; lo < c.n; {
+				hi := min(c.n, lo+1+rng.IntN(3000))
+				pieces = append(pieces, array.NewSlice(all, int64(lo), int64(hi)))
+				lo = hi
+			}
+			got := btreeLookupOf(arrow.PrimitiveTypes.Int64, pieces, c.nulls)
+			defer got.Release()
+			for _, p := range pieces {
+				p.Release()
+			}
+			if !array.RecordEqual(got, want) {
+				t.Fatalf("lookup\n%v\nwant\n%v", got, want)
+			}
+		})
+	}
+}
