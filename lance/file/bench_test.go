@@ -105,3 +105,31 @@ func BenchmarkReadStrings8192(b *testing.B) {
 		got.Release()
 	}
 }
+
+// BenchmarkReadStringsManyPages reads 262,144 short strings, the keys of a compacted fragment,
+// in one call, across the many pages the writer cut them into (at each version that has pages
+// of its own layout): what a fold reading back the rows its index lacks does.
+func BenchmarkReadStringsManyPages(b *testing.B) {
+	const n = 1 << 18
+	as := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}}, nil)
+	sb := array.NewStringBuilder(memory.DefaultAllocator)
+	for i := range n {
+		sb.Append(fmt.Sprintf("p%d-%d", 8000000+i/8192, i%8192))
+	}
+	rec := buildRecord(as, sb.NewArray())
+	defer rec.Release()
+	s, _ := lanceSchema(b, as)
+	for _, v := range []Version{V2_1, V2_2} {
+		b.Run(v.String(), func(b *testing.B) {
+			r := mustOpen(b, writeFile(b, s, Options{Version: v, MaxPageRows: 8192}, rec))
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := r.Read(context.Background(), s.Fields, nil, 0, n, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				got.Release()
+			}
+		})
+	}
+}

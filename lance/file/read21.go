@@ -250,8 +250,30 @@ func reserve(b array.Builder, pg *page21, first, count uint64) {
 	if v == nil || !v.variable || pg.constant || first+count > v.n || first+count >= uint64(len(v.offs)) {
 		return
 	}
-	if rb, ok := b.(interface{ ReserveData(int) }); ok && v.offs[first+count] >= v.offs[first] {
-		rb.ReserveData(int(v.offs[first+count] - v.offs[first]))
+	if v.offs[first+count] >= v.offs[first] {
+		reserveData(b, int(v.offs[first+count]-v.offs[first]))
+	}
+}
+
+// reserveData makes room in b, a builder of variable-width values, for n more bytes of them,
+// growing its buffer at least twofold. The builders' own ReserveData grows it to exactly what
+// is asked: a read across many pages, each reserving its own bytes, copied the values read so
+// far once per page (quadratic in the pages: 53 MB allocated to read 262,144 keys of 32
+// pages).
+func reserveData(b array.Builder, n int) {
+	var bb *array.BinaryBuilder
+	switch x := b.(type) {
+	case *array.StringBuilder:
+		bb = x.BinaryBuilder
+	case *array.LargeStringBuilder:
+		bb = x.BinaryBuilder
+	case *array.BinaryBuilder:
+		bb = x
+	default:
+		return
+	}
+	if free := bb.DataCap() - bb.DataLen(); free < n {
+		bb.ReserveData(max(n, bb.DataCap()))
 	}
 }
 
@@ -292,7 +314,7 @@ func emitStrings(b array.Builder, pg *page21, first, count uint64) (ok bool, err
 	}
 	// Sized once for the page's values, rather than grown, and copied, value by value.
 	bb.Reserve(int(count))
-	bb.ReserveData(int(hi - lo))
+	reserveData(bb, int(hi-lo))
 	for k := range count {
 		bb.UnsafeAppend(v.data[offs[k]:offs[k+1]])
 	}
