@@ -125,6 +125,7 @@ func (d *Dataset) buildBTree(ctx context.Context, column, name string, fo file.O
 		return Index{}, err
 	}
 	btreeCache.put(x.UUID, data)
+	keepBTreeEnd(x.UUID, data, lookup)
 	if err := writeNamedRecords(x, column, []namedRecord{{btreeDataFile, data}, {btreeLookupFile, lookup}}, fo, w); err != nil {
 		return Index{}, err
 	}

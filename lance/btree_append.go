@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -28,8 +27,7 @@ import (
 // own pages fall, and the pages that hold the join mix old entries and fresh.
 //
 // The old entries are kept unread only where that is exactly what the merge would write:
-//   - the old page data is known to be in order (the cache holds only what this process
-//     wrote in order);
+//   - this process wrote the old page data, in order (btreeEnds holds its end);
 //   - no fresh entry is null (nulls sort first);
 //   - every fresh row id is above every old one, so no old entry is for a row the fresh rows
 //     hold again (an upsert keeps a row's stable id: the merge would drop its old entry), and
@@ -48,12 +46,14 @@ func BTreeFolds() (appended, merged uint64) {
 	return btreeFolds.appended.Load(), btreeFolds.merged.Load()
 }
 
-// appendBTree is foldBTree's fold of old when its fresh entries (sorted, over freshChunks as
-// chunks 1 onward, with row ids newIDs) can follow its page data oldRecs: ok is false, with no
-// error, when they cannot, and nothing was written.
-func (d *Dataset) appendBTree(ctx context.Context, old *Index, column string, t arrow.DataType, oldRecs []arrow.Record,
+// appendBTree is foldBTree's fold of old, which this process wrote in order and whose end
+// is end, when its fresh entries (sorted, over freshChunks as chunks 1 onward, with row ids
+// newIDs) can follow its page data: ok is false, with no error, when they cannot, and nothing
+// was written. The old page data is not read: its file's pages are copied, and end holds what
+// the new page lookup needs of it.
+func (d *Dataset) appendBTree(ctx context.Context, old *Index, column string, t arrow.DataType, end *btreeEnd,
 	freshChunks []arrow.Array, fresh []btreeEntry, newIDs []uint64, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
-	if fo.Version == file.V2_0 || fresh[0].null || !freshFollow(oldRecs, freshChunks, fresh, newIDs) {
+	if fo.Version == file.V2_0 || fresh[0].null || !end.followedBy(freshChunks, fresh, newIDs) {
 		return Index{}, false, nil
 	}
 	empty := array.MakeArrayOfNull(memory.DefaultAllocator, t, 0)
@@ -90,11 +90,16 @@ func (d *Dataset) appendBTree(ctx context.Context, old *Index, column string, t 
 	if err != nil {
 		return Index{}, false, err
 	}
-	if want := recordsRows(oldRecs) + data.NumRows(); c.NumRows() != want {
-		return Index{}, false, nil // the old file is not the page data the cache holds
+	if c.NumRows() != end.rows+data.NumRows() {
+		return Index{}, false, nil // the old file is not the page data this process wrote
 	}
 
+	next, err := end.extend(t, data)
+	if err != nil {
+		return Index{}, false, err
+	}
 	if x, err = d.successorMeta(old, &IndexDetails{TypeURL: BTreeDetailsType}, 0); err != nil {
+		next.release()
 		return Index{}, false, err
 	}
 	composed := make([]storage.Part, len(parts))
@@ -109,43 +114,21 @@ func (d *Dataset) appendBTree(ctx context.Context, old *Index, column string, t 
 		}
 	}
 	w.addParts(x.Dir()+btreeDataFile, composed, "lance.write_index_file", "index file")
-	vals := make([]arrow.Array, 0, len(oldRecs)+1)
-	nulls := 0
-	for _, r := range oldRecs {
-		vals = append(vals, r.Column(0))
-		nulls += r.Column(0).NullN()
-	}
-	lookup = btreeLookupOf(t, append(vals, data.Column(0)), nulls)
-	if err := writeNamedRecords(x, column, []namedRecord{{btreeLookupFile, lookup}}, fo, w); err != nil {
+	next.lookup.Retain()
+	if err := writeNamedRecords(x, column, []namedRecord{{btreeLookupFile, next.lookup}}, fo, w); err != nil {
+		next.release()
 		return Index{}, false, err
 	}
-	btreeCache.forget(old.UUID)
-	btreeCache.put(x.UUID, append(slices.Clone(oldRecs), data)...)
+	btreeEnds.forget(old.UUID)
+	btreeEnds.put(x.UUID, next)
+	// Page data cached stays cached, in pieces: a later fold that merges starts from it.
+	if recs := btreeCache.get(old.UUID); recs != nil {
+		btreeCache.forget(old.UUID)
+		btreeCache.put(x.UUID, append(recs, data)...)
+		releaseAll(recs)
+	}
 	btreeFolds.appended.Add(1)
 	return x, true, nil
-}
-
-// freshFollow says the fresh entries sort after every entry of oldRecs, with no old entry for
-// a row they hold: every fresh row id is above every old one, and the last old key (null when
-// all of them are) is not above the first fresh key.
-func freshFollow(oldRecs []arrow.Record, freshChunks []arrow.Array, fresh []btreeEntry, newIDs []uint64) bool {
-	var last arrow.Array
-	var maxOld uint64
-	for _, r := range oldRecs {
-		if r.NumRows() == 0 {
-			continue
-		}
-		last = r.Column(0)
-		for _, id := range r.Column(1).(*array.Uint64).Uint64Values() {
-			maxOld = max(maxOld, id)
-		}
-	}
-	if last == nil || slices.Min(newIDs) <= maxOld {
-		return false
-	}
-	i := last.Len() - 1
-	first := fresh[0]
-	return last.IsNull(i) || compareValues(last, i, freshChunks[first.chunk-1], int(first.row)) <= 0
 }
 
 // compareValues orders a[i] and b[j], non-null values of one type, as a BTREE orders them.
@@ -173,8 +156,9 @@ func floatAt(a arrow.Array, i int) float64 {
 
 // btreeLookupOf is the page lookup of page data whose values are vals, in order, the first
 // nulls of them null and none after: per page of BTreePageRows rows, its first and last
-// non-null value, its null count and its number, as writeBTreePages writes them.
-func btreeLookupOf(t arrow.DataType, vals []arrow.Array, nulls int) arrow.Record {
+// non-null value, its null count and its number (from firstPage on), as writeBTreePages
+// writes them.
+func btreeLookupOf(t arrow.DataType, vals []arrow.Array, nulls, firstPage int) arrow.Record {
 	lb := array.NewRecordBuilder(memory.DefaultAllocator, btreeLookupSchema(t))
 	defer lb.Release()
 	starts := make([]int, len(vals)+1)
@@ -199,7 +183,7 @@ func btreeLookupOf(t arrow.DataType, vals []arrow.Array, nulls int) arrow.Record
 			appendValue(lb.Field(1), a, i)
 		}
 		lb.Field(2).(*array.Uint32Builder).Append(uint32(n))
-		lb.Field(3).(*array.Uint32Builder).Append(uint32(page))
+		lb.Field(3).(*array.Uint32Builder).Append(uint32(firstPage + page))
 	}
 	return lb.NewRecord()
 }

@@ -74,39 +74,49 @@ func foldBoth(t *testing.T, d *Dataset, column string) *Dataset {
 
 // A BTREE whose keys only grow is folded by appending: its old page data file copied page
 // for page and the fresh entries after it. The files read as the merge's would, entry for
-// entry and page for page, through a chain of such folds (the cache then holds the page data
-// in pieces), on a store that composes the file from ranges and one that builds it in memory,
-// with and without stable row ids; lookups answer exactly as a scan across every join.
+// entry and page for page, through a chain of such folds, on a store that composes the file
+// from ranges and one that builds it in memory, with and without stable row ids, with the
+// page data cached (in pieces then) or not (the index's end suffices); lookups answer exactly
+// as a scan across every join.
 func TestBTreeFoldAppendsKeysThatGrow(t *testing.T) {
 	for _, kind := range copyStoreKinds {
 		for _, stable := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/stable=%v", kind, stable), func(t *testing.T) {
-				ctx := context.Background()
-				d, err := Create(ctx, copyStore(t, kind, "t"), testSchema(t), rows(seq(0, 9000)...), CreateOptions{DisableStableRowIDs: !stable})
-				if err != nil {
-					t.Fatal(err)
-				}
-				s, err := d.StageBTreeIndex(ctx, "id", IndexOptions{})
-				d = commit(t, d, s, err)
-				for k, batch := range [][2]int64{{9000, 9100}, {9100, 13000}, {13000, 13001}} {
-					s, err = d.StageAppend(ctx, rows(seq(batch[0], batch[1])...), StageOptions{})
+			for _, cached := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/stable=%v/cached=%v", kind, stable, cached), func(t *testing.T) {
+					ctx := context.Background()
+					if !cached {
+						withoutBTreeCache(t)
+					}
+					d, err := Create(ctx, copyStore(t, kind, "t"), testSchema(t), rows(seq(0, 9000)...), CreateOptions{DisableStableRowIDs: !stable})
+					if err != nil {
+						t.Fatal(err)
+					}
+					s, err := d.StageBTreeIndex(ctx, "id", IndexOptions{})
 					d = commit(t, d, s, err)
-					d = foldBoth(t, d, "id")
-					x := d.BTree("id")
-					if got := cachedPieces(x); got != k+2 {
-						t.Fatalf("fold %d: the cache holds the page data in %d pieces, want %d: not appended", k, got, k+2)
+					for k, batch := range [][2]int64{{9000, 9100}, {9100, 13000}, {13000, 13001}} {
+						s, err = d.StageAppend(ctx, rows(seq(batch[0], batch[1])...), StageOptions{})
+						d = commit(t, d, s, err)
+						appended, _ := BTreeFolds()
+						d = foldBoth(t, d, "id")
+						x := d.BTree("id")
+						if now, _ := BTreeFolds(); now != appended+1 {
+							t.Fatalf("fold %d merged: %d appending folds", k, now-appended)
+						}
+						if want := map[bool]int{true: k + 2}[cached]; cachedPieces(x) != want {
+							t.Fatalf("fold %d: the cache holds the page data in %d pieces, want %d", k, cachedPieces(x), want)
+						}
+						if rows, _ := d.Uncovered(x); rows != 0 {
+							t.Fatalf("fold %d leaves %d rows uncovered", k, rows)
+						}
 					}
-					if rows, _ := d.Uncovered(x); rows != 0 {
-						t.Fatalf("fold %d leaves %d rows uncovered", k, rows)
+					for _, r := range []BTreeRange{Equal(int64(0)), Equal(int64(8191)), Equal(int64(8999)), Equal(int64(9000)), Equal(int64(12288)),
+						Equal(int64(13000)), {Lo: int64(8990), Hi: int64(9010)}, {Lo: int64(9095), Hi: int64(9105)}, {Lo: int64(12999)}, {Hi: int64(2)}} {
+						if got, want := mustSearch(t, d, "id", r), scanRange(t, d, "id", r); !slices.Equal(got, want) {
+							t.Fatalf("id %+v: index %v, scan %v", r, got, want)
+						}
 					}
-				}
-				for _, r := range []BTreeRange{Equal(int64(0)), Equal(int64(8191)), Equal(int64(8999)), Equal(int64(9000)), Equal(int64(12288)),
-					Equal(int64(13000)), {Lo: int64(8990), Hi: int64(9010)}, {Lo: int64(9095), Hi: int64(9105)}, {Lo: int64(12999)}, {Hi: int64(2)}} {
-					if got, want := mustSearch(t, d, "id", r), scanRange(t, d, "id", r); !slices.Equal(got, want) {
-						t.Fatalf("id %+v: index %v, scan %v", r, got, want)
-					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
@@ -184,54 +194,134 @@ func TestBTreeFoldMergesWhatCannotBeAppended(t *testing.T) {
 	}
 }
 
-// freshFollow lets fresh entries follow old ones only when no old entry is for a row they
-// hold (every fresh row id above every old one: an update that kept its rows' stable ids
-// must drop their old entries) and the last old key is not above the first fresh one.
-func TestFreshFollow(t *testing.T) {
-	strs := func(vs ...string) arrow.Array {
-		b := array.NewStringBuilder(memory.DefaultAllocator)
-		defer b.Release()
-		for _, v := range vs {
-			if v == "" {
-				b.AppendNull()
-			} else {
-				b.Append(v)
-			}
+// int64Pages is the page data and lookup of sorted int64 keys vals (nil: null), with row ids
+// ids, as a build writes them.
+func int64Pages(t *testing.T, vals []*int64, ids []uint64) (data, lookup arrow.Record) {
+	t.Helper()
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	es := make([]btreeEntry, len(vals))
+	for i, v := range vals {
+		if v == nil {
+			b.AppendNull()
+		} else {
+			b.Append(*v)
 		}
-		return b.NewArray()
+		es[i] = btreeEntry{row: int32(i), id: ids[i], null: v == nil}
 	}
-	page := func(vals arrow.Array, ids ...uint64) arrow.Record {
-		b := array.NewUint64Builder(memory.DefaultAllocator)
-		defer b.Release()
-		b.AppendValues(ids, nil)
-		a := b.NewArray()
-		defer a.Release()
-		defer vals.Release()
-		return array.NewRecord(btreeDataSchema(arrow.BinaryTypes.String), []arrow.Array{vals, a}, int64(len(ids)))
+	a := b.NewArray()
+	defer a.Release()
+	return writeBTreePages(arrow.PrimitiveTypes.Int64, []arrow.Array{a}, es)
+}
+
+// A BTREE's end lets fresh entries follow it only when no old entry is for a row they hold
+// (every fresh row id above every old one: an update that kept its rows' stable ids must
+// drop their old entries) and its last key is not above the first fresh one; its last key is
+// its tail's, or, when its last page is full, that page's greatest.
+func TestBTreeEndFollowedBy(t *testing.T) {
+	keys := func(n int, nulls int, from int64) []*int64 {
+		out := make([]*int64, n)
+		for i := nulls; i < n; i++ {
+			v := from + int64(i)
+			out[i] = &v
+		}
+		return out
+	}
+	seqIDs := func(n int, from uint64) []uint64 {
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = from + uint64(i)
+		}
+		return out
 	}
 	for _, c := range []struct {
-		name  string
-		old   []arrow.Record
-		fresh string
-		ids   []uint64
-		want  bool
+		name     string
+		n, nulls int
+		fresh    int64
+		freshID  uint64
+		want     bool
 	}{
-		{"greater keys and ids", []arrow.Record{page(strs("a", "b"), 1, 2)}, "c", []uint64{3}, true},
-		{"the last key again, a greater id", []arrow.Record{page(strs("a", "b"), 1, 2)}, "b", []uint64{3}, true},
-		{"a smaller key", []arrow.Record{page(strs("a", "c"), 1, 2)}, "b", []uint64{3}, false},
-		{"an old row id again", []arrow.Record{page(strs("a", "b"), 1, 7)}, "c", []uint64{9, 7}, false},
-		{"a smaller row id", []arrow.Record{page(strs("a", "b"), 5, 6)}, "c", []uint64{4}, false},
-		{"old all null", []arrow.Record{page(strs("", ""), 1, 2)}, "a", []uint64{3}, true},
-		{"the last of several pieces", []arrow.Record{page(strs("a"), 1), page(strs("x"), 2), page(strs())}, "m", []uint64{3}, false},
-		{"no old entry", []arrow.Record{page(strs())}, "a", []uint64{1}, false},
+		{"greater keys and ids", 10, 0, 100, 50, true},
+		{"the last key again, a greater id", 10, 0, 9, 50, true},
+		{"a smaller key", 10, 0, 5, 50, false},
+		{"an old row id again", 10, 0, 100, 9, false},
+		{"a smaller row id", 10, 0, 100, 0, false},
+		{"old all null", 10, 10, -100, 50, true},
+		{"a full last page", BTreePageRows, 0, BTreePageRows, 1 << 20, true},
+		{"a full last page, a smaller key", BTreePageRows, 0, BTreePageRows - 2, 1 << 20, false},
+		{"no old entry", 0, 0, 1, 1, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			defer releaseAll(c.old)
-			fresh := strs(c.fresh)
+			data, lookup := int64Pages(t, keys(c.n, c.nulls, 0), seqIDs(c.n, 0))
+			defer data.Release()
+			defer lookup.Release()
+			e, err := newBTreeEnd(data, lookup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.release()
+			fb := array.NewInt64Builder(memory.DefaultAllocator)
+			defer fb.Release()
+			fb.Append(c.fresh)
+			fresh := fb.NewArray()
 			defer fresh.Release()
-			es := []btreeEntry{{chunk: 1, row: 0, id: c.ids[0]}}
-			if got := freshFollow(c.old, []arrow.Array{fresh}, es, c.ids); got != c.want {
-				t.Fatalf("freshFollow = %v, want %v", got, c.want)
+			es := []btreeEntry{{chunk: 1, row: 0, id: c.freshID}}
+			if got := e.followedBy([]arrow.Array{fresh}, es, []uint64{c.freshID}); got != c.want {
+				t.Fatalf("followedBy = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// Extending a BTREE's end by fresh entries gives the end of the page data they make together:
+// the lookup writeBTreePages writes for all of it, its last partial page, its counts and
+// greatest row id, across page boundaries, with leading nulls and without.
+func TestBTreeEndExtend(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	for _, c := range []struct{ n, nulls, more int }{{1, 0, 1}, {4095, 0, 1}, {4096, 0, 4096}, {5000, 4500, 10000}, {9000, 0, 3}, {8192, 8192, 8191}, {100, 100, 5000}} {
+		t.Run(fmt.Sprintf("n=%d/nulls=%d/more=%d", c.n, c.nulls, c.more), func(t *testing.T) {
+			var vals []*int64
+			var ids []uint64
+			v := int64(0)
+			for i := range c.n + c.more {
+				ids = append(ids, uint64(i*2))
+				if i < c.nulls {
+					vals = append(vals, nil)
+					continue
+				}
+				v += rng.Int64N(2)
+				x := v
+				vals = append(vals, &x)
+			}
+			data, lookup := int64Pages(t, vals[:c.n], ids[:c.n])
+			defer data.Release()
+			defer lookup.Release()
+			all, wantLookup := int64Pages(t, vals, ids)
+			defer all.Release()
+			defer wantLookup.Release()
+			fresh := all.NewSlice(int64(c.n), all.NumRows())
+			defer fresh.Release()
+			e, err := newBTreeEnd(data, lookup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.release()
+			next, err := e.extend(arrow.PrimitiveTypes.Int64, fresh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer next.release()
+			if !array.RecordEqual(next.lookup, wantLookup) {
+				t.Fatalf("lookup\n%v\nwant\n%v", next.lookup, wantLookup)
+			}
+			rows := all.NumRows()
+			wantTail := all.NewSlice(rows/BTreePageRows*BTreePageRows, rows)
+			defer wantTail.Release()
+			if !array.RecordEqual(next.tail, wantTail) {
+				t.Fatalf("tail of %d rows, want %d", next.tail.NumRows(), wantTail.NumRows())
+			}
+			if next.rows != rows || next.nulls != int64(c.nulls) || next.maxID != ids[len(ids)-1] {
+				t.Fatalf("end %d rows, %d nulls, max id %d; want %d, %d, %d", next.rows, next.nulls, next.maxID, rows, c.nulls, ids[len(ids)-1])
 			}
 		})
 	}
@@ -270,7 +360,7 @@ func TestBTreeLookupOfEqualsTheWritersLookup(t *testing.T) {
 				pieces = append(pieces, array.NewSlice(all, int64(lo), int64(hi)))
 				lo = hi
 			}
-			got := btreeLookupOf(arrow.PrimitiveTypes.Int64, pieces, c.nulls)
+			got := btreeLookupOf(arrow.PrimitiveTypes.Int64, pieces, c.nulls, 0)
 			defer got.Release()
 			for _, p := range pieces {
 				p.Release()

@@ -42,23 +42,6 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 		return Index{}, false, err
 	}
 
-	oldRecs, ordered, err := d.readBTreeData(ctx, old, int64(foldDeadShare*coveredRows+BTreePageRows))
-	if err != nil {
-		return Index{}, false, err
-	}
-	if oldRecs == nil {
-		return Index{}, false, nil
-	}
-	defer func() { releaseAll(oldRecs) }()
-	for _, r := range oldRecs {
-		if !arrow.TypeEqual(r.Column(0).DataType(), af.Type) {
-			return Index{}, false, nil
-		}
-		if _, isU64 := r.Column(1).(*array.Uint64); !isU64 {
-			return Index{}, false, nil
-		}
-	}
-
 	recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{column}, WithRowID: true, Fragments: uncovered})
 	if err != nil {
 		return Index{}, false, err
@@ -83,9 +66,31 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 			fresh[i].chunk++ // chunks[0] is the old page data
 		}
 	}
-	if ordered && len(fresh) > 0 {
-		if x, ok, err = d.appendBTree(ctx, old, column, af.Type, oldRecs, freshChunks, fresh, newIDs, fo, w); err != nil || ok {
+	maxRows := int64(foldDeadShare*coveredRows + BTreePageRows)
+	if end := btreeEnds.get(old.UUID); end != nil {
+		if end.rows <= maxRows && len(fresh) > 0 {
+			x, ok, err = d.appendBTree(ctx, old, column, af.Type, end, freshChunks, fresh, newIDs, fo, w)
+		}
+		end.release()
+		if err != nil || ok {
 			return x, ok, err
+		}
+	}
+
+	oldRecs, ordered, err := d.readBTreeData(ctx, old, maxRows)
+	if err != nil {
+		return Index{}, false, err
+	}
+	if oldRecs == nil {
+		return Index{}, false, nil
+	}
+	defer func() { releaseAll(oldRecs) }()
+	for _, r := range oldRecs {
+		if !arrow.TypeEqual(r.Column(0).DataType(), af.Type) {
+			return Index{}, false, nil
+		}
+		if _, isU64 := r.Column(1).(*array.Uint64); !isU64 {
+			return Index{}, false, nil
 		}
 	}
 	if len(oldRecs) > 1 { // an appended index's page data, cached in pieces: merged whole
@@ -116,6 +121,8 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 	}
 	btreeCache.forget(old.UUID)
 	btreeCache.put(x.UUID, data)
+	btreeEnds.forget(old.UUID)
+	keepBTreeEnd(x.UUID, data, lookup)
 	if err := writeNamedRecords(x, column, []namedRecord{{btreeDataFile, data}, {btreeLookupFile, lookup}}, fo, w); err != nil {
 		return Index{}, false, err
 	}

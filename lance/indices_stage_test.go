@@ -25,12 +25,17 @@ func TestStageIndicesSideBySideEqualsInTurn(t *testing.T) {
 	specs := []IndexSpec{{Column: "id", Kind: IndexBTree}, {Column: "name", Kind: IndexInverted}, {Column: "name", Kind: IndexBTree}}
 	same := func(what string, d *Dataset) *Staged {
 		t.Helper()
-		// Both stagings start from the same page-data cache: a fold forgets its index's.
+		// Both stagings start from the same page-data cache and BTREE ends: a fold forgets
+		// its index's.
 		cached := map[[16]byte][]arrow.Record{}
+		ends := map[[16]byte]*btreeEnd{}
 		for _, x := range d.Indices() {
 			if recs := btreeCache.get(x.UUID); recs != nil {
 				cached[x.UUID] = recs
 				defer releaseAll(recs)
+			}
+			if e := btreeEnds.get(x.UUID); e != nil {
+				ends[x.UUID] = e
 			}
 		}
 		inTurn, err := d.StageIndices(ctx, specs, StageOptions{})
@@ -39,6 +44,9 @@ func TestStageIndicesSideBySideEqualsInTurn(t *testing.T) {
 		}
 		for uuid, recs := range cached {
 			btreeCache.put(uuid, recs...)
+		}
+		for uuid, e := range ends {
+			btreeEnds.put(uuid, e)
 		}
 		sideBySide, err := d.StageIndices(ctx, specs, StageOptions{Slots: parallel.NewSlots(2)})
 		if err != nil {
