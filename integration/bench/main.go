@@ -232,6 +232,18 @@ func main() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(tmp)
+	// The official engine's index builds leave their shuffle files (a hundred megabytes and
+	// more each) in the temporary directory: in the system's they piled up run after run until
+	// the disk was full. Under tmp they go with it.
+	if err := os.MkdirAll(filepath.Join(tmp, "tmp"), 0o755); err == nil {
+		os.Setenv("TMPDIR", filepath.Join(tmp, "tmp"))
+	}
+	// A failed section exits without the deferred removal: its files (gigabytes after the
+	// aged graph) go first.
+	exit := func(code int) {
+		os.RemoveAll(tmp)
+		os.Exit(code)
+	}
 	if run["jetstream"] {
 		if err := jetstreamBench(ctx, tmp); err != nil {
 			fmt.Fprintln(os.Stderr, "jetstream bench:", err)
@@ -256,7 +268,7 @@ func main() {
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "cpuprofile:", err)
-			os.Exit(1)
+			exit(1)
 		}
 		defer pprof.StopCPUProfile()
 	}
@@ -278,13 +290,13 @@ func main() {
 	if run["index"] {
 		if err := indexBench(ctx, *script, tmp, *iters); err != nil {
 			fmt.Fprintln(os.Stderr, "index bench:", err)
-			os.Exit(1)
+			exit(1)
 		}
 	}
 	modes := map[string][]bool{"on": {true}, "off": {false}, "both": {true, false}}[*fsync]
 	if modes == nil {
 		fmt.Fprintln(os.Stderr, "-fsync: want on, off or both")
-		os.Exit(2)
+		exit(2)
 	}
 	for _, sync := range modes {
 		localFsync = sync
@@ -292,30 +304,30 @@ func main() {
 		dir := filepath.Join(tmp, durability)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			exit(1)
 		}
 		if run["e2e"] {
 			if err := e2eBench(ctx, *script, dir, *iters); err != nil {
 				fmt.Fprintln(os.Stderr, "e2e bench:", err)
-				os.Exit(1)
+				exit(1)
 			}
 		}
 		if run["index-cost"] && !run["e2e"] { // e2e measures it among its lines
 			if err := indexCostBench(ctx, dir, *iters); err != nil {
 				fmt.Fprintln(os.Stderr, "index-cost bench:", err)
-				os.Exit(1)
+				exit(1)
 			}
 		}
 		if run["merge"] {
 			if err := mergeBench(ctx, *script, dir); err != nil {
 				fmt.Fprintln(os.Stderr, "merge bench:", err)
-				os.Exit(1)
+				exit(1)
 			}
 		}
 		if run["graph"] {
 			if err := graphBench(ctx, *script, dir, *iters); err != nil {
 				fmt.Fprintln(os.Stderr, "graph bench:", err)
-				os.Exit(1)
+				exit(1)
 			}
 		}
 	}
@@ -327,13 +339,13 @@ func main() {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || n < 1 {
 				fmt.Fprintf(os.Stderr, "-history-messages %q: want positive counts\n", *historySizes)
-				os.Exit(2)
+				exit(2)
 			}
 			sizes = append(sizes, n)
 		}
 		if err := historyBench(ctx, tmp, sizes); err != nil {
 			fmt.Fprintln(os.Stderr, "history bench:", err)
-			os.Exit(1)
+			exit(1)
 		}
 	}
 	if run["pipeline"] {
@@ -341,7 +353,7 @@ func main() {
 		durability = "fsync"
 		if err := pipelineMemoryBench(ctx, tmp); err != nil {
 			fmt.Fprintln(os.Stderr, "pipeline bench:", err)
-			os.Exit(1)
+			exit(1)
 		}
 	}
 	// The aged measurement (minutes of aging) runs once, last, with the default durability.
@@ -350,7 +362,7 @@ func main() {
 		durability = "fsync"
 		if err := agedBench(ctx, tmp, *iters, *agedRows, *agedCommits, *agedSameTable, *agedFanout); err != nil {
 			fmt.Fprintln(os.Stderr, "aged bench:", err)
-			os.Exit(1)
+			exit(1)
 		}
 	}
 }

@@ -101,6 +101,10 @@ func main() {
 		defer os.RemoveAll(d)
 		dir = d
 	}
+	if err := privateTempDir(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	s := &suite{node: "node", script: *script, verbose: *verbose}
 	ctx := context.Background()
 
@@ -228,4 +232,16 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// privateTempDir points TMPDIR, for this process and the engines it runs, at a directory under
+// dir: the official engine's index builds leave their shuffle files (a hundred megabytes and
+// more each) in the temporary directory, and in the system's they piled up run after run until
+// the disk was full. Under dir they go with it.
+func privateTempDir(dir string) error {
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return err
+	}
+	return os.Setenv("TMPDIR", tmp)
 }
