@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -19,19 +18,11 @@ import (
 // e2eBench times publish -> commit -> ack -> event through a real nats-server process and the
 // worker, one batch at a time as a producer waiting on each would.
 func e2eBench(ctx context.Context, script, tmp string, iters int) error {
-	dir := filepath.Join(tmp, "nats")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	ns, err := startNATSProcess(ctx, dir)
+	ns, nc, err := connectNATSProcess(ctx, filepath.Join(tmp, "nats"))
 	if err != nil {
 		return err
 	}
 	defer ns.stop()
-	nc, err := nats.Connect(ns.url)
-	if err != nil {
-		return err
-	}
 	defer nc.Close()
 	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-e2e"))
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -127,19 +126,11 @@ func awaitMaintenance(ctx context.Context, g *engine.Graph, fanout int, indices 
 // indexCostBench runs indexCost alone (-only index-cost), on a nats-server process of its own:
 // the upkeep goal's line in a minute or two, without the official engine.
 func indexCostBench(ctx context.Context, tmp string, block int) error {
-	dir := filepath.Join(tmp, "nats-cost")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	ns, err := startNATSProcess(ctx, dir)
+	ns, nc, err := connectNATSProcess(ctx, filepath.Join(tmp, "nats-cost"))
 	if err != nil {
 		return err
 	}
 	defer ns.stop()
-	nc, err := nats.Connect(ns.url)
-	if err != nil {
-		return err
-	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {

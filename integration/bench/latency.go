@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -39,19 +38,11 @@ const (
 // rate over what that chain alone allows, 8,192 rows per (round trips × L). At L = 0 the chain
 // measures nothing about the design (requests end before others start), so the bound is n/a.
 func latencyBench(ctx context.Context, tmp string) error {
-	dir := filepath.Join(tmp, "nats-latency")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	ns, err := startNATSProcess(ctx, dir)
+	ns, nc, err := connectNATSProcess(ctx, filepath.Join(tmp, "nats-latency"))
 	if err != nil {
 		return err
 	}
 	defer ns.stop()
-	nc, err := nats.Connect(ns.url)
-	if err != nil {
-		return err
-	}
 	defer nc.Close()
 	for _, l := range latencyMS {
 		if err := latencyRun(ctx, nc, l); err != nil {

@@ -58,3 +58,21 @@ func (p *natsProcess) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	_ = p.cmd.Wait()
 }
+
+// connectNATSProcess starts a nats-server process in dir (made if missing) and connects to
+// it; the caller stops the one and closes the other.
+func connectNATSProcess(ctx context.Context, dir string) (*natsProcess, *nats.Conn, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	ns, err := startNATSProcess(ctx, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(ns.url)
+	if err != nil {
+		ns.stop()
+		return nil, nil, err
+	}
+	return ns, nc, nil
+}

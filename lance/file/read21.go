@@ -255,21 +255,27 @@ func reserve(b array.Builder, pg *page21, first, count uint64) {
 	}
 }
 
+// binaryBuilderOf is the BinaryBuilder under a string or binary builder, or nil.
+func binaryBuilderOf(b array.Builder) *array.BinaryBuilder {
+	switch x := b.(type) {
+	case *array.StringBuilder:
+		return x.BinaryBuilder
+	case *array.LargeStringBuilder:
+		return x.BinaryBuilder
+	case *array.BinaryBuilder:
+		return x
+	}
+	return nil
+}
+
 // reserveData makes room in b, a builder of variable-width values, for n more bytes of them,
 // growing its buffer at least twofold. The builders' own ReserveData grows it to exactly what
 // is asked: a read across many pages, each reserving its own bytes, copied the values read so
 // far once per page (quadratic in the pages: 53 MB allocated to read 262,144 keys of 32
 // pages).
 func reserveData(b array.Builder, n int) {
-	var bb *array.BinaryBuilder
-	switch x := b.(type) {
-	case *array.StringBuilder:
-		bb = x.BinaryBuilder
-	case *array.LargeStringBuilder:
-		bb = x.BinaryBuilder
-	case *array.BinaryBuilder:
-		bb = x
-	default:
+	bb := binaryBuilderOf(b)
+	if bb == nil {
 		return
 	}
 	if free := bb.DataCap() - bb.DataLen(); free < n {
@@ -286,13 +292,8 @@ func emitStrings(b array.Builder, pg *page21, first, count uint64) (ok bool, err
 	if pg.def != nil || pg.allNull || pg.constant || v == nil || !v.variable || first+count > v.n || count == 0 {
 		return false, nil
 	}
-	var bb *array.BinaryBuilder
-	switch x := b.(type) {
-	case *array.StringBuilder:
-		bb = x.BinaryBuilder
-	case *array.LargeStringBuilder:
-		bb = x.BinaryBuilder
-	default:
+	bb := binaryBuilderOf(b)
+	if bb == nil {
 		return false, nil
 	}
 	offs := v.offs[first : first+count+1]
