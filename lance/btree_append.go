@@ -113,7 +113,9 @@ func (d *Dataset) appendBTree(ctx context.Context, old *Index, column string, t 
 			composed[i] = storage.Part{Data: freshFile[p.Offset : p.Offset+p.Length]}
 		}
 	}
-	w.addParts(x.Dir()+btreeDataFile, composed, "lance.write_index_file", "index file")
+	// A failpoint of its own: the crash matrix kills a worker at the write of an appended
+	// index (a build, or a merging fold, hits lance.write_index_file first).
+	w.addParts(x.Dir()+btreeDataFile, composed, "lance.append_index_file", "index file")
 	next.lookup.Retain()
 	if err := writeNamedRecords(x, column, []namedRecord{{btreeLookupFile, next.lookup}}, fo, w); err != nil {
 		next.release()
