@@ -17,7 +17,9 @@ import (
 // index's entries with the new rows). foldBTree does the same: the entries the index holds
 // are read from its page data, already in order, and only the rows of the fragments it does
 // not cover are read from the table and sorted. The cost of a fold is then a read and a write
-// of the index, not a read of the column and a sort of every row.
+// of the index, not a read of the column and a sort of every row. Where the new rows' keys all
+// sort after the index's, the fold appends them instead, and the old entries are neither read
+// nor encoded (btree_append.go).
 
 // foldDeadShare bounds the entries a fold keeps for rows deleted since they were indexed (an
 // index keeps those, as Lance's does, and queries skip them): past foldDeadShare times the
