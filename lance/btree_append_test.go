@@ -17,16 +17,8 @@ import (
 // indexFileRows decodes the index file name of x: every row, as one record.
 func indexFileRows(t *testing.T, d *Dataset, x *Index, name string) arrow.Record {
 	t.Helper()
-	ctx := context.Background()
-	b, err := d.Store().Get(ctx, x.Dir()+name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := file.Open(ctx, file.BytesSource(b), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := readIndexRows(ctx, r, name, 0, r.NumRows())
+	r := openIndexFile(t, d, x, name)
+	rec, err := readIndexRows(context.Background(), r, name, 0, r.NumRows())
 	if err != nil {
 		t.Fatal(err)
 	}

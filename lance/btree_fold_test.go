@@ -10,8 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/omnigraph/omnigraph-worker/lance/file"
 )
 
 // renamed is rows of ids whose name is "r<id>" (rows() names them "n<id>").
@@ -31,15 +29,7 @@ func named(prefix string, ids ...int64) []arrow.Record {
 // pageDataRows is the number of entries in the page data of index x.
 func pageDataRows(t *testing.T, d *Dataset, x *Index) int64 {
 	t.Helper()
-	b, err := d.Store().Get(context.Background(), x.Dir()+btreeDataFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := file.Open(context.Background(), file.BytesSource(b), btreeDataFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.NumRows()
+	return openIndexFile(t, d, x, btreeDataFile).NumRows()
 }
 
 // A lagging BTREE is folded, not rebuilt: its entries (those of rows deleted since among them,

@@ -524,14 +524,7 @@ func TestBTreeIndexFiles(t *testing.T) {
 	}
 	x := d.Indices()[0]
 	read := func(name string) arrow.Record {
-		b, err := d.Store().Get(ctx, x.Dir()+name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := file.Open(ctx, file.BytesSource(b), name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := openIndexFile(t, d, &x, name)
 		rec, err := r.Read(ctx, r.Schema().Fields, nil, 0, r.NumRows(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -712,4 +705,19 @@ func TestBTreeSortsStringsSharingAPrefix(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openIndexFile opens the index file name of x.
+func openIndexFile(t *testing.T, d *Dataset, x *Index, name string) *file.Reader {
+	t.Helper()
+	ctx := context.Background()
+	b, err := d.Store().Get(ctx, x.Dir()+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := file.Open(ctx, file.BytesSource(b), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -72,14 +72,7 @@ type ivfFile struct {
 func readIVFFile(t *testing.T, d *Dataset, x *Index, name string) ivfFile {
 	t.Helper()
 	ctx := context.Background()
-	b, err := d.Store().Get(ctx, x.Dir()+name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := file.Open(ctx, file.BytesSource(b), name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openIndexFile(t, d, x, name)
 	rec, err := r.Read(ctx, r.Schema().Fields, nil, 0, r.NumRows(), nil)
 	if err != nil {
 		t.Fatal(err)
