@@ -1,9 +1,7 @@
 package lance
 
 import (
-	"container/list"
 	"slices"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -103,69 +101,30 @@ func (e *btreeEnd) extend(t arrow.DataType, fresh arrow.Record) (*btreeEnd, erro
 }
 
 // btreeEndBudget bounds the memory of the ends kept: a BTREE of ten million entries has a
-// lookup of 2,442 rows, tens of kilobytes with its tail.
+// lookup of 2,442 rows, tens of kilobytes with its tail. (An end larger than all of it, an
+// index of billions of entries, is not kept: that index's folds merge.)
 const btreeEndBudget = 16 << 20
 
-var btreeEnds = &btreeEndCache{budget: btreeEndBudget, order: list.New(), byUUID: map[[16]byte]*list.Element{}}
+var btreeEnds = &btreeEndCache{newUUIDLRU(btreeEndBudget, (*btreeEnd).shared, (*btreeEnd).release)}
 
 // btreeEndCache keeps the ends of the BTREEs this process wrote last, by uuid.
-type btreeEndCache struct {
-	mu     sync.Mutex
-	budget int64
-	used   int64
-	order  *list.List // of *keptEnd, most recent first
-	byUUID map[[16]byte]*list.Element
-}
-
-type keptEnd struct {
-	uuid [16]byte
-	end  *btreeEnd
-	n    int64
-}
+type btreeEndCache struct{ uuidLRU[*btreeEnd] }
 
 // put keeps e (owned from now on) as the end of index uuid.
-func (c *btreeEndCache) put(uuid [16]byte, e *btreeEnd) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.byUUID[uuid]; ok {
-		c.drop(old)
-	}
-	n := e.bytes()
-	c.byUUID[uuid] = c.order.PushFront(&keptEnd{uuid: uuid, end: e, n: n})
-	c.used += n
-	for c.used > c.budget && c.order.Len() > 1 {
-		c.drop(c.order.Back())
-	}
-}
+func (c *btreeEndCache) put(uuid [16]byte, e *btreeEnd) { c.keep(uuid, e, e.bytes()) }
 
 // get is the end of index uuid, its records retained (the caller releases it), or nil.
 func (c *btreeEndCache) get(uuid [16]byte) *btreeEnd {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.byUUID[uuid]
-	if !ok {
-		return nil
-	}
-	c.order.MoveToFront(el)
-	e := *el.Value.(*keptEnd).end
-	e.lookup.Retain()
-	e.tail.Retain()
-	return &e
+	e, _ := c.uuidLRU.get(uuid)
+	return e
 }
 
-func (c *btreeEndCache) forget(uuid [16]byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.byUUID[uuid]; ok {
-		c.drop(el)
-	}
-}
-
-func (c *btreeEndCache) drop(el *list.Element) {
-	k := c.order.Remove(el).(*keptEnd)
-	delete(c.byUUID, k.uuid)
-	c.used -= k.n
-	k.end.release()
+// shared is a copy of e, its records retained.
+func (e *btreeEnd) shared() *btreeEnd {
+	c := *e
+	c.lookup.Retain()
+	c.tail.Retain()
+	return &c
 }
 
 // keepBTreeEnd records the end of BTREE uuid, whose page data (in order) and lookup this
