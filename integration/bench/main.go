@@ -31,6 +31,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/engine"
+	"github.com/omnigraph/omnigraph-worker/internal/proctest"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
@@ -232,11 +233,10 @@ func main() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(tmp)
-	// The official engine's index builds leave their shuffle files (a hundred megabytes and
-	// more each) in the temporary directory: in the system's they piled up run after run until
-	// the disk was full. Under tmp they go with it.
-	if err := os.MkdirAll(filepath.Join(tmp, "tmp"), 0o755); err == nil {
-		os.Setenv("TMPDIR", filepath.Join(tmp, "tmp"))
+	if err := proctest.PrivateTempDir(tmp); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(tmp)
+		os.Exit(1)
 	}
 	// A failed section exits without the deferred removal: its files (gigabytes after the
 	// aged graph) go first.
@@ -247,15 +247,13 @@ func main() {
 	if run["jetstream"] {
 		if err := jetstreamBench(ctx, tmp); err != nil {
 			fmt.Fprintln(os.Stderr, "jetstream bench:", err)
-			os.RemoveAll(tmp)
-			os.Exit(1)
+			exit(1)
 		}
 	}
 	if run["latency"] {
 		if err := latencyBench(ctx, tmp); err != nil {
 			fmt.Fprintln(os.Stderr, "latency bench:", err)
-			os.RemoveAll(tmp)
-			os.Exit(1)
+			exit(1)
 		}
 	}
 	if run["lance"] || run["index"] || run["e2e"] || run["merge"] || run["graph"] {

@@ -85,3 +85,15 @@ func (o *Output) String() string {
 	defer o.mu.Unlock()
 	return o.buf.String()
 }
+
+// PrivateTempDir points TMPDIR, for this process and every process it starts, at dir/tmp
+// (made if missing): the official Lance engine's index builds leave their shuffle files, a
+// hundred megabytes and more each, in the temporary directory, and in the system's they piled
+// up run after run until the disk was full. Under dir they go with it.
+func PrivateTempDir(dir string) error {
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return err
+	}
+	return os.Setenv("TMPDIR", tmp)
+}

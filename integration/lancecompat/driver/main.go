@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/omnigraph/omnigraph-worker/integration/lancecompat/canon"
+	"github.com/omnigraph/omnigraph-worker/internal/proctest"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
 )
 
@@ -101,7 +102,7 @@ func main() {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	if err := privateTempDir(dir); err != nil {
+	if err := proctest.PrivateTempDir(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
@@ -232,16 +233,4 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
-}
-
-// privateTempDir points TMPDIR, for this process and the engines it runs, at a directory under
-// dir: the official engine's index builds leave their shuffle files (a hundred megabytes and
-// more each) in the temporary directory, and in the system's they piled up run after run until
-// the disk was full. Under dir they go with it.
-func privateTempDir(dir string) error {
-	tmp := filepath.Join(dir, "tmp")
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return err
-	}
-	return os.Setenv("TMPDIR", tmp)
 }
