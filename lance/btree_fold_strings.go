@@ -100,16 +100,7 @@ func mergeStringPages(strs []*array.String, oldIDs []uint64, fresh []btreeEntry,
 	defer idArr.Release()
 	data = array.NewRecord(btreeDataSchema(arrow.BinaryTypes.String), []arrow.Array{values, idArr}, int64(len(ids)))
 
-	lb := array.NewRecordBuilder(memory.DefaultAllocator, btreeLookupSchema(arrow.BinaryTypes.String))
-	defer lb.Release()
-	for page := 0; page*BTreePageRows < len(ids); page++ {
-		first, last := page*BTreePageRows, min(len(ids), (page+1)*BTreePageRows)-1
-		lb.Field(0).(*array.StringBuilder).Append(values.Value(first))
-		lb.Field(1).(*array.StringBuilder).Append(values.Value(last))
-		lb.Field(2).(*array.Uint32Builder).Append(0)
-		lb.Field(3).(*array.Uint32Builder).Append(uint32(page))
-	}
-	return data, lb.NewRecord(), true
+	return data, btreeLookupOf(arrow.BinaryTypes.String, []arrow.Array{values}, 0, 0), true
 }
 
 // staleIDs says whether an old entry's row id is one of newIDs (the new rows hold that row
