@@ -139,11 +139,7 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 // data this process wrote in order.
 func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (recs []arrow.Record, ordered bool, err error) {
 	if recs := btreeCache.get(x.UUID); recs != nil {
-		var n int64
-		for _, r := range recs {
-			n += r.NumRows()
-		}
-		if n > maxRows {
+		if recordsRows(recs) > maxRows {
 			releaseAll(recs)
 			return nil, false, nil
 		}
