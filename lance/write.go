@@ -115,11 +115,13 @@ func (s *Staged) WriteTransaction(ctx context.Context) error {
 		if err := inject(f.failpoint); err != nil {
 			return err
 		}
-		put := func() error { return s.base.dir.Put(ctx, f.key, f.data) }
+		var err error
 		if f.parts != nil {
-			put = func() error { return storage.Compose(ctx, s.base.dir, f.key, f.parts) }
+			err = storage.Compose(ctx, s.base.dir, f.key, f.parts)
+		} else {
+			err = s.base.dir.Put(ctx, f.key, f.data)
 		}
-		if err := put(); err != nil {
+		if err != nil {
 			return fmt.Errorf("lance: write %s: %w", f.what, err)
 		}
 		return nil
