@@ -34,7 +34,7 @@ const invertedFoldPartitions = 8
 // name. ok is false, with no error, when the fold cannot be done this way and the caller builds
 // the index whole: nothing left to cover, old written with another analyzer or format than
 // this package writes, or, at the partition limit, holding too many documents of deleted rows.
-func (d *Dataset) foldInverted(ctx context.Context, old *Index, column string, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
+func (d *Dataset) foldInverted(ctx context.Context, reads *foldReads, old *Index, column string, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
 	f, uncovered, coveredRows := d.lagOf(old, column)
 	if len(uncovered) == 0 {
 		return Index{}, false, nil
@@ -59,19 +59,21 @@ func (d *Dataset) foldInverted(ctx context.Context, old *Index, column string, f
 		}
 		kept = nil
 	}
-	if _, err := d.invertInto(ctx, b, column, uncovered); err != nil {
+	if _, err := d.invertInto(ctx, reads, b, column, uncovered); err != nil {
 		return Index{}, false, err
 	}
 	if x, err = d.successorMeta(old, &IndexDetails{TypeURL: InvertedDetailsType, Value: invertedDetails()}, invertedIndexVersion); err != nil {
 		return Index{}, false, err
 	}
 	for _, p := range kept {
-		files, err := partitionFiles(ctx, st, old, p)
-		if err != nil {
-			return Index{}, false, err
-		}
-		for i, kind := range partitionKinds {
-			w.add(x.Dir()+partFile(p, kind), files[i], "lance.write_index_file", "index file")
+		for _, kind := range partitionKinds {
+			// Copied by the store, not read here: on a local disk the kernel copies the file.
+			key := old.Dir() + partFile(p, kind)
+			size, err := st.Size(ctx, key)
+			if err != nil {
+				return Index{}, false, fmt.Errorf("lance: INVERTED %s: %w", old.Name, err)
+			}
+			w.addParts(x.Dir()+partFile(p, kind), []storage.Part{{Source: st, Key: key, Length: size}}, "lance.write_index_file", "index file")
 		}
 	}
 	var files []namedRecord
