@@ -34,7 +34,7 @@ const foldDeadShare = 2
 // type or not in BTREE order, or more than foldDeadShare times the entries it should hold. An
 // entry of old for a row the new rows hold again (a row id the uncovered fragments hold) is
 // left out: the table's row is the truth.
-func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
+func (d *Dataset) foldBTree(ctx context.Context, reads *foldReads, old *Index, column string, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
 	f, uncovered, coveredRows := d.lagOf(old, column)
 	if len(uncovered) == 0 {
 		return Index{}, false, nil
@@ -44,7 +44,7 @@ func (d *Dataset) foldBTree(ctx context.Context, old *Index, column string, fo f
 		return Index{}, false, err
 	}
 
-	recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{column}, WithRowID: true, Fragments: uncovered})
+	recs, err := d.readIndexed(ctx, reads, column, uncovered)
 	if err != nil {
 		return Index{}, false, err
 	}

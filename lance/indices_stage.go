@@ -79,13 +79,14 @@ func (d *Dataset) StageIndices(ctx context.Context, specs []IndexSpec, o StageOp
 	for i := range at {
 		at[i] = i
 	}
+	reads := d.newFoldReads(specs)
 	err = parallel.EachSlot(ctx, at, o.Slots, func(i int) error {
 		var err error
 		switch s := specs[i]; s.Kind {
 		case IndexBTree:
-			xs[i], err = d.stageBTree(ctx, s.Column, fo, &ws[i])
+			xs[i], err = d.stageBTree(ctx, reads, s.Column, fo, &ws[i])
 		case IndexInverted:
-			xs[i], err = d.stageInverted(ctx, s.Column, fo, &ws[i])
+			xs[i], err = d.stageInverted(ctx, reads, s.Column, fo, &ws[i])
 		case IndexIVFFlat:
 			xs[i], err = d.buildIVFFlat(ctx, s.Column, "", fo, &ws[i])
 		default:
@@ -93,6 +94,7 @@ func (d *Dataset) StageIndices(ctx context.Context, specs []IndexSpec, o StageOp
 		}
 		return err
 	})
+	reads.release()
 	if err != nil {
 		return nil, err
 	}
@@ -106,19 +108,19 @@ func (d *Dataset) StageIndices(ctx context.Context, specs []IndexSpec, o StageOp
 // stageBTree encodes the BTREE on column into w: the existing one folded when it can be
 // (foldBTree), else one built over every row, under the existing one's name or the default.
 // An existing index whose files are missing or unreadable is built anew, which repairs it.
-func (d *Dataset) stageBTree(ctx context.Context, column string, fo file.Options, w *fileWrites) (Index, error) {
-	return d.stageFolded(ctx, d.BTree(column), column, fo, w, d.foldBTree, d.buildBTree)
+func (d *Dataset) stageBTree(ctx context.Context, reads *foldReads, column string, fo file.Options, w *fileWrites) (Index, error) {
+	return d.stageFolded(ctx, reads, d.BTree(column), column, fo, w, d.foldBTree, d.buildBTree)
 }
 
 // stageInverted is stageBTree for an INVERTED index (foldInverted).
-func (d *Dataset) stageInverted(ctx context.Context, column string, fo file.Options, w *fileWrites) (Index, error) {
-	return d.stageFolded(ctx, d.Inverted(column), column, fo, w, d.foldInverted, d.buildInverted)
+func (d *Dataset) stageInverted(ctx context.Context, reads *foldReads, column string, fo file.Options, w *fileWrites) (Index, error) {
+	return d.stageFolded(ctx, reads, d.Inverted(column), column, fo, w, d.foldInverted, d.buildInverted)
 }
 
-// stageFolded folds old (fold) into w, or builds the index anew (build) when there is none or
-// the fold cannot be done.
-func (d *Dataset) stageFolded(ctx context.Context, old *Index, column string, fo file.Options, w *fileWrites,
-	fold func(context.Context, *Index, string, file.Options, *fileWrites) (Index, bool, error),
+// stageFolded folds old (fold, reading the new rows through reads) into w, or builds the index
+// anew (build) when there is none or the fold cannot be done.
+func (d *Dataset) stageFolded(ctx context.Context, reads *foldReads, old *Index, column string, fo file.Options, w *fileWrites,
+	fold func(context.Context, *foldReads, *Index, string, file.Options, *fileWrites) (Index, bool, error),
 	build func(ctx context.Context, column, name string, fo file.Options, w *fileWrites) (Index, error)) (Index, error) {
 	if old == nil {
 		return build(ctx, column, "", fo, w)
@@ -126,7 +128,7 @@ func (d *Dataset) stageFolded(ctx context.Context, old *Index, column string, fo
 	// The fold's files go to w only when it succeeds: one that gives up midway leaves none
 	// for the commit to write.
 	folded := &fileWrites{}
-	x, ok, err := fold(ctx, old, column, fo, folded)
+	x, ok, err := fold(ctx, reads, old, column, fo, folded)
 	if err != nil && rebuildInstead(err) {
 		ok, err = false, nil
 	}

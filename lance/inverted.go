@@ -231,13 +231,14 @@ func newInvertedBuild() *invertedBuild {
 // fragment) into one new partition; rows is how many rows it read.
 func (d *Dataset) invertColumn(ctx context.Context, column string, fragments []uint64) (b *invertedBuild, rows int, err error) {
 	b = newInvertedBuild()
-	rows, err = d.invertInto(ctx, b, column, fragments)
+	rows, err = d.invertInto(ctx, nil, b, column, fragments)
 	return b, rows, err
 }
 
-// invertInto tokenizes the column's rows of fragments into b, after the documents b holds.
-func (d *Dataset) invertInto(ctx context.Context, b *invertedBuild, column string, fragments []uint64) (rows int, err error) {
-	recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{column}, WithRowID: true, Fragments: fragments})
+// invertInto tokenizes the column's rows of fragments into b, after the documents b holds,
+// read through reads (nil: a scan of their own).
+func (d *Dataset) invertInto(ctx context.Context, reads *foldReads, b *invertedBuild, column string, fragments []uint64) (rows int, err error) {
+	recs, err := d.readIndexed(ctx, reads, column, fragments)
 	if err != nil {
 		return 0, err
 	}

@@ -199,13 +199,13 @@ func TestInvertedFoldRefusesAnotherAnalyzer(t *testing.T) {
 	s, err = d.StageAppend(ctx, more, StageOptions{})
 	d = commit(t, d, s, err)
 	w := &fileWrites{}
-	if _, ok, err := d.foldInverted(ctx, d.Inverted("name"), "name", fo, w); ok || err != nil {
+	if _, ok, err := d.foldInverted(ctx, nil, d.Inverted("name"), "name", fo, w); ok || err != nil {
 		t.Fatalf("folded an index of another analyzer: %v %v", ok, err)
 	}
 	// Nor is a full-text index of a column that is not a string (as the engines index lists).
 	onID := d.Inverted("name").clone()
 	onID.Fields = []int32{d.Schema().Field("id").ID}
-	if _, ok, err := d.foldInverted(ctx, &onID, "id", fo, w); ok || err != nil {
+	if _, ok, err := d.foldInverted(ctx, nil, &onID, "id", fo, w); ok || err != nil {
 		t.Fatalf("folded a full-text index of an integer column: %v %v", ok, err)
 	}
 	s, err = d.StageIndices(ctx, []IndexSpec{{Column: "name", Kind: IndexInverted}}, StageOptions{})
