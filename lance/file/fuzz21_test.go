@@ -1,6 +1,7 @@
 package file
 
 import (
+	"fmt"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -175,8 +176,32 @@ func decodeAndEmit21(layout []byte, bufs [][]byte, rows uint64, dt arrow.DataTyp
 	}
 	b := array.NewBuilder(memory.DefaultAllocator, dt)
 	defer b.Release()
-	if err := pg.emit(b, dt, 0, rows); err != nil {
-		return err
+	emitErr := pg.emit(b, dt, 0, rows)
+	if isVarBinary(dt) {
+		// The bulk read must agree with the builder's: the same values, or an error both ways.
+		bulk, ok, err := readVarBinary21(dt, []pageRows{{pg: pg, count: rows}}, rows)
+		switch {
+		case err != nil && emitErr == nil:
+			return fmt.Errorf("the bulk read refused what the builder read: %w", err)
+		case ok && err == nil:
+			if emitErr != nil {
+				bulk.Release()
+				return fmt.Errorf("the bulk read took what the builder refused (%v)", emitErr)
+			}
+			built := b.NewArray()
+			same := array.Equal(bulk, built)
+			built.Release()
+			bulk.Release()
+			if !same {
+				return fmt.Errorf("the bulk read differs from the builder's")
+			}
+			if err := pg.emit(b, dt, 0, rows); err != nil {
+				return err
+			}
+		}
+	}
+	if emitErr != nil {
+		return emitErr
 	}
 	if rows > 2 {
 		if err := pg.emit(b, dt, rows/2, rows-rows/2); err != nil {

@@ -15,7 +15,8 @@ import (
 // Reading 2.1+ files. Structs and lists have no column of their own there: every leaf's column
 // carries the repetition and definition levels of the lists and structs above it, and a
 // dataset's DataFile lists only leaf field ids (a list field is read from its item's column).
-// Pages are decoded whole (docs/lance-file-2.1.md); values are appended to Arrow builders.
+// Pages are decoded whole (docs/lance-file-2.1.md); values are appended to Arrow builders, but
+// strings and binary without nulls, made into their array in bulk (read21bulk.go).
 
 func (r *Reader) readField21(st *readState, f *schema.Field, dt arrow.DataType, start, n uint64) (arrow.Array, error) {
 	leaf := f
@@ -37,9 +38,23 @@ func (r *Reader) readField21(st *readState, f *schema.Field, dt arrow.DataType, 
 	if col.rows != uint64(r.numRows) {
 		return nil, r.fail(col.metaPos, "column %d (field %q) has %d rows, the file has %d", idx, f.Name, col.rows, r.numRows)
 	}
-	b := array.NewBuilder(st.mem, dt)
-	defer b.Release()
-	b.Reserve(int(n))
+	// The pages' rows making up [start, start+n): decoded all first for strings and binary,
+	// which are read in bulk when none holds a null (readVarBinary21), else one at a time.
+	bulk := isVarBinary(dt) && leaf == f
+	var decoded []pageRows
+	var b array.Builder // made when needed: a bulk read makes none
+	builder := func() array.Builder {
+		if b == nil {
+			b = array.NewBuilder(st.mem, dt)
+			b.Reserve(int(n))
+		}
+		return b
+	}
+	defer func() {
+		if b != nil {
+			b.Release()
+		}
+	}()
 	pages := col.pages
 	i := sort.Search(len(pages), func(i int) bool { return pages[i].rowStart+pages[i].rows > start })
 	for at := uint64(0); at < n; i++ {
@@ -49,21 +64,45 @@ func (r *Reader) readField21(st *readState, f *schema.Field, dt arrow.DataType, 
 		if count == 0 {
 			continue
 		}
-		if err := r.readPage21(st, idx, i, p, b, dt, first, count); err != nil {
+		pg, err := r.decodeRows21(st, idx, i, p, first, count)
+		if err != nil {
+			return nil, err
+		}
+		if bulk {
+			decoded = append(decoded, pageRows{pg: pg, pi: i, first: first - pg.base, count: count})
+		} else if err := r.pageError(idx, i, pg.emit(builder(), dt, first-pg.base, count)); err != nil {
 			return nil, err
 		}
 		at += count
 	}
-	return b.NewArray(), nil
+	if bulk {
+		if arr, ok, err := readVarBinary21(dt, decoded, n); ok || err != nil {
+			return arr, err
+		}
+		for _, d := range decoded {
+			if err := r.pageError(idx, d.pi, d.pg.emit(builder(), dt, d.first, d.count)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return builder().NewArray(), nil
 }
 
-func (r *Reader) readPage21(st *readState, idx, pi int, p *pageInfo, b array.Builder, dt arrow.DataType, first, count uint64) error {
-	wrap := func(err error) error {
-		return asFormatError(err, r.name, r.cols[idx].metaPos, fmt.Sprintf("column %d page %d: ", idx, pi))
+// pageError names the column and page of err, a failure to read page pi of column idx.
+func (r *Reader) pageError(idx, pi int, err error) error {
+	if err == nil {
+		return nil
 	}
+	return asFormatError(err, r.name, r.cols[idx].metaPos, fmt.Sprintf("column %d page %d: ", idx, pi))
+}
+
+// decodeRows21 decodes what rows [first, first+count) of page pi of column idx need: their
+// page row first is the decoded data's row first-pg.base.
+func (r *Reader) decodeRows21(st *readState, idx, pi int, p *pageInfo, first, count uint64) (*page21, error) {
+	wrap := func(err error) error { return r.pageError(idx, pi, err) }
 	l, err := parseLayout21(p.encoding)
 	if err != nil {
-		return wrap(err)
+		return nil, wrap(err)
 	}
 	var pg *page21
 	part := first > 0 || count < p.rows
@@ -71,29 +110,29 @@ func (r *Reader) readPage21(st *readState, idx, pi int, p *pageInfo, b array.Bui
 	case part && l.kind == layoutMiniBlock && l.rep == nil && len(p.offsets) >= 2:
 		pg, err = r.readMiniBlockRange(st, p, l, first, count)
 		if err != nil {
-			return wrap(err)
+			return nil, wrap(err)
 		}
 	case part && l.kind == layoutMiniBlock && l.rep != nil && l.repIndexDepth > 0 && len(p.offsets) >= 3:
 		pg, err = r.readMiniBlockListRange(st, p, l, first, count)
 		if err != nil {
-			return wrap(err)
+			return nil, wrap(err)
 		}
 	case part && l.kind == layoutFullZip && !l.variable && l.bitsRep == 0 && len(p.offsets) >= 1:
 		pg, err = r.readFullZipRange(st, p, l, first, count)
 		if err != nil {
-			return wrap(err)
+			return nil, wrap(err)
 		}
 	default:
 		fp, err := r.fetchPage(st.ctx, p)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if pg, err = decodePageRange21(l, fp.bufs, p.rows, first, count); err != nil {
-			return wrap(err)
+			return nil, wrap(err)
 		}
 	}
 	// pg.base <= first (only chunks before the wanted rows are skipped); emit checks the range.
-	return wrap(pg.emit(b, dt, first-pg.base, count))
+	return pg, nil
 }
 
 // readMiniBlockRange fetches of a mini-block page without lists only the chunk metadata, the
