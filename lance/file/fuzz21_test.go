@@ -1,10 +1,10 @@
 package file
 
 import (
-	"fmt"
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
 	"testing"
 
