@@ -322,39 +322,21 @@ func reserveData(b array.Builder, n int) {
 	}
 }
 
-// emitStrings appends rows [first, first+count) of a page of strings without nulls, checking
-// their bytes as UTF-8 in one pass rather than value by value (short values never reach
-// utf8.Valid's word-at-a-time path). The whole range being valid, each value is too when each
-// starts on a rune, not inside one. ok is false for any other page: emit goes value by value.
+// emitStrings appends rows [first, first+count) of a page of strings without nulls, checked
+// by plainValues. ok is false for any other page: emit goes value by value.
 func emitStrings(b array.Builder, pg *page21, first, count uint64) (ok bool, err error) {
-	v := pg.vals
-	if pg.def != nil || pg.allNull || pg.constant || v == nil || !v.variable || first+count > v.n || count == 0 {
-		return false, nil
-	}
 	bb := binaryBuilderOf(b)
 	if bb == nil {
 		return false, nil
 	}
-	offs := v.offs[first : first+count+1]
-	lo, hi := offs[0], offs[count]
-	if lo > hi || hi > uint64(len(v.data)) {
-		return false, nil // emit's own path names the bad offsets
+	offs, ok, err := plainValues(pg, first, count, true)
+	if !ok || err != nil {
+		return ok, err
 	}
-	if !utf8.Valid(v.data[lo:hi]) {
-		return false, nil // emit's own path names the value
-	}
-	for k := range count {
-		s, e := offs[k], offs[k+1]
-		if s > e || e > hi {
-			return false, nil
-		}
-		if s < e && !utf8.RuneStart(v.data[s]) {
-			return true, errf("value %d is not UTF-8", first+k)
-		}
-	}
+	v := pg.vals
 	// Sized once for the page's values, rather than grown, and copied, value by value.
 	bb.Reserve(int(count))
-	reserveData(bb, int(hi-lo))
+	reserveData(bb, int(offs[count]-offs[0]))
 	for k := range count {
 		bb.UnsafeAppend(v.data[offs[k]:offs[k+1]])
 	}
