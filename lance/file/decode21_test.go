@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -719,6 +720,25 @@ func fullZip(widthField pb.Number, bits, items uint64, values pbf) []byte {
 			m.PackedUints(8, []uint64{1})
 		})
 	})
+}
+
+// Binary values are bytes, not text: a page of binary without nulls whose values split a rune
+// between them is read as it is (the string check refused it, naming value 1).
+func TestEmitBinaryIsNotCheckedAsUTF8(t *testing.T) {
+	for _, dt := range []arrow.DataType{arrow.BinaryTypes.Binary, arrow.BinaryTypes.LargeBinary} {
+		pg := &page21{rows: 2, vals: &vals21{n: 2, variable: true, offs: []uint64{0, 1, 2}, data: []byte("é")}}
+		b := array.NewBuilder(memory.DefaultAllocator, dt)
+		if err := pg.emit(b, dt, 0, 2); err != nil {
+			t.Fatalf("%s: %v", dt, err)
+		}
+		a := b.NewArray()
+		got := fmt.Sprintf("%q", a.(interface{ Value(int) []byte }).Value(1))
+		a.Release()
+		b.Release()
+		if got != `"\xa9"` {
+			t.Fatalf("%s: value 1 = %s", dt, got)
+		}
+	}
 }
 
 // Strings without nulls are checked as UTF-8 in one pass: a value that splits a rune is still

@@ -322,14 +322,16 @@ func reserveData(b array.Builder, n int) {
 	}
 }
 
-// emitStrings appends rows [first, first+count) of a page of strings without nulls, checked
-// by plainValues. ok is false for any other page: emit goes value by value.
+// emitStrings appends rows [first, first+count) of a page of strings or binary without nulls,
+// checked by plainValues (as UTF-8 for strings only). ok is false for any other page: emit
+// goes value by value.
 func emitStrings(b array.Builder, pg *page21, first, count uint64) (ok bool, err error) {
 	bb := binaryBuilderOf(b)
 	if bb == nil {
 		return false, nil
 	}
-	offs, ok, err := plainValues(pg, first, count, true)
+	_, binary := b.(*array.BinaryBuilder) // binary and large binary; strings have builders of their own
+	offs, ok, err := plainValues(pg, first, count, !binary)
 	if !ok || err != nil {
 		return ok, err
 	}
