@@ -32,13 +32,10 @@ type foldRead struct {
 func (d *Dataset) newFoldReads(specs []IndexSpec) *foldReads {
 	r := &foldReads{}
 	for _, s := range specs {
-		var old *Index
-		switch s.Kind {
-		case IndexBTree:
-			old = d.BTree(s.Column)
-		case IndexInverted:
-			old = d.Inverted(s.Column)
+		if s.Kind == IndexIVFFlat {
+			continue // built anew from every row, never folded
 		}
+		old := d.Find(s)
 		if old == nil {
 			continue
 		}
