@@ -27,6 +27,14 @@ var btreeCache = newPageDataCache(DefaultBTreeCacheBytes)
 // SetBTreeCacheBytes sets the page-data cache's budget; 0 turns it off and empties it.
 func SetBTreeCacheBytes(n int64) { btreeCache.setBudget(n) }
 
+// forgetCached drops what the caches hold of the index uuid, once a staged index replaces it:
+// nothing reads a replaced index's entries again but a reader of an older version, which
+// reads its files. A fold drops its predecessor's the same way.
+func forgetCached(uuid [16]byte) {
+	btreeCache.forget(uuid)
+	btreeEnds.forget(uuid)
+}
+
 // pageDataCache holds page data by index uuid, as records in order.
 type pageDataCache struct{ uuidLRU[[]arrow.Record] }
 

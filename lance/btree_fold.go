@@ -121,9 +121,8 @@ func (d *Dataset) foldBTree(ctx context.Context, reads *foldReads, old *Index, c
 		lookup.Release()
 		return Index{}, false, err
 	}
-	btreeCache.forget(old.UUID)
+	forgetCached(old.UUID)
 	btreeCache.put(x.UUID, data)
-	btreeEnds.forget(old.UUID)
 	keepBTreeEnd(x.UUID, data, lookup)
 	if err := writeNamedRecords(x, column, []namedRecord{{btreeDataFile, data}, {btreeLookupFile, lookup}}, fo, w); err != nil {
 		return Index{}, false, err

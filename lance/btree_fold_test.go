@@ -231,6 +231,50 @@ func TestBTreeFoldFromTheCacheEqualsTheFileRead(t *testing.T) {
 	}
 }
 
+// An index built anew over the one it replaces (nothing is left to fold, so StageIndices
+// builds it whole) drops the replaced index's cached page data and end, as a fold drops its
+// predecessor's: a process that rebuilds an index again and again holds one copy, not one per
+// build up to the budget.
+func TestRebuiltIndexDropsTheReplacedOnesCache(t *testing.T) {
+	ctx := context.Background()
+	d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 3000)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := func(uuid [16]byte) (data, end bool) {
+		if recs := btreeCache.get(uuid); recs != nil {
+			releaseAll(recs)
+			data = true
+		}
+		if e := btreeEnds.get(uuid); e != nil {
+			e.release()
+			end = true
+		}
+		return data, end
+	}
+	s, err := d.StageIndices(ctx, []IndexSpec{{Column: "name", Kind: IndexBTree}}, StageOptions{})
+	d = commit(t, d, s, err)
+	first := d.BTree("name").UUID
+	if data, end := cached(first); !data || !end {
+		t.Fatalf("the first build cached page data %v, end %v; want both", data, end)
+	}
+	s, err = d.StageIndices(ctx, []IndexSpec{{Column: "name", Kind: IndexBTree}}, StageOptions{})
+	d = commit(t, d, s, err)
+	second := d.BTree("name").UUID
+	if second == first {
+		t.Fatal("the rebuild kept the replaced index's uuid")
+	}
+	if data, end := cached(first); data || end {
+		t.Fatalf("after the rebuild the replaced index still has page data cached %v, end %v", data, end)
+	}
+	if data, end := cached(second); !data || !end {
+		t.Fatalf("the rebuild cached page data %v, end %v; want both", data, end)
+	}
+	if got, want := mustSearch(t, d, "name", BTreeRange{Lo: "n100", Hi: "n200"}), scanRange(t, d, "name", BTreeRange{Lo: "n100", Hi: "n200"}); !slices.Equal(got, want) {
+		t.Fatalf("rebuilt index %v, scan %v", got, want)
+	}
+}
+
 // foldOnce indexes a table, upserts rows that change indexed names and folds the index, with
 // the page data cached or not; with it cached, the index's page data file is deleted before
 // the fold, which then cannot have read it. The new names sort among the old ones: the fold

@@ -138,5 +138,8 @@ func (d *Dataset) stageFolded(ctx context.Context, reads *foldReads, old *Index,
 	if err != nil || ok {
 		return x, err
 	}
-	return build(ctx, column, old.Name, fo, w)
+	if x, err = build(ctx, column, old.Name, fo, w); err == nil {
+		forgetCached(old.UUID) // replaced, as a fold's predecessor is
+	}
+	return x, err
 }

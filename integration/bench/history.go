@@ -116,7 +116,7 @@ func historyBench(ctx context.Context, tmp string, sizes []int) error {
 	for _, n := range sizes {
 		dir := filepath.Join(tmp, fmt.Sprintf("history-%d", n))
 		t0 := time.Now()
-		if _, err := mergeChild(ctx, "-history-child", "build", "-history-dir", dir, "-history-n", fmt.Sprint(n)); err != nil {
+		if _, err := childProcess(ctx, "-history-child", "build", "-history-dir", dir, "-history-n", fmt.Sprint(n)); err != nil {
 			return fmt.Errorf("build %d: %w", n, err)
 		}
 		build := time.Since(t0)
@@ -126,7 +126,7 @@ func historyBench(ctx context.Context, tmp string, sizes []int) error {
 			// Each round opens a copy-free fresh process on the graph the previous round
 			// loaded into: the history grows by historyLoads messages a round, which is noise
 			// against n.
-			b, err := mergeChild(ctx, "-history-child", "open", "-history-dir", dir, "-history-n", fmt.Sprint(n+r*historyLoads))
+			b, err := childProcess(ctx, "-history-child", "open", "-history-dir", dir, "-history-n", fmt.Sprint(n+r*historyLoads))
 			if err != nil {
 				return fmt.Errorf("open %d: %w", n, err)
 			}

@@ -174,6 +174,9 @@ func main() {
 	mergeDir := flag.String("merge-dir", "", "internal: the merge bench graph")
 	mergeRows := flag.Int("merge-rows", 0, "internal: rows on the merge bench branch")
 	mergeNoProof := flag.Bool("merge-no-proof", false, "internal: merge by the ordinary diff")
+	indexChild := flag.String("index-child", "", "internal: btree|inverted|ivf_flat, for the index bench's Go builds in a process of their own")
+	indexDir := flag.String("index-dir", "", "internal: the index child's table")
+	indexRows := flag.Int("index-rows", 0, "internal: rows of the index child's table")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Go side) to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run (Go side) to this file at the end")
 	engineName := flag.String("engine", "lance12", "the official engine to compare with: lance8, lance10 or lance12 (integration/lancecompat/engine.mjs)")
@@ -197,6 +200,13 @@ func main() {
 		localFsync = *fsync != "off" // the parent passes its durability down
 		if err := runMergeChild(ctx, *mergeChild, *mergeDir, *mergeRows, *mergeNoProof); err != nil {
 			fmt.Fprintln(os.Stderr, "merge child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *indexChild != "" {
+		if err := runIndexChild(ctx, *indexChild, *indexDir, *indexRows, *iters); err != nil {
+			fmt.Fprintln(os.Stderr, "index child:", err)
 			os.Exit(1)
 		}
 		return

@@ -75,7 +75,9 @@ func runMergeChild(ctx context.Context, step, dir string, rows int, noProof bool
 	return json.NewEncoder(os.Stdout).Encode(out)
 }
 
-func mergeChild(ctx context.Context, args ...string) ([]byte, error) {
+// childProcess runs this binary again with args (after the file version and durability of this
+// one) and returns what it printed on stdout; its stderr passes through.
+func childProcess(ctx context.Context, args ...string) ([]byte, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -97,10 +99,10 @@ func mergeBench(ctx context.Context, script, tmp string) error {
 		for r := 0; r < benchRounds; r++ {
 			for _, noProof := range []bool{false, true} {
 				dir := filepath.Join(tmp, fmt.Sprintf("merge-%d-%v-%d", rows, noProof, r))
-				if _, err := mergeChild(ctx, "-merge-child", "setup", "-merge-dir", dir, "-merge-rows", fmt.Sprint(rows)); err != nil {
+				if _, err := childProcess(ctx, "-merge-child", "setup", "-merge-dir", dir, "-merge-rows", fmt.Sprint(rows)); err != nil {
 					return err
 				}
-				out, err := mergeChild(ctx, "-merge-child", "run", "-merge-dir", dir, "-merge-rows", fmt.Sprint(rows), fmt.Sprintf("-merge-no-proof=%v", noProof))
+				out, err := childProcess(ctx, "-merge-child", "run", "-merge-dir", dir, "-merge-rows", fmt.Sprint(rows), fmt.Sprintf("-merge-no-proof=%v", noProof))
 				if err != nil {
 					return err
 				}
