@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -11,6 +12,13 @@ import (
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/internal/memlimit"
 )
+
+// governorPeriod is how often the default memory limit follows the live heap and the counts.
+const governorPeriod = time.Second
+
+// governorWindow is how many of those the state is the least of: a compaction or a merge that
+// holds more for under a minute does not raise the limit.
+const governorWindow = 60
 
 // limitMemory gives the Go collector its soft memory limit for `worker run`: GOMEMLIMIT or
 // memory_limit as given, else the default policy (memlimit.Policy), kept by a governor in step
@@ -31,7 +39,7 @@ func limitMemory(ctx context.Context, c *config.Config, fp *ingest.Footprint, lo
 		p.Ceiling = memlimit.Soft(hard)
 		log.Info("container memory limit", zap.Int64("cgroup_bytes", hard), zap.Int64("soft_limit_ceiling_bytes", p.Ceiling))
 	}
-	g := &memlimit.Governor{Policy: p, Period: memlimit.DefaultPeriod, StateWindow: memlimit.DefaultStateWindow,
+	g := &memlimit.Governor{Policy: p, Period: governorPeriod, StateWindow: governorWindow,
 		Counts: func() (int64, int64) { return fp.InFlight(), fp.Bound() },
 		Changed: func(limit, state, inFlight, bound int64) {
 			log.Info("memory limit", zap.Int64("soft_limit_bytes", limit), zap.Int64("state_bytes", state),

@@ -15,8 +15,8 @@ import (
 )
 
 // benchWorker is an ingest worker of one graph in this process, configured as `worker run`
-// would be (its -pipeline-depth applied) and under its memory governor (governMemory), with a
-// channel that gets one value per event it publishes.
+// would be (its -pipeline-depth applied), with a channel that gets one value per event it
+// publishes.
 type benchWorker struct {
 	cfg    ingest.Config
 	events chan struct{}
@@ -55,7 +55,6 @@ func startBenchWorker(ctx context.Context, nc *nats.Conn, g *engine.Graph, graph
 	if err != nil {
 		return nil, err
 	}
-	release := governMemory(b.cfg.PipelineBytes)
 	runCtx, cancel := context.WithCancel(ctx)
 	ran := make(chan struct{})
 	go func() {
@@ -68,7 +67,6 @@ func startBenchWorker(ctx context.Context, nc *nats.Conn, g *engine.Graph, graph
 		cancel()
 		<-ran
 		_ = sub.Unsubscribe()
-		release()
 	}
 	return b, nil
 }

@@ -29,13 +29,6 @@ const DefaultHeadroom = 48 << 20
 // crowd the heap, and the collector would run without pause.
 const DefaultFloor = 128 << 20
 
-// DefaultPeriod is how often `worker run`'s governor follows the live heap and the counts.
-const DefaultPeriod = time.Second
-
-// DefaultStateWindow is how many of those samples the state is the least of: a compaction or
-// a merge that holds more for under a minute does not raise the limit.
-const DefaultStateWindow = 60
-
 // Limit is the soft limit for state bytes of the graphs' own while the pipelines count
 // inFlight of their bound. A message past the bound is let in when nothing else is held, so
 // what is counted may exceed the bound: the limit then leaves room for what is counted.
