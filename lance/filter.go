@@ -18,7 +18,10 @@ type Filter struct {
 	Match func(rec arrow.Record) ([]bool, error)
 }
 
-// In selects rows whose column equals one of the values (strings or integers).
+// In selects rows whose column equals one of the values (strings or integers). Values of the
+// other kind than the column's (a string for an Int64 column, an integer for a String one)
+// make Match fail, rather than match no row: "5" is not 5, and a delete that silently
+// removed nothing would look like one that worked.
 func In(column string, values ...any) Filter {
 	strs := map[string]bool{}
 	ints := map[int64]bool{}
@@ -51,6 +54,16 @@ func In(column string, values ...any) Filter {
 			return nil, err
 		}
 		out := make([]bool, col.Len())
+		switch col.(type) {
+		case *array.String, *array.LargeString:
+			if len(ints) > 0 {
+				return nil, fmt.Errorf("lance: filter %s: column %q is %s, given integer values", sql, column, col.DataType())
+			}
+		case *array.Int64, *array.Int32:
+			if len(strs) > 0 {
+				return nil, fmt.Errorf("lance: filter %s: column %q is %s, given string values", sql, column, col.DataType())
+			}
+		}
 		switch a := col.(type) {
 		case *array.String:
 			for i := range out {

@@ -405,7 +405,7 @@ func goFoldsIndices(ctx context.Context, dir string, cases *[]idxCase) (*lance.D
 		if d, err = d.Commit(ctx, s); err != nil {
 			return nil, err
 		}
-		if s, err = d.StageDelete(ctx, lance.In("id", strconv.Itoa(lo-2990), strconv.Itoa(lo+5)), lance.StageOptions{}); err != nil {
+		if s, err = d.StageDelete(ctx, lance.In("id", lo-2990, lo+5), lance.StageOptions{}); err != nil {
 			return nil, err
 		}
 		if d, err = d.Commit(ctx, s); err != nil {
