@@ -107,7 +107,7 @@ func btreeEngineMaintains(ctx context.Context, s *suite, dir string) {
 	if err != nil {
 		return
 	}
-	err = goWritesAfterEngine(ctx, d, record, idxAppend, "id", []any{"20", "4500", "5062"})
+	err = goWritesAfterEngine(ctx, d, record, idxAppend, "id", []any{20, 4500, 5062})
 	s.add("indices/btree-go-writes-after-engine", err)
 	if err != nil {
 		return
