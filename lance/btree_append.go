@@ -121,11 +121,11 @@ func (d *Dataset) appendBTree(ctx context.Context, old *Index, column string, t 
 		next.release()
 		return Index{}, false, err
 	}
-	btreeEnds.forget(old.UUID)
-	btreeEnds.put(x.UUID, next)
 	// Page data cached stays cached, in pieces: a later fold that merges starts from it.
-	if recs := btreeCache.get(old.UUID); recs != nil {
-		btreeCache.forget(old.UUID)
+	recs := btreeCache.get(old.UUID)
+	forgetCached(old.UUID)
+	btreeEnds.put(x.UUID, next)
+	if recs != nil {
 		btreeCache.put(x.UUID, append(recs, data)...)
 		releaseAll(recs)
 	}

@@ -138,8 +138,8 @@ func (d *Dataset) stageFolded(ctx context.Context, reads *foldReads, old *Index,
 	if err != nil || ok {
 		return x, err
 	}
-	if x, err = build(ctx, column, old.Name, fo, w); err == nil {
-		forgetCached(old.UUID) // replaced, as a fold's predecessor is
-	}
-	return x, err
+	// Replaced, as a fold's predecessor is: out of the caches before its successor enters
+	// them, so that the two never crowd other indices' entries out of the budget together.
+	forgetCached(old.UUID)
+	return build(ctx, column, old.Name, fo, w)
 }
