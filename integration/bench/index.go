@@ -119,7 +119,7 @@ func runIndexChild(ctx context.Context, kind, dir string, rows, iters int) error
 	if kind == "btree" {
 		p50, err = goIndexBuild(ctx, dir, rows, iters)
 	} else if spec, ok := docsColumns[kind]; ok {
-		p50, err = goDocsBuild(ctx, dir, rows, iters, spec.Column, spec)
+		p50, err = goDocsBuild(ctx, dir, rows, iters, spec)
 	} else {
 		err = fmt.Errorf("-index-child %q: want btree, inverted or ivf_flat", kind)
 	}
@@ -143,8 +143,8 @@ func goIndexBuild(ctx context.Context, dir string, rows, iters int) (float64, er
 
 // goDocsBuild creates the docs table in dir and times iters builds of spec (stage and commit,
 // without fsync as goIndexBuild); the median in milliseconds.
-func goDocsBuild(ctx context.Context, dir string, rows, iters int, column string, spec lance.IndexSpec) (float64, error) {
-	if err := createDocs(ctx, dir, rows, column); err != nil {
+func goDocsBuild(ctx context.Context, dir string, rows, iters int, spec lance.IndexSpec) (float64, error) {
+	if err := createDocs(ctx, dir, rows, spec.Column); err != nil {
 		return 0, err
 	}
 	st, err := storage.Open(ctx, dir, storage.WithLocalFsync(false))
