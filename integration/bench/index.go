@@ -58,7 +58,7 @@ func indexBench(ctx context.Context, script, tmp string, iters int) error {
 		fmt.Printf("bench: index-build kind=btree rows=%d go_ms=%.1f official_ms=%.1f ratio=%.2f\n", rows, goMs, r.P50, goMs/r.P50)
 	}
 	for _, kind := range []string{"inverted", "ivf_flat"} {
-		column := docsColumns[kind].Column
+		column := docsSpecs[kind].Column
 		for _, rows := range []int{10_000, 100_000} {
 			goDir, nodeDir := filepath.Join(tmp, fmt.Sprintf("go-%s-%d", kind, rows)), filepath.Join(tmp, fmt.Sprintf("node-%s-%d", kind, rows))
 			if err := createDocs(ctx, nodeDir+"/docs.lance", rows, column); err != nil {
@@ -73,9 +73,7 @@ func indexBench(ctx context.Context, script, tmp string, iters int) error {
 			if err != nil {
 				return fmt.Errorf("node bench-build %s: %v", kind, err)
 			}
-			var r struct {
-				P50 float64 `json:"p50_ms"`
-			}
+			var r buildP50
 			if err := json.Unmarshal(out, &r); err != nil {
 				return fmt.Errorf("node bench-build: %v: %s", err, out)
 			}
@@ -85,14 +83,14 @@ func indexBench(ctx context.Context, script, tmp string, iters int) error {
 	return nil
 }
 
-// docsColumns is the docs table's indexed column and index per kind of the docs lines.
-var docsColumns = map[string]lance.IndexSpec{
+// docsSpecs is the index, and its column of the docs table, of each kind of the docs lines.
+var docsSpecs = map[string]lance.IndexSpec{
 	"inverted": {Kind: lance.IndexInverted, Column: "text"},
 	"ivf_flat": {Kind: lance.IndexIVFFlat, Column: "v"},
 }
 
-// indexChildResult is what an -index-child process prints.
-type indexChildResult struct {
+// buildP50 is what a process of builds prints: an -index-child, and compat.mjs bench-build.
+type buildP50 struct {
 	P50 float64 `json:"p50_ms"`
 }
 
@@ -103,7 +101,7 @@ func goBuildInChild(ctx context.Context, kind, dir string, rows, iters int) (flo
 	if err != nil {
 		return 0, fmt.Errorf("index child %s %d: %w", kind, rows, err)
 	}
-	var r indexChildResult
+	var r buildP50
 	if err := json.Unmarshal(out, &r); err != nil {
 		return 0, fmt.Errorf("index child %s %d: %v: %s", kind, rows, err, out)
 	}
@@ -112,13 +110,13 @@ func goBuildInChild(ctx context.Context, kind, dir string, rows, iters int) (flo
 
 // runIndexChild is an -index-child process: it creates the table of one index-build line in
 // dir (btree: the bench table; inverted, ivf_flat: the docs table) and prints the median of
-// iters builds as JSON (indexChildResult).
+// iters builds as JSON (buildP50).
 func runIndexChild(ctx context.Context, kind, dir string, rows, iters int) error {
 	var p50 float64
 	var err error
 	if kind == "btree" {
 		p50, err = goIndexBuild(ctx, dir, rows, iters)
-	} else if spec, ok := docsColumns[kind]; ok {
+	} else if spec, ok := docsSpecs[kind]; ok {
 		p50, err = goDocsBuild(ctx, dir, rows, iters, spec)
 	} else {
 		err = fmt.Errorf("-index-child %q: want btree, inverted or ivf_flat", kind)
@@ -126,7 +124,7 @@ func runIndexChild(ctx context.Context, kind, dir string, rows, iters int) error
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(os.Stdout).Encode(indexChildResult{P50: p50})
+	return json.NewEncoder(os.Stdout).Encode(buildP50{P50: p50})
 }
 
 // goIndexBuild creates the bench table of rows rows and times iters BTREE builds (stage and
