@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -13,9 +14,11 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
+	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // foreignAppendOn commits an "intruder" Person to the table key of branch ("" = main) behind
@@ -220,5 +223,55 @@ func TestCompactionRefusesDrift(t *testing.T) {
 			}
 			noSidecars(t, g)
 		})
+	}
+}
+
+// A load refused for drift arms its sidecar beside its revalidation, and takes it back. Tried
+// again while the drift stands (a batch held for an operator, every retry_max), it revalidates
+// first and writes nothing to __recovery, so an operator's RestoreDrift, which refuses while a
+// sidecar is pending, never meets one of its; once restored, the load commits.
+func TestDriftedLoadTriedAgainWritesNoSidecar(t *testing.T) {
+	ctx := context.Background()
+	l := storage.NewLatency(0)
+	root, err := storage.Open(ctx, fmt.Sprintf("mem://drift-again-%d", latencySeq.Add(1)), storage.WithLatency(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Init(ctx, root, graphtest.Schema(t, graphtest.Example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, g, "append", people[0]); err != nil {
+		t.Fatal(err)
+	}
+	foreignAppendOn(t, g, "node:Person", "")
+	var writes atomic.Int64 // requests that write or delete under __recovery
+	l.Trace(func(r storage.Request) {
+		if strings.Contains(r.Location, "__recovery") && !strings.HasPrefix(r.Op, "get") && !strings.HasPrefix(r.Op, "list") &&
+			r.Op != "exists" && r.Op != "size" {
+			writes.Add(1)
+		}
+	})
+	_, err = load(t, g, "append", dave)
+	wantDrift(t, err, "node:Person")
+	if writes.Load() == 0 {
+		t.Fatal("the first drifted load wrote no sidecar beside its revalidation: the test sees nothing")
+	}
+	first := writes.Load()
+	for range 3 {
+		_, err = load(t, g, "append", dave)
+		wantDrift(t, err, "node:Person")
+	}
+	if n := writes.Load() - first; n != 0 {
+		t.Fatalf("three loads tried again on the drift made %d writes under __recovery, want none", n)
+	}
+	if _, err := g.RestoreDrift(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, g, "append", dave); err != nil {
+		t.Fatal(err)
+	}
+	if g.drifted.Load() {
+		t.Fatal("a committed load left the drift mark")
 	}
 }

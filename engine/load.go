@@ -240,14 +240,16 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 		// The revalidation runs beside the sidecar and the staged files: nothing it guards
 		// moves before the table commits, and a failure takes the intent back. A writer
 		// that left an intent for recovery expects to heal, and revalidates first: nothing
-		// is written before the heal then.
+		// is written before the heal then. So does one whose last load met a drift.
 		revalidate := func(ctx context.Context) error { return g.revalidate(ctx, &req, p, deferred) }
 		var res *LoadResult
-		if !g.unresolved.Load() {
+		if !g.unresolved.Load() && !g.drifted.Load() {
 			res, err = g.effect(ctx, &req, p, revalidate)
 		} else if err = revalidate(ctx); err == nil {
 			res, err = g.effect(ctx, &req, p, nil)
 		}
+		var drift *DriftError
+		g.drifted.Store(errors.As(err, &drift))
 		if errors.Is(err, errCatchUp) {
 			// Caught up once: the rest of the write checks the barrier as one that entered
 			// with enter does.
