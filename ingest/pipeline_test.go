@@ -205,6 +205,9 @@ func TestPipelineStopGivesBackTheRest(t *testing.T) {
 		info, err := h.w.cons.Info(context.Background())
 		return err == nil && info.NumAckPending == 4
 	}, "four messages in flight")
+	// Stop only once message 1 is being applied: delivered is not applied, and on a loaded
+	// host its staging can outlast the delivery of the three behind it.
+	waitFor(t, func() bool { return failpoint.Hits("load.after_prepare") >= 1 }, "message 1 in its load")
 	h.stop()
 	if err := <-h.done; err != nil {
 		t.Fatal(err)

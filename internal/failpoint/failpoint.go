@@ -198,6 +198,18 @@ func Reset() {
 	mu.Unlock()
 }
 
+// Hits is how many times the named point was reached since it was armed, fired or not; 0
+// when it is not armed. A test waits on it to act while a step is under way, not before it.
+func Hits(name string) int64 {
+	mu.Lock()
+	p := points[name]
+	mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	return p.hits.Load()
+}
+
 // Inject runs the named point: nil when it is not armed (the common case, one atomic load),
 // otherwise the armed action.
 func Inject(name string) error {

@@ -37,7 +37,13 @@ func TestErrorAndCounts(t *testing.T) {
 	if err := Inject("b"); err != nil {
 		t.Fatalf("other point fired: %v", err)
 	}
+	if Hits("a") != 5 || Hits("b") != 0 {
+		t.Fatalf("hits a=%d b=%d, want every pass counted, fired or not, and none unarmed", Hits("a"), Hits("b"))
+	}
 	Disable("a")
+	if Hits("a") != 0 {
+		t.Fatalf("a disarmed point reports %d hits", Hits("a"))
+	}
 	if err := Inject("a"); err != nil {
 		t.Fatalf("disabled point fired: %v", err)
 	}
