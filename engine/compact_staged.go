@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
+	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance"
@@ -141,23 +144,71 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 // published version (lance.Staged.Rebase). A table whose rewritten fragments changed since
 // staging (an upsert or merge deleted rows there), or that went, is left out and listed in
 // OptimizeResult.Stale; when none is left, nothing is published and Commit is nil.
+//
+// Like a load, it first moves the rewrites onto the state this writer holds, with no storage
+// request, and revalidates beside arming the sidecar (revalidateCompaction): the heal's
+// listing, the schema, __manifest and the tables' HEADs in one round trip. A revalidation
+// that fails takes the sidecar back; the commit then catches up and moves the rewrites onto
+// what storage holds, as it did before, and arms after that check. So does a writer that
+// left an intent for recovery or whose last write met a drift: it expects to heal or to be
+// refused, and writes nothing first. A commit refused for drift marks the writer so, as a load
+// does.
 func (g *Graph) CommitCompaction(ctx context.Context, sc *StagedCompaction) (*OptimizeResult, error) {
-	release, err := g.enter(ctx, "")
+	g.writeMu.Lock()
+	defer g.writeMu.Unlock()
+	res, err := g.commitCompaction(ctx, sc)
+	var drift *DriftError
+	g.drifted.Store(errors.As(err, &drift))
+	return res, err
+}
+
+func (g *Graph) commitCompaction(ctx context.Context, sc *StagedCompaction) (*OptimizeResult, error) {
+	if held := g.publisher("").Cached(); held != nil && !g.unresolved.Load() && !g.drifted.Load() {
+		plans, stale, err := g.rebaseCompaction(ctx, sc, held, nil)
+		if err != nil {
+			return nil, err
+		}
+		var checkErr error
+		check := func(ctx context.Context) (*publisher.State, error) {
+			st, err := g.revalidateCompaction(ctx, plans)
+			checkErr = err
+			return st, err
+		}
+		res, err := g.commitPlans(ctx, sc, plans, stale, held, check)
+		if err == nil || checkErr == nil || err != checkErr {
+			return res, err
+		}
+	}
+	if _, err := g.catchUp(ctx); err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(sc.tables))
+	for i, t := range sc.tables {
+		paths[i] = t.path
+	}
+	probes, waitProbes := g.probeHeads(ctx, paths)
+	st, err := g.publisher("").Snapshot(ctx)
+	waitProbes()
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	plans, stale, st, err := g.rebaseCompaction(ctx, sc)
+	plans, stale, err := g.rebaseCompaction(ctx, sc, st, probes)
 	if err != nil {
 		return nil, err
 	}
+	return g.commitPlans(ctx, sc, plans, stale, st, nil)
+}
+
+// commitPlans runs the intent of the plans a rebase made (none: nothing to publish).
+func (g *Graph) commitPlans(ctx context.Context, sc *StagedCompaction, plans []*compactionPlan, stale []string, st *publisher.State,
+	check func(context.Context) (*publisher.State, error)) (*OptimizeResult, error) {
 	if len(plans) == 0 {
 		return &OptimizeResult{Tables: []TableCompaction{}, Stale: stale}, nil
 	}
 	if err := failpoint.Inject("optimize.after_prepare"); err != nil {
 		return nil, err
 	}
-	res, err := g.compact(ctx, sc.o, plans, st)
+	res, err := g.compact(ctx, sc.o, plans, st, check)
 	if err != nil {
 		return nil, err
 	}
@@ -165,19 +216,41 @@ func (g *Graph) CommitCompaction(ctx context.Context, sc *StagedCompaction) (*Op
 	return res, nil
 }
 
+// revalidateCompaction is the check of a compaction moved onto the held state: the deferred
+// catch-up (caughtUp), and __manifest and every planned table's HEAD still at the versions
+// the plans read. It returns the snapshot it read, for the publish to start from.
+func (g *Graph) revalidateCompaction(ctx context.Context, plans []*compactionPlan) (*publisher.State, error) {
+	var (
+		barrier, snapErr error
+		st               *publisher.State
+		drift            = make([]error, len(plans))
+		wg               sync.WaitGroup
+	)
+	wg.Go(func() { barrier = g.caughtUp(ctx) })
+	wg.Go(func() { st, snapErr = g.publisher("").Snapshot(ctx) })
+	for i, p := range plans {
+		wg.Go(func() { drift[i] = checkNoDrift(ctx, p.ts.ds, p.entry) })
+	}
+	wg.Wait()
+	if err := cmp.Or(barrier, snapErr); err != nil {
+		return nil, err
+	}
+	for i, p := range plans {
+		if cur, ok := st.Table(p.key); !ok || cur.Version != p.entry.Version {
+			v := fmt.Sprint(p.entry.Version)
+			return nil, &errs.ReadSetChanged{Member: "published_dataset_version:" + p.key, Expected: &v}
+		}
+		if drift[i] != nil {
+			return nil, drift[i]
+		}
+	}
+	return st, nil
+}
+
 // rebaseCompaction makes a plan of each staged rewrite whose table it can still move onto, on
-// the snapshot st it reads, and names the others.
-func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (plans []*compactionPlan, stale []string, st *publisher.State, err error) {
-	paths := make([]string, len(sc.tables))
-	for i, t := range sc.tables {
-		paths[i] = t.path
-	}
-	probes, waitProbes := g.probeHeads(ctx, paths)
-	st, err = g.publisher("").Snapshot(ctx)
-	waitProbes()
-	if err != nil {
-		return nil, nil, nil, err
-	}
+// the snapshot st, and names the others. With probes (the HEADs read beside st) it refuses a
+// drifted table; without, the revalidation checks the HEADs.
+func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction, st *publisher.State, probes headProbes) (plans []*compactionPlan, stale []string, err error) {
 	edges := map[string]bool{}
 	for _, e := range g.Catalog().Edges {
 		edges[e.TableKey()] = true
@@ -199,10 +272,12 @@ func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (pla
 		}
 		ts, err := g.openTable(ctx, e, edges[e.TableKey])
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
-		if err := probes.checkNoDrift(ctx, ts.ds, e); err != nil {
-			return nil, nil, nil, err
+		if probes != nil {
+			if err := probes.checkNoDrift(ctx, ts.ds, e); err != nil {
+				return nil, nil, err
+			}
 		}
 		var conflict *lance.RewriteConflictError
 		switch err := t.staged.Rebase(ts.ds); {
@@ -210,7 +285,7 @@ func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (pla
 			stale = append(stale, e.TableKey)
 			continue
 		case err != nil:
-			return nil, nil, nil, fmt.Errorf("move the compaction of %s onto version %d: %w", e.TableKey, e.Version, err)
+			return nil, nil, fmt.Errorf("move the compaction of %s onto version %d: %w", e.TableKey, e.Version, err)
 		}
 		plans = append(plans, &compactionPlan{key: e.TableKey, entry: e, ts: ts, staged: t.staged, c: t.c, indices: t.indices, before: ts.ds.NumFragments()})
 	}
@@ -219,5 +294,5 @@ func (g *Graph) rebaseCompaction(ctx context.Context, sc *StagedCompaction) (pla
 	}
 	sort.Slice(plans, func(i, j int) bool { return plans[i].key < plans[j].key })
 	sort.Strings(stale)
-	return plans, stale, st, nil
+	return plans, stale, nil
 }

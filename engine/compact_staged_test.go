@@ -3,14 +3,19 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
+	"github.com/omnigraph/omnigraph-worker/recovery"
+	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // stageDue stages the compaction o finds due, which the test requires there to be.
@@ -193,5 +198,143 @@ func TestStagedCompactionExpires(t *testing.T) {
 	}
 	if after := mainFragments(t, g); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("fragments %v, were %v", after, before)
+	}
+}
+
+// recoveryWrites counts the requests that write or delete under __recovery on a traced root.
+func recoveryWrites(l *storage.Latency) (puts, deletes *atomic.Int64) {
+	puts, deletes = new(atomic.Int64), new(atomic.Int64)
+	l.Trace(func(r storage.Request) {
+		switch {
+		case !strings.Contains(r.Location, "__recovery"):
+		case strings.HasPrefix(r.Op, "put"):
+			puts.Add(1)
+		case strings.HasPrefix(r.Op, "delete"):
+			deletes.Add(1)
+		}
+	})
+	return puts, deletes
+}
+
+// A staged compaction is moved onto the state its writer holds and revalidated beside its
+// arm. When another process published meanwhile, the revalidation fails: the sidecar armed
+// beside it is taken back, and the commit moves the rewrites onto what storage holds, arms
+// again and commits over the other process's rows. Should the take-back fail, the commit
+// reports RecoveryRequired and recovery discards the intent.
+func TestStagedCompactionOnAMovedGraphArmsAgain(t *testing.T) {
+	t.Cleanup(failpoint.Reset)
+	ctx := context.Background()
+	l := storage.NewLatency(0)
+	root, err := storage.Open(ctx, fmt.Sprintf("mem://compaction-moved-%d", latencySeq.Add(1)), storage.WithLatency(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Init(ctx, root, graphtest.Schema(t, graphtest.Example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallLoads(t, g, "", "p", 16)
+	sc := stageDue(t, g, OptimizeOptions{Fanout: 16})
+	smallLoads(t, other, "", "q", 1)
+	puts, deletes := recoveryWrites(l)
+	res, err := g.CommitCompaction(ctx, sc)
+	l.Trace(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Commit == nil || len(res.Tables) != 3 || len(res.Stale) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if puts.Load() != 2 || deletes.Load() != 2 {
+		t.Fatalf("%d sidecar puts and %d deletes, want the speculative one taken back and the second retired", puts.Load(), deletes.Load())
+	}
+	for key, n := range mainFragments(t, g) {
+		if n != 2 {
+			t.Fatalf("%s: %d fragments, want the rewritten one and the other process's", key, n)
+		}
+	}
+	out := export(t, g, "")
+	for _, h := range []string{"p0", "p15", "q0"} {
+		if strings.Count(out, fmt.Sprintf(`"handle":%q`, h)) != 1 {
+			t.Fatalf("%s not there once:\n%s", h, out)
+		}
+	}
+	assertIndexesMatchStorage(t, g)
+	noSidecars(t, g)
+
+	smallLoads(t, g, "", "r", 16)
+	sc = stageDue(t, g, OptimizeOptions{Fanout: 16})
+	smallLoads(t, other, "", "s", 1)
+	if err := failpoint.Enable(recovery.FailpointDelete, "1*error"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.CommitCompaction(ctx, sc)
+	var rr *errs.RecoveryRequired
+	if !errors.As(err, &rr) {
+		t.Fatalf("a sidecar that could not be taken back: %v, want RecoveryRequired", err)
+	}
+	failpoint.Reset()
+	if out, err := g.Recover(ctx); err != nil || len(out) != 1 || out[0].OperationID != rr.OperationID {
+		t.Fatalf("recovery of the intent not taken back: %+v %v", out, err)
+	}
+	noSidecars(t, g)
+	out = export(t, g, "")
+	for _, h := range []string{"p0", "q0", "r0", "r15", "s0"} {
+		if strings.Count(out, fmt.Sprintf(`"handle":%q`, h)) != 1 {
+			t.Fatalf("%s not there once after the recovery:\n%s", h, out)
+		}
+	}
+	smallLoads(t, g, "", "t", 1) // a write opens again the tables recovery made it forget
+	sc = stageDue(t, g, OptimizeOptions{Fanout: 16})
+	if res, err := g.CommitCompaction(ctx, sc); err != nil || res.Commit == nil {
+		t.Fatalf("the compaction after recovery: %+v %v", res, err)
+	}
+	assertIndexesMatchStorage(t, g)
+}
+
+// A staged compaction refused for drift marks its writer as a load does: tried again, it
+// revalidates before it arms and writes no sidecar.
+func TestDriftedCompactionTriedAgainWritesNoSidecar(t *testing.T) {
+	ctx := context.Background()
+	l := storage.NewLatency(0)
+	root, err := storage.Open(ctx, fmt.Sprintf("mem://compaction-drift-%d", latencySeq.Add(1)), storage.WithLatency(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Init(ctx, root, graphtest.Schema(t, graphtest.Example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallLoads(t, g, "", "p", 16)
+	sc := stageDue(t, g, OptimizeOptions{Fanout: 16})
+	foreignAppendOn(t, g, "node:Person", "")
+	puts, _ := recoveryWrites(l)
+	_, err = g.CommitCompaction(ctx, sc)
+	wantDrift(t, err, "node:Person")
+	if puts.Load() != 1 {
+		t.Fatalf("the first drifted commit wrote %d sidecars beside its revalidation, want 1: the test sees nothing", puts.Load())
+	}
+	for range 3 {
+		_, err = g.CommitCompaction(ctx, sc)
+		wantDrift(t, err, "node:Person")
+	}
+	l.Trace(nil)
+	if puts.Load() != 1 {
+		t.Fatalf("three commits tried again on the drift wrote %d more sidecars, want none", puts.Load()-1)
+	}
+	noSidecars(t, g)
+	if _, err := g.RestoreDrift(ctx); err != nil {
+		t.Fatal(err)
+	}
+	smallLoads(t, g, "", "q", 1) // a write opens again the tables the restore made it forget
+	if res, err := g.CommitCompaction(ctx, stageDue(t, g, OptimizeOptions{Fanout: 16})); err != nil || res.Commit == nil {
+		t.Fatalf("after the restore: %+v %v", res, err)
+	}
+	if g.drifted.Load() {
+		t.Fatal("a committed compaction left the drift mark")
 	}
 }

@@ -50,10 +50,10 @@ type Graph struct {
 	// unresolved says a write of this process left a sidecar for recovery since the last full
 	// Recover: a load then revalidates (and heals) before it arms, not beside.
 	unresolved atomic.Bool
-	// drifted says the last load's revalidation found a table drifted (DriftError), which
-	// only an operator mends: the next load revalidates before it arms, not beside, so a
-	// batch held on the drift and tried again and again writes no sidecar (and an operator's
-	// RestoreDrift, which refuses while one is pending, never meets one of its).
+	// drifted says the last load or staged compaction found a table drifted (DriftError),
+	// which only an operator mends: the next one revalidates before it arms, not beside, so
+	// a batch held on the drift and tried again and again writes no sidecar (and an
+	// operator's RestoreDrift, which refuses while one is pending, never meets one of its).
 	drifted atomic.Bool
 }
 

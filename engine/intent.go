@@ -13,7 +13,8 @@
 //     (Graph.followSchema). A load that prepares on the writer's held state and forks no
 //     branch defers both to its revalidation, whose listing of __recovery stands for the
 //     heal's: a sidecar listed there (or, before it, a refusal) heals and prepares again
-//     (Graph.Load).
+//     (Graph.Load). So does the commit of a staged compaction, moved onto the held state
+//     (Graph.CommitCompaction).
 //  3. barrier: a pending sidecar on the branch refuses the write (Graph.recoveryBarrier),
 //     checked when the write starts (unless the heal listed no sidecar at all) and again when
 //     it revalidates its read set.

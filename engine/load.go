@@ -270,6 +270,28 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 	}
 }
 
+// caughtUp is the catch-up a write prepared on the held state defers to its revalidation
+// (Graph.catchUp's reads, side by side): errCatchUp when __recovery lists a sidecar other than
+// the one being armed beside it, or the accepted schema is not the one this writer holds.
+func (g *Graph) caughtUp(ctx context.Context) error {
+	var schemaRaw []byte
+	var schemaErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		schemaRaw, schemaErr = g.root.Get(ctx, pg.SchemaStateFile)
+	}()
+	listed, err := g.listPending(ctx)
+	<-read
+	switch {
+	case err != nil:
+		return err
+	case len(listed) > 0, schemaErr != nil, g.schemaMoved(schemaRaw):
+		return errCatchUp // catchUp reads the schema again and reports what is wrong with it
+	}
+	return nil
+}
+
 // errCatchUp: the revalidation of a load that deferred its catch-up listed a sidecar or read a
 // schema other than the accepted one this writer holds; the load catches up (Graph.catchUp)
 // and prepares again.
@@ -516,17 +538,9 @@ func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared, d
 		st                 *publisher.State
 		drift              = make([]error, len(p.tables))
 		wg                 sync.WaitGroup
-		schemaRaw          []byte
-		schemaErr          error
 	)
 	if deferredHeal {
-		wg.Go(func() {
-			listed, err := g.listPending(ctx)
-			if barrier = err; err == nil && len(listed) > 0 {
-				barrier = errCatchUp
-			}
-		})
-		wg.Go(func() { schemaRaw, schemaErr = g.root.Get(ctx, pg.SchemaStateFile) })
+		wg.Go(func() { barrier = g.caughtUp(ctx) })
 	} else {
 		wg.Go(func() { barrier = g.recoveryBarrier(ctx, req.Branch) })
 	}
@@ -539,9 +553,6 @@ func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared, d
 		wg.Go(func() { drift[i] = checkNoDrift(ctx, t.ts.ds, t.entry) })
 	}
 	wg.Wait()
-	if deferredHeal && barrier == nil && (schemaErr != nil || g.schemaMoved(schemaRaw)) {
-		barrier = errCatchUp // catchUp reads it again and reports what is wrong with it
-	}
 	if barrier != nil {
 		return barrier
 	}

@@ -259,7 +259,7 @@ func (g *Graph) Optimize(ctx context.Context, o OptimizeOptions) (*OptimizeResul
 	if err := failpoint.Inject("optimize.after_prepare"); err != nil {
 		return nil, err
 	}
-	return g.compact(ctx, o, plans, st)
+	return g.compact(ctx, o, plans, st, nil)
 }
 
 // planCompactions stages a rewrite for every main table that needs one, on the snapshot st it
@@ -330,10 +330,12 @@ var optimizePoints = intentPoints{armed: "optimize.after_sidecar", beforePublish
 	published: "optimize.after_publish"}
 
 // compact runs the compaction's intent (intent.go): the Optimize sidecar beside the rewritten
-// files, each Rewrite committed exactly at its pin + 1 (the tables side by side), one main
-// publish from known (the snapshot the plans were checked against, so the publish need not
+// files (and check, the revalidation of plans made on the held state, when set), each Rewrite
+// committed exactly at its pin + 1 (the tables side by side), one main publish from known (the
+// snapshot the plans were checked against, or the one check read, so the publish need not
 // probe __manifest again), the retirement.
-func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compactionPlan, known *publisher.State) (*OptimizeResult, error) {
+func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compactionPlan, known *publisher.State,
+	check func(context.Context) (*publisher.State, error)) (*OptimizeResult, error) {
 	pins := make([]recovery.OptimizeTable, len(plans))
 	for i, p := range plans {
 		pins[i] = recovery.OptimizeTable{Identity: p.entry.Identity, TableKey: p.key, ExpectedVersion: p.entry.Version}
@@ -345,6 +347,7 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 	var res *OptimizeResult
 	in := &intent{g: g, points: optimizePoints,
 		arm: func(ctx context.Context) (string, error) {
+			g.ownSidecar.Store(sc.OperationID) // the check's listing leaves it out
 			return sc.OperationID, recovery.Write(ctx, g.root, sc, g.fence)
 		},
 		// The rewritten files are written beside the sidecar: nothing references them until a
@@ -365,6 +368,12 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 			return err
 		},
 		failed: func() { g.forgetTables(plans) }, // re-read from storage on next use
+	}
+	if check != nil {
+		in.check = func(ctx context.Context) (err error) {
+			known, err = check(ctx)
+			return err
+		}
 	}
 	if err := in.run(ctx); err != nil {
 		return nil, err
