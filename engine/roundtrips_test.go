@@ -12,6 +12,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
@@ -74,6 +75,38 @@ func loadRoundTripsOf(t *testing.T, background bool, want int) {
 		if rt := l.RoundTrips() - rt0; i > 0 && rt > loadRoundTrips {
 			t.Fatalf("load %d waited for %d sequential round trips, want at most %d:\n%s", i, rt, loadRoundTrips, strings.Join(trace, "\n"))
 		}
+	}
+}
+
+// Every publisher.CompactionFanout-th publish merges the __manifest tail inside the load's
+// chain. The fragments it merges and the merged one, whose ids it reads to move its cached
+// addresses, are files this process just wrote, read from memory (lance's written-files
+// cache): the merge costs its file and its commit, 2 round trips, not 5.
+func TestManifestTailCompactionRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	g, l := latencyGraph(t, "tail-round-trips", 2*time.Millisecond)
+	g.RetireInBackground()
+	defer g.WaitRetired()
+	const want = loadRoundTrips - 1 + 2
+	merged := 0
+	for i := range 2*publisher.CompactionFanout + 2 {
+		var trace []string
+		l.Trace(func(r storage.Request) { trace = append(trace, fmt.Sprintf("%d %s %s", r.Depth, r.Op, r.Location)) })
+		before := l.RoundTrips()
+		if _, err := g.Load(ctx, LoadRequest{Mode: ModeAppend, Records: benchdata.GraphBatch(i, 10)}); err != nil {
+			t.Fatal(err)
+		}
+		l.Trace(nil)
+		rt := l.RoundTrips() - before
+		if commits := strings.Count(strings.Join(trace, "\n"), "put_if_absent "+g.root.Location("__manifest/_versions/")); commits == 2 {
+			merged++
+		}
+		if i > 0 && rt > want {
+			t.Fatalf("load %d waited for %d sequential round trips, want at most %d:\n%s", i, rt, want, strings.Join(trace, "\n"))
+		}
+	}
+	if merged < 2 {
+		t.Fatalf("%d loads merged the __manifest tail, want 2: the test sees nothing", merged)
 	}
 }
 

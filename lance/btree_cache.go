@@ -1,9 +1,7 @@
 package lance
 
 import (
-	"container/list"
 	"slices"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -36,10 +34,10 @@ func forgetCached(uuid [16]byte) {
 }
 
 // pageDataCache holds page data by index uuid, as records in order.
-type pageDataCache struct{ uuidLRU[[]arrow.Record] }
+type pageDataCache struct{ lru[[16]byte, []arrow.Record] }
 
 func newPageDataCache(budget int64) *pageDataCache {
-	return &pageDataCache{newUUIDLRU(budget, retainedClone, releaseAll)}
+	return &pageDataCache{newLRU[[16]byte](budget, retainedClone, releaseAll)}
 }
 
 // put keeps recs (retained) as the page data of the index uuid, evicting the least recently
@@ -54,7 +52,7 @@ func (c *pageDataCache) put(uuid [16]byte, recs ...arrow.Record) {
 
 // get is the page data of index uuid, its records retained (the caller releases them), or nil.
 func (c *pageDataCache) get(uuid [16]byte) []arrow.Record {
-	recs, _ := c.uuidLRU.get(uuid)
+	recs, _ := c.lru.get(uuid)
 	return recs
 }
 
@@ -64,87 +62,6 @@ func retainedClone(recs []arrow.Record) []arrow.Record {
 		r.Retain()
 	}
 	return slices.Clone(recs)
-}
-
-// uuidLRU keeps values by index uuid within a byte budget, the least recently used dropped
-// first past it; a value larger than the whole budget is not kept. It owns what it keeps:
-// release frees a value it drops, share makes the reference get hands out (the caller then
-// frees that one).
-type uuidLRU[V any] struct {
-	mu      sync.Mutex
-	budget  int64
-	used    int64
-	order   *list.List // of *lruEntry[V], most recent first
-	byUUID  map[[16]byte]*list.Element
-	share   func(V) V
-	release func(V)
-}
-
-type lruEntry[V any] struct {
-	uuid [16]byte
-	v    V
-	n    int64
-}
-
-func newUUIDLRU[V any](budget int64, share func(V) V, release func(V)) uuidLRU[V] {
-	return uuidLRU[V]{budget: budget, order: list.New(), byUUID: map[[16]byte]*list.Element{}, share: share, release: release}
-}
-
-// keep takes v, of n bytes, as the value of uuid.
-func (c *uuidLRU[V]) keep(uuid [16]byte, v V, n int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n > c.budget {
-		c.release(v)
-		return
-	}
-	if e, ok := c.byUUID[uuid]; ok {
-		c.drop(e)
-	}
-	c.byUUID[uuid] = c.order.PushFront(&lruEntry[V]{uuid: uuid, v: v, n: n})
-	c.used += n
-	c.evict()
-}
-
-// get is a shared reference to the value of uuid, if it is kept.
-func (c *uuidLRU[V]) get(uuid [16]byte) (v V, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.byUUID[uuid]
-	if !ok {
-		return v, false
-	}
-	c.order.MoveToFront(e)
-	return c.share(e.Value.(*lruEntry[V]).v), true
-}
-
-// forget drops the value of uuid.
-func (c *uuidLRU[V]) forget(uuid [16]byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.byUUID[uuid]; ok {
-		c.drop(e)
-	}
-}
-
-func (c *uuidLRU[V]) setBudget(n int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.budget = max(n, 0)
-	c.evict()
-}
-
-func (c *uuidLRU[V]) evict() {
-	for c.used > c.budget {
-		c.drop(c.order.Back())
-	}
-}
-
-func (c *uuidLRU[V]) drop(e *list.Element) {
-	x := c.order.Remove(e).(*lruEntry[V])
-	delete(c.byUUID, x.uuid)
-	c.used -= x.n
-	c.release(x.v)
 }
 
 // recordBytes is the size of rec's buffers.

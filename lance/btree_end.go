@@ -105,17 +105,17 @@ func (e *btreeEnd) extend(t arrow.DataType, fresh arrow.Record) (*btreeEnd, erro
 // index of billions of entries, is not kept: that index's folds merge.)
 const btreeEndBudget = 16 << 20
 
-var btreeEnds = &btreeEndCache{newUUIDLRU(btreeEndBudget, (*btreeEnd).shared, (*btreeEnd).release)}
+var btreeEnds = &btreeEndCache{newLRU[[16]byte](btreeEndBudget, (*btreeEnd).shared, (*btreeEnd).release)}
 
 // btreeEndCache keeps the ends of the BTREEs this process wrote last, by uuid.
-type btreeEndCache struct{ uuidLRU[*btreeEnd] }
+type btreeEndCache struct{ lru[[16]byte, *btreeEnd] }
 
 // put keeps e (owned from now on) as the end of index uuid.
 func (c *btreeEndCache) put(uuid [16]byte, e *btreeEnd) { c.keep(uuid, e, e.bytes()) }
 
 // get is the end of index uuid, its records retained (the caller releases it), or nil.
 func (c *btreeEndCache) get(uuid [16]byte) *btreeEnd {
-	e, _ := c.uuidLRU.get(uuid)
+	e, _ := c.lru.get(uuid)
 	return e
 }
 

@@ -281,9 +281,12 @@ func (d *Dataset) deletedOffsets(ctx context.Context, fr *Fragment) ([]uint32, e
 		return nil, err
 	}
 	key := deletionKey(fr.ID, fr.Deletion)
-	b, err := st.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("lance: read deletion file: %w", err)
+	b, ok := writtenBytes(st.Location(key), -1)
+	if !ok {
+		var err error
+		if b, err = st.Get(ctx, key); err != nil {
+			return nil, fmt.Errorf("lance: read deletion file: %w", err)
+		}
 	}
 	return decodeDeletionFile(st.Location(key), fr.Deletion.FileType, b, fr.PhysicalRows)
 }

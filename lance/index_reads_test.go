@@ -15,6 +15,7 @@ import (
 // three indices of a table makes no more requests of its data files than folding one, and the
 // folded indices answer as a scan does.
 func TestFoldsOfATableShareOneReadOfTheNewRows(t *testing.T) {
+	withoutWrittenCache(t) // the test counts the reads storage serves
 	ctx := context.Background()
 	l := storage.NewLatency(0)
 	var mu sync.Mutex

@@ -439,7 +439,9 @@ func (d *Dataset) openFragment(ctx context.Context, fr *Fragment, read *schema.S
 				}
 				src = &storeSource{st: st, key: key, size: size}
 			}
-			if src.Size() <= wholeReadBytes {
+			if b, ok := writtenBytes(st.Location(key), src.Size()); ok {
+				src = memSource(b)
+			} else if src.Size() <= wholeReadBytes {
 				// A small file costs one request read whole, instead of one per page.
 				b, err := st.GetRange(ctx, key, 0, src.Size())
 				if err != nil {

@@ -14,6 +14,7 @@ import (
 // build) waits for a round trip per scanAhead fragments rather than one or two per fragment.
 // The delay only makes concurrent requests overlap for certain; the count is of requests.
 func TestScanOpensFragmentsAhead(t *testing.T) {
+	withoutWrittenCache(t) // the test counts the reads storage serves
 	ctx := context.Background()
 	st := memStore(t)
 	const frags = 2 * scanAhead

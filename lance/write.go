@@ -124,6 +124,9 @@ func (s *Staged) WriteTransaction(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("lance: write %s: %w", f.what, err)
 		}
+		if f.parts == nil {
+			rememberWritten(s.base.dir.Location(f.key), f.key, f.data)
+		}
 		return nil
 	})
 	if err != nil {
