@@ -303,54 +303,6 @@ func (d *Dataset) StageRewriteRows(ctx context.Context, remove []RowAddress, rec
 	return d.newStaged(o, d.rewriteRowsOp(updated, removed, frags), w), nil
 }
 
-// CompactTail merges a run of small fragments at the end of the fragment list into one, so a
-// dataset that grows by one small fragment per commit keeps a bounded fragment count (and a
-// bounded manifest): the newest fragments are grouped into size tiers (powers of fanout rows),
-// and when the newest tier holds fanout fragments their live rows are rewritten as one fragment
-// by an Update that removes them. It returns nil when nothing needs merging. Row ids of the
-// moved rows are not preserved (they are new rows as far as Lance is concerned).
-func (d *Dataset) CompactTail(ctx context.Context, fanout int, o StageOptions) (*Staged, []uint64, error) {
-	frags := d.manifest.Fragments
-	tier := func(f *Fragment) int {
-		t, n := 0, f.NumRows()
-		for n >= uint64(fanout) {
-			n /= uint64(fanout)
-			t++
-		}
-		return t
-	}
-	if len(frags) < fanout {
-		return nil, nil, nil
-	}
-	last := tier(&frags[len(frags)-1])
-	start := len(frags) - 1
-	for start > 0 && tier(&frags[start-1]) == last {
-		start--
-	}
-	if len(frags)-start < fanout {
-		return nil, nil, nil
-	}
-	var ids []uint64
-	for i := start; i < len(frags); i++ {
-		ids = append(ids, frags[i].ID)
-	}
-	recs, err := d.ReadAll(ctx, ScanOptions{Fragments: ids})
-	if err != nil {
-		return nil, nil, err
-	}
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
-	w := &fileWrites{}
-	merged, err := d.writeFragments(d.Schema(), recs, o.FileOptions, w)
-	if err != nil {
-		return nil, nil, err
-	}
-	return d.newStaged(o, Operation{Kind: OpUpdate, RemovedFragmentIDs: ids, Fragments: merged, UpdateMode: UpdateRewriteRows}, w), ids, nil
-}
-
 // AddedFragments returns the fragments of this version that the given older manifest lacks,
 // e.g. the ones a commit just added (their ids are assigned at commit).
 func (d *Dataset) AddedFragments(older *Manifest) []Fragment {

@@ -439,7 +439,23 @@ func (p *Publisher) write(ctx context.Context, st *State, rows []Row, newVersion
 	}
 	rec := rowsRecord(rows)
 	defer rec.Release()
-	staged, err := p.ds.StageRewriteRows(ctx, remove, []arrow.Record{rec}, stageOptions)
+	// The publish that completes the newest tier of fragments merges it in its own commit, its
+	// rows written after the tier's: the merge compact would otherwise make in a commit of its
+	// own, one more file and one more commit in the writer's chain (the tier's files are the
+	// ones this process just wrote, read from memory).
+	var staged *lance.Staged
+	var tail []arrow.Record
+	var err error
+	if merge := p.ds.TailRun(CompactionFanout, uint64(len(rows))); merge != nil {
+		staged, tail, err = p.ds.StageRewriteRowsMerging(ctx, remove, []arrow.Record{rec}, merge, stageOptions)
+		defer func() {
+			for _, r := range tail {
+				r.Release()
+			}
+		}()
+	} else {
+		staged, err = p.ds.StageRewriteRows(ctx, remove, []arrow.Record{rec}, stageOptions)
+	}
 	if err != nil {
 		return err
 	}
@@ -461,13 +477,21 @@ func (p *Publisher) write(ctx context.Context, st *State, rows []Row, newVersion
 		return err
 	}
 	added := ds.AddedFragments(p.ds.Manifest())
-	if len(added) != 1 || added[0].PhysicalRows != uint64(len(rows)) {
+	var before int64 // the merged tier's rows, ahead of the new ones
+	for _, r := range tail {
+		before += r.NumRows()
+	}
+	if len(added) != 1 || added[0].PhysicalRows != uint64(before)+uint64(len(rows)) {
 		p.ds, p.state = nil, nil // committed but unexpected: rescan on next use
-		return fmt.Errorf("publisher: commit added %d fragments, want one of %d rows", len(added), len(rows))
+		return fmt.Errorf("publisher: commit added %d fragments, want one of %d rows", len(added), before+int64(len(rows)))
+	}
+	if err := st.readdressRows(tail, added[0].ID, 0); err != nil {
+		p.ds, p.state = nil, nil
+		return err
 	}
 	addrs := make([]uint64, len(rows))
 	for i := range rows {
-		addrs[i] = added[0].ID<<32 | uint64(i)
+		addrs[i] = added[0].ID<<32 | uint64(before+int64(i))
 	}
 	// Fold the committed rows in place: the state is the writer's own and copying it per
 	// publish would make every commit cost as much as the whole manifest.
@@ -492,9 +516,11 @@ var stageOptions = lance.StageOptions{InlineTransactionOnly: true}
 // logarithm of the commit count instead of linearly.
 const CompactionFanout = 16
 
-// compact merges the manifest's small tail fragments after a publish. It is physical only (the
-// rows and their meaning do not change) and best effort: a failure, or losing a race to
-// another writer, leaves the fragments as they are and the next snapshot rescans.
+// compact merges the manifest's small tail fragments after a publish, when the publish did
+// not (write merges the tier it completes; what is left is a cascade into the next tier, or a
+// tier completed by deletions). It is physical only (the rows and their meaning do not
+// change) and best effort: a failure, or losing a race to another writer, leaves the
+// fragments as they are and the next snapshot rescans.
 func (p *Publisher) compact(ctx context.Context) {
 	for {
 		staged, _, err := p.ds.CompactTail(ctx, CompactionFanout, stageOptions)

@@ -7,6 +7,9 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/lance"
@@ -255,6 +258,29 @@ func (s *State) apply(rows []Row, addrs []uint64) error {
 		}
 	}
 	return s.checkAliases()
+}
+
+// readdressRows records the addresses of rows written, in the order of recs, into fragment
+// frag from offset start on (a merged tier, publish): those whose addresses the state keeps.
+func (s *State) readdressRows(recs []arrow.Record, frag uint64, start int64) error {
+	off := start
+	for _, rec := range recs {
+		col := rec.Schema().FieldIndices("object_id")
+		if len(col) != 1 {
+			return fmt.Errorf("publisher: merged rows without an object_id column")
+		}
+		oid, ok := rec.Column(col[0]).(*array.String)
+		if !ok {
+			return fmt.Errorf("publisher: merged rows' object_id is %s, not a string", rec.Column(col[0]).DataType())
+		}
+		for i := 0; i < oid.Len(); i++ {
+			if _, ok := s.addr[oid.Value(i)]; ok {
+				s.addr[oid.Value(i)] = lance.RowAddress(frag<<32 | uint64(off))
+			}
+			off++
+		}
+	}
+	return nil
 }
 
 func identityOf(r *Row) (ids.TableIdentity, error) {
