@@ -32,7 +32,9 @@
 //  8. confirm: the sidecar is rewritten as EffectsConfirmed with the exact committed
 //     identities (recovery.sidecar_confirm); a load overlaps it with the staging of its
 //     publish (intent.overlapConfirm). Optimize has no confirmation: a Rewrite changes no
-//     row, so recovery keeps whatever landed. Failpoints load.after_confirm, merge.after_confirm.
+//     row, so recovery keeps whatever landed; it stages its publish beside step 7 instead
+//     (intent.overlapCommit), its tables' next manifests built before it armed. Failpoints
+//     load.after_confirm, merge.after_confirm.
 //  9. fence again (after the before_publish failpoint), then Phase C, publish: one __manifest commit with ExactGraphHead, the
 //     expected table versions, the lineage and the receipt. Failpoints load.before_publish,
 //     merge.before_publish, optimize.before_publish (then publisher.attempt,
@@ -170,6 +172,10 @@ type intent struct {
 	// gate it is given right before its __manifest commit. Otherwise the gate has already
 	// passed when publish starts.
 	overlapConfirm bool
+	// overlapCommit, for an intent without confirmation whose publish names only versions
+	// its commit makes at exactly planned versions (a compaction), runs commit while publish
+	// stages its files too: the gate then waits for the commit first.
+	overlapCommit bool
 	// publish is Phase C. gate (the confirmation, the fence and their failpoints) must pass
 	// before anything becomes visible; gate is nil when nothing was armed. The gate's error
 	// is the publish's outcome whatever the publish returned, so a publish that keeps state
@@ -237,10 +243,15 @@ func (in *intent) run(ctx context.Context) error {
 	// The table commits are heard of by nobody outside this process before the publish,
 	// whose own write waits for their names to be durable: they need not wait themselves
 	// (docs/durability.md).
-	if err := in.commit(storage.DeferDirSync(ctx)); err != nil {
+	committed := make(chan error, 1)
+	if in.overlapCommit {
+		go func() { committed <- in.commit(storage.DeferDirSync(ctx)) }()
+	} else if err := in.commit(storage.DeferDirSync(ctx)); err != nil {
 		return in.required(opID, err)
+	} else {
+		committed <- nil
 	}
-	if err := in.confirmAndPublish(ctx); err != nil {
+	if err := in.confirmAndPublish(ctx, committed); err != nil {
 		return in.required(opID, err)
 	}
 	if err := failpoint.Inject(in.points.published); err != nil {
@@ -251,10 +262,11 @@ func (in *intent) run(ctx context.Context) error {
 	return nil
 }
 
-// confirmAndPublish is the confirmation and Phase C. The gate is the one place the
-// confirmation's outcome, the second fence and their failpoints meet: with overlapConfirm
-// the publish waits on it right before its commit, otherwise it passes before the publish.
-func (in *intent) confirmAndPublish(ctx context.Context) error {
+// confirmAndPublish is the confirmation and Phase C, once committed gives Phase B's outcome.
+// The gate is the one place the commit's and the confirmation's outcomes, the second fence
+// and their failpoints meet: with overlapConfirm or overlapCommit the publish waits on it
+// right before its commit, otherwise it passes before the publish.
+func (in *intent) confirmAndPublish(ctx context.Context, committed <-chan error) error {
 	confirmed := make(chan error, 1)
 	switch {
 	case in.confirm == nil:
@@ -268,7 +280,7 @@ func (in *intent) confirmAndPublish(ctx context.Context) error {
 	var once sync.Once
 	gate := func() error {
 		once.Do(func() {
-			gateErr = <-confirmed
+			gateErr = cmp.Or(<-committed, <-confirmed)
 			if gateErr == nil && in.confirm != nil {
 				gateErr = failpoint.Inject(in.points.confirmed)
 			}
@@ -282,14 +294,14 @@ func (in *intent) confirmAndPublish(ctx context.Context) error {
 		})
 		return gateErr
 	}
-	if !in.overlapConfirm {
+	if !in.overlapConfirm && !in.overlapCommit {
 		if err := gate(); err != nil {
 			return err
 		}
 	}
 	err := in.publish(ctx, gate)
-	// The confirmation's failure first, then the publish's; this also waits for an
-	// overlapped confirmation whatever the publish did.
+	// The commit's or the confirmation's failure first, then the publish's; this also waits
+	// for an overlapped commit or confirmation whatever the publish did.
 	if gerr := gate(); err == nil || gerr != nil {
 		err = gerr
 	}

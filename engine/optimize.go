@@ -78,7 +78,8 @@ type compactionPlan struct {
 	c         *lance.Compaction // nil for an index build
 	indices   []string          // the columns an index build indexes
 	before    int
-	committed *lance.Dataset
+	prepared  *lance.PreparedCommit
+	committed *lance.Dataset // the version the commit makes, known once prepared
 }
 
 // CompactionDue says, from what this writer already holds (no I/O), whether some main table
@@ -344,6 +345,14 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 	if err != nil {
 		return nil, err
 	}
+	// Each table's next manifest is built now, with no request: the publish names it while
+	// the tables commit.
+	for _, p := range plans {
+		if p.prepared, err = p.ts.ds.PrepareCommit(ctx, p.staged); err != nil {
+			return nil, fmt.Errorf("prepare the commit of the compaction of %s: %w", p.key, err)
+		}
+		p.committed = p.prepared.Dataset()
+	}
 	var res *OptimizeResult
 	in := &intent{g: g, points: optimizePoints,
 		arm: func(ctx context.Context) (string, error) {
@@ -355,16 +364,20 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 		stage: func(ctx context.Context) error {
 			return parallel.Each(plans, TableConcurrency, func(p *compactionPlan) error { return p.staged.WriteTransaction(ctx) })
 		},
+		// The publish names the versions the Rewrites make at their exact pins + 1, so it
+		// stages its files while the tables commit and waits for them (the gate) only before
+		// its own commit.
+		overlapCommit: true,
 		commit: func(ctx context.Context) error {
-			return parallel.Each(plans, TableConcurrency, func(p *compactionPlan) (err error) {
-				if p.committed, err = p.ts.ds.Commit(ctx, p.staged); err != nil {
+			return parallel.Each(plans, TableConcurrency, func(p *compactionPlan) error {
+				if _, err := p.prepared.Commit(ctx); err != nil {
 					return fmt.Errorf("commit the compaction of %s: %w", p.key, err)
 				}
 				return failpoint.Inject("optimize.after_table_commit")
 			})
 		},
-		publish: func(ctx context.Context, _ func() error) (err error) {
-			res, err = g.publishCompaction(ctx, o, plans, known)
+		publish: func(ctx context.Context, gate func() error) (err error) {
+			res, err = g.publishCompaction(ctx, o, plans, known, gate)
 			return err
 		},
 		failed: func() { g.forgetTables(plans) }, // re-read from storage on next use
@@ -383,9 +396,9 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 
 // publishCompaction publishes every rewritten table's pointer in one main commit and moves the
 // cached id indexes to the rewritten fragments.
-func (g *Graph) publishCompaction(ctx context.Context, o OptimizeOptions, plans []*compactionPlan, known *publisher.State) (*OptimizeResult, error) {
+func (g *Graph) publishCompaction(ctx context.Context, o OptimizeOptions, plans []*compactionPlan, known *publisher.State, gate func() error) (*OptimizeResult, error) {
 	commitID := ids.NewULID()
-	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{}, Known: known,
+	req := publisher.Request{Expected: map[ids.TableIdentity]publisher.Expectation{}, Known: known, BeforeCommit: gate,
 		Lineage: &publisher.Lineage{CommitID: commitID, ActorID: o.Actor, CreatedAt: time.Now().UnixMicro()}}
 	for _, p := range plans {
 		c := p.committed

@@ -460,6 +460,24 @@ func (k *fragmentSink) record(name string, size uint64, rows int64) {
 // Commit makes a staged transaction visible as exactly version ReadVersion+1, with no retry:
 // if that version already exists it returns *CommitConflictError and nothing becomes visible.
 func (d *Dataset) Commit(ctx context.Context, s *Staged) (*Dataset, error) {
+	pc, err := d.PrepareCommit(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return pc.Commit(ctx)
+}
+
+// PreparedCommit is a staged transaction's next manifest, built and encoded but not written:
+// Dataset is the version its Commit makes visible, so that a caller can name that version
+// (its manifest's location and size, its rows) in a write it makes beside the commit.
+type PreparedCommit struct {
+	s    *Staged
+	next *Dataset
+	body []byte
+}
+
+// PrepareCommit builds the manifest Commit would write for s, with no request.
+func (d *Dataset) PrepareCommit(ctx context.Context, s *Staged) (*PreparedCommit, error) {
 	base := s.base
 	if base == nil || base.dir.URI() != d.dir.URI() {
 		return nil, errors.New("lance: staged transaction belongs to another dataset or branch")
@@ -473,9 +491,6 @@ func (d *Dataset) Commit(ctx context.Context, s *Staged) (*Dataset, error) {
 	if s.inlineOnly {
 		m.WriterFlags |= FlagDisableTransactionFile
 	}
-	if err := s.WriteTransaction(ctx); err != nil {
-		return nil, err
-	}
 	var reuse fragmentCodes
 	if base.codes != nil {
 		reuse = make(fragmentCodes, len(m.Fragments))
@@ -487,14 +502,28 @@ func (d *Dataset) Commit(ctx context.Context, s *Staged) (*Dataset, error) {
 	}
 	body, codes := marshalManifestFileReusing(m, txnBytes, reuse)
 	key := manifestKey(base.scheme, m.Version)
+	next := &Dataset{root: base.root, dir: base.dir, branch: base.branch, scheme: base.scheme, manifest: m, key: key, size: int64(len(body)), codes: codes}
+	return &PreparedCommit{s: s, next: next, body: body}, nil
+}
+
+// Dataset is the version the commit makes visible, as Commit returns it once it has.
+func (pc *PreparedCommit) Dataset() *Dataset { return pc.next }
+
+// Commit writes the staged files not yet written, then the manifest, at exactly its version:
+// *CommitConflictError, with nothing visible, when that version already exists.
+func (pc *PreparedCommit) Commit(ctx context.Context) (*Dataset, error) {
+	s, base, next := pc.s, pc.s.base, pc.next
+	if err := s.WriteTransaction(ctx); err != nil {
+		return nil, err
+	}
 	if err := inject("lance.commit.before_manifest"); err != nil {
 		return nil, err
 	}
-	if err := base.dir.PutIfAbsent(ctx, key, body); err != nil {
+	if err := base.dir.PutIfAbsent(ctx, next.key, pc.body); err != nil {
 		if errors.Is(err, storage.ErrAlreadyExists) {
-			return nil, &CommitConflictError{Dataset: base.dir.URI(), ReadVersion: s.Txn.ReadVersion, Version: m.Version}
+			return nil, &CommitConflictError{Dataset: base.dir.URI(), ReadVersion: s.Txn.ReadVersion, Version: next.manifest.Version}
 		}
-		return nil, fmt.Errorf("lance: write manifest version %d: %w", m.Version, err)
+		return nil, fmt.Errorf("lance: write manifest version %d: %w", next.manifest.Version, err)
 	}
 	if err := inject("lance.commit.after_manifest"); err != nil {
 		return nil, err
@@ -502,7 +531,7 @@ func (d *Dataset) Commit(ctx context.Context, s *Staged) (*Dataset, error) {
 	// No _versions/latest_version_hint.json is written: readers only consult it on stores with
 	// unordered listings, a missing or stale hint never changes what they find, and it would
 	// cost every commit one more object write.
-	return &Dataset{root: base.root, dir: base.dir, branch: base.branch, scheme: base.scheme, manifest: m, key: key, size: int64(len(body)), codes: codes}, nil
+	return next, nil
 }
 
 // buildManifest applies txn to this version, producing the manifest of version+1. carried[i]

@@ -62,6 +62,96 @@ func TestGraphLoadSyncChain(t *testing.T) {
 	}
 }
 
+// TestGraphCompactionSyncChain holds a staged compaction's commit to the same chain: its
+// publish stages its files while the tables commit (engine's overlapCommit), and its
+// __manifest version, which names the tables' new versions, must still wait for them to be
+// durable.
+func TestGraphCompactionSyncChain(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	root, err := storage.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	storage.KeepSpares(root)
+	g, err := engine.Init(ctx, root, benchdata.Schema, engine.InitOptions{FileVersion: engine.DefaultFileVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 2 {
+		for i := range 16 {
+			if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: benchdata.GraphBatch(100*k+i, 10)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var mu sync.Mutex
+		var events []storage.SyncEvent
+		stop := storage.TraceSyncs(func(ev storage.SyncEvent) {
+			if ev.Path == dir || strings.HasPrefix(ev.Path, dir+string(filepath.Separator)) {
+				mu.Lock()
+				events = append(events, ev)
+				mu.Unlock()
+			}
+		})
+		sc, err := g.StageCompaction(ctx, engine.OptimizeOptions{Indices: k == 1})
+		if err != nil || sc == nil {
+			stop()
+			t.Fatalf("nothing staged: %v", err)
+		}
+		res, err := g.CommitCompaction(ctx, sc)
+		stop()
+		if err != nil || res.Commit == nil || len(res.Tables) != 2 {
+			t.Fatalf("compaction %+v %v", res, err)
+		}
+		mu.Lock()
+		checkSyncChain(t, k, events)
+		tablesDurableBeforeThePublish(t, events)
+		mu.Unlock()
+	}
+}
+
+// tablesDurableBeforeThePublish requires every table version published in evs to be durable
+// (its directory synced after it) before the __manifest version that names it is published,
+// whenever the table's write began.
+func tablesDurableBeforeThePublish(t *testing.T, evs []storage.SyncEvent) {
+	t.Helper()
+	versions := string(filepath.Separator) + "_versions" + string(filepath.Separator)
+	publish := -1
+	for i, ev := range evs {
+		if ev.Kind == storage.EventPublished && strings.Contains(ev.Path, "__manifest"+versions) {
+			publish = i
+		}
+	}
+	if publish < 0 {
+		t.Fatal("no __manifest version published")
+	}
+	tables := 0
+	for q, ev := range evs[:publish] {
+		if ev.Kind != storage.EventPublished || !strings.Contains(ev.Path, versions) {
+			continue
+		}
+		tables++
+		// A sync of its directory that started after it and ended before the publish (the
+		// syncs of one directory never overlap).
+		dir, started, durable := filepath.Dir(ev.Path), false, false
+		for _, later := range evs[q+1 : publish] {
+			if later.Path == dir && later.Kind == storage.EventDirSyncStart {
+				started = true
+			}
+			if later.Path == dir && later.Kind == storage.EventDirSyncDone && started {
+				durable = true
+			}
+		}
+		if !durable {
+			t.Errorf("%s published before the table version %s it names was durable", evs[publish].Path, ev.Path)
+		}
+	}
+	if tables < 2 {
+		t.Errorf("%d table versions published before the __manifest version, want the node and edge tables'", tables)
+	}
+}
+
 func checkSyncChain(t *testing.T, load int, evs []storage.SyncEvent) {
 	t.Helper()
 	parent := filepath.Dir
