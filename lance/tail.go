@@ -76,6 +76,40 @@ func (d *Dataset) TailRun(fanout int, rows uint64) []uint64 {
 	return tailRun(d.manifest.Fragments, fanout, rows)
 }
 
+// SmallTailHolding is the shortest run of the newest fragments, all of the smallest tier (fewer
+// than fanout live rows), that holds every row of remove; nil when remove is empty or one of
+// its rows lies elsewhere. A commit that replaces those rows can rewrite the run's few live
+// rows with its own (StageRewriteRowsMerging) instead of writing a deletion file per fragment:
+// one object fewer per commit where every commit replaces rows the last ones wrote (a graph
+// head, the versions of the tables it writes).
+func (d *Dataset) SmallTailHolding(remove []RowAddress, fanout int) []uint64 {
+	if len(remove) == 0 {
+		return nil
+	}
+	frags := d.manifest.Fragments
+	start := len(frags)
+	for start > 0 && tierOf(frags[start-1].NumRows(), fanout) == 0 {
+		start--
+	}
+	at := make(map[uint64]int, len(frags)-start)
+	for i := start; i < len(frags); i++ {
+		at[frags[i].ID] = i
+	}
+	first := len(frags)
+	for _, a := range remove {
+		i, ok := at[a.Fragment()]
+		if !ok {
+			return nil
+		}
+		first = min(first, i)
+	}
+	ids := make([]uint64, 0, len(frags)-first)
+	for i := first; i < len(frags); i++ {
+		ids = append(ids, frags[i].ID)
+	}
+	return ids
+}
+
 // StageRewriteRowsMerging is StageRewriteRows that writes its new rows into one fragment after
 // the live rows of the fragments merge (the newest ones, as TailRun names them), which the
 // Update removes: the commit and the tail merge CompactTail would make after it, in one. The

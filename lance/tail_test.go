@@ -78,3 +78,35 @@ func TestPublishMergesTheTierItCompletes(t *testing.T) {
 		}
 	}
 }
+
+// SmallTailHolding names the shortest run of the newest fragments of the smallest tier that
+// holds every row to remove, and nothing when a row lies in a larger fragment or there is none.
+func TestSmallTailHolding(t *testing.T) {
+	ctx := context.Background()
+	const fanout = 4
+	d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 100)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for lo := int64(100); lo < 106; lo += 2 {
+		s, err := d.StageAppend(ctx, rows(lo, lo+1), StageOptions{})
+		d = commit(t, d, s, err)
+	}
+	f := d.Manifest().Fragments
+	at := func(i int, off uint32) RowAddress { return RowAddress(f[i].ID<<32 | uint64(off)) }
+	for _, c := range []struct {
+		name   string
+		remove []RowAddress
+		want   []uint64
+	}{
+		{"nothing to remove", nil, nil},
+		{"a row of the newest", []RowAddress{at(3, 1)}, []uint64{f[3].ID}},
+		{"rows of the last two", []RowAddress{at(3, 0), at(2, 1)}, []uint64{f[2].ID, f[3].ID}},
+		{"a row of the oldest small one", []RowAddress{at(1, 0)}, []uint64{f[1].ID, f[2].ID, f[3].ID}},
+		{"a row of the big one", []RowAddress{at(3, 0), at(0, 5)}, nil},
+	} {
+		if got := d.SmallTailHolding(c.remove, fanout); !slices.Equal(got, c.want) {
+			t.Fatalf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -441,12 +441,19 @@ func (p *Publisher) write(ctx context.Context, st *State, rows []Row, newVersion
 	defer rec.Release()
 	// The publish that completes the newest tier of fragments merges it in its own commit, its
 	// rows written after the tier's: the merge compact would otherwise make in a commit of its
-	// own, one more file and one more commit in the writer's chain (the tier's files are the
-	// ones this process just wrote, read from memory).
+	// own, one more file and one more commit in the writer's chain. A publish whose replaced
+	// rows all lie in the newest small fragments (the last publishes' graph head and table
+	// versions, as a stream of loads makes them) rewrites those few rows with its own instead
+	// of writing a deletion file: one object fewer. Either way the fragments read are ones
+	// this process just wrote, read from memory.
 	var staged *lance.Staged
 	var tail []arrow.Record
 	var err error
-	if merge := p.ds.TailRun(CompactionFanout, uint64(len(rows))); merge != nil {
+	merge := p.ds.TailRun(CompactionFanout, uint64(len(rows)))
+	if merge == nil {
+		merge = p.ds.SmallTailHolding(remove, CompactionFanout)
+	}
+	if merge != nil {
 		staged, tail, err = p.ds.StageRewriteRowsMerging(ctx, remove, []arrow.Record{rec}, merge, stageOptions)
 		defer func() {
 			for _, r := range tail {
