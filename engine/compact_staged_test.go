@@ -201,13 +201,31 @@ func TestStagedCompactionExpires(t *testing.T) {
 	}
 }
 
-// recoveryWrites counts the requests that write or delete under __recovery on a traced root.
+// tracedGraph is a new example-schema graph on a mem:// root whose requests the returned
+// latency counts and traces (no delay).
+func tracedGraph(t *testing.T, name string) (*Graph, *storage.Latency) {
+	t.Helper()
+	ctx := context.Background()
+	l := storage.NewLatency(0)
+	root, err := storage.Open(ctx, fmt.Sprintf("mem://%s-%d", name, latencySeq.Add(1)), storage.WithLatency(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Init(ctx, root, graphtest.Schema(t, graphtest.Example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, l
+}
+
+// recoveryWrites counts the requests that write (put, replace) or delete under __recovery on a
+// traced root.
 func recoveryWrites(l *storage.Latency) (puts, deletes *atomic.Int64) {
 	puts, deletes = new(atomic.Int64), new(atomic.Int64)
 	l.Trace(func(r storage.Request) {
 		switch {
 		case !strings.Contains(r.Location, "__recovery"):
-		case strings.HasPrefix(r.Op, "put"):
+		case strings.HasPrefix(r.Op, "put"), r.Op == "replace":
 			puts.Add(1)
 		case strings.HasPrefix(r.Op, "delete"):
 			deletes.Add(1)
@@ -224,16 +242,8 @@ func recoveryWrites(l *storage.Latency) (puts, deletes *atomic.Int64) {
 func TestStagedCompactionOnAMovedGraphArmsAgain(t *testing.T) {
 	t.Cleanup(failpoint.Reset)
 	ctx := context.Background()
-	l := storage.NewLatency(0)
-	root, err := storage.Open(ctx, fmt.Sprintf("mem://compaction-moved-%d", latencySeq.Add(1)), storage.WithLatency(l))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Init(ctx, root, graphtest.Schema(t, graphtest.Example))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := Open(ctx, root)
+	g, l := tracedGraph(t, "compaction-moved")
+	other, err := Open(ctx, g.root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,20 +310,12 @@ func TestStagedCompactionOnAMovedGraphArmsAgain(t *testing.T) {
 // revalidates before it arms and writes no sidecar.
 func TestDriftedCompactionTriedAgainWritesNoSidecar(t *testing.T) {
 	ctx := context.Background()
-	l := storage.NewLatency(0)
-	root, err := storage.Open(ctx, fmt.Sprintf("mem://compaction-drift-%d", latencySeq.Add(1)), storage.WithLatency(l))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Init(ctx, root, graphtest.Schema(t, graphtest.Example))
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, l := tracedGraph(t, "compaction-drift")
 	smallLoads(t, g, "", "p", 16)
 	sc := stageDue(t, g, OptimizeOptions{Fanout: 16})
 	foreignAppendOn(t, g, "node:Person", "")
 	puts, _ := recoveryWrites(l)
-	_, err = g.CommitCompaction(ctx, sc)
+	_, err := g.CommitCompaction(ctx, sc)
 	wantDrift(t, err, "node:Person")
 	if puts.Load() != 1 {
 		t.Fatalf("the first drifted commit wrote %d sidecars beside its revalidation, want 1: the test sees nothing", puts.Load())

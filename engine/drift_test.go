@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -14,11 +13,9 @@ import (
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
-	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
-	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // foreignAppendOn commits an "intruder" Person to the table key of branch ("" = main) behind
@@ -232,37 +229,24 @@ func TestCompactionRefusesDrift(t *testing.T) {
 // sidecar is pending, never meets one of its; once restored, the load commits.
 func TestDriftedLoadTriedAgainWritesNoSidecar(t *testing.T) {
 	ctx := context.Background()
-	l := storage.NewLatency(0)
-	root, err := storage.Open(ctx, fmt.Sprintf("mem://drift-again-%d", latencySeq.Add(1)), storage.WithLatency(l))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Init(ctx, root, graphtest.Schema(t, graphtest.Example))
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, l := tracedGraph(t, "drift-again")
 	if _, err := load(t, g, "append", people[0]); err != nil {
 		t.Fatal(err)
 	}
 	foreignAppendOn(t, g, "node:Person", "")
-	var writes atomic.Int64 // requests that write or delete under __recovery
-	l.Trace(func(r storage.Request) {
-		if strings.Contains(r.Location, "__recovery") && !strings.HasPrefix(r.Op, "get") && !strings.HasPrefix(r.Op, "list") &&
-			r.Op != "exists" && r.Op != "size" {
-			writes.Add(1)
-		}
-	})
-	_, err = load(t, g, "append", dave)
+	puts, deletes := recoveryWrites(l)
+	writes := func() int64 { return puts.Load() + deletes.Load() }
+	_, err := load(t, g, "append", dave)
 	wantDrift(t, err, "node:Person")
-	if writes.Load() == 0 {
+	if writes() == 0 {
 		t.Fatal("the first drifted load wrote no sidecar beside its revalidation: the test sees nothing")
 	}
-	first := writes.Load()
+	first := writes()
 	for range 3 {
 		_, err = load(t, g, "append", dave)
 		wantDrift(t, err, "node:Person")
 	}
-	if n := writes.Load() - first; n != 0 {
+	if n := writes() - first; n != 0 {
 		t.Fatalf("three loads tried again on the drift made %d writes under __recovery, want none", n)
 	}
 	if _, err := g.RestoreDrift(ctx); err != nil {

@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,39 +28,59 @@ import (
 //     synced at most once per write into it.
 func TestGraphLoadSyncChain(t *testing.T) {
 	ctx := context.Background()
+	g, tr := syncTracedGraph(t)
+	for k := range 4 {
+		evs := tr.during(func() {
+			if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: benchdata.GraphBatch(k, 100)}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		checkSyncChain(t, k, evs)
+	}
+}
+
+// syncTracer collects the sync events of one graph root's directory.
+type syncTracer struct {
+	mu     sync.Mutex
+	events []storage.SyncEvent
+}
+
+// syncTracedGraph is a new bench-schema graph on a local root with fsync on, whose sync events
+// the tracer collects until the test ends.
+func syncTracedGraph(t *testing.T) (*engine.Graph, *syncTracer) {
+	t.Helper()
+	ctx := context.Background()
 	dir := t.TempDir()
 	root, err := storage.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
+	t.Cleanup(func() { root.Close() })
 	storage.KeepSpares(root)
 	g, err := engine.Init(ctx, root, benchdata.Schema, engine.InitOptions{FileVersion: engine.DefaultFileVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var events []storage.SyncEvent
-	stop := storage.TraceSyncs(func(ev storage.SyncEvent) {
+	tr := &syncTracer{}
+	t.Cleanup(storage.TraceSyncs(func(ev storage.SyncEvent) {
 		if ev.Path == dir || strings.HasPrefix(ev.Path, dir+string(filepath.Separator)) {
-			mu.Lock()
-			events = append(events, ev)
-			mu.Unlock()
+			tr.mu.Lock()
+			tr.events = append(tr.events, ev)
+			tr.mu.Unlock()
 		}
-	})
-	defer stop()
-	for k := range 4 {
-		mu.Lock()
-		events = events[:0]
-		mu.Unlock()
-		if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: benchdata.GraphBatch(k, 100)}); err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		evs := append([]storage.SyncEvent(nil), events...)
-		mu.Unlock()
-		checkSyncChain(t, k, evs)
-	}
+	}))
+	return g, tr
+}
+
+// during is the events of what f does.
+func (tr *syncTracer) during(f func()) []storage.SyncEvent {
+	tr.mu.Lock()
+	tr.events = tr.events[:0]
+	tr.mu.Unlock()
+	f()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return slices.Clone(tr.events)
 }
 
 // TestGraphCompactionSyncChain holds a staged compaction's commit to the same chain: its
@@ -68,46 +89,25 @@ func TestGraphLoadSyncChain(t *testing.T) {
 // durable.
 func TestGraphCompactionSyncChain(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	root, err := storage.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	storage.KeepSpares(root)
-	g, err := engine.Init(ctx, root, benchdata.Schema, engine.InitOptions{FileVersion: engine.DefaultFileVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, tr := syncTracedGraph(t)
 	for k := range 2 {
 		for i := range 16 {
 			if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: benchdata.GraphBatch(100*k+i, 10)}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		var mu sync.Mutex
-		var events []storage.SyncEvent
-		stop := storage.TraceSyncs(func(ev storage.SyncEvent) {
-			if ev.Path == dir || strings.HasPrefix(ev.Path, dir+string(filepath.Separator)) {
-				mu.Lock()
-				events = append(events, ev)
-				mu.Unlock()
+		evs := tr.during(func() {
+			sc, err := g.StageCompaction(ctx, engine.OptimizeOptions{Indices: k == 1})
+			if err != nil || sc == nil {
+				t.Fatalf("nothing staged: %v", err)
+			}
+			res, err := g.CommitCompaction(ctx, sc)
+			if err != nil || res.Commit == nil || len(res.Tables) != 2 {
+				t.Fatalf("compaction %+v %v", res, err)
 			}
 		})
-		sc, err := g.StageCompaction(ctx, engine.OptimizeOptions{Indices: k == 1})
-		if err != nil || sc == nil {
-			stop()
-			t.Fatalf("nothing staged: %v", err)
-		}
-		res, err := g.CommitCompaction(ctx, sc)
-		stop()
-		if err != nil || res.Commit == nil || len(res.Tables) != 2 {
-			t.Fatalf("compaction %+v %v", res, err)
-		}
-		mu.Lock()
-		checkSyncChain(t, k, events)
-		tablesDurableBeforeThePublish(t, events)
-		mu.Unlock()
+		checkSyncChain(t, k, evs)
+		tablesDurableBeforeThePublish(t, evs)
 	}
 }
 
