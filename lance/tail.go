@@ -44,9 +44,10 @@ func tailRun(frags []Fragment, fanout int, last uint64) []uint64 {
 	return ids
 }
 
-// CompactTail stages the merge of the newest tier when it holds fanout fragments, and returns
-// the ids it merges; nil when nothing needs merging.
-func (d *Dataset) CompactTail(ctx context.Context, fanout int, o StageOptions) (*Staged, []uint64, error) {
+// CompactTail stages the merge of the newest tier when it holds fanout fragments; nil when
+// nothing needs merging. merged is what the merge read, the rows of the new fragments in their
+// order, for a caller that keeps row addresses; the caller releases it.
+func (d *Dataset) CompactTail(ctx context.Context, fanout int, o StageOptions) (s *Staged, merged []arrow.Record, err error) {
 	frags := d.manifest.Fragments
 	if len(frags) < fanout {
 		return nil, nil, nil
@@ -60,13 +61,13 @@ func (d *Dataset) CompactTail(ctx context.Context, fanout int, o StageOptions) (
 	if err != nil {
 		return nil, nil, err
 	}
-	defer releaseAll(recs)
 	w := &fileWrites{}
-	merged, err := d.writeFragments(d.Schema(), recs, o.FileOptions, w)
+	written, err := d.writeFragments(d.Schema(), recs, o.FileOptions, w)
 	if err != nil {
+		releaseAll(recs)
 		return nil, nil, err
 	}
-	return d.newStaged(o, Operation{Kind: OpUpdate, RemovedFragmentIDs: ids, Fragments: merged, UpdateMode: UpdateRewriteRows}, w), ids, nil
+	return d.newStaged(o, Operation{Kind: OpUpdate, RemovedFragmentIDs: ids, Fragments: written, UpdateMode: UpdateRewriteRows}, w), recs, nil
 }
 
 // TailRun is the newest fragments a commit appending one fragment of rows new rows would

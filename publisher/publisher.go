@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/graph/ids"
@@ -492,7 +491,7 @@ func (p *Publisher) write(ctx context.Context, st *State, rows []Row, newVersion
 		p.ds, p.state = nil, nil // committed but unexpected: rescan on next use
 		return fmt.Errorf("publisher: commit added %d fragments, want one of %d rows", len(added), before+int64(len(rows)))
 	}
-	if err := st.readdressRows(tail, added[0].ID, 0); err != nil {
+	if err := st.readdressRows(tail, added); err != nil {
 		p.ds, p.state = nil, nil
 		return err
 	}
@@ -530,51 +529,42 @@ const CompactionFanout = 16
 // fragments as they are and the next snapshot rescans.
 func (p *Publisher) compact(ctx context.Context) {
 	for {
-		staged, _, err := p.ds.CompactTail(ctx, CompactionFanout, stageOptions)
-		if err != nil || staged == nil {
-			if err != nil {
-				p.ds, p.state = nil, nil
-			}
+		if !p.compactOnce(ctx) {
 			return
 		}
-		if err := failpoint.Inject("publisher.compact"); err != nil {
-			return
-		}
-		ds, err := p.ds.Commit(ctx, staged)
-		if err != nil {
-			p.ds, p.state = nil, nil
-			return
-		}
-		added := ds.AddedFragments(p.ds.Manifest())
-		var ids []uint64
-		for _, f := range added {
-			ids = append(ids, f.ID)
-		}
-		if err := p.readdress(ctx, ds, ids); err != nil {
-			p.ds, p.state = nil, nil
-			return
-		}
-		p.ds = ds
-		p.state.ManifestVersion, p.state.ds = ds.Version(), ds
 	}
 }
 
-// readdress records the new addresses of the rows a compaction moved into fragments ids (of
-// those whose addresses the state keeps).
-func (p *Publisher) readdress(ctx context.Context, ds *lance.Dataset, ids []uint64) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return ds.Each(ctx, lance.ScanOptions{Columns: []string{"object_id"}, WithRowAddress: true, Fragments: ids}, func(rec arrow.Record) error {
-		oid := rec.Column(0).(*array.String)
-		addr := rec.Column(1).(*array.Uint64)
-		for i := 0; i < oid.Len(); i++ {
-			if _, ok := p.state.addr[oid.Value(i)]; ok {
-				p.state.addr[oid.Value(i)] = lance.RowAddress(addr.Value(i))
-			}
+// compactOnce is one merge of compact; false when there was none to make or it failed.
+func (p *Publisher) compactOnce(ctx context.Context) bool {
+	staged, merged, err := p.ds.CompactTail(ctx, CompactionFanout, stageOptions)
+	defer func() {
+		for _, r := range merged {
+			r.Release()
 		}
-		return nil
-	})
+	}()
+	if err != nil || staged == nil {
+		if err != nil {
+			p.ds, p.state = nil, nil
+		}
+		return false
+	}
+	if err := failpoint.Inject("publisher.compact"); err != nil {
+		return false
+	}
+	ds, err := p.ds.Commit(ctx, staged)
+	if err != nil {
+		p.ds, p.state = nil, nil
+		return false
+	}
+	// The merged rows moved to the new fragments, in the order the merge read them.
+	if err := p.state.readdressRows(merged, ds.AddedFragments(p.ds.Manifest())); err != nil {
+		p.ds, p.state = nil, nil
+		return false
+	}
+	p.ds = ds
+	p.state.ManifestVersion, p.state.ds = ds.Version(), ds
+	return true
 }
 
 // pendingRows builds the rows of one attempt: registrations, table versions, lineage, receipt.

@@ -339,6 +339,41 @@ func TestCompactionKeepsManifestSmallAndCorrect(t *testing.T) {
 	assertLinear(t, cold)
 }
 
+// A tier merge the publishes do not make themselves (a cascade into a larger tier, after the
+// publish, in a __manifest version of its own) moves the rows it merged, and the publisher's
+// cached addresses follow them: the publishes after it replace exactly the rows they replace,
+// and the state equals a full scan's.
+func TestTailMergeAfterAPublishMovesTheAddresses(t *testing.T) {
+	ctx := context.Background()
+	root, _ := genesis(t)
+	p := Open(root, "")
+	merged, last := -1, uint64(0)
+	for i := 0; i < 2000 && (merged < 0 || i < merged+20); i++ {
+		res, err := p.Publish(ctx, Request{Lineage: &Lineage{CommitID: ids.NewULID()}, Receipt: &Receipt{MsgID: fmt.Sprintf("m-%d", i)},
+			Updates: []DatasetUpdate{update(person, "node:Person", uint64(i+2), uint64(i))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last != 0 && res.ManifestVersion > last+1 && merged < 0 {
+			merged = i - 1 // a version between the last publish and this one: its merge
+		}
+		last = res.ManifestVersion
+	}
+	if merged < 0 {
+		t.Fatal("no publish was followed by a merge of its own: the test sees nothing")
+	}
+	for oid, n := range objectRows(t, root) {
+		if n != 1 {
+			t.Fatalf("%d rows of %s after the merge at publish %d", n, oid, merged)
+		}
+	}
+	st, err := p.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, st, fullScan(t, root, ""), merged+20)
+}
+
 // BeforeCommit runs once the attempt is staged and before anything is visible: its error ends
 // the publish with the manifest as it was, and the next publish goes through.
 func TestBeforeCommitGatesTheCommit(t *testing.T) {

@@ -260,10 +260,11 @@ func (s *State) apply(rows []Row, addrs []uint64) error {
 	return s.checkAliases()
 }
 
-// readdressRows records the addresses of rows written, in the order of recs, into fragment
-// frag from offset start on (a merged tier, publish): those whose addresses the state keeps.
-func (s *State) readdressRows(recs []arrow.Record, frag uint64, start int64) error {
-	off := start
+// readdressRows records the addresses of rows written, in the order of recs, into frags from
+// the first fragment's first row on, each fragment holding its PhysicalRows of them (a merged
+// tier ahead of a publish's rows, or a tail merge): those whose addresses the state keeps.
+func (s *State) readdressRows(recs []arrow.Record, frags []lance.Fragment) error {
+	f, off := 0, uint64(0)
 	for _, rec := range recs {
 		col := rec.Schema().FieldIndices("object_id")
 		if len(col) != 1 {
@@ -274,8 +275,14 @@ func (s *State) readdressRows(recs []arrow.Record, frag uint64, start int64) err
 			return fmt.Errorf("publisher: merged rows' object_id is %s, not a string", rec.Column(col[0]).DataType())
 		}
 		for i := 0; i < oid.Len(); i++ {
+			for f < len(frags) && off == frags[f].PhysicalRows {
+				f, off = f+1, 0
+			}
+			if f == len(frags) {
+				return fmt.Errorf("publisher: more merged rows than the new fragments hold")
+			}
 			if _, ok := s.addr[oid.Value(i)]; ok {
-				s.addr[oid.Value(i)] = lance.RowAddress(frag<<32 | uint64(off))
+				s.addr[oid.Value(i)] = lance.RowAddress(frags[f].ID<<32 | off)
 			}
 			off++
 		}
