@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance"
@@ -175,7 +174,7 @@ func (g *Graph) commitCompaction(ctx context.Context, sc *StagedCompaction) (*Op
 			return st, err
 		}
 		res, err := g.commitPlans(ctx, sc, plans, stale, held, check)
-		if err == nil || checkErr == nil || err != checkErr {
+		if checkErr == nil || err != checkErr { // committed, or failed for another reason than the check
 			return res, err
 		}
 	}
@@ -236,12 +235,8 @@ func (g *Graph) revalidateCompaction(ctx context.Context, plans []*compactionPla
 		return nil, err
 	}
 	for i, p := range plans {
-		if cur, ok := st.Table(p.key); !ok || cur.Version != p.entry.Version {
-			v := fmt.Sprint(p.entry.Version)
-			return nil, &errs.ReadSetChanged{Member: "published_dataset_version:" + p.key, Expected: &v}
-		}
-		if drift[i] != nil {
-			return nil, drift[i]
+		if err := cmp.Or(stillPublished(st, p.key, p.entry.Version), drift[i]); err != nil {
+			return nil, err
 		}
 	}
 	return st, nil

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -292,6 +293,16 @@ func (g *Graph) caughtUp(ctx context.Context) error {
 	return nil
 }
 
+// stillPublished is nil when st publishes table key at version, the version a write read,
+// and the ReadSetChanged naming it otherwise.
+func stillPublished(st *publisher.State, key string, version uint64) error {
+	if cur, ok := st.Table(key); ok && cur.Version == version {
+		return nil
+	}
+	e := fmt.Sprint(version)
+	return &errs.ReadSetChanged{Member: "published_dataset_version:" + key, Expected: &e}
+}
+
 // errCatchUp: the revalidation of a load that deferred its catch-up listed a sidecar or read a
 // schema other than the accepted one this writer holds; the load catches up (Graph.catchUp)
 // and prepares again.
@@ -560,13 +571,8 @@ func (g *Graph) revalidate(ctx context.Context, req *LoadRequest, p *prepared, d
 		return authority
 	}
 	for i, t := range p.tables {
-		cur, ok := st.Table(t.key)
-		if !ok || cur.Version != t.entry.Version {
-			e := fmt.Sprint(t.entry.Version)
-			return &errs.ReadSetChanged{Member: "published_dataset_version:" + t.key, Expected: &e}
-		}
-		if drift[i] != nil {
-			return drift[i]
+		if err := cmp.Or(stillPublished(st, t.key, t.entry.Version), drift[i]); err != nil {
+			return err
 		}
 	}
 	p.revalidated = st

@@ -61,13 +61,7 @@ func namedStore(t *testing.T, name string) storage.Store {
 	return st
 }
 
-func fragmentIDs(d *Dataset) []uint64 {
-	var ids []uint64
-	for _, f := range d.Manifest().Fragments {
-		ids = append(ids, f.ID)
-	}
-	return ids
-}
+func fragmentIDs(d *Dataset) []uint64 { return idsOf(d.Manifest().Fragments) }
 
 // compactTable stages and commits a compaction of all of d's fragments as one group.
 func compactTable(t *testing.T, d *Dataset, co CompactionOptions) (*Dataset, *Compaction) {

@@ -26,22 +26,33 @@ func tierOf(n uint64, fanout int) int {
 	return t
 }
 
-// tailRun is the ids of the newest fragments of frags whose tier is that of a fragment of
-// last live rows, when with one such fragment more they are at least fanout; nil otherwise.
-func tailRun(frags []Fragment, fanout int, last uint64) []uint64 {
-	t := tierOf(last, fanout)
+// tierStart is where the newest run of fragments of tier t begins in frags (len(frags) when
+// the newest is of another tier).
+func tierStart(frags []Fragment, fanout, t int) int {
 	start := len(frags)
 	for start > 0 && tierOf(frags[start-1].NumRows(), fanout) == t {
 		start--
 	}
+	return start
+}
+
+// idsOf is the ids of frags, in order.
+func idsOf(frags []Fragment) []uint64 {
+	ids := make([]uint64, len(frags))
+	for i := range frags {
+		ids[i] = frags[i].ID
+	}
+	return ids
+}
+
+// tailRun is the ids of the newest fragments of frags whose tier is that of a fragment of
+// last live rows, when with one such fragment more they are at least fanout; nil otherwise.
+func tailRun(frags []Fragment, fanout int, last uint64) []uint64 {
+	start := tierStart(frags, fanout, tierOf(last, fanout))
 	if len(frags)-start+1 < fanout {
 		return nil
 	}
-	ids := make([]uint64, 0, len(frags)-start)
-	for i := start; i < len(frags); i++ {
-		ids = append(ids, frags[i].ID)
-	}
-	return ids
+	return idsOf(frags[start:])
 }
 
 // CompactTail stages the merge of the newest tier when it holds fanout fragments; nil when
@@ -88,10 +99,7 @@ func (d *Dataset) SmallTailHolding(remove []RowAddress, fanout int) []uint64 {
 		return nil
 	}
 	frags := d.manifest.Fragments
-	start := len(frags)
-	for start > 0 && tierOf(frags[start-1].NumRows(), fanout) == 0 {
-		start--
-	}
+	start := tierStart(frags, fanout, 0)
 	at := make(map[uint64]int, len(frags)-start)
 	for i := start; i < len(frags); i++ {
 		at[frags[i].ID] = i
@@ -104,11 +112,7 @@ func (d *Dataset) SmallTailHolding(remove []RowAddress, fanout int) []uint64 {
 		}
 		first = min(first, i)
 	}
-	ids := make([]uint64, 0, len(frags)-first)
-	for i := first; i < len(frags); i++ {
-		ids = append(ids, frags[i].ID)
-	}
-	return ids
+	return idsOf(frags[first:])
 }
 
 // StageRewriteRowsMerging is StageRewriteRows that writes its new rows into one fragment after
