@@ -162,7 +162,7 @@ func (g *Graph) CommitCompaction(ctx context.Context, sc *StagedCompaction) (*Op
 }
 
 func (g *Graph) commitCompaction(ctx context.Context, sc *StagedCompaction) (*OptimizeResult, error) {
-	if held := g.publisher("").Cached(); held != nil && !g.unresolved.Load() && !g.drifted.Load() {
+	if held := g.publisher("").Cached(); held != nil && !g.revalidatesFirst() {
 		plans, stale, err := g.rebaseCompaction(ctx, sc, held, nil)
 		if err != nil {
 			return nil, err

@@ -244,7 +244,7 @@ func (g *Graph) Load(ctx context.Context, req LoadRequest) (*LoadResult, error) 
 		// is written before the heal then. So does one whose last load met a drift.
 		revalidate := func(ctx context.Context) error { return g.revalidate(ctx, &req, p, deferred) }
 		var res *LoadResult
-		if !g.unresolved.Load() && !g.drifted.Load() {
+		if !g.revalidatesFirst() {
 			res, err = g.effect(ctx, &req, p, revalidate)
 		} else if err = revalidate(ctx); err == nil {
 			res, err = g.effect(ctx, &req, p, nil)
@@ -292,6 +292,11 @@ func (g *Graph) caughtUp(ctx context.Context) error {
 	}
 	return nil
 }
+
+// revalidatesFirst says a write prepared on the held state revalidates before it arms, not
+// beside: this writer left an intent for recovery (it expects to heal) or its last write met a
+// drift (it expects to be refused), and writes nothing first.
+func (g *Graph) revalidatesFirst() bool { return g.unresolved.Load() || g.drifted.Load() }
 
 // stillPublished is nil when st publishes table key at version, the version a write read,
 // and the ReadSetChanged naming it otherwise.
