@@ -3,7 +3,6 @@ package engine
 import (
 	"hash/maphash"
 	"math"
-	"math/bits"
 	"slices"
 	"sync/atomic"
 
@@ -16,13 +15,14 @@ import (
 // it entirely, where a map[string]RowAddress would have it trace every key on every cycle
 // (measured: loads on a graph of a million rows slowed by a third).
 //
-// The hash table is open addressing with linear probing over one flat slice. Each slot packs
-// the low 32 bits of the id's hash with 1 + its entry number, so a probe that meets another
-// id's slot is settled by the slot alone, and a lookup at a million ids costs about one cache
-// miss for the slot plus the entry it finds (a Go map from hash to entry cost two or three).
+// The hash table is open addressing with linear probing over segments of slots (slotTable).
+// Each slot packs the low 32 bits of the id's hash with 1 + its entry number, so a probe that
+// meets another id's slot is settled by the slot alone, and a lookup at a million ids costs
+// about one cache miss for the slot plus the entry it finds (a Go map from hash to entry cost
+// two or three).
 type idIndex struct {
 	seed  maphash.Seed
-	slots []uint64 // hash32<<32 | (1 + entry); 0 is empty; len is a power of two or 0
+	slots slotTable
 	ents  [][]idEntry
 	n     int // entries appended, gone ones included
 	arena [][]byte
@@ -50,9 +50,6 @@ type idEntry struct {
 
 // gone marks an entry whose id was deleted; its arena bytes wait for the next compaction.
 const gone = math.MaxUint64
-
-// maxLoad is the occupancy, in eighths, past which the table doubles: short probe runs.
-const maxLoad = 6
 
 func newIDIndex(capacity int) *idIndex {
 	x := &idIndex{seed: maphash.MakeSeed()}
@@ -124,46 +121,26 @@ func growChunk[T any](c []T, more, full int) []T {
 	return grown
 }
 
-// resize makes a table for at least n ids within maxLoad and moves the slots over.
-func (x *idIndex) resize(n int) {
-	size := 0
-	if n > 0 {
-		size = 1 << bits.Len(uint(n*8/maxLoad))
+// find returns the segment and slot holding id and its entry number, or the empty slot where
+// id would go and -1 (a nil segment when the index has none).
+func (x *idIndex) find(h uint64, id string) (s *slotSegment, slot uint64, ent int) {
+	if len(x.slots.dir) == 0 {
+		return nil, 0, -1
 	}
-	old := x.slots
-	x.slots = make([]uint64, size)
-	mask := uint64(size - 1)
-	for _, s := range old {
-		if s == 0 {
-			continue
-		}
-		i := (s >> 32) & mask
-		for x.slots[i] != 0 {
-			i = (i + 1) & mask
-		}
-		x.slots[i] = s
-	}
-}
-
-// find returns the slot holding id and its entry number, or the empty slot where id would go
-// and -1.
-func (x *idIndex) find(h uint64, id string) (slot uint64, ent int) {
-	if len(x.slots) == 0 {
-		return 0, -1
-	}
-	mask := uint64(len(x.slots) - 1)
 	tag := h & math.MaxUint32
+	s = x.slots.segment(tag)
+	mask := uint64(len(s.slots) - 1)
 	for i := tag & mask; ; i = (i + 1) & mask {
-		s := x.slots[i]
-		if s == 0 {
-			return i, -1
+		w := s.slots[i]
+		if w == 0 {
+			return s, i, -1
 		}
-		if s>>32 != tag {
+		if w>>32 != tag {
 			continue
 		}
-		e := x.ent(int(s&math.MaxUint32 - 1))
+		e := x.ent(int(w&math.MaxUint32 - 1))
 		if int(e.n) == len(id) && string(x.idBytes(e)) == id { // compared in place, not copied out
-			return i, int(s&math.MaxUint32 - 1)
+			return s, i, int(w&math.MaxUint32 - 1)
 		}
 	}
 }
@@ -173,7 +150,7 @@ func (x *idIndex) Get(id string) (lance.RowAddress, bool) {
 	if x == nil {
 		return 0, false
 	}
-	if _, i := x.find(x.hash(id), id); i >= 0 {
+	if _, _, i := x.find(x.hash(id), id); i >= 0 {
 		return x.ent(i).addr, true
 	}
 	return 0, false
@@ -183,7 +160,7 @@ func (x *idIndex) Get(id string) (lance.RowAddress, bool) {
 func (x *idIndex) Set(id string, addr lance.RowAddress) { x.setHashed(x.hash(id), id, addr) }
 
 func (x *idIndex) setHashed(h uint64, id string, addr lance.RowAddress) {
-	slot, i := x.find(h, id)
+	s, slot, i := x.find(h, id)
 	if i >= 0 {
 		x.ent(i).addr = addr
 		return
@@ -191,11 +168,12 @@ func (x *idIndex) setHashed(h uint64, id string, addr lance.RowAddress) {
 	if uint64(x.n) >= math.MaxUint32-1 {
 		panic("engine: id index holds 2^32 entries") // a table of four billion rows
 	}
-	if (x.live+1)*8 > len(x.slots)*maxLoad {
-		x.resize(x.live + 1)
-		slot, _ = x.find(h, id)
+	if s == nil || (s.used+1)*8 > len(s.slots)*maxLoad {
+		x.slots.grow(h & math.MaxUint32)
+		s, slot, _ = x.find(h, id)
 	}
-	x.slots[slot] = (h&math.MaxUint32)<<32 | uint64(x.push(id, addr)+1)
+	s.slots[slot] = (h&math.MaxUint32)<<32 | uint64(x.push(id, addr)+1)
+	s.used++
 	x.live++
 }
 
@@ -203,30 +181,15 @@ func (x *idIndex) setHashed(h uint64, id string, addr lance.RowAddress) {
 func (x *idIndex) Delete(id string) { x.deleteHashed(x.hash(id), id) }
 
 func (x *idIndex) deleteHashed(h uint64, id string) {
-	slot, i := x.find(h, id)
+	s, slot, i := x.find(h, id)
 	if i < 0 {
 		return
 	}
-	x.vacate(slot)
+	s.vacate(slot)
 	x.ent(i).off = gone
 	x.live--
 	if dead := x.n - x.live; dead > 1024 && dead > x.live {
 		x.compact()
-	}
-}
-
-// vacate empties a slot and moves later slots of its probe run back over the hole, so every
-// id stays reachable from its home slot without tombstones.
-func (x *idIndex) vacate(hole uint64) {
-	mask := uint64(len(x.slots) - 1)
-	x.slots[hole] = 0
-	for j := (hole + 1) & mask; x.slots[j] != 0; j = (j + 1) & mask {
-		home := (x.slots[j] >> 32) & mask
-		// The slot at j may fill the hole if its home is not in (hole, j], cyclically.
-		if (j-home)&mask >= (j-hole)&mask {
-			x.slots[hole], x.slots[j] = x.slots[j], 0
-			hole = j
-		}
 	}
 }
 
@@ -255,14 +218,14 @@ func (x *idIndex) Len() int {
 
 // Grow makes room for n more ids without rehashing on the way.
 func (x *idIndex) Grow(n int) {
-	if (x.live+n)*8 > len(x.slots)*maxLoad {
-		x.resize(x.live + n)
+	if (x.live+n)*8 > x.slots.capacity()*maxLoad {
+		x.slots.rebuild(x.live + n)
 	}
 }
 
 // Clone copies the index (a fork starts as exactly its parent's rows).
 func (x *idIndex) Clone() *idIndex {
-	c := &idIndex{seed: x.seed, slots: slices.Clone(x.slots), n: x.n, live: x.live}
+	c := &idIndex{seed: x.seed, slots: x.slots.clone(), n: x.n, live: x.live}
 	for _, e := range x.ents {
 		c.ents = append(c.ents, slices.Clone(e))
 	}
@@ -277,14 +240,16 @@ func (x *idIndex) Clone() *idIndex {
 func (x *idIndex) compact() {
 	old := *x
 	x.ents, x.arena, x.n = nil, nil, 0
-	for i, s := range x.slots {
-		if s == 0 {
-			continue
+	x.slots.each(func(s *slotSegment) {
+		for i, w := range s.slots {
+			if w == 0 {
+				continue
+			}
+			e := old.ent(int(w&math.MaxUint32 - 1))
+			s.slots[i] = w&^math.MaxUint32 | uint64(x.push(old.key(e), e.addr)+1)
 		}
-		e := old.ent(int(s&math.MaxUint32 - 1))
-		x.slots[i] = s&^math.MaxUint32 | uint64(x.push(old.key(e), e.addr)+1)
-	}
-	x.resize(x.live)
+	})
+	x.slots.rebuild(x.live)
 }
 
 // Loads set and look up thousands of ids at once, and in a table of a million ids each one's
@@ -313,7 +278,7 @@ func (x *idIndex) firstPresent(ids []string) int {
 	at := -1
 	x.inGroups(ids, func(lo int, hs []uint64) bool {
 		for j, h := range hs {
-			if _, i := x.find(h, ids[lo+j]); i >= 0 {
+			if _, _, i := x.find(h, ids[lo+j]); i >= 0 {
 				at = lo + j
 				return false
 			}
@@ -343,13 +308,14 @@ func (x *idIndex) inGroups(ids []string, fn func(lo int, hs []uint64) bool) {
 // decides a branch (practically never taken), which writes to an atomic so that concurrent
 // readers of one index stay race-free.
 func (x *idIndex) touch(hs []uint64) {
-	if len(x.slots) == 0 {
+	if len(x.slots.dir) == 0 {
 		return
 	}
-	mask := uint64(len(x.slots) - 1)
 	var sum uint64
 	for _, h := range hs {
-		sum += x.slots[(h&math.MaxUint32)&mask]
+		tag := h & math.MaxUint32
+		s := x.slots.segment(tag)
+		sum += s.slots[tag&uint64(len(s.slots)-1)]
 	}
 	if sum == math.MaxUint64 {
 		touchSink.Add(1)

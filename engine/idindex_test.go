@@ -148,7 +148,7 @@ func TestIDIndexProbeRuns(t *testing.T) {
 		}
 		if step%97 == 0 {
 			for k := range 300 {
-				_, i := x.find(hashOf(k), fmt.Sprintf("id-%d", k))
+				_, _, i := x.find(hashOf(k), fmt.Sprintf("id-%d", k))
 				w, ok := want[k]
 				if (i >= 0) != ok || ok && x.ent(i).addr != w {
 					t.Fatalf("step %d: id-%d found at entry %d, want %v %d", step, k, i, ok, w)
@@ -164,14 +164,21 @@ func TestIDIndexProbeRuns(t *testing.T) {
 	}
 }
 
-// occupied counts the index's filled slots.
+// occupied counts the index's filled slots, checking each segment's count of them.
 func occupied(x *idIndex) int {
 	n := 0
-	for _, s := range x.slots {
-		if s != 0 {
-			n++
+	x.slots.each(func(s *slotSegment) {
+		used := 0
+		for _, w := range s.slots {
+			if w != 0 {
+				used++
+			}
 		}
-	}
+		if used != s.used {
+			panic(fmt.Sprintf("a segment counts %d slots used and has %d", s.used, used))
+		}
+		n += used
+	})
 	return n
 }
 
