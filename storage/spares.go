@@ -316,10 +316,32 @@ func (p *spares) close() {
 	p.drain()
 }
 
+// emptySpare makes sure the spare f holds no bytes before it is filled.
+func emptySpare(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return err
+	}
+	return f.Truncate(0)
+}
+
 // fillSpare writes the object (fill) into the spare file name (fsynced when sync); on failure
 // the spare is removed.
+//
+// A spare is opened without O_TRUNC: on ext4 (auto_da_alloc, the default) a truncation to
+// zero marks the file as one being replaced, and its close then starts the writeback of
+// everything written to it, in the writer's close(2) instead of the kernel's flusher: 37 to
+// 61µs for a 1 MiB file where a plain close takes 3µs, for every file of every commit. A spare
+// is created empty and filled once, so there is nothing to truncate; should one ever hold
+// bytes, it is truncated then.
 func fillSpare(name string, fill fillFunc, sync bool) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err == nil {
+		err = emptySpare(f)
+		if err != nil {
+			_ = f.Close()
+		}
+	}
 	if err == nil {
 		err = writeClose(f, fill, sync)
 	}
