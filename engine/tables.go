@@ -160,7 +160,7 @@ func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, over
 	}
 	if len(rowIDs) > ts.ids.Len() {
 		// A commit larger than the index (a big merge into a small table): room once
-		// instead of growing through every doubling.
+		// instead of splitting its way there.
 		ts.ids.Grow(len(rowIDs))
 	}
 	if ts.isEdge && ts.ends != nil {
