@@ -17,8 +17,9 @@ import (
 // is indexed by the tag's top depth bits, and a segment's home slot for an id is the tag's low
 // bits, so a split or a resize never hashes an id again.
 type slotTable struct {
-	dir   []*slotSegment // 1<<depth entries; each segment fills a contiguous run of them
-	depth uint           // bits of the tag the directory is indexed by
+	dir     []*slotSegment // 1<<depth entries; each segment fills a contiguous run of them
+	depth   uint           // bits of the tag the directory is indexed by
+	scratch []uint64       // a split's staying ids, kept for the next split
 }
 
 // slotSegment is one open-addressing table.
@@ -92,8 +93,10 @@ func (s *slotSegment) splitsWell() bool {
 	return min(ones, s.used-ones)*8 >= s.used
 }
 
-// split replaces s (the segment of tag) by two segments one bit deeper, each of s's size, its
-// ids divided between them by their next tag bit.
+// split divides s (the segment of tag) into itself and one new segment of its size, one bit
+// deeper, its ids going by their next tag bit. s keeps the ids whose bit is 0, laid out again
+// in its own slots (emptied, in the cache), so a split allocates one segment, not two: the
+// memory of a growing table is touched once.
 func (t *slotTable) split(s *slotSegment, tag uint64) {
 	if s.depth == t.depth {
 		dir := make([]*slotSegment, 2*len(t.dir))
@@ -102,21 +105,30 @@ func (t *slotTable) split(s *slotSegment, tag uint64) {
 		}
 		t.dir, t.depth = dir, t.depth+1
 	}
-	halves := [2]*slotSegment{
-		{slots: make([]uint64, len(s.slots)), depth: s.depth + 1},
-		{slots: make([]uint64, len(s.slots)), depth: s.depth + 1},
-	}
 	bit := 31 - s.depth
+	high := &slotSegment{slots: make([]uint64, len(s.slots)), depth: s.depth + 1}
+	low := t.scratch[:0]
 	for _, w := range s.slots {
-		if w != 0 {
-			halves[(w>>32)>>bit&1].put(w)
+		switch {
+		case w == 0:
+		case (w>>32)>>bit&1 == 1:
+			high.put(w)
+		default:
+			low = append(low, w)
 		}
 	}
-	// s's directory run: the entries whose top s.depth bits are tag's.
-	run := 1 << (t.depth - s.depth)
+	t.scratch = low[:0]
+	clear(s.slots)
+	s.used, s.depth = 0, s.depth+1
+	for _, w := range low {
+		s.put(w)
+	}
+	// s's directory run, the entries whose top (old) s.depth bits are tag's: its second half
+	// goes to high.
+	run := 1 << (t.depth - s.depth + 1)
 	first := int(tag>>(32-t.depth)) &^ (run - 1)
-	for i := range run {
-		t.dir[first+i] = halves[i/(run/2)]
+	for i := run / 2; i < run; i++ {
+		t.dir[first+i] = high
 	}
 }
 
