@@ -5,13 +5,14 @@ import (
 )
 
 // slotTable is the idIndex's hash table: segments of slots under a directory (extendible
-// hashing), each segment open addressing with linear probing inside it. A table that outgrows
-// one segment splits that segment alone, into two of the same size, instead of doubling the
-// whole table: one flat slice, doubled at a million ids, copied 16 MiB of slots into memory
-// the process had never touched, in a loop inside a commit. On this kind of virtual machine a
-// first touch costs about 12 µs a page, and the doublings of two growing tables were a
-// quarter of a sustained worker's CPU (`make bench`, e2e-sustained-8192, CPU profile); a
-// split moves one segment's slots, in the cache, into memory the collector has recycled.
+// hashing), each segment open addressing with linear probing inside it. A segment that fills
+// splits alone, handing half its ids to one new segment of its size, instead of the whole
+// table doubling: one flat slice, doubled at a million ids, copied 16 MiB of slots into
+// memory the process had never touched, in a loop inside a commit. On this kind of virtual
+// machine a first touch costs about 12 µs a page, and the doublings of two growing tables
+// were a quarter of a sustained worker's CPU (an -only e2e CPU profile of `make bench`'s
+// sustained line); a split moves one segment's slots within the cache, and a growing table
+// touches each page of its slots once.
 //
 // A slot's upper 32 bits are its id's tag (the low 32 bits of the id's hash): the directory
 // is indexed by the tag's top depth bits, and a segment's home slot for an id is the tag's low
