@@ -106,17 +106,20 @@ func TestIDIndexAcrossChunks(t *testing.T) {
 	if x.n >= 2*entChunk {
 		t.Fatalf("no compaction: %d entries for %d live ids", x.n, x.Len())
 	}
-	for _, c := range []struct {
-		x    *idIndex
-		want map[string]lance.RowAddress
-	}{{x, want}, {clone, cloned}} {
-		if c.x.Len() != len(c.want) || !maps.Equal(c.x.toMap(), c.want) {
-			t.Fatalf("index holds %d ids, want %d (or they differ)", c.x.Len(), len(c.want))
-		}
-		for id, w := range c.want {
-			if got, ok := c.x.Get(id); !ok || got != w {
-				t.Fatalf("Get(%.20q) = %d %v, want %d", id, got, ok, w)
-			}
+	holds(t, x, want)
+	holds(t, clone, cloned)
+}
+
+// holds checks that x holds exactly the ids of want at their addresses, as a whole and one
+// Get at a time.
+func holds(t *testing.T, x *idIndex, want map[string]lance.RowAddress) {
+	t.Helper()
+	if x.Len() != len(want) || !maps.Equal(x.toMap(), want) {
+		t.Fatalf("index holds %d ids, want %d (or they differ)", x.Len(), len(want))
+	}
+	for id, w := range want {
+		if got, ok := x.Get(id); !ok || got != w {
+			t.Fatalf("Get(%.20q) = %d %v, want %d", id, got, ok, w)
 		}
 	}
 }

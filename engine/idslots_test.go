@@ -105,19 +105,8 @@ func TestIDIndexSplitsSegments(t *testing.T) {
 	if got := x.slots.capacity(); got > 4*segmentSlots {
 		t.Fatalf("after the compaction, %d slots for %d ids", got, x.Len())
 	}
-	for _, c := range []struct {
-		x    *idIndex
-		want map[string]lance.RowAddress
-	}{{x, want}, {clone, cloned}} {
-		if c.x.Len() != len(c.want) || !maps.Equal(c.x.toMap(), c.want) {
-			t.Fatalf("index holds %d ids, want %d (or they differ)", c.x.Len(), len(c.want))
-		}
-		for id, w := range c.want {
-			if got, ok := c.x.Get(id); !ok || got != w {
-				t.Fatalf("Get(%q) = %d %v, want %d", id, got, ok, w)
-			}
-		}
-	}
+	holds(t, x, want)
+	holds(t, clone, cloned)
 }
 
 // Ids whose tags share every directory bit cannot be told apart by a split: their segment
