@@ -68,6 +68,16 @@ func waitSpares(t *testing.T, s storage.Store, root string, n int) []string {
 	}
 }
 
+// warmSpares makes a first write on s, which starts the refill, and waits until n spares are
+// ready; it returns the spare files under dir.
+func warmSpares(t *testing.T, s storage.Store, dir string, n int) []string {
+	t.Helper()
+	if err := s.Put(t.Context(), "warm", nil); err != nil {
+		t.Fatal(err)
+	}
+	return waitSpares(t, s, dir, n)
+}
+
 func openLocal(t *testing.T, dir string) storage.Store {
 	t.Helper()
 	s, err := storage.Open(t.Context(), dir)
@@ -87,10 +97,7 @@ func TestLocalWritesUseSpareFiles(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	s := openLocal(t, dir)
-	if err := s.Put(ctx, "warm", []byte("x")); err != nil { // the first write starts the refill
-		t.Fatal(err)
-	}
-	spares := waitSpares(t, s, dir, storage.SpareTarget)
+	spares := warmSpares(t, s, dir, storage.SpareTarget)
 	var inodes []os.FileInfo
 	for _, f := range spares {
 		fi, err := os.Stat(f)
@@ -140,10 +147,7 @@ func TestLocalSpareWithBytesIsEmptiedFirst(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	s := openLocal(t, dir)
-	if err := s.Put(ctx, "warm", []byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range waitSpares(t, s, dir, storage.SpareTarget) {
+	for _, f := range warmSpares(t, s, dir, storage.SpareTarget) {
 		if err := os.WriteFile(f, []byte("stale bytes, longer than the object"), 0o666); err != nil {
 			t.Fatal(err)
 		}
@@ -207,10 +211,7 @@ func TestLocalSpareFailuresFallBack(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	s := openLocal(t, dir)
-	if err := s.Put(ctx, "warm", nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range waitSpares(t, s, dir, storage.SpareTarget) {
+	for _, f := range warmSpares(t, s, dir, storage.SpareTarget) {
 		if err := os.Remove(f); err != nil {
 			t.Fatal(err)
 		}
@@ -391,10 +392,7 @@ func TestLocalSpareFailpointError(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	s := openLocal(t, dir)
-	if err := s.Put(ctx, "warm", nil); err != nil {
-		t.Fatal(err)
-	}
-	waitSpares(t, s, dir, 1)
+	warmSpares(t, s, dir, 1)
 	if err := failpoint.Enable(storage.FailpointSpareFilled, "error"); err != nil {
 		t.Fatal(err)
 	}
@@ -417,10 +415,7 @@ func TestLocalSpareDirVanishes(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	s := openLocal(t, dir)
-	if err := s.Put(ctx, "warm", nil); err != nil {
-		t.Fatal(err)
-	}
-	waitSpares(t, s, dir, storage.SpareTarget)
+	warmSpares(t, s, dir, storage.SpareTarget)
 	if err := os.RemoveAll(filepath.Join(dir, storage.SpareDirName)); err != nil {
 		t.Fatal(err)
 	}
