@@ -43,6 +43,8 @@ type Worker struct {
 	// compacting is what the compaction under way is counted to hold, which the pipeline's
 	// bound on what is in flight includes.
 	compacting atomic.Int64
+	// acks acknowledges committed messages beside the next commit (acker.go); one per Run.
+	acks *acker
 	// streamCreated is the ingest stream's incarnation (its creation time, Unix ns), which
 	// position-keyed receipts carry; refreshStreamIdentity (apply.go) sets it.
 	streamCreated atomic.Int64
@@ -222,6 +224,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		watchers.Go(func() { w.watchPending(watchCtx) })
 	}
 	watchers.Go(func() { w.compactor(watchCtx) })
+	// The acker outlives the consumer within this Run: what it has queued is acknowledged
+	// before Run returns.
+	w.acks = startAcker(w.cfg.PipelineDepth, w.cfg.AckWait)
+	defer w.acks.stop()
 	consume := w.consume
 	if w.cfg.PipelineDepth > 1 {
 		consume = w.pipeline
@@ -479,11 +485,9 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 			if err := failpoint.Inject("ingest.before_ack"); err != nil {
 				return outcomeRequeued, res, err
 			}
-			if err := msg.DoubleAck(ctx); err != nil {
-				// The commit is visible; a redelivery is recognised by its receipt.
-				return outcomeCommitted, res, fmt.Errorf("ack after commit: %w", err)
-			}
-			w.publishEvent(res, receipt)
+			// Acknowledged beside the next message's commit (acker.go), its event after the ack.
+			w.acks.ack(ackJob{msg: msg, log: w.log.With(zap.Uint64("seq", meta.Sequence.Stream)),
+				then: func() { w.publishEvent(res, receipt) }})
 			switch {
 			case res.event.AlreadyApplied:
 				return outcomeDuplicate, res, nil

@@ -30,7 +30,8 @@ func pipelineBatch(i int) string {
 }
 
 // TestPipelineCrashMatrix kills `worker run` (pipeline depth 4) at each step of the load and
-// ack protocol while it applies the third of eight queued messages, with the ones behind it
+// ack protocol (the ack itself in the acker, beside the next message's commit) while it
+// applies the third of eight queued messages, with the ones behind it
 // prefetched, framed and built, and at each step of an automatic compaction running beside
 // them (an index fold that appends among them); a worker started again finishes the stream. Every message must be in the graph exactly
 // once and whole, every table at its pin, nothing dead-lettered, and the commit events in
@@ -39,7 +40,7 @@ func TestPipelineCrashMatrix(t *testing.T) {
 	var tl tally
 	disordered := 0
 	for _, step := range []string{"load.after_prepare", "load.after_sidecar", "load.after_table_commit", "load.after_confirm",
-		"publisher.before_commit", "load.after_publish", "ingest.before_ack"} {
+		"publisher.before_commit", "load.after_publish", "ingest.before_ack", ingest.FailpointAckQueued} {
 		t.Run(step, func(t *testing.T) {
 			lost, doubled, half, inOrder := runPipelineCase(t, step+"=2+1*kill", "16", true)
 			tl.add(lost, doubled, half)

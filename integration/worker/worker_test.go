@@ -284,7 +284,7 @@ func checkBatches(t *testing.T, root string, batches []int) {
 // holds every batch exactly once.
 func TestKillAtEveryStepThenRestart(t *testing.T) {
 	steps := []string{"load.after_sidecar=kill", "load.after_table_commit=kill", "load.after_confirm=kill",
-		"load.before_publish=kill", "load.after_publish=kill", "ingest.before_ack=kill", "load.after_publish=1+1*kill"}
+		"load.before_publish=kill", "load.after_publish=kill", "ingest.before_ack=kill", "ingest.ack_queued=kill", "load.after_publish=1+1*kill"}
 	for _, fp := range steps {
 		t.Run(fp, func(t *testing.T) {
 			ns := startNATS(t)
