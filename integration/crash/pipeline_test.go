@@ -17,6 +17,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/internal/proctest"
 )
 
 var pipelineSummary string
@@ -103,7 +104,7 @@ func runPipelineCase(t *testing.T, fp, fanout string, inFlight bool) (lost, doub
 		}
 	}
 	dir, root, _ := newGraph(t)
-	w := startRun(t, dir, ns.ClientURL(), fp, fanout)
+	w, _ := startRun(t, dir, ns.ClientURL(), fp, fanout)
 	exited := make(chan error, 1)
 	go func() { exited <- w.Wait() }()
 	select {
@@ -121,10 +122,13 @@ func runPipelineCase(t *testing.T, fp, fanout string, inFlight bool) (lost, doub
 	if info, err := cons.Info(ctx); err != nil || inFlight && info.NumAckPending < 2 {
 		t.Fatalf("at the kill %+v %v: want several messages in flight", info, err)
 	}
-	w = startRun(t, dir, ns.ClientURL(), "", fanout)
+	w, output := startRun(t, dir, ns.ClientURL(), "", fanout)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if info, err := cons.Info(ctx); err == nil && info.AckFloor.Stream >= uint64(n) {
+		// The killed worker may have acknowledged the whole stream already (a kill in a fold
+		// after the last message): the new one is told to stop once it consumes, not before
+		// it has its signal handler.
+		if info, err := cons.Info(ctx); err == nil && info.AckFloor.Stream >= uint64(n) && strings.Contains(output.String(), `"msg":"consuming"`) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -169,18 +173,20 @@ func runPipelineCase(t *testing.T, fp, fanout string, inFlight bool) (lost, doub
 
 // startRun starts `worker run` on dir against url, failpoints fp armed, at compaction_fanout
 // fanout.
-func startRun(t *testing.T, dir, url, fp, fanout string) *exec.Cmd {
+func startRun(t *testing.T, dir, url, fp, fanout string) (*exec.Cmd, *proctest.Output) {
 	cmd := exec.Command(workerBin, "run", "--root", dir, "--graph", "demo", "--nats-url", url, "--http", "", "--lease-ttl", "1s",
 		"--ack-wait", "2s", "--pipeline-depth", "4", "--compaction-fanout", fanout)
 	cmd.Env = os.Environ()
 	if fp != "" {
 		cmd.Env = append(cmd.Env, failpoint.EnvVar+"="+fp)
 	}
+	out := &proctest.Output{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return cmd
+	return cmd, out
 }
 
 // checkEventOrder requires the stored commit events in increasing source sequence (an event
