@@ -163,6 +163,98 @@ func TestLocalSpareWithBytesIsEmptiedFirst(t *testing.T) {
 	}
 }
 
+// TestLocalReplaceUsesASpare: ReplaceIfUnchanged exchanges a spare file with the object (a
+// recovery sidecar's confirmation creates no file), leaves no bytes behind in the spares
+// whether it replaced or refused, and re-creates nothing for a gone object, not even its
+// directory.
+func TestLocalReplaceUsesASpare(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := openLocal(t, dir)
+	warmSpares(t, s, dir, storage.SpareTarget)
+	if err := s.Put(ctx, "__recovery/op.json", []byte("armed")); err != nil {
+		t.Fatal(err)
+	}
+	var spares []os.FileInfo // the supply is still above the refill's mark: no refill runs
+	for _, f := range spareFiles(t, dir) {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spares = append(spares, fi)
+	}
+	if err := s.ReplaceIfUnchanged(ctx, "__recovery/op.json", []byte("armed"), []byte("confirmed")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "__recovery", "op.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(spares, func(s os.FileInfo) bool { return os.SameFile(s, fi) }) {
+		t.Error("the replace did not publish a spare file")
+	}
+	if err := s.ReplaceIfUnchanged(ctx, "__recovery/op.json", []byte("armed"), []byte("stale")); !errors.Is(err, storage.ErrChanged) {
+		t.Fatalf("replace of a changed object: %v", err)
+	}
+	if got, err := s.Get(ctx, "__recovery/op.json"); err != nil || string(got) != "confirmed" {
+		t.Fatalf("Get = %q, %v; want the confirmed bytes", got, err)
+	}
+	if err := s.ReplaceIfUnchanged(ctx, "gone/op.json", []byte("armed"), []byte("confirmed")); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("replace of a gone object: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "gone")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the replace of a gone object made its directory: %v", err)
+	}
+	if left := filledSpares(t, dir); len(left) != 0 {
+		t.Fatalf("spares holding bytes after the replaces: %v", left)
+	}
+	if entries, err := os.ReadDir(filepath.Join(dir, "__recovery")); err != nil || len(entries) != 1 {
+		t.Fatalf("__recovery holds %v (%v), want op.json alone", entries, err)
+	}
+}
+
+// TestLocalWritesAcrossAMountPoint: a directory of the root on another file system than its
+// spares (a mount point inside the root) is written all the same: where a spare cannot be
+// renamed, linked or exchanged into it (EXDEV), Put, PutIfAbsent and ReplaceIfUnchanged write
+// a temporary file beside the object instead.
+func TestLocalWritesAcrossAMountPoint(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs inside the root needs root") // CI runs as root
+	}
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := openLocal(t, dir)
+	warmSpares(t, s, dir, storage.SpareTarget)
+	mnt := filepath.Join(dir, "__recovery")
+	if err := os.Mkdir(mnt, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount a tmpfs on %s: %v", mnt, err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	if err := s.Put(ctx, "__recovery/op.json", []byte("armed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIfAbsent(ctx, "__recovery/claim", []byte("mine")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReplaceIfUnchanged(ctx, "__recovery/op.json", []byte("armed"), []byte("confirmed")); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"__recovery/op.json": "confirmed", "__recovery/claim": "mine"} {
+		if got, err := s.Get(ctx, key); err != nil || string(got) != want {
+			t.Errorf("Get(%s) = %q, %v; want %q", key, got, err, want)
+		}
+	}
+	if left := filledSpares(t, dir); len(left) != 0 {
+		t.Fatalf("spares holding bytes after the writes: %v", left)
+	}
+	if entries, err := os.ReadDir(mnt); err != nil || len(entries) != 2 {
+		t.Fatalf("the mounted directory holds %v (%v), want the two objects alone", entries, err)
+	}
+}
+
 // TestLocalSpareDirIsHidden: listings never show the spare directory, its keys are refused,
 // and emptying the root empties it of spares.
 func TestLocalSpareDirIsHidden(t *testing.T) {
