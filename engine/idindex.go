@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/omnigraph/omnigraph-worker/lance"
@@ -27,6 +28,13 @@ type idIndex struct {
 	n     int // entries appended, gone ones included
 	arena [][]byte
 	live  int // entries not gone, each in one slot
+	// hi bounds the ids held from above: the greatest id ever set (a delete leaves it). Ids
+	// a producer mints in increasing order at a fixed width (ULIDs, UUIDv7s, zero-padded
+	// sequence numbers and timestamps) all lie above it when they are new, so a lookup of one
+	// is settled by a comparison instead of a probe, a cache miss in a table of millions
+	// (BenchmarkIDIndexFirstPresent: a strict insert's check of 8,192 new ids against 1.5
+	// million took 0.68 ms).
+	hi string
 }
 
 // Entries and id bytes live in chunks that are never copied once full: appended to one flat
@@ -147,7 +155,7 @@ func (x *idIndex) find(h uint64, id string) (s *slotSegment, slot uint64, ent in
 
 // Get returns the row address of id. A nil index holds nothing.
 func (x *idIndex) Get(id string) (lance.RowAddress, bool) {
-	if x == nil {
+	if x == nil || id > x.hi {
 		return 0, false
 	}
 	if _, _, i := x.find(x.hash(id), id); i >= 0 {
@@ -157,7 +165,17 @@ func (x *idIndex) Get(id string) (lance.RowAddress, bool) {
 }
 
 // Set records id at addr, replacing its previous address.
-func (x *idIndex) Set(id string, addr lance.RowAddress) { x.setHashed(x.hash(id), id, addr) }
+func (x *idIndex) Set(id string, addr lance.RowAddress) {
+	x.raise(id)
+	x.setHashed(x.hash(id), id, addr)
+}
+
+// raise makes hi at least id (a copy: ids may point into a message body that is reused).
+func (x *idIndex) raise(id string) {
+	if id > x.hi {
+		x.hi = strings.Clone(id)
+	}
+}
 
 func (x *idIndex) setHashed(h uint64, id string, addr lance.RowAddress) {
 	s, slot, i := x.find(h, id)
@@ -225,7 +243,7 @@ func (x *idIndex) Grow(n int) {
 
 // Clone copies the index (a fork starts as exactly its parent's rows).
 func (x *idIndex) Clone() *idIndex {
-	c := &idIndex{seed: x.seed, slots: x.slots.clone(), n: x.n, live: x.live}
+	c := &idIndex{seed: x.seed, slots: x.slots.clone(), n: x.n, live: x.live, hi: x.hi}
 	for _, e := range x.ents {
 		c.ents = append(c.ents, slices.Clone(e))
 	}
@@ -262,6 +280,9 @@ const touchGroup = 16
 
 // SetMany is Set of each ids[i] at addrs[i], in order (a later duplicate wins).
 func (x *idIndex) SetMany(ids []string, addrs []lance.RowAddress) {
+	if len(ids) > 0 {
+		x.raise(slices.Max(ids))
+	}
 	x.inGroups(ids, func(lo int, hs []uint64) bool {
 		for j, h := range hs {
 			x.setHashed(h, ids[lo+j], addrs[lo+j])
@@ -272,7 +293,7 @@ func (x *idIndex) SetMany(ids []string, addrs []lance.RowAddress) {
 
 // firstPresent is the position in ids of the first one the index holds, or -1.
 func (x *idIndex) firstPresent(ids []string) int {
-	if x == nil || x.live == 0 {
+	if x == nil || x.live == 0 || len(ids) == 0 || slices.Min(ids) > x.hi {
 		return -1
 	}
 	at := -1

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/omnigraph/omnigraph-worker/lance"
 )
@@ -258,6 +259,66 @@ func TestIDIndexBatchCalls(t *testing.T) {
 	}
 }
 
+// The upper bound settles lookups of ids above every id set, and only those: an id below it
+// is probed as before, a delete leaves the bound, and clones and compactions keep it.
+func TestIDIndexUpperBound(t *testing.T) {
+	x := newIDIndex(0)
+	ids := make([]string, 3000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("k%05d", 2*i) // even numbers only: odd ones are new but below
+	}
+	x.SetMany(ids, make([]lance.RowAddress, len(ids)))
+	if x.hi != "k05998" {
+		t.Fatalf("hi = %q after SetMany", x.hi)
+	}
+	for _, c := range []struct {
+		batch []string
+		want  int
+	}{
+		{[]string{"k06000", "k09999"}, -1}, // above: settled by the bound
+		{[]string{"k06000", "k00001"}, -1}, // one below, absent: probed
+		{[]string{"k06000", "k00002"}, 1},  // one below, present
+		{nil, -1},
+	} {
+		if got := x.firstPresent(c.batch); got != c.want {
+			t.Errorf("firstPresent(%v) = %d, want %d", c.batch, got, c.want)
+		}
+	}
+	x.Delete("k05998")
+	x.Set("k00001", 7) // below the bound: the bound stays
+	if _, ok := x.Get("k05998"); ok || x.hi != "k05998" {
+		t.Fatalf("after the delete: hi %q, deleted id found %v", x.hi, ok)
+	}
+	if a, ok := x.Get("k00001"); !ok || a != 7 {
+		t.Fatalf("Get(k00001) = %d %v", a, ok)
+	}
+	c := x.Clone()
+	for i := range 2000 { // compacts: more gone than live
+		x.Delete(ids[i])
+	}
+	for _, y := range []*idIndex{x, c} {
+		if _, ok := y.Get("k05996"); !ok || y.hi != "k05998" {
+			t.Fatalf("hi %q, k05996 found %v", y.hi, ok)
+		}
+	}
+	x.Set("k07000", 1)
+	if x.hi != "k07000" || c.hi != "k05998" {
+		t.Fatalf("hi %q and the clone's %q after a Set above", x.hi, c.hi)
+	}
+}
+
+// The bound is the index's own copy: ids that point into a buffer (a message body) that is
+// reused afterwards do not move it.
+func TestIDIndexUpperBoundOwnsItsBytes(t *testing.T) {
+	buf := []byte("k5k4")
+	x := newIDIndex(0)
+	x.SetMany([]string{unsafe.String(&buf[0], 2), unsafe.String(&buf[2], 2)}, []lance.RowAddress{1, 2})
+	copy(buf, "k0k0")
+	if a, ok := x.Get("k5"); !ok || a != 1 {
+		t.Fatalf("Get(k5) = %d %v after the ids' buffer was reused", a, ok)
+	}
+}
+
 // BenchmarkIDIndexSetMany adds 2,000 new ids (a 1k+1k load's table) at a time to a table of
 // 1.5 million, the size where every home slot is a cache miss, with SetMany and with Set one
 // id after another.
@@ -287,6 +348,44 @@ func BenchmarkIDIndexSetMany(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids)), "ns/id")
+		})
+	}
+}
+
+// BenchmarkIDIndexFirstPresent is a strict insert's check of 8,192 new ids against a table of
+// 1.5 million: ids that keep growing at a fixed width (as ULIDs, UUIDv7s and sequence numbers
+// do) and, for comparison, new ids in no order.
+func BenchmarkIDIndexFirstPresent(b *testing.B) {
+	for _, ordered := range []bool{true, false} {
+		b.Run(map[bool]string{true: "growing", false: "unordered"}[ordered], func(b *testing.B) {
+			x := newIDIndex(0)
+			const have = 1_500_000
+			ids := make([]string, have)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("p%09d", i)
+			}
+			x.SetMany(ids, make([]lance.RowAddress, have))
+			// Batches enough that their home slots are not all in the cache from the last round.
+			batches := make([][]string, 64)
+			for j := range batches {
+				batches[j] = make([]string, 8192)
+				for i := range batches[j] {
+					k := have + j*8192 + i
+					if !ordered {
+						k = -k // new, and below the table's greatest id
+					}
+					batches[j][i] = fmt.Sprintf("p%09d", k)
+				}
+			}
+			n := 0
+			for b.Loop() {
+				batch := batches[n%len(batches)]
+				n++
+				if i := x.firstPresent(batch); i >= 0 {
+					b.Fatalf("%s reported present", batch[i])
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*8192), "ns/id")
 		})
 	}
 }
