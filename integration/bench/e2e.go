@@ -141,6 +141,9 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 		fmt.Printf("bench: e2e-sustained-8192 durability=%s %s rows_per_s=%.0f official=none\n", durability, pipe, float64(8192*iters)/took8.Seconds())
 		return nil
 	}
+	if err := warmSustained(ctx, nc, js, tmp, iters); err != nil {
+		return err
+	}
 	node8, err := nodeRun(ctx, script, filepath.Join(tmp, "node-e2e-8k"), 8192, iters)
 	if err != nil {
 		return err
