@@ -176,19 +176,27 @@ func stage(lw localWrite, path string, fill fillFunc) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
 		return "", err
 	}
+	name, _, err := stageIn(lw, path, fill)
+	return name, err
+}
+
+// stageIn is stage without making path's directory: where that directory is missing, only a
+// spare can be filled (a temporary file beside path then fails with fs.ErrNotExist). spare
+// says which it filled.
+func stageIn(lw localWrite, path string, fill fillFunc) (name string, spare bool, err error) {
 	if name := lw.sp.take(); name != "" && fillSpare(name, fill, lw.sync) == nil {
 		if err := failpoint.Inject(FailpointSpareFilled); err != nil {
 			_ = os.Remove(name)
-			return "", err
+			return "", false, err
 		}
 		lw.synced(path)
-		return name, nil
+		return name, true, nil
 	}
-	name, err := writeTemp(path, fill, lw.sync)
-	if err == nil {
-		lw.synced(path)
+	if name, err = writeTemp(path, fill, lw.sync); err != nil {
+		return "", false, err
 	}
-	return name, err
+	lw.synced(path)
+	return name, false, nil
 }
 
 // synced traces that the bytes to be published as path are durable.

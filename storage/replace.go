@@ -20,8 +20,6 @@ import (
 	azblobsdk "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	azblobblob "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
-
-	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
 // ErrChanged: ReplaceIfUnchanged found the object holding other bytes than the caller last
@@ -163,9 +161,14 @@ func (s *store) conditionalPut(ctx context.Context, full string, data []byte, et
 // exchange (between the two a reader of path can see data).
 func localReplace(ctx context.Context, lw localWrite, path string, old, data []byte) error {
 	before := lw.barrier(path)
-	staged, spare, err := stageReplace(lw, path, data)
+	// A spare when one is ready: an exchange (or a rename) works between two directories of
+	// one file system, and the spare spares the replace a file creation, the dearest step of
+	// a local write. Either way a gone object is found gone before anything is published and
+	// nothing is created in its place: a spare is exchanged only with a name that exists, and
+	// a temporary file cannot be made in a directory that does not.
+	staged, spare, err := stageIn(lw, path, fillWith(data))
 	if err != nil {
-		return gone(err)
+		return localAbsence(err)
 	}
 	defer os.Remove(staged)
 	if err := waitCtx(ctx, before); err != nil {
@@ -173,7 +176,7 @@ func localReplace(ctx context.Context, lw localWrite, path string, old, data []b
 	}
 	unlock, err := lockDir(ctx, filepath.Dir(path))
 	if err != nil {
-		return gone(err)
+		return localAbsence(err)
 	}
 	defer unlock()
 	swapped, err := exchange(staged, path)
@@ -184,7 +187,7 @@ func localReplace(ctx context.Context, lw localWrite, path string, old, data []b
 			unlock()
 			return localReplace(ctx, localWrite{sync: lw.sync}, path, old, data)
 		}
-		return gone(err)
+		return localAbsence(err)
 	}
 	if !swapped {
 		// The file system cannot exchange: compare, then rename. Against other replacers the
@@ -192,7 +195,7 @@ func localReplace(ctx context.Context, lw localWrite, path string, old, data []b
 		// without closing it.
 		cur, err := os.ReadFile(path)
 		if err != nil {
-			return gone(err)
+			return localAbsence(err)
 		}
 		if !bytes.Equal(cur, old) {
 			return ErrChanged
@@ -216,38 +219,6 @@ func localReplace(ctx context.Context, lw localWrite, path string, old, data []b
 		return err
 	}
 	return ErrChanged
-}
-
-// stageReplace writes data where localReplace can exchange it with path, fsynced when lw
-// syncs: a spare file when one is ready (an exchange, or a rename, works between two
-// directories of one file system, and the spare spares the replace a file creation, the
-// dearest step of a local write), else a new temporary file beside path. Either way a gone
-// object is found gone before anything is published, and nothing is created in its place: a
-// spare is exchanged only with a name that exists, and a temporary file cannot be made in a
-// directory that does not.
-func stageReplace(lw localWrite, path string, data []byte) (staged string, spare bool, err error) {
-	if name := lw.sp.take(); name != "" && fillSpare(name, fillWith(data), lw.sync) == nil {
-		if err := failpoint.Inject(FailpointSpareFilled); err != nil {
-			_ = os.Remove(name)
-			return "", false, err
-		}
-		lw.synced(path)
-		return name, true, nil
-	}
-	name, err := writeTemp(path, fillWith(data), lw.sync)
-	if err != nil {
-		return "", false, err
-	}
-	lw.synced(path)
-	return name, false, nil
-}
-
-// gone is err as ErrNotFound when it says that a name or its directory does not exist.
-func gone(err error) error {
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	}
-	return err
 }
 
 // lockWait bounds how long a replace waits for another process's replace in the same
