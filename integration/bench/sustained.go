@@ -87,11 +87,7 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 // indexed one 1.21 and 1.43 second against about 0.9 first. A worker that has run for a while
 // has grown its heap; the lines measure that worker, each in the same conditions.
 func warmSustained(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, tmp string, block int) error {
-	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-e2e-warm"))
-	if err != nil {
-		return err
-	}
-	bw, err := startBenchWorker(ctx, nc, g, "benchwarm", config.Defaults().CompactionFanout, 64)
+	bw, err := ownWorker(ctx, nc, tmp, "warm", func(*config.Config) {})
 	if err != nil {
 		return err
 	}
@@ -110,16 +106,22 @@ func sustainedWithoutCompaction(ctx context.Context, nc *nats.Conn, js jetstream
 // configured by set from the defaults), on a graph of its own, against an official process of
 // its own; base numbers the batches' ids.
 func sustainedOwnWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, script, tmp, name string, block, base int, set func(*config.Config)) (pairedSustained, error) {
-	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-e2e-"+name))
-	if err != nil {
-		return pairedSustained{}, err
-	}
-	bw, err := startBenchWorker(ctx, nc, g, "bench"+name, config.Defaults().CompactionFanout, 64, set)
+	bw, err := ownWorker(ctx, nc, tmp, name, set)
 	if err != nil {
 		return pairedSustained{}, err
 	}
 	defer bw.stop()
 	return sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two-"+name), js, bw.cfg.IngestSubject(), bw.events, block, base)
+}
+
+// ownWorker starts a worker (graph "bench"+name, configured by set from the defaults) on a
+// graph of its own under tmp.
+func ownWorker(ctx context.Context, nc *nats.Conn, tmp, name string, set func(*config.Config)) (*benchWorker, error) {
+	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-e2e-"+name))
+	if err != nil {
+		return nil, err
+	}
+	return startBenchWorker(ctx, nc, g, "bench"+name, config.Defaults().CompactionFanout, 64, set)
 }
 
 func sum(xs []float64) float64 {
