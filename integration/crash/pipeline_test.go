@@ -92,7 +92,7 @@ func runPipelineCase(t *testing.T, fp, fanout string, inFlight bool) (lost, doub
 	}
 	n := 8
 	if !inFlight {
-		n = 24 // the index lags a doubling at least twice: a fold appends
+		n = 48 // the index lags a doubling several times: a fold appends however the folds fall
 	}
 	for i := range n {
 		m := nats.NewMsg("omnigraph.demo.ingest")
