@@ -60,7 +60,11 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 			continue
 		}
 		run := compactionRun(ts.ds.Manifest(), fanout, o.MaxBytesPerFile)
-		if run != nil || (o.Indices && g.indexWorkDue(ref.path, ts.ds, fanout)) {
+		indices := g.indexWorkFirst(o, ref.path, ts.ds)
+		if indices {
+			run = nil
+		}
+		if run != nil || indices {
 			dues = append(dues, due{path: ref.path, run: run, ts: tableState{ds: ts.ds, isEdge: ts.isEdge}})
 		}
 	}

@@ -157,6 +157,18 @@ func (g *Graph) unwanted(path string, ds *lance.Dataset) []lance.Index {
 	return out
 }
 
+// indexWorkFirst says the table at path has index work due (indexWorkDue), which a maintenance
+// pass does before the table's due compaction run. A table takes one transaction per commit,
+// so a pass either rewrites the run or does the index work. The index work falls due once in a
+// doubling of the table (a build, then a fold each time the lag passes its share), so a run
+// waits at most one pass for it; a busy stream makes a run due after nearly every commit at a
+// low fanout, and index work queued behind the runs waited for a lull that never came (on a
+// loaded host, a table indexed only at 40 of its 48 rows and never folded). An explicit full
+// compaction (OptimizeOptions.All) rewrites first.
+func (g *Graph) indexWorkFirst(o OptimizeOptions, path string, ds *lance.Dataset) bool {
+	return !o.All && o.Indices && g.indexWorkDue(path, ds, fanoutOrDefault(o.Fanout))
+}
+
 // indexWorkDue says the table at path lacks a wanted index, has one lagging past its share,
 // or still has one a schema apply dropped.
 func (g *Graph) indexWorkDue(path string, ds *lance.Dataset, fold int) bool {

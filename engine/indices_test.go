@@ -168,6 +168,42 @@ func TestStagedIndexBuildRebasesOverLoads(t *testing.T) {
 	tablesAligned(t, g)
 }
 
+// The automatic maintenance stages a table's missing indices before its due run
+// (indexWorkFirst), and the run at the next pass: behind the runs a busy stream keeps due, the
+// build would wait for a lull.
+func TestStagedMaintenanceBuildsIndicesBeforeTheRun(t *testing.T) {
+	g := testGraph(t)
+	ctx := context.Background()
+	smallLoads(t, g, "", "p", 2)
+	if !g.CompactionDue(2) || !g.IndicesDue(2) {
+		t.Fatal("want a run and index work due together")
+	}
+	o := OptimizeOptions{Indices: true, Fanout: 2}
+	sc := stageDue(t, g, o)
+	for _, tb := range sc.tables {
+		if tb.c != nil || len(tb.indices) == 0 {
+			t.Fatalf("%s: staged a rewrite before its indices", tb.path)
+		}
+	}
+	if res, err := g.CommitCompaction(ctx, sc); err != nil || res.Commit == nil {
+		t.Fatalf("commit the builds: %+v %v", res, err)
+	}
+	sc = stageDue(t, g, o)
+	for _, tb := range sc.tables {
+		if tb.c == nil {
+			t.Fatalf("%s: the run did not follow the build", tb.path)
+		}
+	}
+	if res, err := g.CommitCompaction(ctx, sc); err != nil || res.Commit == nil {
+		t.Fatalf("commit the rewrite: %+v %v", res, err)
+	}
+	if got := fmt.Sprint(publishedBTrees(t, g)); got != referenceBTrees {
+		t.Fatalf("indices %s", got)
+	}
+	assertIndexesMatchStorage(t, g)
+	tablesAligned(t, g)
+}
+
 // An index whose unindexed rows exceed those it covers (indexLagShare) is folded
 // (brought up to date over the whole table), so the rows a query scans beside it stay
 // bounded; the metric reports the lag. Fragments alone do not make it due: compaction merges
@@ -191,9 +227,23 @@ func TestIndicesAreFoldedOnceTheLagExceedsItsShare(t *testing.T) {
 	if !g.IndicesDue(4) {
 		t.Fatal("9 unindexed rows beside 8 indexed are not due")
 	}
-	// A table whose tier is due is compacted first (one transaction per table and commit),
-	// and folded by the next pass.
+	// A table whose tier is due is folded first (one transaction per table and commit:
+	// indexWorkFirst), and compacted by the next pass.
+	if !g.CompactionDue(4) {
+		t.Fatal("no run due beside the fold")
+	}
 	res := optimize(t, g, OptimizeOptions{Indices: true, Fanout: 4})
+	for _, tc := range res.Tables {
+		if tc.FragmentsRemoved != 0 || len(tc.IndicesBuilt) == 0 {
+			t.Fatalf("the first pass compacted %s before folding its indices: %+v", tc.TableKey, tc)
+		}
+	}
+	if got := g.UnindexedRows()["node:Person"]; got != 0 {
+		t.Fatalf("node:Person: %d rows unindexed after the fold", got)
+	}
+	if !g.CompactionDue(4) {
+		t.Fatal("the fold took the run due with it")
+	}
 	for i := 0; i < 3 && res.Commit != nil; i++ {
 		res = optimize(t, g, OptimizeOptions{Indices: true, Fanout: 4})
 	}

@@ -297,7 +297,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) (plans [
 		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile}
 		var staged *lance.Staged
 		var c *lance.Compaction
-		if run := compactionRun(ts.ds.Manifest(), fanoutOrDefault(o.Fanout), o.MaxBytesPerFile); o.All || run != nil {
+		if run := compactionRun(ts.ds.Manifest(), fanoutOrDefault(o.Fanout), o.MaxBytesPerFile); o.All || run != nil && !g.indexWorkFirst(o, e.Path, ts.ds) {
 			if !o.All {
 				co.Fragments = run
 				co.MaterializeDeletionsThreshold = -1 // the run is merged whole, deletions or not

@@ -104,7 +104,7 @@ func runPipelineCase(t *testing.T, fp, fanout string, inFlight bool) (lost, doub
 		}
 	}
 	dir, root, _ := newGraph(t)
-	w, _ := startRun(t, dir, ns.ClientURL(), fp, fanout)
+	w, killedOut := startRun(t, dir, ns.ClientURL(), fp, fanout)
 	exited := make(chan error, 1)
 	go func() { exited <- w.Wait() }()
 	select {
@@ -113,7 +113,7 @@ func runPipelineCase(t *testing.T, fp, fanout string, inFlight bool) (lost, doub
 			t.Fatalf("the worker was not killed at %s: %v", fp, err)
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the worker did not reach %s in 60 s", fp)
+		t.Fatalf("the worker did not reach %s in 60 s:\n%s", fp, killedOut.String())
 	}
 	cons, err := js.Consumer(ctx, "OMNIGRAPH_DEMO", ingest.DefaultConsumer)
 	if err != nil {
