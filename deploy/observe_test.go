@@ -177,7 +177,7 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 	check("prometheus/omnigraph-alerts.yml", rexprs)
 	for alert, metric := range map[string]string{"OmnigraphStalled": "omnigraph_stalled", "OmnigraphOperatorRequired": "omnigraph_operator_required",
 		"OmnigraphDeadLettersIncreasing": "omnigraph_dead_letters_total", "OmnigraphCommitLagHigh": "omnigraph_commit_lag_seconds_bucket",
-		"OmnigraphLeaseFlapping": "omnigraph_lease_acquisitions_total"} {
+		"OmnigraphLeaseFlapping": "omnigraph_lease_acquisitions_total", "OmnigraphAcksFailing": "omnigraph_acks_failed_total"} {
 		if !strings.Contains(alerts[alert], metric) {
 			t.Errorf("alert %s missing or not on %s: %q", alert, metric, alerts[alert])
 		}

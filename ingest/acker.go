@@ -44,12 +44,14 @@ type ackJob struct {
 type acker struct {
 	jobs    chan ackJob
 	timeout time.Duration // bounds one ack's wait for the server's confirmation
+	failed  func()        // counts an ack that was not confirmed
 	done    sync.WaitGroup
 }
 
-// startAcker starts an acker whose queue holds depth acks (at least one).
-func startAcker(depth int, timeout time.Duration) *acker {
-	a := &acker{jobs: make(chan ackJob, max(depth, 1)), timeout: timeout}
+// startAcker starts an acker whose queue holds depth acks (at least one); failed is called
+// for each ack the server did not confirm.
+func startAcker(depth int, timeout time.Duration, failed func()) *acker {
+	a := &acker{jobs: make(chan ackJob, max(depth, 1)), timeout: timeout, failed: failed}
 	a.done.Go(a.run)
 	return a
 }
@@ -73,6 +75,7 @@ func (a *acker) run() {
 func (a *acker) one(j ackJob) {
 	defer j.then()
 	if err := failpoint.Inject(FailpointAckQueued); err != nil {
+		a.failed()
 		j.log.Warn("ack after commit not sent; the redelivery will be recognised by its receipt", zap.Error(err))
 		return
 	}
@@ -80,6 +83,7 @@ func (a *acker) one(j ackJob) {
 	defer cancel()
 	if err := j.msg.DoubleAck(ctx); err != nil {
 		// The commit is visible; the redelivery is recognised by its receipt.
+		a.failed()
 		j.log.Warn("ack after commit failed; the redelivery will be recognised by its receipt", zap.Error(err))
 	}
 }

@@ -90,7 +90,8 @@ func TestFailedAckIsRecognisedOnRedelivery(t *testing.T) {
 	if err := failpoint.Enable(FailpointAckQueued, "1*error"); err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, depth(4))
+	m := NewMetrics()
+	h := start(t, depth(4), func(w *Worker) { w.UseMetrics(m) })
 	h.publish(batch, map[string]string{HeaderMode: "append"})
 	if ev := h.event(); ev.Outcome != OutcomeCommitted || ev.SourceSequence != 1 {
 		t.Fatalf("first event %+v: want the commit of message 1", ev)
@@ -102,4 +103,5 @@ func TestFailedAckIsRecognisedOnRedelivery(t *testing.T) {
 		t.Fatalf("alice is in the graph %d times", n)
 	}
 	waitFor(t, func() bool { floor, pending := h.ackFloor(); return floor == 1 && pending == 0 }, "the redelivery acknowledged")
+	waitMetrics(t, m, "omnigraph_acks_failed_total 1", `omnigraph_messages_total{outcome="already_applied"} 1`)
 }

@@ -47,6 +47,7 @@ type Metrics struct {
 	commitLag    prometheus.Histogram   // JetStream publish to commit visible
 	leaseEpoch   prometheus.Gauge
 	leaseTaken   prometheus.Counter
+	acksFailed   prometheus.Counter
 
 	// mu guards what /readyz reports and what omnigraph_stalled and omnigraph_operator_required
 	// are derived from, so that the gauges and the endpoint never disagree.
@@ -194,9 +195,10 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Time from a message's JetStream publish (its stored timestamp) to its commit being visible in the graph: queueing, retries and processing.", Buckets: lagBuckets})
 	m.leaseEpoch = gauge("omnigraph_lease_epoch", "Writer epoch of the single-writer lease this worker took last (0: none yet); it moves at each takeover.")
 	m.leaseTaken = counter("omnigraph_lease_acquisitions_total", "Times this worker took its graph's single-writer lease.")
+	m.acksFailed = counter("omnigraph_acks_failed_total", "Acks of visible commits that were not sent or not confirmed by the server: such a message may be redelivered, and is then recognised by its receipt (outcome already_applied). A steady rate means the server is slow or unreachable.")
 	reg.MustRegister(m.messages, m.deadLetters, m.rows, m.bytes, m.recoveries, m.compactions, m.compactSecs,
 		m.leaseHeld, m.pending, m.stalledGauge, m.operatorReq, m.budgetSpent, m.commitSecs, m.unindexed, m.recreatedC,
-		m.lastCommit, m.commitLag, m.leaseEpoch, m.leaseTaken)
+		m.lastCommit, m.commitLag, m.leaseEpoch, m.leaseTaken, m.acksFailed)
 	return m
 }
 
@@ -297,6 +299,14 @@ func (m *Metrics) compaction(result string, took time.Duration) {
 	}
 	m.compactions.WithLabelValues(result).Inc()
 	m.compactSecs.Add(took.Seconds())
+}
+
+// ackFailed counts an ack after a visible commit that the server did not confirm; it may run
+// on the acker's goroutine.
+func (m *Metrics) ackFailed() {
+	if m != nil {
+		m.acksFailed.Inc()
+	}
 }
 
 func (m *Metrics) recovered() {

@@ -226,7 +226,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	watchers.Go(func() { w.compactor(watchCtx) })
 	// The acker outlives the consumer within this Run: what it has queued is acknowledged
 	// before Run returns.
-	w.acks = startAcker(w.cfg.PipelineDepth, w.cfg.AckWait)
+	w.acks = startAcker(w.cfg.PipelineDepth, w.cfg.AckWait, w.metrics.ackFailed)
 	defer w.acks.stop()
 	consume := w.consume
 	if w.cfg.PipelineDepth > 1 {
