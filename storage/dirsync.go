@@ -60,7 +60,15 @@ type dirSyncer struct {
 type dirSync struct {
 	dir  string
 	done chan struct{}
+	// startedAt is the syncClock tick taken, under the syncer's mutex, just before the fsync
+	// itself (0 until then): the sync covers every name published into dir before that tick.
+	startedAt uint64
 }
+
+// syncClock orders publications and the starts of directory syncs: a publication takes a tick
+// after its name is in place, a sync one before its fsync begins, so a sync whose tick is the
+// later one covers the name.
+var syncClock atomic.Uint64
 
 func newDirSyncer() *dirSyncer {
 	return &dirSyncer{running: map[string]*dirSync{}, queued: map[string]*dirSync{}, pending: map[*dirSync]struct{}{}}
@@ -74,11 +82,16 @@ var fsyncDir = func(dir string) {
 	}
 }
 
-// add is called right after a name was published in dir: it returns a sync of dir that
-// starts after now (a running one may have missed the name, so it is never the answer).
-func (s *dirSyncer) add(dir string) *dirSync {
+// add is called right after a name was published in dir, at the syncClock tick at: it returns
+// a sync of dir that begins after that tick. The running one is the answer when it has not
+// begun or began after the tick: files published side by side into one directory often come
+// before the first one's sync begins, or reach here only after it did, and they all join it.
+func (s *dirSyncer) add(dir string, at uint64) *dirSync {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r := s.running[dir]; r != nil && (r.startedAt == 0 || r.startedAt > at) {
+		return r
+	}
 	if q := s.queued[dir]; q != nil {
 		return q // not started yet, so it covers the name
 	}
@@ -96,6 +109,9 @@ func (s *dirSyncer) add(dir string) *dirSync {
 // run syncs d's directory, then the sync queued behind it, if any, and so on.
 func (s *dirSyncer) run(d *dirSync) {
 	for d != nil {
+		s.mu.Lock()
+		d.startedAt = syncClock.Add(1)
+		s.mu.Unlock()
 		trace(syncEvent{Kind: eventDirSyncStart, Path: d.dir})
 		fsyncDir(d.dir)
 		trace(syncEvent{Kind: eventDirSyncDone, Path: d.dir})

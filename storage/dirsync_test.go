@@ -82,20 +82,25 @@ func openTestLocal(t *testing.T, fsync bool) (*store, string) {
 }
 
 // Names published into one directory while its sync is in flight share one queued sync: many
-// files written side by side cost the directory two syncs, not one each.
+// files written side by side cost the directory two syncs, not one each. A name published
+// before the running sync began joins it, however late it asks.
 func TestDirSyncsGroupPerDirectory(t *testing.T) {
 	_, root := openTestLocal(t, true)
 	data := filepath.Join(root, "data")
 	g := gateDirSyncs(t)
 	release := g.hold(data)
-	first := syncer.add(data)
+	early := syncClock.Add(1) // a name published before the sync below, asking only after it began
+	first := syncer.add(data, syncClock.Add(1))
 	<-g.started // in flight, held
-	queued := syncer.add(data)
+	if d := syncer.add(data, early); d != first {
+		t.Fatal("a name published before the running sync began was not given that sync")
+	}
+	queued := syncer.add(data, syncClock.Add(1))
 	if queued == first {
 		t.Fatal("a name published while its directory's sync runs was given that sync")
 	}
 	for range 16 {
-		if d := syncer.add(data); d != queued {
+		if d := syncer.add(data, syncClock.Add(1)); d != queued {
 			t.Fatal("names published while the directory's sync runs do not share one queued sync")
 		}
 	}

@@ -151,7 +151,7 @@ func (lw localWrite) published(path string, waitDir bool) {
 		return
 	}
 	trace(syncEvent{Kind: eventPublished, Path: path, Deferred: !waitDir})
-	d := syncer.add(filepath.Dir(path))
+	d := syncer.add(filepath.Dir(path), syncClock.Add(1))
 	if waitDir {
 		wait([]*dirSync{d})
 	}
