@@ -60,11 +60,10 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 			continue
 		}
 		run := compactionRun(ts.ds.Manifest(), fanout, o.MaxBytesPerFile)
-		indices := g.indexWorkFirst(o, ref.path, ts.ds)
-		if indices {
+		if g.indexWorkFirst(o, ref.path, ts.ds) {
 			run = nil
 		}
-		if run != nil || indices {
+		if run != nil || (o.Indices && g.indexWorkDue(ref.path, ts.ds, fanout)) {
 			dues = append(dues, due{path: ref.path, run: run, ts: tableState{ds: ts.ds, isEdge: ts.isEdge}})
 		}
 	}
@@ -116,14 +115,12 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 			return nil
 		}
 		s, cols, err := g.stageIndexBuild(ctx, d.path, d.path, d.ts.ds, o.Fanout, slots)
-		if err != nil {
-			return err
+		if err == nil && s != nil {
+			staged[i] = &stagedRewrite{path: d.path, staged: s, indices: cols}
+			err = write(staged[i])
 		}
-		if s == nil {
-			return nil
-		}
-		staged[i] = &stagedRewrite{path: d.path, staged: s, indices: cols}
-		return write(staged[i])
+		g.noteIndexWork(ctx, d.path, err)
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -164,9 +164,25 @@ func (g *Graph) unwanted(path string, ds *lance.Dataset) []lance.Index {
 // waits at most one pass for it; a busy stream makes a run due after nearly every commit at a
 // low fanout, and index work queued behind the runs waited for a lull that never came (on a
 // loaded host, a table indexed only at 40 of its 48 rows and never folded). An explicit full
-// compaction (OptimizeOptions.All) rewrites first.
+// compaction (OptimizeOptions.All) rewrites first, and so does a table whose last index
+// staging failed (a damaged index file, say): its runs keep being merged while its index work
+// is tried again when none is due, as before.
 func (g *Graph) indexWorkFirst(o OptimizeOptions, path string, ds *lance.Dataset) bool {
+	if _, failed := g.indexWorkFailed.Load(path); failed {
+		return false
+	}
 	return !o.All && o.Indices && g.indexWorkDue(path, ds, fanoutOrDefault(o.Fanout))
+}
+
+// noteIndexWork records how the index work staged on the table at path ended (err, nil when
+// it was staged and its files written), for indexWorkFirst. A cancelled one says nothing.
+func (g *Graph) noteIndexWork(ctx context.Context, path string, err error) {
+	switch {
+	case err == nil:
+		g.indexWorkFailed.Delete(path)
+	case ctx.Err() == nil:
+		g.indexWorkFailed.Store(path, true)
+	}
 }
 
 // indexWorkDue says the table at path lacks a wanted index, has one lagging past its share,

@@ -204,6 +204,50 @@ func TestStagedMaintenanceBuildsIndicesBeforeTheRun(t *testing.T) {
 	tablesAligned(t, g)
 }
 
+// An index staging that keeps failing does not stop compaction: after a failed one the
+// table's due run goes first again, and its index work is tried when no run is due.
+func TestFailingIndexWorkLetsTheRunGoFirst(t *testing.T) {
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	ctx := context.Background()
+	smallLoads(t, g, "", "p", 2)
+	if err := failpoint.Enable("lance.write_index_file", "error"); err != nil {
+		t.Fatal(err)
+	}
+	o := OptimizeOptions{Indices: true, Fanout: 2}
+	if sc, err := g.StageCompaction(ctx, o); err == nil {
+		t.Fatalf("index staging under a failing write: %+v", sc)
+	}
+	sc := stageDue(t, g, o)
+	for _, tb := range sc.tables {
+		if tb.c == nil {
+			t.Fatalf("%s: index work first again after it failed", tb.path)
+		}
+	}
+	if res, err := g.CommitCompaction(ctx, sc); err != nil || res.Commit == nil {
+		t.Fatalf("commit the rewrite: %+v %v", res, err)
+	}
+	if g.CompactionDue(2) {
+		t.Fatal("a run still due after the rewrite")
+	}
+	if _, err := g.StageCompaction(ctx, o); err == nil {
+		t.Fatal("index work not tried once no run was due")
+	}
+	failpoint.Reset()
+	smallLoads(t, g, "", "q", 2)
+	if res := optimize(t, g, o); len(res.Tables) == 0 || res.Tables[0].FragmentsRemoved == 0 {
+		t.Fatalf("the run did not go first after the failure: %+v", res)
+	}
+	for i := 0; i < 3 && g.IndicesDue(2); i++ {
+		optimize(t, g, o)
+	}
+	if got := fmt.Sprint(publishedBTrees(t, g)); got != referenceBTrees {
+		t.Fatalf("indices once the fault is gone %s", got)
+	}
+	assertIndexesMatchStorage(t, g)
+	tablesAligned(t, g)
+}
+
 // An index whose unindexed rows exceed those it covers (indexLagShare) is folded
 // (brought up to date over the whole table), so the rows a query scans beside it stay
 // bounded; the metric reports the lag. Fragments alone do not make it due: compaction merges

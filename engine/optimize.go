@@ -314,6 +314,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) (plans [
 			continue
 		}
 		staged, cols, err := g.stageIndexBuild(ctx, e.TableKey, e.Path, ts.ds, o.Fanout, slots)
+		g.noteIndexWork(ctx, e.Path, err) // its files are written by the commit, which says nothing here
 		if err != nil {
 			return nil, nil, err
 		}
