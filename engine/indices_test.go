@@ -173,7 +173,6 @@ func TestStagedIndexBuildRebasesOverLoads(t *testing.T) {
 // build would wait for a lull.
 func TestStagedMaintenanceBuildsIndicesBeforeTheRun(t *testing.T) {
 	g := testGraph(t)
-	ctx := context.Background()
 	smallLoads(t, g, "", "p", 2)
 	if !g.CompactionDue(2) || !g.IndicesDue(2) {
 		t.Fatal("want a run and index work due together")
@@ -185,18 +184,29 @@ func TestStagedMaintenanceBuildsIndicesBeforeTheRun(t *testing.T) {
 			t.Fatalf("%s: staged a rewrite before its indices", tb.path)
 		}
 	}
-	if res, err := g.CommitCompaction(ctx, sc); err != nil || res.Commit == nil {
-		t.Fatalf("commit the builds: %+v %v", res, err)
-	}
+	commitStaged(t, g, sc, "the builds")
 	sc = stageDue(t, g, o)
 	for _, tb := range sc.tables {
 		if tb.c == nil {
 			t.Fatalf("%s: the run did not follow the build", tb.path)
 		}
 	}
-	if res, err := g.CommitCompaction(ctx, sc); err != nil || res.Commit == nil {
-		t.Fatalf("commit the rewrite: %+v %v", res, err)
+	commitStaged(t, g, sc, "the rewrite")
+	assertReferenceIndices(t, g)
+}
+
+// commitStaged commits sc, which the test requires to make a graph commit.
+func commitStaged(t *testing.T, g *Graph, sc *StagedCompaction, what string) {
+	t.Helper()
+	if res, err := g.CommitCompaction(context.Background(), sc); err != nil || res.Commit == nil {
+		t.Fatalf("commit %s: %+v %v", what, res, err)
 	}
+}
+
+// assertReferenceIndices requires the reference's BTREEs published, every index matching the
+// storage, and the tables aligned with __manifest.
+func assertReferenceIndices(t *testing.T, g *Graph) {
+	t.Helper()
 	if got := fmt.Sprint(publishedBTrees(t, g)); got != referenceBTrees {
 		t.Fatalf("indices %s", got)
 	}
@@ -224,9 +234,7 @@ func TestFailingIndexWorkLetsTheRunGoFirst(t *testing.T) {
 			t.Fatalf("%s: index work first again after it failed", tb.path)
 		}
 	}
-	if res, err := g.CommitCompaction(ctx, sc); err != nil || res.Commit == nil {
-		t.Fatalf("commit the rewrite: %+v %v", res, err)
-	}
+	commitStaged(t, g, sc, "the rewrite")
 	if g.CompactionDue(2) {
 		t.Fatal("a run still due after the rewrite")
 	}
@@ -241,11 +249,7 @@ func TestFailingIndexWorkLetsTheRunGoFirst(t *testing.T) {
 	for i := 0; i < 3 && g.IndicesDue(2); i++ {
 		optimize(t, g, o)
 	}
-	if got := fmt.Sprint(publishedBTrees(t, g)); got != referenceBTrees {
-		t.Fatalf("indices once the fault is gone %s", got)
-	}
-	assertIndexesMatchStorage(t, g)
-	tablesAligned(t, g)
+	assertReferenceIndices(t, g)
 }
 
 // An index whose unindexed rows exceed those it covers (indexLagShare) is folded
