@@ -44,12 +44,12 @@ type ackJob struct {
 type acker struct {
 	jobs    chan ackJob
 	timeout time.Duration // bounds one ack's wait for the server's confirmation
-	failed  func()        // counts an ack that was not confirmed
+	failed  func()        // counts an ack not sent or not confirmed
 	done    sync.WaitGroup
 }
 
 // startAcker starts an acker whose queue holds depth acks (at least one); failed is called
-// for each ack the server did not confirm.
+// for each ack not sent or not confirmed by the server.
 func startAcker(depth int, timeout time.Duration, failed func()) *acker {
 	a := &acker{jobs: make(chan ackJob, max(depth, 1)), timeout: timeout, failed: failed}
 	a.done.Go(a.run)

@@ -301,7 +301,7 @@ func (m *Metrics) compaction(result string, took time.Duration) {
 	m.compactSecs.Add(took.Seconds())
 }
 
-// ackFailed counts an ack after a visible commit that the server did not confirm; it may run
+// ackFailed counts an ack after a visible commit that was not sent or not confirmed; it runs
 // on the acker's goroutine.
 func (m *Metrics) ackFailed() {
 	if m != nil {
