@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 )
@@ -67,7 +68,8 @@ type dirSync struct {
 
 // syncClock orders publications and the starts of directory syncs: a publication takes a tick
 // after its name is in place, a sync one before its fsync begins, so a sync whose tick is the
-// later one covers the name.
+// later one covers the name. Both are taken under the syncer's mutex together with their trace
+// events, so that a test's trace orders them as the syncer does.
 var syncClock atomic.Uint64
 
 func newDirSyncer() *dirSyncer {
@@ -89,6 +91,19 @@ var fsyncDir = func(dir string) {
 func (s *dirSyncer) add(dir string, at uint64) *dirSync {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.addLocked(dir, at)
+}
+
+// published is add for path, whose name was just put in place: its trace event and its tick
+// are taken under the syncer's mutex.
+func (s *dirSyncer) published(path string, deferred bool) *dirSync {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	trace(syncEvent{Kind: eventPublished, Path: path, Deferred: deferred})
+	return s.addLocked(filepath.Dir(path), syncClock.Add(1))
+}
+
+func (s *dirSyncer) addLocked(dir string, at uint64) *dirSync {
 	if r := s.running[dir]; r != nil && (r.startedAt == 0 || r.startedAt > at) {
 		return r
 	}
@@ -111,8 +126,8 @@ func (s *dirSyncer) run(d *dirSync) {
 	for d != nil {
 		s.mu.Lock()
 		d.startedAt = syncClock.Add(1)
-		s.mu.Unlock()
 		trace(syncEvent{Kind: eventDirSyncStart, Path: d.dir})
+		s.mu.Unlock()
 		fsyncDir(d.dir)
 		trace(syncEvent{Kind: eventDirSyncDone, Path: d.dir})
 		s.mu.Lock()

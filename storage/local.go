@@ -150,8 +150,7 @@ func (lw localWrite) published(path string, waitDir bool) {
 	if !lw.sync {
 		return
 	}
-	trace(syncEvent{Kind: eventPublished, Path: path, Deferred: !waitDir})
-	d := syncer.add(filepath.Dir(path), syncClock.Add(1))
+	d := syncer.published(path, !waitDir)
 	if waitDir {
 		wait([]*dirSync{d})
 	}
