@@ -60,10 +60,11 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 			continue
 		}
 		run := compactionRun(ts.ds.Manifest(), fanout, o.MaxBytesPerFile)
-		if g.indexWorkFirst(o, ref.path, ts.ds) {
+		indices := o.Indices && g.indexWorkDue(ref.path, ts.ds, fanout)
+		if indices && g.indexWorkFirst(o, ref.path) {
 			run = nil
 		}
-		if run != nil || (o.Indices && g.indexWorkDue(ref.path, ts.ds, fanout)) {
+		if run != nil || indices {
 			dues = append(dues, due{path: ref.path, run: run, ts: tableState{ds: ts.ds, isEdge: ts.isEdge}})
 		}
 	}

@@ -157,21 +157,20 @@ func (g *Graph) unwanted(path string, ds *lance.Dataset) []lance.Index {
 	return out
 }
 
-// indexWorkFirst says the table at path has index work due (indexWorkDue), which a maintenance
-// pass does before the table's due compaction run. A table takes one transaction per commit,
-// so a pass either rewrites the run or does the index work. The index work falls due once in a
-// doubling of the table (a build, then a fold each time the lag passes its share), so a run
-// waits at most one pass for it; a busy stream makes a run due after nearly every commit at a
-// low fanout, and index work queued behind the runs waited for a lull that never came (on a
-// loaded host, a table indexed only at 40 of its 48 rows and never folded). An explicit full
-// compaction (OptimizeOptions.All) rewrites first, and so does a table whose last index
-// staging failed (a damaged index file, say): its runs keep being merged while its index work
-// is tried again when none is due, as before.
-func (g *Graph) indexWorkFirst(o OptimizeOptions, path string, ds *lance.Dataset) bool {
-	if _, failed := g.indexWorkFailed.Load(path); failed {
-		return false
-	}
-	return !o.All && o.Indices && g.indexWorkDue(path, ds, fanoutOrDefault(o.Fanout))
+// indexWorkFirst says whether the index work due on the table at path (indexWorkDue) goes
+// before the table's due compaction run in a maintenance pass o. A table takes one transaction
+// per commit, so a pass either rewrites the run or does the index work. The index work falls
+// due once in a doubling of the table (a build, then a fold each time the lag passes its
+// share), so a run waits at most one pass for it; a busy stream makes a run due after nearly
+// every commit at a low fanout, and index work queued behind the runs waited for a lull that
+// never came (on a loaded host, a table indexed only at 40 of its 48 rows and never folded).
+// An explicit full compaction (OptimizeOptions.All) rewrites first, and so does a table whose
+// last index staging failed (a damaged index file, say): its runs keep being merged while its
+// index work is tried again when none is due, as before. It does no I/O and reads no index:
+// callers ask it before indexWorkDue.
+func (g *Graph) indexWorkFirst(o OptimizeOptions, path string) bool {
+	_, failed := g.indexWorkFailed.Load(path)
+	return o.Indices && !o.All && !failed
 }
 
 // noteIndexWork records how the index work staged on the table at path ended (err, nil when

@@ -297,7 +297,9 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) (plans [
 		co := lance.CompactionOptions{TargetRowsPerFragment: lanceTargetRows, MaxBytesPerFile: o.MaxBytesPerFile}
 		var staged *lance.Staged
 		var c *lance.Compaction
-		if run := compactionRun(ts.ds.Manifest(), fanoutOrDefault(o.Fanout), o.MaxBytesPerFile); o.All || run != nil && !g.indexWorkFirst(o, e.Path, ts.ds) {
+		run := compactionRun(ts.ds.Manifest(), fanoutOrDefault(o.Fanout), o.MaxBytesPerFile)
+		indexFirst := run != nil && g.indexWorkFirst(o, e.Path) && g.indexWorkDue(e.Path, ts.ds, fanoutOrDefault(o.Fanout))
+		if o.All || run != nil && !indexFirst {
 			if !o.All {
 				co.Fragments = run
 				co.MaterializeDeletionsThreshold = -1 // the run is merged whole, deletions or not
