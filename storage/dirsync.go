@@ -84,18 +84,9 @@ var fsyncDir = func(dir string) {
 	}
 }
 
-// add is called right after a name was published in dir, at the syncClock tick at: it returns
-// a sync of dir that begins after that tick. The running one is the answer when it has not
-// begun or began after the tick: files published side by side into one directory often come
-// before the first one's sync begins, or reach here only after it did, and they all join it.
-func (s *dirSyncer) add(dir string, at uint64) *dirSync {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addLocked(dir, at)
-}
-
-// published is add for path, whose name was just put in place: its trace event and its tick
-// are taken under the syncer's mutex.
+// published is called right after path's name was put in place: it traces the publication,
+// takes its syncClock tick and returns a sync of path's directory that begins after that tick
+// (addLocked), all under the syncer's mutex.
 func (s *dirSyncer) published(path string, deferred bool) *dirSync {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,6 +94,10 @@ func (s *dirSyncer) published(path string, deferred bool) *dirSync {
 	return s.addLocked(filepath.Dir(path), syncClock.Add(1))
 }
 
+// addLocked returns a sync of dir that begins after the tick at, under the syncer's mutex.
+// The running one is the answer when it has not begun or began after the tick: files
+// published side by side into one directory often come before the first one's sync begins,
+// or reach here only after it did, and they all join it.
 func (s *dirSyncer) addLocked(dir string, at uint64) *dirSync {
 	if r := s.running[dir]; r != nil && (r.startedAt == 0 || r.startedAt > at) {
 		return r

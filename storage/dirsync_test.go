@@ -81,6 +81,13 @@ func openTestLocal(t *testing.T, fsync bool) (*store, string) {
 	return s, s.dir
 }
 
+// add is addLocked for a name published in dir at the tick at, taken by the test.
+func (s *dirSyncer) add(dir string, at uint64) *dirSync {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addLocked(dir, at)
+}
+
 // Names published into one directory while its sync is in flight share one queued sync: many
 // files written side by side cost the directory two syncs, not one each. A name published
 // before the running sync began joins it, however late it asks.
