@@ -42,8 +42,9 @@ type Graph struct {
 	// unwantedIndices are, by table path, the columns whose @index a schema apply dropped:
 	// the index maintenance removes their indices (indices.go).
 	unwantedIndices sync.Map
-	// indexWorkFailed are the table paths whose last index staging failed: their due runs go
-	// first again (indexWorkFirst), so that an index that keeps failing cannot stop compaction.
+	// indexWorkFailed are the table paths whose last index work failed (staging it or writing
+	// its files): their due runs go first again (indexWorkFirst), so that an index that keeps
+	// failing cannot stop compaction.
 	indexWorkFailed sync.Map
 	// retires are the sidecars this process deletes in the background (retire.go).
 	retires retires

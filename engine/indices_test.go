@@ -252,6 +252,37 @@ func TestFailingIndexWorkLetsTheRunGoFirst(t *testing.T) {
 	assertReferenceIndices(t, g)
 }
 
+// Optimize, the inline path, writes an index build's files in its commit; a table whose index
+// files could not be written there gets its due run first in the next pass too, so an index
+// that keeps failing cannot stop the compaction the worker runs in its turn.
+func TestFailingIndexWriteInlineLetsTheRunGoFirst(t *testing.T) {
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	ctx := context.Background()
+	smallLoads(t, g, "", "p", 2)
+	if err := failpoint.Enable("lance.write_index_file", "error"); err != nil {
+		t.Fatal(err)
+	}
+	o := OptimizeOptions{Indices: true, Fanout: 2}
+	if res, err := g.Optimize(ctx, o); err == nil {
+		t.Fatalf("index build under a failing write: %+v", res)
+	}
+	res := optimize(t, g, o) // the index write still fails: only the runs can succeed
+	if len(res.Tables) == 0 {
+		t.Fatal("nothing compacted after the failed index write")
+	}
+	for _, tc := range res.Tables {
+		if tc.FragmentsRemoved == 0 || len(tc.IndicesBuilt) != 0 {
+			t.Fatalf("%s: the run did not go first after the failed index write: %+v", tc.TableKey, tc)
+		}
+	}
+	failpoint.Reset()
+	for i := 0; i < 3 && g.IndicesDue(2); i++ {
+		optimize(t, g, o)
+	}
+	assertReferenceIndices(t, g)
+}
+
 // An index whose unindexed rows exceed those it covers (indexLagShare) is folded
 // (brought up to date over the whole table), so the rows a query scans beside it stay
 // bounded; the metric reports the lag. Fragments alone do not make it due: compaction merges

@@ -316,7 +316,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) (plans [
 			continue
 		}
 		staged, cols, err := g.stageIndexBuild(ctx, e.TableKey, e.Path, ts.ds, o.Fanout, slots)
-		g.noteIndexWork(ctx, e.Path, err) // its files are written by the commit, which says nothing here
+		g.noteIndexWork(ctx, e.Path, err) // and again once compact wrote its files
 		if err != nil {
 			return nil, nil, err
 		}
@@ -364,8 +364,16 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 		},
 		// The rewritten files are written beside the sidecar: nothing references them until a
 		// table commits, and no table commits before the sidecar is durable.
+		// An index build's files are written here when planCompactions staged it (the inline
+		// path), so how this ends is what indexWorkFirst remembers of it.
 		stage: func(ctx context.Context) error {
-			return parallel.Each(plans, TableConcurrency, func(p *compactionPlan) error { return p.staged.WriteTransaction(ctx) })
+			return parallel.Each(plans, TableConcurrency, func(p *compactionPlan) error {
+				err := p.staged.WriteTransaction(ctx)
+				if p.c == nil {
+					g.noteIndexWork(ctx, p.entry.Path, err)
+				}
+				return err
+			})
 		},
 		// The publish names the versions the Rewrites make at their exact pins + 1, so it
 		// stages its files while the tables commit and waits for them (the gate) only before
