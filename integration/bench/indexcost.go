@@ -18,65 +18,62 @@ import (
 const indexCostRounds = 4
 
 // indexCost measures what keeping the reference's index set costs the sustained stream (goal
-// sustained-8192-indices-cost): two workers of this process, configured as `worker run` is,
-// one with build_indices off, each on a fresh graph, take the same 8,192-row batches in
-// alternating rounds (the order flipped each round), so that the machine's drift falls on
-// both alike. A worker's round is timed from its first publish to its last commit and then
-// until its maintenance is done (no compaction or index fold due): the folds a round's rows
-// cause count against that round, not the other worker's. The two graphs grow alike, so the
-// folds come at the same sizes in every run. vs_indices_off is the rate with indices over the
-// rate without, over all rounds; cpu_vs_indices_off is the same for this process's CPU time
-// over each side's rounds (both workers and the publisher live in it, the nats-server
-// process does not): what the upkeep costs in work, whatever the two cores did meanwhile.
-// on_faults and off_faults are the process's minor page faults over each side's rounds: the
-// two workers share one heap, and the side that is running when it grows into fresh memory
-// pays for the first touches, which on this machine explains most of the line's spread.
-func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, tmp, durability, pipe string, block int) error {
+// sustained-8192-indices-cost): two workers configured as `worker run` is, one with
+// build_indices off, each on a fresh graph and in a process of its own (costchild.go), take
+// the same 8,192-row batches in alternating rounds (the order flipped each round), so that the
+// machine's drift falls on both alike. A worker's round is timed from its first publish to its
+// last commit and then until its maintenance is done (no compaction or index fold due): the
+// folds a round's rows cause count against that round, not the other worker's. The two graphs
+// grow alike, so the folds come at the same sizes in every run. vs_indices_off is the rate
+// with indices over the rate without, over all rounds; cpu_vs_indices_off is the same for the
+// workers' CPU time (each child's own, over its rounds: neither the publisher in this process
+// nor the nats-server process counts): what the upkeep costs in work, whatever the two cores
+// did meanwhile. on_faults and off_faults are each child's minor page faults over its rounds.
+func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, tmp, durability, pipe string, block int) error {
 	type side struct {
-		g       *engine.Graph
-		w       *benchWorker
-		indices bool
-		took    time.Duration
-		cpu     time.Duration // this process's CPU time over the side's rounds
-		faults  int64         // this process's minor page faults over the side's rounds
+		*costSide
+		took   time.Duration
+		cpu    time.Duration // the child's CPU time over its rounds
+		faults int64         // the child's minor page faults over its rounds
 	}
-	fanout := config.Defaults().CompactionFanout
 	start := func(name string, indices bool) (*side, error) {
-		g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-cost-"+name))
+		s, err := startCostSide(ctx, nc, url, filepath.Join(tmp, "graph-cost-"+name), "bench"+name, indices)
 		if err != nil {
 			return nil, err
 		}
-		w, err := startBenchWorker(ctx, nc, g, "bench"+name, fanout, 64, func(c *config.Config) { c.BuildIndices = indices })
-		if err != nil {
-			return nil, err
-		}
-		return &side{g: g, w: w, indices: indices}, nil
+		return &side{costSide: s}, nil
 	}
 	on, err := start("con", true)
 	if err != nil {
 		return err
 	}
-	defer on.w.stop()
+	defer on.stop()
 	off, err := start("coff", false)
 	if err != nil {
 		return err
 	}
-	defer off.w.stop()
+	defer off.stop()
 
 	base := 8_000_000
 	run := func(s *side, count int) (time.Duration, error) {
 		bodies := graphBodies(4096, count, base) // made before the clock starts: not the worker's work
-		syscall.Sync()                           // no dirty pages of the other worker's to write back
-		t0, c0, f0 := time.Now(), cpuTime(), minorFaults()
-		if _, err := publishAwait(ctx, js, s.w.cfg.IngestSubject(), s.w.events, bodies, base); err != nil {
+		c0, f0, err := s.settle()
+		if err != nil {
 			return 0, err
 		}
-		if err := awaitMaintenance(ctx, s.g, fanout, s.indices); err != nil {
+		syscall.Sync() // no dirty pages of the other worker's to write back
+		t0 := time.Now()
+		if _, err := publishAwait(ctx, js, s.subject, s.events, bodies, base); err != nil {
 			return 0, err
 		}
-		s.cpu += cpuTime() - c0
-		s.faults += minorFaults() - f0
-		return time.Since(t0), nil
+		c1, f1, err := s.settle()
+		if err != nil {
+			return 0, err
+		}
+		took := time.Since(t0)
+		s.cpu += c1 - c0
+		s.faults += f1 - f0
+		return took, nil
 	}
 	for _, s := range []*side{on, off} { // warm-up: the first index builds
 		if _, err := run(s, 4); err != nil {
@@ -142,5 +139,5 @@ func indexCostBench(ctx context.Context, tmp string, block int) error {
 		return err
 	}
 	pipe := fmt.Sprintf("pipeline_depth=%d", config.Defaults().PipelineDepth)
-	return indexCost(ctx, nc, js, tmp, durability, pipe, block)
+	return indexCost(ctx, nc, js, ns.url, tmp, durability, pipe, block)
 }

@@ -177,6 +177,11 @@ func main() {
 	indexChild := flag.String("index-child", "", "internal: btree|inverted|ivf_flat, for the index bench's Go builds in a process of their own")
 	indexDir := flag.String("index-dir", "", "internal: the index child's table")
 	indexRows := flag.Int("index-rows", 0, "internal: rows of the index child's table")
+	costChild := flag.String("cost-child", "", "internal: the graph name of an index-cost side run in a process of its own")
+	costDir := flag.String("cost-dir", "", "internal: the index-cost child's graph")
+	costNATS := flag.String("cost-nats", "", "internal: the nats-server the index-cost child's worker consumes from")
+	costIndices := flag.Bool("cost-indices", false, "internal: the index-cost child's build_indices")
+	flag.StringVar(&costProfiles, "index-cost-profiles", "", "write a CPU profile of each index-cost worker process into this directory (benchcon.pprof: indices on; benchcoff.pprof: off)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Go side) to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run (Go side) to this file at the end")
 	engineName := flag.String("engine", "lance12", "the official engine to compare with: lance8, lance10 or lance12 (integration/lancecompat/engine.mjs)")
@@ -200,6 +205,15 @@ func main() {
 		localFsync = *fsync != "off" // the parent passes its durability down
 		if err := runMergeChild(ctx, *mergeChild, *mergeDir, *mergeRows, *mergeNoProof); err != nil {
 			fmt.Fprintln(os.Stderr, "merge child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *costChild != "" {
+		localFsync = *fsync != "off"
+		durability = map[bool]string{true: "fsync", false: "none"}[localFsync]
+		if err := runCostChild(ctx, *costChild, *costDir, *costNATS, *costIndices); err != nil {
+			fmt.Fprintln(os.Stderr, "index-cost child:", err)
 			os.Exit(1)
 		}
 		return
