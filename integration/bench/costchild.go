@@ -147,6 +147,12 @@ func runCostChild(ctx context.Context, name, dir, url string, indices bool) erro
 			return err
 		}
 		defer pprof.StopCPUProfile()
+		defer func() {
+			if f, err := os.Create(filepath.Join(costProfiles, name+".allocs.pprof")); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
 	}
 	nc, err := nats.Connect(url)
 	if err != nil {

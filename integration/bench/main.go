@@ -181,7 +181,7 @@ func main() {
 	costDir := flag.String("cost-dir", "", "internal: the index-cost child's graph")
 	costNATS := flag.String("cost-nats", "", "internal: the nats-server the index-cost child's worker consumes from")
 	costIndices := flag.Bool("cost-indices", false, "internal: the index-cost child's build_indices")
-	flag.StringVar(&costProfiles, "index-cost-profiles", "", "write a CPU profile of each index-cost worker process into this directory (benchcon.pprof: indices on; benchcoff.pprof: off)")
+	flag.StringVar(&costProfiles, "index-cost-profiles", "", "write a CPU profile and an allocation profile of each index-cost worker process into this directory (benchcon.pprof and benchcon.allocs.pprof: indices on; benchcoff…: off)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Go side) to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run (Go side) to this file at the end")
 	engineName := flag.String("engine", "lance12", "the official engine to compare with: lance8, lance10 or lance12 (integration/lancecompat/engine.mjs)")
