@@ -165,9 +165,9 @@ func (g *Graph) unwanted(path string, ds *lance.Dataset) []lance.Index {
 // every commit at a low fanout, and index work queued behind the runs waited for a lull that
 // never came (on a loaded host, a table indexed only at 40 of its 48 rows and never folded).
 // An explicit full compaction (OptimizeOptions.All) rewrites first, and so does a table whose
-// last index work failed (a damaged index file, say, or a store refusing its writes): its runs keep being merged while its
-// index work is tried again when none is due, as before. It does no I/O and reads no index:
-// callers ask it before indexWorkDue.
+// last index work failed (a damaged index file, say, or a store refusing its writes): its runs
+// keep being merged while its index work is tried again when none is due, as before. It does
+// no I/O and reads no index: callers ask it before indexWorkDue.
 func (g *Graph) indexWorkFirst(o OptimizeOptions, path string) bool {
 	_, failed := g.indexWorkFailed.Load(path)
 	return o.Indices && !o.All && !failed

@@ -343,13 +343,7 @@ func TestIndicesAreFoldedOnceTheLagExceedsItsShare(t *testing.T) {
 // publishedIndex finds spec on a main table at its published version.
 func publishedIndex(t *testing.T, g *Graph, key string, s lance.IndexSpec) *lance.Index {
 	t.Helper()
-	ctx := context.Background()
-	e := mustTable(t, g, key)
-	ds, err := lance.Open(ctx, g.root.Sub(e.Path), lance.AtVersion(e.Version))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ds.Find(s)
+	return tableDataset(t, g, key).Find(s)
 }
 
 func doc(i int, embedding string) string {

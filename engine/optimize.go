@@ -363,9 +363,9 @@ func (g *Graph) compact(ctx context.Context, o OptimizeOptions, plans []*compact
 			return sc.OperationID, recovery.Write(ctx, g.root, sc, g.fence)
 		},
 		// The rewritten files are written beside the sidecar: nothing references them until a
-		// table commits, and no table commits before the sidecar is durable.
-		// An index build's files are written here when planCompactions staged it (the inline
-		// path), so how this ends is what indexWorkFirst remembers of it.
+		// table commits, and no table commits before the sidecar is durable. An index build
+		// planCompactions staged (the inline path) has its files written here too, so how this
+		// ends is what indexWorkFirst remembers of it.
 		stage: func(ctx context.Context) error {
 			return parallel.Each(plans, TableConcurrency, func(p *compactionPlan) error {
 				err := p.staged.WriteTransaction(ctx)

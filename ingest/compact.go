@@ -70,7 +70,13 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 	for round := 0; round < compactionRounds && ctx.Err() == nil && (w.g.CompactionDue(w.cfg.CompactionFanout) || (w.cfg.BuildIndices && w.g.IndicesDue(w.cfg.CompactionFanout))); round++ {
 		start := time.Now()
 		bytes := w.g.CompactionBytes(w.cfg.CompactionFanout, 0)
-		res, err := w.compactOnce(ctx, bytes, stale || bytes > w.cfg.PipelineBytes/inlineCompactionShare)
+		held := bytes
+		if w.cfg.BuildIndices {
+			// The index work is counted too, but never sent into the writer's turn: a fold of a
+			// large table would stop the messages for seconds, and its memory is needed either way.
+			held += w.g.IndexWorkBytes(w.cfg.CompactionFanout)
+		}
+		res, err := w.compactOnce(ctx, held, stale || bytes > w.cfg.PipelineBytes/inlineCompactionShare)
 		took := time.Since(start)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -107,7 +113,7 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 // compactOnce stages one compaction on ctx and commits it on a context stop does not cancel:
 // once it has the writer's turn, a publish is short and is finished rather than left to
 // recovery. inline does it all in the writer's turn (engine.Graph.Optimize). bytes is what it is
-// counted to hold (engine.Graph.CompactionBytes).
+// counted to hold (engine.Graph.CompactionBytes, and IndexWorkBytes with build_indices on).
 func (w *Worker) compactOnce(ctx context.Context, bytes int64, inline bool) (*engine.OptimizeResult, error) {
 	o := engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Indices: w.cfg.BuildIndices, Actor: CompactionActor}
 	defer w.countCompaction(bytes)()

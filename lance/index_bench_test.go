@@ -78,6 +78,35 @@ func BenchmarkIVFFlatBuild20k(b *testing.B) {
 	benchIndexBuild(b, 20_000, 384, IndexSpec{Kind: IndexIVFFlat, Column: "v"})
 }
 
+// BenchmarkIndexBuildPeakHeap reports the live heap an index build holds at its peak
+// (heapPeak), its files staged in memory as the worker stages them: peak_MiB and peak_B/row
+// per row of the table. engine's IndexWorkBytes counts index work by these figures.
+func BenchmarkIndexBuildPeakHeap(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		n, dim int
+		spec   IndexSpec
+	}{
+		{"btree-200k", 200_000, 0, IndexSpec{Kind: IndexBTree, Column: "id"}},
+		{"inverted-200k", 200_000, 0, IndexSpec{Kind: IndexInverted, Column: "text"}},
+		{"ivf_flat-20k", 20_000, 384, IndexSpec{Kind: IndexIVFFlat, Column: "v"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d := benchIndexTable(b, c.n, c.dim)
+			stop := heapPeak()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := d.StageIndices(context.Background(), []IndexSpec{c.spec}, StageOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := stop()
+			b.ReportMetric(float64(p)/(1<<20), "peak_MiB")
+			b.ReportMetric(float64(p)/float64(c.n), "peak_B/row")
+		})
+	}
+}
+
 // BenchmarkBTreeFold400kPlus100k folds 100k appended rows into a BTREE of 400k; beside
 // BenchmarkBTreeBuild500k it shows what the fold saves over building the index anew. The old
 // page data is read from its file each time.
@@ -114,7 +143,7 @@ const (
 // string keys holds at its peak (peak_MiB; peak_B/row: per row of the folded index), as a
 // worker's folds make it when its table has doubled: appending keys that sort after the old
 // ones, and merging keys that interleave with them (old page data read from its file). The
-// worker does not count this in pipeline_bytes; docs/operators.md sizes memory by it.
+// worker counts index work by it (engine's IndexWorkBytes); docs/operators.md sizes memory by it.
 func BenchmarkBTreeFoldPeakHeap(b *testing.B) {
 	b.Run("append-512k+512k", func(b *testing.B) { benchBTreeLagHeap(b, 1<<19, 1<<19, lagFoldAppend, true) })
 	b.Run("merge-800k+200k", func(b *testing.B) { benchBTreeLagHeap(b, 800_000, 200_000, lagFold, true) })
