@@ -217,14 +217,8 @@ func assertReferenceIndices(t *testing.T, g *Graph) {
 // An index staging that keeps failing does not stop compaction: after a failed one the
 // table's due run goes first again, and its index work is tried when no run is due.
 func TestFailingIndexWorkLetsTheRunGoFirst(t *testing.T) {
-	g := testGraph(t)
-	t.Cleanup(failpoint.Reset)
+	g, o := failingIndexWrites(t)
 	ctx := context.Background()
-	smallLoads(t, g, "", "p", 2)
-	if err := failpoint.Enable("lance.write_index_file", "error"); err != nil {
-		t.Fatal(err)
-	}
-	o := OptimizeOptions{Indices: true, Fanout: 2}
 	if sc, err := g.StageCompaction(ctx, o); err == nil {
 		t.Fatalf("index staging under a failing write: %+v", sc)
 	}
@@ -246,25 +240,15 @@ func TestFailingIndexWorkLetsTheRunGoFirst(t *testing.T) {
 	if res := optimize(t, g, o); len(res.Tables) == 0 || res.Tables[0].FragmentsRemoved == 0 {
 		t.Fatalf("the run did not go first after the failure: %+v", res)
 	}
-	for i := 0; i < 3 && g.IndicesDue(2); i++ {
-		optimize(t, g, o)
-	}
-	assertReferenceIndices(t, g)
+	indexedAfterAll(t, g, o)
 }
 
 // Optimize, the inline path, writes an index build's files in its commit; a table whose index
 // files could not be written there gets its due run first in the next pass too, so an index
 // that keeps failing cannot stop the compaction the worker runs in its turn.
 func TestFailingIndexWriteInlineLetsTheRunGoFirst(t *testing.T) {
-	g := testGraph(t)
-	t.Cleanup(failpoint.Reset)
-	ctx := context.Background()
-	smallLoads(t, g, "", "p", 2)
-	if err := failpoint.Enable("lance.write_index_file", "error"); err != nil {
-		t.Fatal(err)
-	}
-	o := OptimizeOptions{Indices: true, Fanout: 2}
-	if res, err := g.Optimize(ctx, o); err == nil {
+	g, o := failingIndexWrites(t)
+	if res, err := g.Optimize(context.Background(), o); err == nil {
 		t.Fatalf("index build under a failing write: %+v", res)
 	}
 	res := optimize(t, g, o) // the index write still fails: only the runs can succeed
@@ -277,7 +261,26 @@ func TestFailingIndexWriteInlineLetsTheRunGoFirst(t *testing.T) {
 		}
 	}
 	failpoint.Reset()
-	for i := 0; i < 3 && g.IndicesDue(2); i++ {
+	indexedAfterAll(t, g, o)
+}
+
+// failingIndexWrites is a graph of two small loads (a run due at fanout 2, and the indices)
+// whose index files cannot be written, and the maintenance pass o that meets both.
+func failingIndexWrites(t *testing.T) (*Graph, OptimizeOptions) {
+	g := testGraph(t)
+	t.Cleanup(failpoint.Reset)
+	smallLoads(t, g, "", "p", 2)
+	if err := failpoint.Enable("lance.write_index_file", "error"); err != nil {
+		t.Fatal(err)
+	}
+	return g, OptimizeOptions{Indices: true, Fanout: 2}
+}
+
+// indexedAfterAll runs maintenance passes o (at most three) until no index work is due, and
+// checks that g then has the reference's indices.
+func indexedAfterAll(t *testing.T, g *Graph, o OptimizeOptions) {
+	t.Helper()
+	for i := 0; i < 3 && g.IndicesDue(o.Fanout); i++ {
 		optimize(t, g, o)
 	}
 	assertReferenceIndices(t, g)
