@@ -31,7 +31,8 @@ import (
 //
 // and ends when its stdin closes.
 
-// costProfiles is the directory of the index-cost workers' CPU profiles ("": none).
+// costProfiles is the directory of the index-cost workers' CPU and allocation profiles ("":
+// none).
 var costProfiles string
 
 // costSide is one index-cost child process and the parent's view of its worker's events.
@@ -48,7 +49,7 @@ type costSide struct {
 
 // startCostSide starts the child of side name (its graph in dir, build_indices indices) against
 // the nats-server at url, and returns once its worker consumes.
-func startCostSide(ctx context.Context, nc *nats.Conn, url, dir, name string, indices bool) (*costSide, error) {
+func startCostSide(ctx context.Context, nc *nats.Conn, url, dir, name string, indices bool) (_ *costSide, err error) {
 	c := config.Defaults()
 	c.Graph = name
 	ic := c.Ingest()
@@ -63,6 +64,11 @@ func startCostSide(ctx context.Context, nc *nats.Conn, url, dir, name string, in
 		return nil, err
 	}
 	s.sub = sub
+	defer func() {
+		if err != nil && (s.cmd == nil || s.cmd.Process == nil) { // no child started: stop does not run
+			_ = sub.Unsubscribe()
+		}
+	}()
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -120,7 +126,7 @@ func (s *costSide) settle() (time.Duration, int64, error) {
 	return time.Duration(u.CPUNanos), u.Faults, nil
 }
 
-// stop ends the child (its stdin closed: it stops its worker and closes its graph) and waits.
+// stop ends the child (its stdin closed: it stops its worker and exits) and waits for it.
 func (s *costSide) stop() {
 	_ = s.in.Close()
 	_ = s.cmd.Wait()
