@@ -30,9 +30,8 @@ const (
 // IndexWorkBytes is about how much memory the index work due on the main tables holds while a
 // maintenance pass stages it (StageCompaction, Optimize with Indices at fold), from what this
 // writer already holds (no I/O): stageConcurrency builds run at once, so the largest of them
-// together. The worker counts it beside CompactionBytes in the pipeline's bound, so that the
-// messages it fetches make room for a fold; it is an estimate from measured peaks per row,
-// not a bound.
+// together. The worker reports it (omnigraph_index_work_bytes) so that operators can size for
+// it; it is an estimate from measured peaks per row, not a bound.
 func (g *Graph) IndexWorkBytes(fold int) int64 {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()

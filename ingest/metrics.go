@@ -42,6 +42,7 @@ type Metrics struct {
 	budgetSpent  *prometheus.CounterVec
 	commitSecs   prometheus.Histogram
 	unindexed    *prometheus.GaugeVec
+	indexWork    prometheus.Gauge
 	recreatedC   *prometheus.CounterVec // by what
 	lastCommit   prometheus.Gauge       // unix time of the last commit made visible
 	commitLag    prometheus.Histogram   // JetStream publish to commit visible
@@ -183,6 +184,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.unindexed = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "omnigraph_unindexed_rows",
 		Help: "Per main table, the most live rows one of its Lance indices does not cover (queries scan them beside the index); 0 without indices."}, []string{"table"})
+	m.indexWork = gauge("omnigraph_index_work_bytes", "About how much memory the index builds and folds now due will hold while they run (engine.Graph.IndexWorkBytes: measured peaks per row, the two largest together); not counted in pipeline_bytes. 0 without index work due.")
 	m.commitSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "omnigraph_commit_seconds",
 		Help: "Message processing time of committed batches.", Buckets: commitBuckets})
 	m.recreatedC = counterVec("omnigraph_streams_recreated_total",
@@ -198,7 +200,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	m.acksFailed = counter("omnigraph_acks_failed_total", "Acks of visible commits that were not sent or not confirmed by the server: such a message may be redelivered, and is then recognised by its receipt (outcome already_applied). A steady rate means the server is slow or unreachable.")
 	reg.MustRegister(m.messages, m.deadLetters, m.rows, m.bytes, m.recoveries, m.compactions, m.compactSecs,
 		m.leaseHeld, m.pending, m.stalledGauge, m.operatorReq, m.budgetSpent, m.commitSecs, m.unindexed, m.recreatedC,
-		m.lastCommit, m.commitLag, m.leaseEpoch, m.leaseTaken, m.acksFailed)
+		m.lastCommit, m.commitLag, m.leaseEpoch, m.leaseTaken, m.acksFailed, m.indexWork)
 	return m
 }
 
@@ -395,6 +397,15 @@ func (m *Metrics) held() {
 		if k.NeedsOperator {
 			m.operatorReq.WithLabelValues(k.Kind).Set(b2f(m.operator != "" && m.operatorKind == k.Kind))
 		}
+	}
+}
+
+// setIndexWork records each main table's unindexed rows (setUnindexed) and bytes, what the
+// index work due will hold (Worker.indexWorkBytes).
+func (m *Metrics) setIndexWork(rows map[string]uint64, bytes int64) {
+	if m != nil {
+		m.setUnindexed(rows)
+		m.indexWork.Set(float64(bytes))
 	}
 }
 

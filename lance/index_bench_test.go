@@ -80,7 +80,7 @@ func BenchmarkIVFFlatBuild20k(b *testing.B) {
 
 // BenchmarkIndexBuildPeakHeap reports the live heap an index build holds at its peak
 // (heapPeak), its files staged in memory as the worker stages them: peak_MiB and peak_B/row
-// per row of the table. engine's IndexWorkBytes counts index work by these figures.
+// per row of the table. engine's IndexWorkBytes estimates index work by these figures.
 func BenchmarkIndexBuildPeakHeap(b *testing.B) {
 	for _, c := range []struct {
 		name   string
@@ -143,7 +143,7 @@ const (
 // string keys holds at its peak (peak_MiB; peak_B/row: per row of the folded index), as a
 // worker's folds make it when its table has doubled: appending keys that sort after the old
 // ones, and merging keys that interleave with them (old page data read from its file). The
-// worker counts index work by it (engine's IndexWorkBytes); docs/operators.md sizes memory by it.
+// worker estimates index work by it (engine's IndexWorkBytes); docs/operators.md sizes memory by it.
 func BenchmarkBTreeFoldPeakHeap(b *testing.B) {
 	b.Run("append-512k+512k", func(b *testing.B) { benchBTreeLagHeap(b, 1<<19, 1<<19, lagFoldAppend, true) })
 	b.Run("merge-800k+200k", func(b *testing.B) { benchBTreeLagHeap(b, 800_000, 200_000, lagFold, true) })
