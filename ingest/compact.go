@@ -136,9 +136,9 @@ func (w *Worker) countCompaction(bytes int64) (release func()) {
 // reported (omnigraph_index_work_bytes), not counted in pipeline_bytes: a fold of a large
 // table can hold more than the whole bound, and counting it left the pipeline at its least
 // through every such fold (the sustained rate with indices, over the official engine's writes:
-// 0.80 to 0.88, median 0.82, in six runs with the count; 0.72 to 0.99, median 0.89, in four
-// without), for a saving of at most pipeline_bytes. Operators size memory for it
-// (docs/operators.md).
+// 0.80 to 0.88, median 0.82, in six runs with the count; 0.72 to 0.99, median 0.88, in five
+// without; the spreads overlap), for a saving of at most pipeline_bytes. Operators size memory
+// for it (docs/operators.md).
 func (w *Worker) indexWorkBytes() int64 {
 	if !w.cfg.BuildIndices || w.cfg.CompactionFanout == 0 {
 		return 0
