@@ -144,6 +144,9 @@ type costUsage struct {
 // the default compaction fanout, build_indices indices, consuming from the nats-server at url.
 func runCostChild(ctx context.Context, name, dir, url string, indices bool) error {
 	if costProfiles != "" {
+		if err := os.MkdirAll(costProfiles, 0o755); err != nil {
+			return err
+		}
 		f, err := os.Create(filepath.Join(costProfiles, name+".pprof"))
 		if err != nil {
 			return err
