@@ -201,12 +201,31 @@ func encodeIndexFile(rec arrow.Record, fo file.Options) ([]byte, error) {
 	return w.Finish()
 }
 
-// btreeEntry is one indexed row: where its value is (chunk, row) and its row id.
+// btreeEntry is one indexed row: where its value is (chunk, row) and its row id. It is 16
+// bytes, a null flagged in chunk's entryNull bit, not a field of its own: a sort of a million
+// keys holds a million of them, and the string sort orders them in place (sortStringEntries).
 type btreeEntry struct {
 	chunk, row int32
 	id         uint64
-	null       bool
 }
+
+// entryNull flags a null entry in btreeEntry.chunk; a chunk index never reaches it.
+const entryNull = 1 << 30
+
+// newEntry is the entry of the value at chunk c, row r, with row id id.
+func newEntry(c, r int, id uint64, null bool) btreeEntry {
+	e := btreeEntry{chunk: int32(c), row: int32(r), id: id}
+	if null {
+		e.chunk |= entryNull
+	}
+	return e
+}
+
+// null says the entry's value is null.
+func (e *btreeEntry) null() bool { return e.chunk&entryNull != 0 }
+
+// at is the index of the entry's chunk.
+func (e *btreeEntry) at() int { return int(e.chunk &^ entryNull) }
 
 // btreePages sorts the values (chunks of one column) with their row ids and cuts them into
 // pages: the page_data and page_lookup records.
@@ -262,17 +281,17 @@ func writeBTreePages(t arrow.DataType, chunks []arrow.Array, es []btreeEntry) (d
 	ids := db.Field(1).(*array.Uint64Builder)
 	appendValues := func(p []btreeEntry) {
 		for _, e := range p {
-			appendValue(db.Field(0), chunks[e.chunk], int(e.row))
+			appendValue(db.Field(0), chunks[e.at()], int(e.row))
 		}
 	}
 	if strs, ok := chunksAs[*array.String](chunks); ok {
 		sb := db.Field(0).(*array.StringBuilder)
 		appendValues = func(p []btreeEntry) {
 			for _, e := range p {
-				if e.null {
+				if e.null() {
 					sb.AppendNull()
 				} else {
-					sb.Append(strs[e.chunk].Value(int(e.row)))
+					sb.Append(strs[e.at()].Value(int(e.row)))
 				}
 			}
 		}
@@ -283,7 +302,7 @@ func writeBTreePages(t arrow.DataType, chunks []arrow.Array, es []btreeEntry) (d
 		nulls := 0
 		for _, e := range p {
 			ids.UnsafeAppend(e.id)
-			if e.null {
+			if e.null() {
 				nulls++
 			}
 		}
@@ -292,8 +311,8 @@ func writeBTreePages(t arrow.DataType, chunks []arrow.Array, es []btreeEntry) (d
 			lb.Field(1).AppendNull()
 		} else {
 			first, last := p[nulls], p[len(p)-1]
-			appendValue(lb.Field(0), chunks[first.chunk], int(first.row))
-			appendValue(lb.Field(1), chunks[last.chunk], int(last.row))
+			appendValue(lb.Field(0), chunks[first.at()], int(first.row))
+			appendValue(lb.Field(1), chunks[last.at()], int(last.row))
 		}
 		lb.Field(2).(*array.Uint32Builder).Append(uint32(nulls))
 		lb.Field(3).(*array.Uint32Builder).Append(uint32(page))
@@ -344,8 +363,8 @@ func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, 
 	es := make([]btreeEntry, 0, len(ids))
 	for c, a := range chunks {
 		for r := 0; r < a.Len(); r++ {
-			e := btreeEntry{chunk: int32(c), row: int32(r), id: ids[len(es)], null: a.IsNull(r)}
-			if !e.null {
+			e := newEntry(c, r, ids[len(es)], a.IsNull(r))
+			if !e.null() {
 				keys[len(es)] = get(a, r)
 			}
 			es = append(es, e)
@@ -359,11 +378,11 @@ func sortKeyed[K any](chunks []arrow.Array, ids []uint64, get func(arrow.Array, 
 	order := func(i, j int32) int {
 		a, b := &es[i], &es[j]
 		switch {
-		case a.null && b.null:
+		case a.null() && b.null():
 			return cmp.Compare(a.id, b.id)
-		case a.null:
+		case a.null():
 			return -1
-		case b.null:
+		case b.null():
 			return 1
 		}
 		if c := compare(keys[i], keys[j]); c != 0 {

@@ -53,7 +53,7 @@ func BTreeFolds() (appended, merged uint64) {
 // the new page lookup needs of it.
 func (d *Dataset) appendBTree(ctx context.Context, old *Index, column string, t arrow.DataType, end *btreeEnd,
 	freshChunks []arrow.Array, fresh []btreeEntry, newIDs []uint64, fo file.Options, w *fileWrites) (x Index, ok bool, err error) {
-	if fo.Version == file.V2_0 || fresh[0].null || !end.followedBy(freshChunks, fresh, newIDs) {
+	if fo.Version == file.V2_0 || fresh[0].null() || !end.followedBy(freshChunks, fresh, newIDs) {
 		return Index{}, false, nil
 	}
 	empty := array.MakeArrayOfNull(memory.DefaultAllocator, t, 0)

@@ -199,7 +199,7 @@ func int64Pages(t *testing.T, vals []*int64, ids []uint64) (data, lookup arrow.R
 		} else {
 			b.Append(*v)
 		}
-		es[i] = btreeEntry{row: int32(i), id: ids[i], null: v == nil}
+		es[i] = newEntry(0, i, ids[i], v == nil)
 	}
 	a := b.NewArray()
 	defer a.Release()
@@ -341,7 +341,7 @@ func TestBTreeLookupOfEqualsTheWritersLookup(t *testing.T) {
 			defer all.Release()
 			es := make([]btreeEntry, c.n)
 			for i := range es {
-				es[i] = btreeEntry{row: int32(i), id: uint64(i), null: all.IsNull(i)}
+				es[i] = newEntry(0, i, uint64(i), all.IsNull(i))
 			}
 			data, want := writeBTreePages(arrow.PrimitiveTypes.Int64, []arrow.Array{all}, es)
 			defer data.Release()

@@ -65,7 +65,7 @@ func (e *btreeEnd) followedBy(chunks []arrow.Array, fresh []btreeEntry, newIDs [
 		last, i = e.lookup.Column(1), int(e.lookup.NumRows())-1
 	}
 	first := fresh[0]
-	return last.IsNull(i) || compareValues(last, i, chunks[first.chunk-1], int(first.row)) <= 0
+	return last.IsNull(i) || compareValues(last, i, chunks[first.at()-1], int(first.row)) <= 0
 }
 
 // extend is the end of the page data followed by fresh (values, ids: in order after it, no

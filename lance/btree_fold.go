@@ -202,17 +202,17 @@ func mergeKeyed[K any](chunks []arrow.Array, oldIDs []uint64, fresh []btreeEntry
 	stale := staleIDs(newIDs)
 	freshKeys := make([]K, len(fresh))
 	for k, e := range fresh {
-		if !e.null {
-			freshKeys[k] = get(chunks[e.chunk], int(e.row))
+		if !e.null() {
+			freshKeys[k] = get(chunks[e.at()], int(e.row))
 		}
 	}
 	// before says fresh entry j goes before the old entry (null, key, id).
 	before := func(j int, null bool, key K, id uint64) bool {
 		f := &fresh[j]
 		switch {
-		case f.null && null:
+		case f.null() && null:
 			return f.id < id
-		case f.null:
+		case f.null():
 			return true
 		case null:
 			return false
@@ -246,7 +246,7 @@ func mergeKeyed[K any](chunks []arrow.Array, oldIDs []uint64, fresh []btreeEntry
 			out = append(out, fresh[j])
 			j++
 		}
-		out = append(out, btreeEntry{chunk: 0, row: int32(i), id: id, null: null})
+		out = append(out, newEntry(0, i, id, null))
 	}
 	return append(out, fresh[j:]...), true
 }

@@ -58,7 +58,7 @@ func mergeStringPages(strs []*array.String, oldIDs []uint64, fresh []btreeEntry,
 		k++
 		offs[k] = end
 	}
-	freshKey := func(j int) string { f := &fresh[j]; return strs[f.chunk].Value(int(f.row)) }
+	freshKey := func(j int) string { f := &fresh[j]; return strs[f.at()].Value(int(f.row)) }
 	stale := staleIDs(newIDs)
 	old, j := strs[0], 0
 	var fv string

@@ -167,7 +167,7 @@ func TestMergeBTreeEntries(t *testing.T) {
 	}
 	var got []string
 	for _, e := range out {
-		if e.null {
+		if e.null() {
 			got = append(got, fmt.Sprintf("null/%d", e.id))
 		} else {
 			got = append(got, fmt.Sprintf("%d/%d", chunks[e.chunk].(*array.Int64).Value(int(e.row)), e.id))

@@ -21,15 +21,11 @@ type stringColumn interface {
 	Value(int) string
 }
 
-// prefixed is a non-null entry, where its key is, with its key's prefix, as the radix passes
-// move them.
-type prefixed struct {
-	pre        uint64
-	chunk, row int32
-}
-
 // sortStringEntries is sortBTreeEntries for string chunks: nulls first by row id, then by
-// key, ties by row id.
+// key, ties by row id. The entries are sorted in place, each holding its key's prefix in
+// its id field until the keys are in order: 32 bytes a key at most (the entries and the
+// radix passes' scratch), where a slice of prefixed positions beside the entries was 56, and
+// every fresh page a sort touches costs a page fault.
 func sortStringEntries(strs []stringColumn, ids []uint64) []btreeEntry {
 	start := make([]int, len(strs)) // the position in ids of each chunk's first row
 	n, nulls := 0, 0
@@ -39,38 +35,43 @@ func sortStringEntries(strs []stringColumn, ids []uint64) []btreeEntry {
 		nulls += a.NullN()
 	}
 	shared := sharedPrefix(strs)
-	out := make([]btreeEntry, 0, n)
-	vals := make([]prefixed, 0, n-nulls)
+	out := make([]btreeEntry, n)
+	i, j := 0, nulls // the next null, the next value
 	for c, a := range strs {
 		hasNulls := a.NullN() > 0
 		for r := range a.Len() {
 			if hasNulls && a.IsNull(r) {
-				out = append(out, btreeEntry{chunk: int32(c), row: int32(r), id: ids[start[c]+r], null: true})
+				out[i] = newEntry(c, r, ids[start[c]+r], true)
+				i++
 				continue
 			}
-			vals = append(vals, prefixed{prefixOf(a.Value(r), shared), int32(c), int32(r)})
+			out[j] = btreeEntry{chunk: int32(c), row: int32(r), id: prefixOf(a.Value(r), shared)}
+			j++
 		}
 	}
-	slices.SortFunc(out, func(a, b btreeEntry) int { return cmp.Compare(a.id, b.id) })
-	vals = radixSortPrefixed(vals)
-	idOf := func(p prefixed) uint64 { return ids[start[p.chunk]+int(p.row)] }
+	slices.SortFunc(out[:nulls], func(a, b btreeEntry) int { return cmp.Compare(a.id, b.id) })
+	vals := out[nulls:]
+	if sorted := radixSortByID(vals); len(vals) > 0 && &sorted[0] != &vals[0] {
+		copy(vals, sorted)
+	}
+	idOf := func(e *btreeEntry) uint64 { return ids[start[e.chunk]+int(e.row)] }
 	for lo := 0; lo < len(vals); {
 		hi := lo + 1
-		for hi < len(vals) && vals[hi].pre == vals[lo].pre {
+		for hi < len(vals) && vals[hi].id == vals[lo].id {
 			hi++
 		}
 		if run := vals[lo:hi]; len(run) > 1 {
-			slices.SortFunc(run, func(a, b prefixed) int {
+			slices.SortFunc(run, func(a, b btreeEntry) int {
 				if c := strings.Compare(strs[a.chunk].Value(int(a.row)), strs[b.chunk].Value(int(b.row))); c != 0 {
 					return c
 				}
-				return cmp.Compare(idOf(a), idOf(b))
+				return cmp.Compare(idOf(&a), idOf(&b))
 			})
 		}
 		lo = hi
 	}
-	for _, v := range vals {
-		out = append(out, btreeEntry{chunk: v.chunk, row: v.row, id: idOf(v)})
+	for k := range vals {
+		vals[k].id = idOf(&vals[k])
 	}
 	return out
 }
@@ -120,35 +121,38 @@ func prefixOf(k string, shared int) uint64 {
 	return p
 }
 
-// radixSortPrefixed sorts vs by prefix, least significant byte first, skipping the bytes that
-// are the same in every prefix (the zero padding of short keys, a shared leading byte). It
-// may return the scratch slice rather than vs.
-func radixSortPrefixed(vs []prefixed) []prefixed {
-	if len(vs) < 2 {
-		return vs
+// radixSortByID sorts es by id (here a key's prefix), least significant byte first, skipping
+// the bytes that are the same in every id (the zero padding of short keys, a shared leading
+// byte). It may return the scratch slice rather than es.
+func radixSortByID(es []btreeEntry) []btreeEntry {
+	if len(es) < 2 {
+		return es
 	}
 	var counts [8][256]int
-	for _, v := range vs {
+	for _, e := range es {
 		for b := range 8 {
-			counts[b][byte(v.pre>>(8*b))]++
+			counts[b][byte(e.id>>(8*b))]++
 		}
 	}
-	scratch := make([]prefixed, len(vs))
+	var scratch []btreeEntry
 	for b := range 8 {
 		c := &counts[b]
-		if c[byte(vs[0].pre>>(8*b))] == len(vs) {
-			continue // every prefix has this byte
+		if c[byte(es[0].id>>(8*b))] == len(es) {
+			continue // every id has this byte
+		}
+		if scratch == nil {
+			scratch = make([]btreeEntry, len(es))
 		}
 		sum := 0
 		for d := range c {
 			c[d], sum = sum, sum+c[d]
 		}
-		for _, v := range vs {
-			d := byte(v.pre >> (8 * b))
-			scratch[c[d]] = v
+		for _, e := range es {
+			d := byte(e.id >> (8 * b))
+			scratch[c[d]] = e
 			c[d]++
 		}
-		vs, scratch = scratch, vs
+		es, scratch = scratch, es
 	}
-	return vs
+	return es
 }

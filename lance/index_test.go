@@ -694,10 +694,10 @@ func TestBTreeSortsStringsSharingAPrefix(t *testing.T) {
 				t.Fatalf("%d entries, want %d", len(es), len(want))
 			}
 			for k, e := range es {
-				at := first[e.chunk] + int(e.row)
-				if at != want[k] || e.id != ids[at] || e.null != nulls[at] {
+				at := first[e.at()] + int(e.row)
+				if at != want[k] || e.id != ids[at] || e.null() != nulls[at] {
 					t.Fatalf("large %v, prefix %q: entry %d is row %d (%q, id %d, null %v), want row %d (%q)",
-						large, shared, k, at, keys[at], e.id, e.null, want[k], keys[want[k]])
+						large, shared, k, at, keys[at], e.id, e.null(), want[k], keys[want[k]])
 				}
 			}
 			for _, c := range chunks {
