@@ -16,11 +16,11 @@ import (
 // 4 to 19 words); longer values hold more.
 const (
 	// btreePeakPerRow: a BTREE build or fold over every row of its table (a fold merges the
-	// old entries or appends at twice the rate per new row): 114 measured building 200k
-	// keys, 58–88 folding a table of a million.
+	// old entries or appends at twice the rate per new row): 104–127 measured building 200k
+	// keys, 79–104 folding a table of a million.
 	btreePeakPerRow = 128
 	// invertedPeakPerRow: an INVERTED build, or the partition a fold adds for the rows the
-	// index misses: 285 measured building 200k texts.
+	// index misses: 297–303 measured building 200k texts.
 	invertedPeakPerRow = 320
 	// ivfPeakPerElement: an IVF_FLAT build, per vector element: 13.6 to 14.3 measured
 	// building 20k vectors of 384 float32s (5.2 to 5.5 KB a row).

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"testing"
 	"time"
 )
 
@@ -39,4 +40,23 @@ func heapPeak() (stop func() uint64) {
 		debug.SetGCPercent(gc)
 		return max(peak, base) - base
 	}
+}
+
+// benchPeak runs run b.N times, timed, and reports the most the live heap rose during one run
+// above where it stood before it (heapPeak): peak_MiB, and peak_B/row over rows. Measured per
+// run, so what earlier runs left behind (the files a memory store keeps) counts for none.
+func benchPeak(b *testing.B, rows int, run func()) {
+	var most uint64
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		stop := heapPeak()
+		b.StartTimer()
+		run()
+		b.StopTimer()
+		most = max(most, stop())
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(most)/(1<<20), "peak_MiB")
+	b.ReportMetric(float64(most)/float64(rows), "peak_B/row")
 }

@@ -93,16 +93,11 @@ func BenchmarkIndexBuildPeakHeap(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			d := benchIndexTable(b, c.n, c.dim)
-			stop := heapPeak()
-			b.ResetTimer()
-			for range b.N {
+			benchPeak(b, c.n, func() {
 				if _, err := d.StageIndices(context.Background(), []IndexSpec{c.spec}, StageOptions{}); err != nil {
 					b.Fatal(err)
 				}
-			}
-			p := stop()
-			b.ReportMetric(float64(p)/(1<<20), "peak_MiB")
-			b.ReportMetric(float64(p)/float64(c.n), "peak_B/row")
+			})
 		})
 	}
 }
@@ -153,9 +148,9 @@ func BenchmarkBTreeFoldPeakHeap(b *testing.B) {
 // index up to date (how), its files written.
 func benchBTreeLag(b *testing.B, n, more, how int) { benchBTreeLagHeap(b, n, more, how, false) }
 
-// benchBTreeLagHeap is benchBTreeLag, which with peak reports the live heap's peak over the
-// timed part instead (heapPeak: the collector then runs far more often than usual, so its
-// times are not the fold's).
+// benchBTreeLagHeap is benchBTreeLag, which with peak reports the live heap's peak of a fold
+// instead (benchPeak: the collector then runs far more often than usual, so its times are not
+// the fold's).
 func benchBTreeLagHeap(b *testing.B, n, more, how int, peak bool) {
 	ctx := context.Background()
 	d := benchIndexTable(b, n, 0)
@@ -198,16 +193,7 @@ func benchBTreeLagHeap(b *testing.B, n, more, how int, peak bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if peak {
-		stop := heapPeak()
-		defer func() {
-			p := stop()
-			b.ReportMetric(float64(p)/(1<<20), "peak_MiB")
-			b.ReportMetric(float64(p)/float64(n+more), "peak_B/row")
-		}()
-	}
-	b.ResetTimer()
-	for range b.N {
+	fold := func() {
 		if page != nil {
 			b.StopTimer()
 			btreeCache.put(old.UUID, page...) // a fold forgets the index it folded
@@ -225,6 +211,14 @@ func benchBTreeLagHeap(b *testing.B, n, more, how int, peak bool) {
 		if err := s.WriteTransaction(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if peak {
+		benchPeak(b, n+more, fold)
+		return
+	}
+	b.ResetTimer()
+	for range b.N {
+		fold()
 	}
 }
 
