@@ -108,11 +108,10 @@ func (d *Dataset) buildBTree(ctx context.Context, column, name string, fo file.O
 		}
 	}()
 	vals := make([]arrow.Array, len(recs))
-	var ids []uint64
 	for i, r := range recs {
 		vals[i] = r.Column(0)
-		ids = append(ids, r.Column(1).(*array.Uint64).Uint64Values()...)
 	}
+	ids := rowIDsOf(recs)
 	if len(ids) == 0 {
 		return refuse("the table has no rows to index")
 	}
@@ -199,6 +198,20 @@ func encodeIndexFile(rec arrow.Record, fo file.Options) ([]byte, error) {
 		return nil, err
 	}
 	return w.Finish()
+}
+
+// rowIDsOf is the row ids of records of (values, _rowid), in one slice sized up front:
+// grown by appending, its copies were a sixth of what a fold allocated.
+func rowIDsOf(recs []arrow.Record) []uint64 {
+	n := 0
+	for _, r := range recs {
+		n += int(r.NumRows())
+	}
+	ids := make([]uint64, 0, n)
+	for _, r := range recs {
+		ids = append(ids, r.Column(1).(*array.Uint64).Uint64Values()...)
+	}
+	return ids
 }
 
 // btreeEntry is one indexed row: where its value is (chunk, row) and its row id. It is 16

@@ -54,13 +54,12 @@ func (d *Dataset) foldBTree(ctx context.Context, reads *foldReads, old *Index, c
 		}
 	}()
 	var freshChunks []arrow.Array
-	var newIDs []uint64
 	for _, r := range recs {
 		if r.NumRows() > 0 {
 			freshChunks = append(freshChunks, r.Column(0))
-			newIDs = append(newIDs, r.Column(1).(*array.Uint64).Uint64Values()...)
 		}
 	}
+	newIDs := rowIDsOf(recs)
 	var fresh []btreeEntry
 	if len(newIDs) > 0 {
 		fresh = sortBTreeEntries(freshChunks, newIDs)

@@ -247,6 +247,14 @@ func (d *Dataset) invertInto(ctx context.Context, reads *foldReads, b *invertedB
 			r.Release()
 		}
 	}()
+	// The documents' row ids and lengths sized up front: grown by appending, their copies were
+	// most of what tokenizing allocated besides the postings.
+	docs := len(b.rowIDs)
+	for _, r := range recs {
+		docs += int(r.NumRows() - int64(r.Column(0).NullN()))
+	}
+	b.rowIDs = slices.Grow(b.rowIDs, docs-len(b.rowIDs))
+	b.lengths = slices.Grow(b.lengths, docs-len(b.lengths))
 	for _, r := range recs {
 		ids := r.Column(1).(*array.Uint64).Uint64Values()
 		col := r.Column(0)
