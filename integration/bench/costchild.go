@@ -14,16 +14,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 )
 
-// The index-cost line runs each of its two workers in a process of its own (costSide), so that
-// neither pays for the other's heap: in one process the side that happened to be running when
-// the shared heap grew paid for its first touches, which on this machine moved a round's ratio
-// between 0.4 and 1.8. The parent publishes and times; a child runs one `worker run`-like
-// worker and answers on its stdin and stdout:
+// The index-cost line and the sustained lines run each of their workers in a process of its
+// own (costSide), so that none pays for another's heap: in one process the side that happened
+// to be running when the shared heap grew paid for its first touches, which on this machine
+// moved a round's ratio between 0.4 and 1.8. The parent publishes and times; a child runs one
+// `worker run`-like worker and answers on its stdin and stdout:
 //
 //	child: ready                       (the worker consumes)
 //	parent: settle
@@ -35,7 +36,7 @@ import (
 // none).
 var costProfiles string
 
-// costSide is one index-cost child process and the parent's view of its worker's events.
+// costSide is one worker child process and the parent's view of its worker's events.
 type costSide struct {
 	name    string
 	indices bool
@@ -47,9 +48,19 @@ type costSide struct {
 	sub     *nats.Subscription
 }
 
-// startCostSide starts the child of side name (its graph in dir, build_indices indices) against
-// the nats-server at url, and returns once its worker consumes.
-func startCostSide(ctx context.Context, nc *nats.Conn, url, dir, name string, indices bool) (_ *costSide, err error) {
+// childDefaultFanout, as a child's fanout, is `worker run`'s default compaction_fanout.
+const childDefaultFanout = -1
+
+// startCostSide starts the child of side name (its graph in dir, build_indices indices,
+// compaction_fanout fanout or childDefaultFanout) against the nats-server at url, and returns
+// once its worker consumes.
+func startCostSide(ctx context.Context, nc *nats.Conn, url, dir, name string, indices bool, fanout int) (*costSide, error) {
+	return startWorkerChild(ctx, nc, url, dir, name, indices, fanout, 0)
+}
+
+// startWorkerChild is startCostSide whose child first streams warm batches through a worker
+// on a scratch graph of its own (runCostChild).
+func startWorkerChild(ctx context.Context, nc *nats.Conn, url, dir, name string, indices bool, fanout, warm int) (_ *costSide, err error) {
 	c := config.Defaults()
 	c.Graph = name
 	ic := c.Ingest()
@@ -76,7 +87,7 @@ func startCostSide(ctx context.Context, nc *nats.Conn, url, dir, name string, in
 	fsync := map[bool]string{true: "on", false: "off"}[localFsync]
 	s.cmd = exec.CommandContext(ctx, self, "-lance-version", fileVersion.String(), "-fsync", fsync,
 		"-pipeline-depth", strconv.Itoa(pipelineDepth), "-worker-log", workerLog, "-index-cost-profiles", costProfiles,
-		"-cost-child", name, "-cost-dir", dir, "-cost-nats", url, "-cost-indices="+strconv.FormatBool(indices))
+		"-cost-child", name, "-cost-dir", dir, "-cost-nats", url, "-cost-indices="+strconv.FormatBool(indices), "-cost-fanout", strconv.Itoa(fanout), "-cost-warm", strconv.Itoa(warm))
 	s.cmd.Stderr = os.Stderr
 	if s.in, err = s.cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -91,7 +102,7 @@ func startCostSide(ctx context.Context, nc *nats.Conn, url, dir, name string, in
 	}
 	if line, err := s.read(); err != nil || line != "ready" {
 		s.stop()
-		return nil, fmt.Errorf("index-cost child %s: %q instead of ready (%v)", name, line, err)
+		return nil, fmt.Errorf("worker child %s: %q instead of ready (%v)", name, line, err)
 	}
 	return s, nil
 }
@@ -114,14 +125,14 @@ func (s *costSide) settle() (time.Duration, int64, error) {
 	}
 	line, err := s.read()
 	if err != nil {
-		return 0, 0, fmt.Errorf("index-cost child %s: %w", s.name, err)
+		return 0, 0, fmt.Errorf("worker child %s: %w", s.name, err)
 	}
 	var u costUsage
 	if err := json.Unmarshal([]byte(line), &u); err != nil {
-		return 0, 0, fmt.Errorf("index-cost child %s: %q: %w", s.name, line, err)
+		return 0, 0, fmt.Errorf("worker child %s: %q: %w", s.name, line, err)
 	}
 	if u.Err != "" {
-		return 0, 0, fmt.Errorf("index-cost child %s: %s", s.name, u.Err)
+		return 0, 0, fmt.Errorf("worker child %s: %s", s.name, u.Err)
 	}
 	return time.Duration(u.CPUNanos), u.Faults, nil
 }
@@ -140,9 +151,13 @@ type costUsage struct {
 	Err      string `json:"error,omitempty"`
 }
 
-// runCostChild is an index-cost child: the worker of graph name on a fresh graph in dir, at
-// the default compaction fanout, build_indices indices, consuming from the nats-server at url.
-func runCostChild(ctx context.Context, name, dir, url string, indices bool) error {
+// runCostChild is a worker child: the worker of graph name on a fresh graph in dir, at
+// compaction_fanout fanout (childDefaultFanout: the default), build_indices indices, consuming
+// from the nats-server at url. With warm > 0 it first streams warm 8,192-row batches through a
+// worker so configured on a scratch graph beside dir, so that the worker measured runs in a
+// process whose heap has grown to a stream's size, as a worker that has been running for a
+// while has (a first touch of a page costs about 12 µs on this VM).
+func runCostChild(ctx context.Context, name, dir, url string, indices bool, fanout, warm int) error {
 	if costProfiles != "" {
 		if err := os.MkdirAll(costProfiles, 0o755); err != nil {
 			return err
@@ -168,12 +183,20 @@ func runCostChild(ctx context.Context, name, dir, url string, indices bool) erro
 		return err
 	}
 	defer nc.Close()
+	if fanout == childDefaultFanout {
+		fanout = config.Defaults().CompactionFanout
+	}
+	setIndices := func(c *config.Config) { c.BuildIndices = indices }
+	if warm > 0 {
+		if err := warmChild(ctx, nc, dir+"-warm", name+"warm", fanout, warm, setIndices); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
 	g, err := newBenchGraph(ctx, dir)
 	if err != nil {
 		return err
 	}
-	fanout := config.Defaults().CompactionFanout
-	w, err := startBenchWorker(ctx, nc, g, name, fanout, 64, func(c *config.Config) { c.BuildIndices = indices })
+	w, err := startBenchWorker(ctx, nc, g, name, fanout, 64, setIndices)
 	if err != nil {
 		return err
 	}
@@ -199,4 +222,23 @@ func runCostChild(ctx context.Context, name, dir, url string, indices bool) erro
 		}
 	}
 	return in.Err()
+}
+
+// warmChild streams count batches through a worker (graph name, its graph in dir) and stops it.
+func warmChild(ctx context.Context, nc *nats.Conn, dir, name string, fanout, count int, set func(*config.Config)) error {
+	g, err := newBenchGraph(ctx, dir)
+	if err != nil {
+		return err
+	}
+	w, err := startBenchWorker(ctx, nc, g, name, fanout, 64, set)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	_, err = sustained(ctx, js, w.cfg.IngestSubject(), w.events, 4096, count, 7_000_000)
+	return err
 }

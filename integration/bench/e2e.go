@@ -141,9 +141,6 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 		fmt.Printf("bench: e2e-sustained-8192 durability=%s %s rows_per_s=%.0f official=none\n", durability, pipe, float64(8192*iters)/took8.Seconds())
 		return nil
 	}
-	if err := warmSustained(ctx, nc, js, tmp, iters); err != nil {
-		return err
-	}
 	node8, err := nodeRun(ctx, script, filepath.Join(tmp, "node-e2e-8k"), 8192, iters)
 	if err != nil {
 		return err
@@ -151,7 +148,7 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 	lanceRate := 8192 / (node8.AppendP50 / 1000)
 	// vs_writes_only: the stream's rate over the official engine's own two-table writes of the
 	// same batches, the two alternating in rounds.
-	sp, err := sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two"), js, cfg.IngestSubject(), events, iters, 1_000_000)
+	sp, err := sustainedWithIndices(ctx, nc, js, ns.url, script, tmp, iters)
 	if err != nil {
 		return err
 	}
@@ -159,7 +156,7 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 		durability, pipe, sp.rate, lanceRate, sp.rate/lanceRate, sp.vsWritesOnly, sp.fields())
 	// The same stream through a worker that builds no index, on a graph of its own, paired
 	// with the official engine as above.
-	if sp, err = sustainedWithoutIndices(ctx, nc, js, script, tmp, iters); err != nil {
+	if sp, err = sustainedWithoutIndices(ctx, nc, js, ns.url, script, tmp, iters); err != nil {
 		return err
 	}
 	fmt.Printf("bench: e2e-sustained-8192 durability=%s %s indices=off rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f vs_writes_only=%.2f %s\n",
@@ -171,7 +168,7 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 	}
 	// The same stream into a graph whose worker does not compact: the
 	// official side's writes do not compact either, so this is the rate at equal work.
-	if sp, err = sustainedWithoutCompaction(ctx, nc, js, script, tmp, iters); err != nil {
+	if sp, err = sustainedWithoutCompaction(ctx, nc, js, ns.url, script, tmp, iters); err != nil {
 		return err
 	}
 	fmt.Printf("bench: e2e-sustained-8192 durability=%s %s compaction_fanout=0 rows_per_s=%.0f lance_append_rows_per_s=%.0f ratio=%.2f vs_writes_only=%.2f %s\n",

@@ -37,7 +37,7 @@ func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, 
 		faults int64         // the child's minor page faults over its rounds
 	}
 	start := func(name string, indices bool) (*side, error) {
-		s, err := startCostSide(ctx, nc, url, filepath.Join(tmp, "graph-cost-"+name), "bench"+name, indices)
+		s, err := startCostSide(ctx, nc, url, filepath.Join(tmp, "graph-cost-"+name), "bench"+name, indices, childDefaultFanout)
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +112,7 @@ func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, 
 // fold: the worker's maintenance after the last commit is done.
 func awaitMaintenance(ctx context.Context, g *engine.Graph, fanout int, indices bool) error {
 	deadline := time.Now().Add(2 * time.Minute)
-	for g.CompactionDue(fanout) || indices && g.IndicesDue(fanout) {
+	for fanout > 0 && g.CompactionDue(fanout) || indices && g.IndicesDue(fanout) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the worker's maintenance did not finish in 2 minutes")
 		}

@@ -177,10 +177,12 @@ func main() {
 	indexChild := flag.String("index-child", "", "internal: btree|inverted|ivf_flat, for the index bench's Go builds in a process of their own")
 	indexDir := flag.String("index-dir", "", "internal: the index child's table")
 	indexRows := flag.Int("index-rows", 0, "internal: rows of the index child's table")
-	costChild := flag.String("cost-child", "", "internal: the graph name of an index-cost side run in a process of its own")
-	costDir := flag.String("cost-dir", "", "internal: the index-cost child's graph")
-	costNATS := flag.String("cost-nats", "", "internal: the nats-server the index-cost child's worker consumes from")
-	costIndices := flag.Bool("cost-indices", false, "internal: the index-cost child's build_indices")
+	costChild := flag.String("cost-child", "", "internal: the graph name of a worker run in a process of its own (the index-cost and sustained lines)")
+	costDir := flag.String("cost-dir", "", "internal: the worker child's graph")
+	costNATS := flag.String("cost-nats", "", "internal: the nats-server the worker child consumes from")
+	costIndices := flag.Bool("cost-indices", false, "internal: the worker child's build_indices")
+	costFanout := flag.Int("cost-fanout", childDefaultFanout, "internal: the worker child's compaction_fanout (-1: the default)")
+	costWarm := flag.Int("cost-warm", 0, "internal: batches the worker child streams through a worker on a scratch graph first")
 	flag.StringVar(&costProfiles, "index-cost-profiles", "", "write a CPU profile and an allocation profile of each index-cost worker process into this directory (benchcon.pprof and benchcon.allocs.pprof: indices on; benchcoff…: off)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Go side) to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run (Go side) to this file at the end")
@@ -212,8 +214,8 @@ func main() {
 	if *costChild != "" {
 		localFsync = *fsync != "off"
 		durability = map[bool]string{true: "fsync", false: "none"}[localFsync]
-		if err := runCostChild(ctx, *costChild, *costDir, *costNATS, *costIndices); err != nil {
-			fmt.Fprintln(os.Stderr, "index-cost child:", err)
+		if err := runCostChild(ctx, *costChild, *costDir, *costNATS, *costIndices, *costFanout, *costWarm); err != nil {
+			fmt.Fprintln(os.Stderr, "worker child:", err)
 			os.Exit(1)
 		}
 		return

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
 )
@@ -79,49 +78,35 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 	return res, nil
 }
 
-// warmSustained streams block batches through a worker of its own, on a graph of its own,
-// unmeasured, before a section's first sustained line. Whichever sustained line came first in a
-// process paid for the process's heap growing to a sustained stream's size (a first touch of
-// a page costs about 12 µs on this VM, performance.md): with the lines' order swapped in
-// two -only e2e runs, the unindexed line read 1.02 and 1.08 first against 1.38 second, the
-// indexed one 1.21 and 1.43 second against about 0.9 first. A worker that has run for a while
-// has grown its heap; the lines measure that worker, each in the same conditions.
-func warmSustained(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, tmp string, block int) error {
-	bw, err := ownWorker(ctx, nc, tmp, "warm", func(*config.Config) {})
-	if err != nil {
-		return err
-	}
-	defer bw.stop()
-	_, err = sustained(ctx, js, bw.cfg.IngestSubject(), bw.events, 4096, block, 7_000_000)
-	return err
+// sustainedWithIndices is sustainedPaired through a worker configured as `worker run` is, on
+// a graph of its own, against an official process of its own: the line of goal
+// sustained-8192-none (and -fsync).
+func sustainedWithIndices(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, script, tmp string, block int) (pairedSustained, error) {
+	return sustainedOwnWorker(ctx, nc, js, url, script, tmp, "si", block, 1_000_000, true, childDefaultFanout)
 }
 
 // sustainedWithoutCompaction is sustainedPaired through a worker of its own, on a graph of its
 // own, with compaction_fanout 0, against an official process of its own.
-func sustainedWithoutCompaction(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, script, tmp string, block int) (pairedSustained, error) {
-	return sustainedOwnWorker(ctx, nc, js, script, tmp, "nc", block, 3_000_000, func(c *config.Config) { c.CompactionFanout = 0 })
+func sustainedWithoutCompaction(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, script, tmp string, block int) (pairedSustained, error) {
+	return sustainedOwnWorker(ctx, nc, js, url, script, tmp, "nc", block, 3_000_000, true, 0)
 }
 
 // sustainedOwnWorker is sustainedPaired through a worker of its own (graph "bench"+name,
-// configured by set from the defaults), on a graph of its own, against an official process of
-// its own; base numbers the batches' ids.
-func sustainedOwnWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, script, tmp, name string, block, base int, set func(*config.Config)) (pairedSustained, error) {
-	bw, err := ownWorker(ctx, nc, tmp, name, set)
+// build_indices indices, compaction_fanout fanout or childDefaultFanout) in a process of its
+// own (costchild.go) consuming from the nats-server at url, on a fresh graph, against an
+// official process of its own; base numbers the batches' ids. The child streams a block of
+// batches through a worker on a scratch graph first (runCostChild's warm), so the worker
+// measured runs in a process whose heap has grown as a worker's that has run for a while.
+// In the bench's own process, a line's worker shared its heap with the lines before it (which
+// line came first moved a ratio by a third), and the line with indices ran on the graph the
+// 1k+1k line had loaded, against official tables that started empty.
+func sustainedOwnWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, script, tmp, name string, block, base int, indices bool, fanout int) (pairedSustained, error) {
+	w, err := startWorkerChild(ctx, nc, url, filepath.Join(tmp, "graph-e2e-"+name), "bench"+name, indices, fanout, block)
 	if err != nil {
 		return pairedSustained{}, err
 	}
-	defer bw.stop()
-	return sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two-"+name), js, bw.cfg.IngestSubject(), bw.events, block, base)
-}
-
-// ownWorker starts a worker (graph "bench"+name, configured by set from the defaults) on a
-// graph of its own under tmp.
-func ownWorker(ctx context.Context, nc *nats.Conn, tmp, name string, set func(*config.Config)) (*benchWorker, error) {
-	g, err := newBenchGraph(ctx, filepath.Join(tmp, "graph-e2e-"+name))
-	if err != nil {
-		return nil, err
-	}
-	return startBenchWorker(ctx, nc, g, "bench"+name, config.Defaults().CompactionFanout, 64, set)
+	defer w.stop()
+	return sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two-"+name), js, w.subject, w.events, block, base)
 }
 
 func sum(xs []float64) float64 {
@@ -203,6 +188,6 @@ func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, p
 // `worker run` does but builds no index (build_indices off), on a graph of its own, against an
 // official process of its own. (What the index set costs is measured worker against worker:
 // indexCost.)
-func sustainedWithoutIndices(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, script, tmp string, block int) (pairedSustained, error) {
-	return sustainedOwnWorker(ctx, nc, js, script, tmp, "ni", block, 5_000_000, func(c *config.Config) { c.BuildIndices = false })
+func sustainedWithoutIndices(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, script, tmp string, block int) (pairedSustained, error) {
+	return sustainedOwnWorker(ctx, nc, js, url, script, tmp, "ni", block, 5_000_000, false, childDefaultFanout)
 }
