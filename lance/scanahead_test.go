@@ -48,7 +48,10 @@ func TestScanOpensFragmentsAhead(t *testing.T) {
 	if n := len(d.Manifest().Fragments); n != frags {
 		t.Fatalf("%d fragments, want %d", n, frags)
 	}
-	l := storage.NewLatency(25 * time.Millisecond)
+	// The count is by time (storage.Latency): a scan whose goroutine was not scheduled for a
+	// whole delay would show a round trip more than it waits for. 100 ms leaves a loaded
+	// race-detector run room; the engine's round-trip tests were beaten at 25 and 50.
+	l := storage.NewLatency(100 * time.Millisecond)
 	slow, err := storage.Open(ctx, st.URI(), storage.WithLatency(l))
 	if err != nil {
 		t.Fatal(err)
