@@ -147,38 +147,72 @@ func TestStagedCompactionNothingDueAndFailures(t *testing.T) {
 func TestCompactionBytes(t *testing.T) {
 	g := testGraph(t)
 	smallLoads(t, g, "", "p", 15)
-	if n := g.CompactionBytes(16, 0); n != 0 {
+	if n := g.CompactionBytes(OptimizeOptions{Fanout: 16}); n != 0 {
 		t.Fatalf("%d bytes with nothing due", n)
 	}
 	smallLoads(t, g, "", "q", 1)
-	var runs []uint64
+	runs := map[string]uint64{} // each table's run: all its files
 	var largest uint64
 	for ref, ts := range g.tables {
 		if ref.branch != "" {
 			continue
 		}
-		var files uint64
 		for _, f := range ts.ds.Manifest().Fragments {
 			n, _ := f.FileBytes()
-			files += n
+			runs[ref.path] += n
 			largest = max(largest, n)
 		}
-		runs = append(runs, files)
 	}
 	if len(runs) < stageConcurrency {
 		t.Fatalf("%d tables due, want at least %d", len(runs), stageConcurrency)
 	}
-	slices.SortFunc(runs, func(a, b uint64) int { return cmp.Compare(b, a) })
-	var want uint64
-	for _, r := range runs[:stageConcurrency] {
-		want += 2 * r
+	// peak is what the runs of the tables keep holds: the stageConcurrency largest, twice.
+	peak := func(keep func(path string) bool) uint64 {
+		var rs []uint64
+		for path, r := range runs {
+			if keep(path) {
+				rs = append(rs, r)
+			}
+		}
+		slices.SortFunc(rs, func(a, b uint64) int { return cmp.Compare(b, a) })
+		var sum uint64
+		for _, r := range rs[:min(len(rs), stageConcurrency)] {
+			sum += 2 * r
+		}
+		return sum
 	}
-	if n := g.CompactionBytes(16, 0); n <= 0 || uint64(n) != want {
+	want := peak(func(string) bool { return true })
+	if n := g.CompactionBytes(OptimizeOptions{Fanout: 16}); n <= 0 || uint64(n) != want {
 		t.Fatalf("%d bytes due, want %d", n, want)
+	}
+	// With indices kept, a table whose index work is due does it first and leaves its run for
+	// a later pass: its run is not counted, until its index work has failed (its run then goes
+	// first again).
+	indexFirst := map[string]bool{}
+	for ref, ts := range g.tables {
+		if ref.branch == "" && g.indexWorkDue(ref.path, ts.ds, 16) {
+			indexFirst[ref.path] = true
+		}
+	}
+	if len(indexFirst) == 0 { // no index built yet: due on every table with a wanted one
+		t.Fatalf("index work due on none of %d tables", len(runs))
+	}
+	withIndices := OptimizeOptions{Fanout: 16, Indices: true}
+	if n, w := g.CompactionBytes(withIndices), peak(func(p string) bool { return !indexFirst[p] }); uint64(n) != w {
+		t.Fatalf("%d bytes due with index work first on %d tables, want %d", n, len(indexFirst), w)
+	}
+	for path := range indexFirst {
+		g.indexWorkFailed.Store(path, true)
+	}
+	if n := g.CompactionBytes(withIndices); uint64(n) != want {
+		t.Fatalf("%d bytes due after the index work failed, want %d", n, want)
+	}
+	for path := range indexFirst {
+		g.indexWorkFailed.Delete(path)
 	}
 	// Output files of a few fragments' size: the runs are still due, their files cut at that.
 	cut := 4 * largest
-	if n := g.CompactionBytes(16, cut); uint64(n) != stageConcurrency*2*cut {
+	if n := g.CompactionBytes(OptimizeOptions{Fanout: 16, MaxBytesPerFile: cut}); uint64(n) != stageConcurrency*2*cut {
 		t.Fatalf("%d bytes with %d-byte files, want %d", n, cut, stageConcurrency*2*cut)
 	}
 }

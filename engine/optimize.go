@@ -97,15 +97,18 @@ func (g *Graph) CompactionDue(fanout int) bool {
 	return false
 }
 
-// CompactionBytes is about how much memory staging the due compactions (StageCompaction at
-// fanout) holds at its peak, from what this writer already holds (no I/O): the tables are
-// rewritten up to stageConcurrency at a time, each holding up to one output file (MaxBytesPerFile,
-// 0: the default) of rows read and the file encoded from them. A worker counts it against its bound on
-// what is in flight, so that the messages it prefetches leave room for it.
-func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
+// CompactionBytes is about how much memory staging the due compactions (StageCompaction with
+// o) holds at its peak, from what this writer already holds (no I/O): the tables are
+// rewritten up to stageConcurrency at a time, each holding up to one output file
+// (o.MaxBytesPerFile, 0: the default) of rows read and the file encoded from them. A table
+// whose index work goes first (o.Indices) has its run left for a later pass and counts
+// nothing. A worker counts it against its bound on what is in flight, so that the messages it
+// prefetches leave room for it.
+func (g *Graph) CompactionBytes(o OptimizeOptions) int64 {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
-	fanout = fanoutOrDefault(fanout)
+	fanout := fanoutOrDefault(o.Fanout)
+	maxBytes := o.MaxBytesPerFile
 	if maxBytes == 0 {
 		maxBytes = lance.DefaultMaxBytesPerFile
 	}
@@ -116,7 +119,7 @@ func (g *Graph) CompactionBytes(fanout int, maxBytes uint64) int64 {
 		}
 		frags := ts.ds.Manifest().Fragments
 		run := compactionRun(ts.ds.Manifest(), fanout, maxBytes)
-		if run == nil {
+		if run == nil || o.Indices && g.indexWorkFirst(o, ref.path) && g.indexWorkDue(ref.path, ts.ds, fanout) {
 			continue
 		}
 		in := map[uint64]bool{}

@@ -69,7 +69,7 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 	stale := false
 	for round := 0; round < compactionRounds && ctx.Err() == nil && (w.g.CompactionDue(w.cfg.CompactionFanout) || (w.cfg.BuildIndices && w.g.IndicesDue(w.cfg.CompactionFanout))); round++ {
 		start := time.Now()
-		bytes := w.g.CompactionBytes(w.cfg.CompactionFanout, 0)
+		bytes := w.g.CompactionBytes(w.optimizeOptions())
 		res, err := w.compactOnce(ctx, bytes, stale || bytes > w.cfg.PipelineBytes/inlineCompactionShare)
 		took := time.Since(start)
 		if err != nil {
@@ -109,7 +109,7 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 // recovery. inline does it all in the writer's turn (engine.Graph.Optimize). bytes is what it is
 // counted to hold (engine.Graph.CompactionBytes).
 func (w *Worker) compactOnce(ctx context.Context, bytes int64, inline bool) (*engine.OptimizeResult, error) {
-	o := engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Indices: w.cfg.BuildIndices, Actor: CompactionActor}
+	o := w.optimizeOptions()
 	defer w.countCompaction(bytes)()
 	if inline {
 		return w.g.Optimize(context.WithoutCancel(ctx), o)
@@ -119,6 +119,11 @@ func (w *Worker) compactOnce(ctx context.Context, bytes int64, inline bool) (*en
 		return &engine.OptimizeResult{}, err
 	}
 	return w.g.CommitCompaction(context.WithoutCancel(ctx), sc)
+}
+
+// optimizeOptions are the options of the worker's automatic compaction.
+func (w *Worker) optimizeOptions() engine.OptimizeOptions {
+	return engine.OptimizeOptions{Fanout: w.cfg.CompactionFanout, Indices: w.cfg.BuildIndices, Actor: CompactionActor}
 }
 
 // countCompaction counts bytes in the pipeline's bound until the returned release, so that it
