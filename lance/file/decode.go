@@ -319,7 +319,7 @@ func checkUTF8(piece []byte, out *binaryOut, at, count, outBase uint64) error {
 // marking nulls; it returns the last end. The typed loops are the hot path of string reads.
 func binaryEnds(idx []byte, first, count, at, adj, base, outBase uint64, out *binaryOut) (uint64, error) {
 	prev := base
-	in, ok := asUint64s(idx)
+	in, ok := viewLE[uint64](idx)
 	if !ok {
 		for i := uint64(0); i < count; i++ {
 			end := binary.LittleEndian.Uint64(idx[8*(first+i):])
@@ -370,13 +370,14 @@ func binaryEnds(idx []byte, first, count, at, adj, base, outBase uint64, out *bi
 	return prev, nil
 }
 
-// asUint64s views b as little-endian uint64s without copying, when the host and the alignment
-// allow it (unaligned views would trip checkptr).
-func asUint64s(b []byte) ([]uint64, bool) {
-	if endian.IsBigEndian || len(b) < 8 || uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
+// viewLE views b as little-endian values of T without copying, when the host and the
+// alignment allow it (unaligned views would trip checkptr).
+func viewLE[T uint64 | float32](b []byte) ([]T, bool) {
+	size := int(unsafe.Sizeof(T(0)))
+	if endian.IsBigEndian || len(b) < size || uintptr(unsafe.Pointer(&b[0]))%uintptr(size) != 0 {
 		return nil, false
 	}
-	return arrow.Uint64Traits.CastFromBytes(b), true
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/size), true
 }
 
 // flatBytes returns the whole buffer of a flat 8-bit encoding (the bytes of a Binary).

@@ -6,11 +6,9 @@ import (
 	"math"
 	"sort"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/endian"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
 )
 
@@ -477,13 +475,13 @@ func appendValue(b array.Builder, dt arrow.DataType, v *vals21, i uint64) error 
 		fb.Append(true)
 		vb := fb.ValueBuilder()
 		iw := v.w / v.dim
-		if f32, ok := vb.(*array.Float32Builder); ok && iw == 4 && v.itemValid == nil && !endian.IsBigEndian &&
-			uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%4 == 0 {
+		if f32, ok := vb.(*array.Float32Builder); ok && iw == 4 && v.itemValid == nil {
 			// A vector without null items (the usual one): its floats in one append, not one
-			// type switch and one append each. The file's little-endian floats are this
-			// machine's as they are, where they are aligned (checkptr refuses a view that is not).
-			f32.AppendValues(arrow.Float32Traits.CastFromBytes(raw), nil)
-			return nil
+			// type switch and one append each, where the file's floats can be read in place.
+			if vals, ok := viewLE[float32](raw); ok {
+				f32.AppendValues(vals, nil)
+				return nil
+			}
 		}
 		for k := uint64(0); k < v.dim; k++ {
 			item := i*v.dim + k
