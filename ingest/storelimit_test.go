@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
@@ -26,7 +27,10 @@ func TestMaxBodyBytesIsTheStoreLimit(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	ctx := context.Background()
+	// A 32 MiB publish into a file store under a loaded race-detector run outlasted the
+	// client's default 5 s (CI on e7341ea): the deadline is the test's, not the limit's.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	cfg := Config{Graph: "limits"}
 	if err := cfg.withDefaults(); err != nil {
 		t.Fatal(err)
