@@ -33,25 +33,39 @@ func ftsTokens(text string, emit func(tok string)) {
 	})
 }
 
-// ftsWords calls emit with each word of text (step 1), in order.
+// ftsWords calls emit with each word of text (step 1), in order. An ASCII byte is judged by
+// a table; only the rest is decoded (an invalid byte as U+FFFD, which is no word's, as ranging
+// over the string does).
 func ftsWords(text string, emit func(word string)) {
 	start := -1
-	for i, r := range text {
-		if ftsAlphanumeric(r) {
-			if start < 0 {
-				start = i
-			}
-			continue
+	for i := 0; i < len(text); {
+		alnum, size := ftsASCIIAlnum[text[i]], 1
+		if text[i] >= utf8.RuneSelf {
+			var r rune
+			r, size = utf8.DecodeRuneInString(text[i:])
+			alnum = ftsAlphanumeric(r)
 		}
-		if start >= 0 {
+		switch {
+		case alnum && start < 0:
+			start = i
+		case !alnum && start >= 0:
 			emit(text[start:i])
 			start = -1
 		}
+		i += size
 	}
 	if start >= 0 {
 		emit(text[start:])
 	}
 }
+
+// ftsASCIIAlnum says which ASCII bytes are alphanumeric (ftsAlphanumeric); false past ASCII.
+var ftsASCIIAlnum = func() (t [256]bool) {
+	for c := range utf8.RuneSelf {
+		t[c] = ftsAlphanumeric(rune(c))
+	}
+	return t
+}()
 
 // ftsToken is steps 2 to 6 for one word: its token, or false when the word is dropped. It
 // depends on the word alone, so a build may remember it per word (the stemmer is most of an

@@ -306,3 +306,40 @@ func TestFTSStemOfWordsEndingInADigit(t *testing.T) {
 		}
 	}
 }
+
+// ftsWordsByRune is step 1 as ranging over the string's runes does it: the oracle of the
+// table-driven ftsWords.
+func ftsWordsByRune(text string) []string {
+	var out []string
+	start := -1
+	for i, r := range text {
+		if ftsAlphanumeric(r) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			out = append(out, text[start:i])
+			start = -1
+		}
+	}
+	if start >= 0 {
+		out = append(out, text[start:])
+	}
+	return out
+}
+
+// ftsWords splits any text, valid UTF-8 or not, into the words ranging over its runes finds.
+func FuzzFTSWords(f *testing.F) {
+	for _, s := range []string{"", "p8000000-17", "Hello, wörld! ½ café", "ab\xffcd\xc3", "日本語 テキスト123", "a\u0301b  \tc"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var got []string
+		ftsWords(text, func(w string) { got = append(got, w) })
+		if want := ftsWordsByRune(text); !slices.Equal(got, want) {
+			t.Fatalf("ftsWords(%q) = %q, want %q", text, got, want)
+		}
+	})
+}
