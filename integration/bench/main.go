@@ -183,7 +183,7 @@ func main() {
 	costIndices := flag.Bool("cost-indices", false, "internal: the worker child's build_indices")
 	costFanout := flag.Int("cost-fanout", childDefaultFanout, "internal: the worker child's compaction_fanout (-1: the default)")
 	costWarm := flag.Int("cost-warm", 0, "internal: batches the worker child streams through a worker on a scratch graph first")
-	flag.StringVar(&costProfiles, "index-cost-profiles", "", "write a CPU profile and an allocation profile of each index-cost worker process into this directory (benchcon.pprof and benchcon.allocs.pprof: indices on; benchcoff…: off)")
+	flag.StringVar(&costProfiles, "index-cost-profiles", "", "write a CPU profile and an allocation profile of each worker child process into this directory, NAME.pprof and NAME.allocs.pprof (index-cost: benchcon indices on, benchcoff off; sustained: benchsi indices on, benchni off, benchnc compaction_fanout=0; a sustained child's warm-up is in its profile, labelled graph=NAMEwarm)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Go side) to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run (Go side) to this file at the end")
 	engineName := flag.String("engine", "lance12", "the official engine to compare with: lance8, lance10 or lance12 (integration/lancecompat/engine.mjs)")
