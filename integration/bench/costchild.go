@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/omnigraph/omnigraph-worker/config"
+	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/ingest"
 )
 
@@ -192,11 +193,7 @@ func runCostChild(ctx context.Context, name, dir, url string, indices bool, fano
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	g, err := newBenchGraph(ctx, dir)
-	if err != nil {
-		return err
-	}
-	w, err := startBenchWorker(ctx, nc, g, name, fanout, 64, setIndices)
+	g, w, err := freshWorker(ctx, nc, dir, name, fanout, setIndices)
 	if err != nil {
 		return err
 	}
@@ -224,13 +221,20 @@ func runCostChild(ctx context.Context, name, dir, url string, indices bool, fano
 	return in.Err()
 }
 
-// warmChild streams count batches through a worker (graph name, its graph in dir) and stops it.
-func warmChild(ctx context.Context, nc *nats.Conn, dir, name string, fanout, count int, set func(*config.Config)) error {
+// freshWorker starts the worker of graph name at compaction_fanout fanout, configured by set,
+// on a fresh graph in dir.
+func freshWorker(ctx context.Context, nc *nats.Conn, dir, name string, fanout int, set func(*config.Config)) (*engine.Graph, *benchWorker, error) {
 	g, err := newBenchGraph(ctx, dir)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	w, err := startBenchWorker(ctx, nc, g, name, fanout, 64, set)
+	return g, w, err
+}
+
+// warmChild streams count batches through a worker (graph name, its graph in dir) and stops it.
+func warmChild(ctx context.Context, nc *nats.Conn, dir, name string, fanout, count int, set func(*config.Config)) error {
+	_, w, err := freshWorker(ctx, nc, dir, name, fanout, set)
 	if err != nil {
 		return err
 	}
