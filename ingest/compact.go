@@ -93,7 +93,7 @@ func (w *Worker) compactDue(ctx context.Context) bool {
 			return true // due by the cached state, but nothing was left to merge
 		}
 		w.metrics.compaction(resultOK, took)
-		w.metrics.setIndexWork(w.g.UnindexedRows(), w.indexWorkBytes())
+		w.reportIndexWork()
 		for _, t := range res.Tables {
 			w.log.Info("compacted", zap.String("table", t.TableKey), zap.String("commit", res.Commit.GraphCommitID),
 				zap.Uint64("version", t.ToVersion), zap.Int("fragments_before", t.FragmentsBefore),
@@ -134,6 +134,14 @@ func (w *Worker) optimizeOptions() engine.OptimizeOptions {
 func (w *Worker) countCompaction(bytes int64) (release func()) {
 	w.compacting.Add(bytes)
 	return func() { w.compacting.Add(-bytes) }
+}
+
+// reportIndexWork sets the index gauges (setIndexWork) from the graph, after a commit or a
+// maintenance pass. Both walks take the write mutex: a worker that keeps no metrics makes neither.
+func (w *Worker) reportIndexWork() {
+	if w.metrics != nil {
+		w.metrics.setIndexWork(w.g.UnindexedRows(), w.indexWorkBytes())
+	}
 }
 
 // indexWorkBytes is about how much memory the index work now due will hold while the

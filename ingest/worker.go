@@ -363,7 +363,7 @@ func (w *Worker) handle(stop context.Context, msg jetstream.Msg, st *staged) out
 	out, res, err := w.process(stop, work, msg, meta, st)
 	took := time.Since(start)
 	if out == outcomeCommitted {
-		w.metrics.setIndexWork(w.g.UnindexedRows(), w.indexWorkBytes())
+		w.reportIndexWork()
 		w.pokeCompactor()
 	}
 	rows, reason := 0, ""
