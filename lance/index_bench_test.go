@@ -79,7 +79,7 @@ func BenchmarkIVFFlatBuild20k(b *testing.B) {
 }
 
 // BenchmarkIndexBuildPeakHeap reports the live heap an index build holds at its peak
-// (heapPeak), its files staged in memory as the worker stages them: peak_MiB and peak_B/row
+// (benchPeak), its files staged in memory as the worker stages them: peak_MiB and peak_B/row
 // per row of the table. engine's IndexWorkBytes estimates index work by these figures.
 func BenchmarkIndexBuildPeakHeap(b *testing.B) {
 	for _, c := range []struct {

@@ -52,15 +52,10 @@ type costSide struct {
 // childDefaultFanout, as a child's fanout, is `worker run`'s default compaction_fanout.
 const childDefaultFanout = -1
 
-// startCostSide starts the child of side name (its graph in dir, build_indices indices,
+// startWorkerChild starts the child of side name (its graph in dir, build_indices indices,
 // compaction_fanout fanout or childDefaultFanout) against the nats-server at url, and returns
-// once its worker consumes.
-func startCostSide(ctx context.Context, nc *nats.Conn, url, dir, name string, indices bool, fanout int) (*costSide, error) {
-	return startWorkerChild(ctx, nc, url, dir, name, indices, fanout, 0)
-}
-
-// startWorkerChild is startCostSide whose child first streams warm batches through a worker
-// on a scratch graph of its own (runCostChild).
+// once its worker consumes; with warm > 0 the child first streams warm batches through a
+// worker on a scratch graph of its own (runCostChild).
 func startWorkerChild(ctx context.Context, nc *nats.Conn, url, dir, name string, indices bool, fanout, warm int) (_ *costSide, err error) {
 	c := config.Defaults()
 	c.Graph = name

@@ -37,7 +37,7 @@ func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, 
 		faults int64         // the child's minor page faults over its rounds
 	}
 	start := func(name string, indices bool) (*side, error) {
-		s, err := startCostSide(ctx, nc, url, filepath.Join(tmp, "graph-cost-"+name), "bench"+name, indices, childDefaultFanout)
+		s, err := startWorkerChild(ctx, nc, url, filepath.Join(tmp, "graph-cost-"+name), "bench"+name, indices, childDefaultFanout, 0)
 		if err != nil {
 			return nil, err
 		}
