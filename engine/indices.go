@@ -173,6 +173,13 @@ func (g *Graph) indexWorkFirst(o OptimizeOptions, path string) bool {
 	return o.Indices && !o.All && !failed
 }
 
+// indexWorkBeforeRun says the table at path does its due index work in pass o and leaves its
+// due compaction run for a later pass (indexWorkFirst, indexWorkDue at o's fanout).
+// StageCompaction asks the two itself, as it needs indexWorkDue's answer on its own.
+func (g *Graph) indexWorkBeforeRun(o OptimizeOptions, path string, ds *lance.Dataset) bool {
+	return g.indexWorkFirst(o, path) && g.indexWorkDue(path, ds, fanoutOrDefault(o.Fanout))
+}
+
 // noteIndexWork records how the index work staged on the table at path ended (err, nil when
 // it was staged and its files written), for indexWorkFirst. A cancelled one says nothing.
 func (g *Graph) noteIndexWork(ctx context.Context, path string, err error) {

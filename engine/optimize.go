@@ -119,7 +119,7 @@ func (g *Graph) CompactionBytes(o OptimizeOptions) int64 {
 		}
 		frags := ts.ds.Manifest().Fragments
 		run := compactionRun(ts.ds.Manifest(), fanout, maxBytes)
-		if run == nil || o.Indices && g.indexWorkFirst(o, ref.path) && g.indexWorkDue(ref.path, ts.ds, fanout) {
+		if run == nil || g.indexWorkBeforeRun(o, ref.path, ts.ds) {
 			continue
 		}
 		in := map[uint64]bool{}
@@ -301,7 +301,7 @@ func (g *Graph) planCompactions(ctx context.Context, o OptimizeOptions) (plans [
 		var staged *lance.Staged
 		var c *lance.Compaction
 		run := compactionRun(ts.ds.Manifest(), fanoutOrDefault(o.Fanout), o.MaxBytesPerFile)
-		indexFirst := run != nil && g.indexWorkFirst(o, e.Path) && g.indexWorkDue(e.Path, ts.ds, fanoutOrDefault(o.Fanout))
+		indexFirst := run != nil && g.indexWorkBeforeRun(o, e.Path, ts.ds)
 		if o.All || run != nil && !indexFirst {
 			if !o.All {
 				co.Fragments = run
