@@ -56,21 +56,15 @@ func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, 
 
 	base := 8_000_000
 	run := func(s *side, count int) (time.Duration, error) {
-		bodies := graphBodies(4096, count, base) // made before the clock starts: not the worker's work
 		c0, f0, err := s.settle()
 		if err != nil {
 			return 0, err
 		}
 		syscall.Sync() // no dirty pages of the other worker's to write back
-		t0 := time.Now()
-		if _, err := publishAwait(ctx, js, s.subject, s.events, bodies, base); err != nil {
-			return 0, err
-		}
-		c1, f1, err := s.settle()
+		took, c1, f1, err := settledRound(ctx, js, s.costSide, count, base)
 		if err != nil {
 			return 0, err
 		}
-		took := time.Since(t0)
 		s.cpu += c1 - c0
 		s.faults += f1 - f0
 		return took, nil

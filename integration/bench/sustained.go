@@ -36,17 +36,20 @@ func (p pairedSustained) fields() string {
 // warm-up of each: this machine drifts by tens of percent within a minute, so the two sides
 // are timed seconds apart, not minutes, each from a page cache the other left clean. A round
 // of the worker is timed from its first publish to its last commit event (its pipeline filling
-// included, which costs it a few percent of a 30-batch round); the official one is the sum of
+// included, which costs it a few percent of a 30-batch round) and then until its maintenance
+// is done (no compaction or index fold due), as the index-cost line's rounds are: a fold or
+// compaction the round's last batches made due is the round's work, and left running it would
+// take a core from the official side's round that follows. The official round is the sum of
 // its appends. Every round counts, compactions included: vsWritesOnly divides the rows per
 // second over all rounds, not a median, so a round that paid for a compaction weighs in.
-func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetStream, subject string, events <-chan struct{}, block, base int) (pairedSustained, error) {
+func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetStream, w *costSide, block, base int) (pairedSustained, error) {
 	res := pairedSustained{block: block}
 	two, err := startOfficial(ctx, script, dir, 8192, 2)
 	if err != nil {
 		return res, err
 	}
 	defer two.close()
-	if _, err := sustained(ctx, js, subject, events, 4096, 4, base); err != nil {
+	if _, _, _, err := settledRound(ctx, js, w, 4, base); err != nil {
 		return res, err
 	}
 	if _, err := two.appends(2); err != nil {
@@ -58,7 +61,7 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 		// one side's writes are flushed by the kernel during the next side's round, and the
 		// writer that finds the page cache over its dirty limit is made to wait for them.
 		syscall.Sync()
-		took, err := sustained(ctx, js, subject, events, 4096, block, base+4+round*block)
+		took, _, _, err := settledRound(ctx, js, w, block, base+4+round*block)
 		if err != nil {
 			return res, err
 		}
@@ -106,7 +109,7 @@ func sustainedOwnWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 		return pairedSustained{}, err
 	}
 	defer w.stop()
-	return sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two-"+name), js, w.subject, w.events, block, base)
+	return sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two-"+name), js, w, block, base)
 }
 
 func sum(xs []float64) float64 {
@@ -115,6 +118,22 @@ func sum(xs []float64) float64 {
 		t += x
 	}
 	return t
+}
+
+// settledRound is one worker round of sustainedPaired and indexCost: count batches published
+// to the worker of child w (ids from base on), timed from the first publish until the last
+// commit and then until the worker has no maintenance due; with the child's CPU time and minor
+// page faults at the end.
+func settledRound(ctx context.Context, js jetstream.JetStream, w *costSide, count, base int) (took, cpu time.Duration, faults int64, err error) {
+	bodies := graphBodies(4096, count, base) // made before the clock starts: not the worker's work
+	t0 := time.Now()
+	if _, err := publishAwait(ctx, js, w.subject, w.events, bodies, base); err != nil {
+		return 0, 0, 0, err
+	}
+	if cpu, faults, err = w.settle(); err != nil {
+		return 0, 0, 0, err
+	}
+	return time.Since(t0), cpu, faults, nil
 }
 
 // sustained is a producer that publishes count batches of n nodes + n edges back to back,
