@@ -103,10 +103,11 @@ func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, 
 }
 
 // awaitMaintenance waits until g has no compaction due and, with indices, no index to build or
-// fold: the worker's maintenance after the last commit is done.
+// fold: the worker's maintenance after the last commit is done. At fanout 0 the worker has
+// no maintenance (its index work runs beside its compaction), so there is nothing to wait for.
 func awaitMaintenance(ctx context.Context, g *engine.Graph, fanout int, indices bool) error {
 	deadline := time.Now().Add(2 * time.Minute)
-	for fanout > 0 && g.CompactionDue(fanout) || indices && g.IndicesDue(fanout) {
+	for fanout > 0 && (g.CompactionDue(fanout) || indices && g.IndicesDue(fanout)) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the worker's maintenance did not finish in 2 minutes")
 		}
