@@ -25,6 +25,9 @@ type idIndex struct {
 	seed  maphash.Seed
 	slots slotTable
 	ents  [][]idEntry
+	// spans bound, chunk by chunk of ents, the fragments its entries' addresses lie in, so
+	// that Readdress after a compaction walks only the chunks that may hold a moved row.
+	spans []fragSpan
 	n     int // entries appended, gone ones included
 	arena [][]byte
 	live  int // entries not gone, each in one slot
@@ -49,6 +52,19 @@ const (
 	arenaChunk   = 1 << 22           // bytes per arena chunk, unless one id is longer
 )
 
+// fragSpan bounds the fragments of a chunk's addresses: every entry's address lies in a
+// fragment in [lo, hi]. The bounds only widen (an entry given an address elsewhere widens
+// them, none narrows them), so they may be loose, never wrong. An empty chunk's span is empty
+// (lo > hi).
+type fragSpan struct{ lo, hi uint64 }
+
+var emptySpan = fragSpan{lo: math.MaxUint64}
+
+func (s *fragSpan) widen(a lance.RowAddress) {
+	f := a.Fragment()
+	s.lo, s.hi = min(s.lo, f), max(s.hi, f)
+}
+
 // idEntry is one id: the bytes at off (arena chunk<<32 | position) of length n.
 type idEntry struct {
 	off  uint64
@@ -63,6 +79,7 @@ func newIDIndex(capacity int) *idIndex {
 	x := &idIndex{seed: maphash.MakeSeed()}
 	if capacity > 0 {
 		x.ents = [][]idEntry{make([]idEntry, 0, min(capacity, entChunk))}
+		x.spans = []fragSpan{emptySpan}
 	}
 	x.Grow(capacity)
 	return x
@@ -84,12 +101,14 @@ func (x *idIndex) key(e *idEntry) string { return string(x.idBytes(e)) }
 func (x *idIndex) push(id string, addr lance.RowAddress) int {
 	if len(x.ents) == 0 || len(x.ents[len(x.ents)-1]) == entChunk {
 		x.ents = append(x.ents, make([]idEntry, 0, chunkCap(len(x.ents), entChunk)))
+		x.spans = append(x.spans, emptySpan)
 	}
 	last := &x.ents[len(x.ents)-1]
 	if len(*last) == cap(*last) {
 		*last = growChunk(*last, 1, entChunk)
 	}
 	*last = append(*last, idEntry{off: x.store(id), n: uint32(len(id)), addr: addr})
+	x.spans[len(x.spans)-1].widen(addr)
 	x.n++
 	return x.n - 1
 }
@@ -181,6 +200,7 @@ func (x *idIndex) setHashed(h uint64, id string, addr lance.RowAddress) {
 	s, slot, i := x.find(h, id)
 	if i >= 0 {
 		x.ent(i).addr = addr
+		x.spans[i>>entChunkBits].widen(addr)
 		return
 	}
 	if uint64(x.n) >= math.MaxUint32-1 {
@@ -212,15 +232,26 @@ func (x *idIndex) deleteHashed(h uint64, id string) {
 }
 
 // Readdress gives every live id the address move returns for its current one, when moved says
-// the row moved (a compaction rewrote its fragment). Slots hold hashes and entry numbers, not
+// the row moved (a compaction rewrote its fragment). move moves rows of fragments lo to hi
+// only: the chunks whose entries all lie outside them are skipped. That is most of them, as a
+// compaction rewrites the newest fragments and entries are appended as rows are loaded; it
+// walked every entry of the table, in the writer's turn, at every compaction (about 15 ms a
+// million ids here, and growing with the table). Slots hold hashes and entry numbers, not
 // addresses, so no slot changes.
-func (x *idIndex) Readdress(move func(lance.RowAddress) (lance.RowAddress, bool)) {
-	for _, c := range x.ents {
+func (x *idIndex) Readdress(move func(lance.RowAddress) (lance.RowAddress, bool), lo, hi uint64) {
+	for k, c := range x.ents {
+		span := &x.spans[k]
+		if span.hi < lo || span.lo > hi {
+			continue
+		}
 		for i := range c {
-			if e := &c[i]; e.off != gone {
-				if a, moved := move(e.addr); moved {
-					e.addr = a
-				}
+			e := &c[i]
+			if f := e.addr.Fragment(); f < lo || f > hi || e.off == gone {
+				continue
+			}
+			if a, moved := move(e.addr); moved {
+				e.addr = a
+				span.widen(a)
 			}
 		}
 	}
@@ -243,7 +274,7 @@ func (x *idIndex) Grow(n int) {
 
 // Clone copies the index (a fork starts as exactly its parent's rows).
 func (x *idIndex) Clone() *idIndex {
-	c := &idIndex{seed: x.seed, slots: x.slots.clone(), n: x.n, live: x.live, hi: x.hi}
+	c := &idIndex{seed: x.seed, slots: x.slots.clone(), spans: slices.Clone(x.spans), n: x.n, live: x.live, hi: x.hi}
 	for _, e := range x.ents {
 		c.ents = append(c.ents, slices.Clone(e))
 	}
@@ -257,7 +288,7 @@ func (x *idIndex) Clone() *idIndex {
 // hashed again; the table shrinks to fit the live ids.
 func (x *idIndex) compact() {
 	old := *x
-	x.ents, x.arena, x.n = nil, nil, 0
+	x.ents, x.spans, x.arena, x.n = nil, nil, nil, 0
 	x.slots.each(func(s *slotSegment) {
 		for i, w := range s.slots {
 			if w == 0 {

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -433,5 +434,102 @@ func TestIDIndexLookupAllocatesNothing(t *testing.T) {
 	x.Set(id, 1)
 	if n := testing.AllocsPerRun(100, func() { x.Get(id) }); n != 0 {
 		t.Fatalf("Get allocates %v times", n)
+	}
+}
+
+// addrAt is row off of fragment f.
+func addrAt(f, off uint64) lance.RowAddress { return lance.RowAddress(f<<32 | off) }
+
+// moveFragments is a compaction's Remap of fragments lo to hi, each of per rows, into one new
+// fragment to.
+func moveFragments(lo, hi, per, to uint64) func(lance.RowAddress) (lance.RowAddress, bool) {
+	return func(a lance.RowAddress) (lance.RowAddress, bool) {
+		if f := a.Fragment(); f >= lo && f <= hi {
+			return addrAt(to, (f-lo)*per+uint64(a.Offset())), true
+		}
+		return a, false
+	}
+}
+
+// Readdress after a compaction of the newest fragments moves exactly the rows a walk of every
+// entry moves, ids given addresses in those fragments by later upserts included, while it
+// skips the chunks whose entries all lie elsewhere (and any chunk an index made before the
+// spans existed, Clone and compact, keeps them right).
+func TestIDIndexReaddressWalksOnlyChunksInTheSpan(t *testing.T) {
+	const per = 1000
+	x := newIDIndex(0)
+	n := 3*entChunk + 100
+	for i := range n {
+		x.Set(fmt.Sprintf("%08d", i), addrAt(uint64(i/per), uint64(i%per)))
+	}
+	last := uint64((n - 1) / per)
+	lo, hi := last-13, last
+	// An id of the first chunk upserted into a fragment the compaction rewrites, one of the
+	// last chunk moved out of it, and one in the span deleted.
+	x.Set(fmt.Sprintf("%08d", 5), addrAt(lo+2, 999))
+	x.Set(fmt.Sprintf("%08d", n-1), addrAt(7, 0))
+	x.Delete(fmt.Sprintf("%08d", n-2))
+	for _, idx := range []*idIndex{x, x.Clone()} {
+		want := idx.Clone()
+		move := moveFragments(lo, hi, per, last+1)
+		want.Readdress(move, 0, math.MaxUint64)
+
+		// The first chunk's span was widened by the upsert and the last's by the move out;
+		// the second chunk's (fragments entChunk/per to 2*entChunk/per) holds none of lo-hi,
+		// so its walk is skipped.
+		if s := idx.spans[0]; s.lo != 0 || s.hi != lo+2 {
+			t.Fatalf("first chunk's span %+v, want 0-%d", s, lo+2)
+		}
+		if s := idx.spans[1]; s.lo != entChunk/per || s.hi != (2*entChunk-1)/per || s.hi >= lo {
+			t.Fatalf("second chunk's span %+v, want %d-%d", s, entChunk/per, (2*entChunk-1)/per)
+		}
+		idx.Readdress(move, lo, hi)
+		holds(t, idx, want.toMap())
+		if got, _ := idx.Get(fmt.Sprintf("%08d", 5)); got != addrAt(last+1, 2*per+999) {
+			t.Fatalf("the upserted id of the first chunk is at %x, not moved", got)
+		}
+		if s := idx.spans[0]; s.hi != last+1 {
+			t.Fatalf("first chunk's span %+v after the move, want it to reach %d", s, last+1)
+		}
+	}
+	// After the index compacts its entries (deletions past half), the spans are rebuilt.
+	for i := range n - 10 {
+		x.Delete(fmt.Sprintf("%08d", i))
+	}
+	want := x.Clone()
+	move := moveFragments(last+1, last+1, 100_000, last+2)
+	want.Readdress(move, 0, math.MaxUint64)
+	x.Readdress(move, last+1, last+1)
+	holds(t, x, want.toMap())
+}
+
+// BenchmarkIDIndexReaddress: a compaction of the 16 newest fragments of a table of 2 million
+// ids in fragments of 4,096 rows, and the same move with every chunk walked, as before the
+// spans.
+func BenchmarkIDIndexReaddress(b *testing.B) {
+	const per, n = 4096, 2_000_000
+	x := newIDIndex(n)
+	for i := range n {
+		x.Set(fmt.Sprintf("p%08d", i), addrAt(uint64(i/per), uint64(i%per)))
+	}
+	last := uint64((n - 1) / per)
+	for _, c := range []struct {
+		name   string
+		lo, hi uint64
+	}{{"span", last - 15, last}, {"whole", 0, math.MaxUint64}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := range b.N {
+				// Alternate between the two fragment numberings so every round moves rows.
+				from, to := last-15, uint64(1<<20)
+				if i%2 == 1 {
+					from, to = 1<<20, last-15
+				}
+				lo, hi := c.lo, c.hi
+				if i%2 == 1 && c.name == "span" {
+					lo, hi = 1<<20, 1<<20
+				}
+				x.Readdress(moveFragments(from, from+15, per, to), lo, hi)
+			}
+		})
 	}
 }

@@ -458,7 +458,8 @@ func (ts *tableState) readdress(c *lance.Compaction, committed *lance.Dataset) e
 	if err != nil {
 		return err
 	}
-	ts.ids.Readdress(remap)
+	lo, hi := c.Span()
+	ts.ids.Readdress(remap, lo, hi)
 	ts.ds = committed
 	return nil
 }

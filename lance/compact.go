@@ -80,6 +80,18 @@ type compactOld struct {
 	base     uint64   // live rows of the group before this fragment
 }
 
+// Span is the lowest and highest id of the fragments the rewrite replaces: the Remap of its
+// commit moves rows of those fragments only.
+func (c *Compaction) Span() (lo, hi uint64) {
+	lo = math.MaxUint64
+	for gi := range c.groups {
+		for _, o := range c.groups[gi].old {
+			lo, hi = min(lo, o.id), max(hi, o.id)
+		}
+	}
+	return lo, hi
+}
+
 // FragmentsRemoved is how many fragments the rewrite replaces.
 func (c *Compaction) FragmentsRemoved() int { return c.removed }
 

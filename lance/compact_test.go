@@ -271,9 +271,13 @@ func TestStageCompactionPreservesRows(t *testing.T) {
 	}
 	now := addresses(after)
 	moved := 0
+	lo, hi := c.Span()
 	for _, r := range before {
 		got, ok := remap(r.addr)
 		inGroup := !slices.ContainsFunc(m.Fragments, func(f Fragment) bool { return f.ID == r.addr.Fragment() })
+		if f := r.addr.Fragment(); ok && (f < lo || f > hi) {
+			t.Fatalf("key %d: moved from fragment %d, outside the compaction's span %d-%d", r.key, f, lo, hi)
+		}
 		switch {
 		case ok != inGroup:
 			t.Fatalf("key %d at %d:%d: moved=%v, its fragment rewritten %v", r.key, r.addr.Fragment(), r.addr.Offset(), ok, inGroup)
