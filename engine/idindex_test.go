@@ -477,10 +477,10 @@ func TestIDIndexReaddressWalksOnlyChunksInTheSpan(t *testing.T) {
 		// The first chunk's span was widened by the upsert and the last's by the move out;
 		// the second chunk's (fragments entChunk/per to 2*entChunk/per) holds none of lo-hi,
 		// so its walk is skipped.
-		if s := idx.spans[0]; s.lo != 0 || s.hi != lo+2 {
+		if s := idx.chunks[0].span; s.lo != 0 || s.hi != lo+2 {
 			t.Fatalf("first chunk's span %+v, want 0-%d", s, lo+2)
 		}
-		if s := idx.spans[1]; s.lo != entChunk/per || s.hi != (2*entChunk-1)/per || s.hi >= lo {
+		if s := idx.chunks[1].span; s.lo != entChunk/per || s.hi != (2*entChunk-1)/per || s.hi >= lo {
 			t.Fatalf("second chunk's span %+v, want %d-%d", s, entChunk/per, (2*entChunk-1)/per)
 		}
 		idx.Readdress(move, lo, hi)
@@ -488,7 +488,7 @@ func TestIDIndexReaddressWalksOnlyChunksInTheSpan(t *testing.T) {
 		if got, _ := idx.Get(fmt.Sprintf("%08d", 5)); got != addrAt(last+1, 2*per+999) {
 			t.Fatalf("the upserted id of the first chunk is at %x, not moved", got)
 		}
-		if s := idx.spans[0]; s.hi != last+1 {
+		if s := idx.chunks[0].span; s.hi != last+1 {
 			t.Fatalf("first chunk's span %+v after the move, want it to reach %d", s, last+1)
 		}
 	}
@@ -532,4 +532,245 @@ func BenchmarkIDIndexReaddress(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Clones share their original's memory until one of them writes to it: a family of indexes,
+// each cloned from another at random moments and then written (sets, batch sets, deletes,
+// compactions of its entries, readdresses) independently, each stays exactly the map of its
+// own history.
+func TestIDIndexClonesWrittenOnEverySide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	family := []*idIndex{newIDIndex(0)}
+	models := []map[string]lance.RowAddress{{}}
+	addr := func() lance.RowAddress { return addrAt(uint64(rng.IntN(64)), uint64(rng.IntN(1<<20))) }
+	check := func(step int) {
+		for k, x := range family {
+			if x.Len() != len(models[k]) || !maps.Equal(x.toMap(), models[k]) {
+				t.Fatalf("step %d: index %d holds %d ids, its history %d (or they differ)", step, k, x.Len(), len(models[k]))
+			}
+			checkSlots(t, x)
+		}
+	}
+	for step := range 80_000 {
+		k := rng.IntN(len(family))
+		x, want := family[k], models[k]
+		id := fmt.Sprintf("id-%d", rng.IntN(200_000))
+		switch op := rng.IntN(100); {
+		case op < 50:
+			a := addr()
+			x.Set(id, a)
+			want[id] = a
+		case op < 75:
+			x.Delete(id)
+			delete(want, id)
+		case op < 85:
+			got, ok := x.Get(id)
+			if w, wok := want[id]; ok != wok || got != w {
+				t.Fatalf("step %d: index %d: Get(%q) = %x %v, want %x %v", step, k, id, got, ok, w, wok)
+			}
+		case op < 95:
+			ids := make([]string, 200)
+			addrs := make([]lance.RowAddress, len(ids))
+			for j := range ids {
+				ids[j], addrs[j] = fmt.Sprintf("id-%d", rng.IntN(200_000)), addr()
+				want[ids[j]] = addrs[j]
+			}
+			x.SetMany(ids, addrs)
+		}
+		if step%4_000 == 500 { // a compaction rewrote a few fragments
+			lo := uint64(rng.IntN(64))
+			hi := lo + uint64(rng.IntN(4))
+			move := moveFragments(lo, hi, 1<<20, 64+uint64(rng.IntN(8)))
+			x.Readdress(move, lo, hi)
+			for id, a := range want {
+				if b, ok := move(a); ok {
+					want[id] = b
+				}
+			}
+		}
+		if step%25_000 == 20_000 { // deletions past half compact the entries
+			for id := range want {
+				if rng.IntN(4) > 0 {
+					x.Delete(id)
+					delete(want, id)
+				}
+			}
+		}
+		if step%7_000 == 5_000 {
+			c, cm := x.Clone(), maps.Clone(want)
+			if len(family) < 6 {
+				family, models = append(family, c), append(models, cm)
+			} else {
+				r := rng.IntN(len(family))
+				family[r], models[r] = c, cm
+			}
+		}
+		if step%40_000 == 0 {
+			check(step)
+		}
+	}
+	check(-1)
+	most := 0
+	for _, x := range family {
+		most = max(most, len(x.ents))
+	}
+	if most < 2 {
+		t.Fatalf("no index has more than %d entry chunk: the test does not cross chunks", most)
+	}
+}
+
+// A clone shares its original's entry chunks and slot segments until one side writes, and the
+// write copies only what it touches.
+func TestIDIndexCloneSharesUntilWritten(t *testing.T) {
+	x := newIDIndex(0)
+	for i := range entChunk + 1000 {
+		x.Set(fmt.Sprintf("%08d", i), addrAt(uint64(i/1000), uint64(i%1000)))
+	}
+	c := x.Clone()
+	if &c.ents[0][0] != &x.ents[0][0] || c.slots.dir[0] != x.slots.dir[0] {
+		t.Fatal("the clone copied its original's entries or slots")
+	}
+	x.Set(fmt.Sprintf("%08d", 3), addrAt(999, 0)) // an update in the first chunk
+	if &c.ents[0][0] == &x.ents[0][0] || &c.ents[1][0] != &x.ents[1][0] {
+		t.Fatal("an update copied no chunk, or more than its own")
+	}
+	if got, _ := c.Get(fmt.Sprintf("%08d", 3)); got != addrAt(0, 3) {
+		t.Fatalf("the original's update reached the clone: %x", got)
+	}
+	c.Set("new", addrAt(5, 5)) // an insert: the clone's own last chunk and slot segment
+	if _, ok := x.Get("new"); ok {
+		t.Fatal("the clone's insert reached the original")
+	}
+	shared := 0
+	c.slots.each(func(s *slotSegment) {
+		if s.owner != c.slots.owner {
+			shared++
+		}
+	})
+	if shared == 0 {
+		t.Fatal("one insert copied every slot segment of the clone")
+	}
+
+	// Each side appends, grows its segments, then compacts its entries, while the other
+	// keeps what it had.
+	model := func(x *idIndex) map[string]lance.RowAddress { return x.toMap() }
+	base := newIDIndex(0)
+	for i := range 50_000 {
+		base.Set(fmt.Sprintf("%08d", i), addrAt(1, uint64(i)))
+	}
+	// The two sides write different ids (of different lengths) at different addresses, so a
+	// write that lands in the other's memory shows.
+	for _, write := range []func(x *idIndex, side string, frag uint64){
+		func(x *idIndex, side string, frag uint64) { // appends into the shared last chunks
+			for i := range 2_000 {
+				x.Set(side+fmt.Sprint(i), addrAt(frag, uint64(i)))
+			}
+		},
+		func(x *idIndex, side string, frag uint64) { // segments grown and split
+			for i := range 100_000 {
+				x.Set(side+fmt.Sprint(i), addrAt(frag, uint64(i)))
+			}
+		},
+		func(x *idIndex, side string, frag uint64) { // rows moved by a compaction of fragment 1
+			x.Readdress(moveFragments(1, 1, 1<<20, 10+frag), 1, 1)
+		},
+		func(x *idIndex, side string, frag uint64) { // deletions past half: the entries compacted
+			for i := range 40_000 {
+				x.Delete(fmt.Sprintf("%08d", i+int(frag)))
+			}
+		},
+	} {
+		a := base.Clone()
+		b := a.Clone()
+		wantB := model(b)
+		write(a, "a-", 2)
+		holds(t, b, wantB)
+		checkSlots(t, b)
+		wantA := model(a)
+		write(b, "bbb-", 7)
+		holds(t, a, wantA)
+		checkSlots(t, a)
+		checkSlots(t, b)
+	}
+	holds(t, base, model(base))
+
+	// The first write after the clone grows a full segment, or compacts the entries at once
+	// (the deletions before the clone left them one short of it): nothing of the other side's
+	// may move.
+	full := newIDIndex(0)
+	for i := 0; ; i++ {
+		full.Set(fmt.Sprintf("f%07d", i), addrAt(1, uint64(i)))
+		grows := false
+		full.slots.each(func(s *slotSegment) { grows = grows || (s.used+1)*8 > len(s.slots)*maxLoad })
+		if grows && i > 10_000 {
+			break
+		}
+	}
+	atBrink := newIDIndex(0)
+	for i := range 20_000 {
+		atBrink.Set(fmt.Sprintf("g%07d", i), addrAt(1, uint64(i)))
+	}
+	for i := range 10_000 {
+		atBrink.Delete(fmt.Sprintf("g%07d", i))
+	}
+	for _, c := range []struct {
+		x     *idIndex
+		write func(x *idIndex)
+	}{
+		{full, func(x *idIndex) {
+			for i := range 3_000 {
+				x.Set(fmt.Sprintf("new-%d", i), addrAt(9, uint64(i)))
+			}
+		}},
+		{atBrink, func(x *idIndex) { x.Delete(fmt.Sprintf("g%07d", 10_000)) }},
+	} {
+		a := c.x.Clone()
+		want := model(c.x)
+		n := a.n
+		c.write(a)
+		if c.x == atBrink && a.n >= n {
+			t.Fatal("the deletion did not compact the entries")
+		}
+		holds(t, c.x, want)
+		checkSlots(t, c.x)
+		checkSlots(t, a)
+	}
+}
+
+// BenchmarkIDIndexClone: a fork's copy of a table of 2 million ids.
+func BenchmarkIDIndexClone(b *testing.B) {
+	const n = 2_000_000
+	x := newIDIndex(n)
+	for i := range n {
+		x.Set(fmt.Sprintf("p%08d", i), addrAt(uint64(i/4096), uint64(i%4096)))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		_ = x.Clone()
+	}
+}
+
+// Clone writes nothing a lookup reads: lookups of the original run beside its clones (the race
+// detector checks it).
+func TestIDIndexCloneBesideLookups(t *testing.T) {
+	x := newIDIndex(0)
+	for i := range 5_000 {
+		x.Set(fmt.Sprintf("%06d", i), addrAt(1, uint64(i)))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 20_000 {
+			if _, ok := x.Get(fmt.Sprintf("%06d", i%5_000)); !ok {
+				t.Errorf("lookup %d lost", i)
+				return
+			}
+		}
+	}()
+	for range 200 {
+		c := x.Clone()
+		c.Set("mine", addrAt(2, 0))
+	}
+	<-done
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"math/bits"
+	"slices"
+	"sync/atomic"
 )
 
 // slotTable is the idIndex's hash table: segments of slots under a directory (extendible
@@ -21,6 +23,10 @@ type slotTable struct {
 	dir     []*slotSegment // 1<<depth entries; each segment fills a contiguous run of them
 	depth   uint           // bits of the tag the directory is indexed by
 	scratch []uint64       // a split's staying ids, kept for the next split
+	// owner marks the segments this table may write in place (slotSegment.owner). A clone
+	// shares every segment with its original and gives both tables new marks, so that either
+	// copies a segment before its first write to it (own).
+	owner uint64
 }
 
 // slotSegment is one open-addressing table.
@@ -28,7 +34,11 @@ type slotSegment struct {
 	slots []uint64 // tag<<32 | (1 + entry); 0 is empty; len a power of two
 	used  int      // slots filled
 	depth uint     // top bits of the tag every id in it shares (its directory run is 1<<(dir depth - depth) long)
+	owner uint64   // the slotTable.owner of the one table that may write it; others copy it first
 }
+
+// slotOwners hands out slotTable.owner marks; 0 is the mark of a table never cloned.
+var slotOwners atomic.Uint64
 
 const (
 	// maxLoad is the occupancy, in eighths, past which a segment grows or splits: short
@@ -69,10 +79,10 @@ func (t *slotTable) each(fn func(s *slotSegment)) {
 // segment, or one at the directory's bound, doubles; a full-size one splits.
 func (t *slotTable) grow(tag uint64) {
 	if len(t.dir) == 0 {
-		t.dir, t.depth = []*slotSegment{{slots: make([]uint64, minSegmentSlots)}}, 0
+		t.dir, t.depth = []*slotSegment{{slots: make([]uint64, minSegmentSlots), owner: t.owner}}, 0
 		return
 	}
-	s := t.segment(tag)
+	s := t.own(t.segment(tag), tag)
 	if len(s.slots) < segmentSlots || s.depth >= maxDirDepth || !s.splitsWell() {
 		s.resize(2 * len(s.slots))
 		return
@@ -107,7 +117,7 @@ func (t *slotTable) split(s *slotSegment, tag uint64) {
 		t.dir, t.depth = dir, t.depth+1
 	}
 	bit := 31 - s.depth
-	high := &slotSegment{slots: make([]uint64, len(s.slots)), depth: s.depth + 1}
+	high := &slotSegment{slots: make([]uint64, len(s.slots)), depth: s.depth + 1, owner: t.owner}
 	low := t.scratch[:0]
 	for _, w := range s.slots {
 		switch {
@@ -189,7 +199,7 @@ func (t *slotTable) rebuild(n int) {
 	}
 	n = max(n, len(words))
 	if n == 0 {
-		*t = slotTable{}
+		*t = slotTable{owner: t.owner}
 		return
 	}
 	size := max(1<<bits.Len(uint(n*8/maxLoad)), minSegmentSlots)
@@ -199,9 +209,9 @@ func (t *slotTable) rebuild(n int) {
 	}
 	dir := make([]*slotSegment, 1<<depth)
 	for i := range dir {
-		dir[i] = &slotSegment{slots: make([]uint64, size), depth: depth}
+		dir[i] = &slotSegment{slots: make([]uint64, size), depth: depth, owner: t.owner}
 	}
-	*t = slotTable{dir: dir, depth: depth}
+	*t = slotTable{dir: dir, depth: depth, owner: t.owner}
 	for _, w := range words {
 		s := t.segment(w >> 32)
 		if (s.used+1)*8 > len(s.slots)*maxLoad { // tags crowded into one segment
@@ -211,17 +221,35 @@ func (t *slotTable) rebuild(n int) {
 	}
 }
 
-// clone copies the table, each segment once.
+// clone is a copy of the table that shares its segments: the two tables get new owner marks,
+// so each copies a segment the first time it writes to it (own). A fork of a table of
+// millions of ids thus costs its directory, not its slots.
 func (t *slotTable) clone() slotTable {
-	c := slotTable{dir: make([]*slotSegment, len(t.dir)), depth: t.depth}
-	for i, s := range t.dir {
-		if i > 0 && s == t.dir[i-1] {
-			c.dir[i] = c.dir[i-1]
-			continue
-		}
-		cs := *s
-		cs.slots = append([]uint64(nil), s.slots...)
-		c.dir[i] = &cs
+	t.owner = slotOwners.Add(1)
+	return slotTable{dir: slices.Clone(t.dir), depth: t.depth, owner: slotOwners.Add(1)}
+}
+
+// own returns s (the segment of tag) ready to be written by t: s itself when t owns it, else
+// a copy of it that t's directory entries for s now point to.
+func (t *slotTable) own(s *slotSegment, tag uint64) *slotSegment {
+	if s.owner == t.owner {
+		return s
+	}
+	c := &slotSegment{slots: slices.Clone(s.slots), used: s.used, depth: s.depth, owner: t.owner}
+	run := 1 << (t.depth - s.depth)
+	first := int(tag>>(32-t.depth)) &^ (run - 1)
+	for i := first; i < first+run; i++ {
+		t.dir[i] = c
 	}
 	return c
+}
+
+// ownAll makes every segment of t one t may write.
+func (t *slotTable) ownAll() {
+	for i := 0; i < len(t.dir); {
+		s := t.dir[i]
+		run := 1 << (t.depth - s.depth)
+		t.own(s, uint64(i)<<(32-t.depth))
+		i += run
+	}
 }
