@@ -159,7 +159,7 @@ func decodeDeletionArrow(data []byte) ([]uint32, error) {
 		off := int64(binary.LittleEndian.Uint64(blk))
 		metaLen := int64(int32(binary.LittleEndian.Uint32(blk[8:])))
 		bodyLen := int64(binary.LittleEndian.Uint64(blk[16:]))
-		if off < 8 || metaLen < 8 || bodyLen < 0 || off+metaLen+bodyLen > int64(fstart) {
+		if off < 8 || metaLen < 8 || !within(off, metaLen, int64(fstart)) || !within(off+metaLen, bodyLen, int64(fstart)) {
 			return nil, ipcErr("record batch block %d points outside the file", b)
 		}
 		vals, err := decodeBatch(data[off:off+metaLen], data[off+metaLen:off+metaLen+bodyLen])
@@ -223,6 +223,12 @@ func checkDeletionSchema(footer fb) error {
 	return nil
 }
 
+// within says [off, off+n) lies in [0, size), without the overflow of adding two lengths a
+// file claims (a block at offset 2^62 of length 2^62 summed to a negative end).
+func within(off, n, size int64) bool {
+	return off >= 0 && n >= 0 && off <= size && n <= size-off
+}
+
 // decodeBatch reads one encapsulated RecordBatch message and its body.
 func decodeBatch(meta, body []byte) ([]uint32, error) {
 	// Encapsulation: 0xFFFFFFFF continuation, int32 flatbuffer length, flatbuffer.
@@ -268,7 +274,7 @@ func decodeBatch(meta, body []byte) ([]uint32, error) {
 	}
 	boff := int64(binary.LittleEndian.Uint64(rb.buf[bstart+16:]))
 	blen := int64(binary.LittleEndian.Uint64(rb.buf[bstart+24:]))
-	if boff < 0 || blen < 0 || boff+blen > int64(len(body)) {
+	if !within(boff, blen, int64(len(body))) {
 		return nil, ipcErr("values buffer [%d, +%d) is outside the body of %d bytes", boff, blen, len(body))
 	}
 	raw := body[boff : boff+blen]

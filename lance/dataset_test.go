@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -603,6 +604,25 @@ func FuzzDeletionFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A range a file claims is checked without adding its two lengths: an offset and a length of
+// 2^62 each summed past the int64 range to a negative end that passed the check, and a crafted
+// deletion file's record batch sliced the file out of bounds (the corpus of FuzzDeletionFile
+// keeps that file).
+func TestWithinDoesNotOverflow(t *testing.T) {
+	for _, c := range []struct {
+		off, n, size int64
+		want         bool
+	}{
+		{0, 0, 0, true}, {5, 0, 5, true}, {0, 5, 5, true}, {5, 1, 5, false}, {-1, 1, 5, false},
+		{1, -1, 5, false}, {1 << 62, 1 << 62, 100, false}, {3472328296227680304, 3472328296227680304, 192, false},
+		{10, math.MaxInt64, 100, false},
+	} {
+		if got := within(c.off, c.n, c.size); got != c.want {
+			t.Errorf("within(%d, %d, %d) = %v, want %v", c.off, c.n, c.size, got, c.want)
+		}
+	}
 }
 
 func TestRewriteRowsByAddress(t *testing.T) {

@@ -630,7 +630,7 @@ type memSource []byte
 func (m memSource) Size() int64 { return int64(len(m)) }
 
 func (m memSource) ReadAt(_ context.Context, off, n int64) ([]byte, error) {
-	if off < 0 || n < 0 || off+n > int64(len(m)) {
+	if !within(off, n, int64(len(m))) {
 		return nil, fmt.Errorf("lance: read [%d, %d) beyond the %d-byte file", off, off+n, len(m))
 	}
 	return m[off : off+n], nil
