@@ -28,11 +28,13 @@ type Latency struct {
 	// depth is the longest chain among the requests that have ended; a request that starts
 	// now extends it by one.
 	depth int64
-	trace func(Request)
+	// onStart and onEnd observe the requests (see Observe).
+	onStart, onEnd func(Request)
 }
 
 // Request is one request as Latency saw it start (see Latency.Trace).
 type Request struct {
+	Seq      int64  // its number among the requests, counted from 1: tells its start and end apart from others'
 	Wave     int64  // the wave it belongs to, counted from 1
 	Depth    int64  // its place in the longest chain of requests before it, counted from 1
 	Op       string // the failpoint op name: get, put_if_absent, list_dir, ...
@@ -72,10 +74,17 @@ func (l *Latency) Requests() int64 {
 }
 
 // Trace calls fn (nil: nobody) as each request starts, under l's lock: fn must not call l.
-func (l *Latency) Trace(fn func(Request)) {
+func (l *Latency) Trace(fn func(Request)) { l.Observe(fn, nil) }
+
+// Observe calls start as each request starts and end as it ends (either nil: nobody), both
+// under l's lock, so one at a time and in the order the requests started and ended; neither
+// may call l. The request end is given is the one start was given, Seq telling them apart.
+// A caller can so follow chains of its own choosing (one commit's requests, say) that the
+// counts over every request would blur.
+func (l *Latency) Observe(start, end func(Request)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.trace = fn
+	l.onStart, l.onEnd = start, end
 }
 
 // request waits out the delay of one request (or ctx) and returns the function that ends it.
@@ -87,14 +96,18 @@ func (l *Latency) request(ctx context.Context, op, location string) (end func(),
 	l.inflight++
 	l.requests++
 	depth := l.depth + 1
-	if l.trace != nil {
-		l.trace(Request{Wave: l.waves, Depth: depth, Op: op, Location: location})
+	r := Request{Seq: l.requests, Wave: l.waves, Depth: depth, Op: op, Location: location}
+	if l.onStart != nil {
+		l.onStart(r)
 	}
 	l.mu.Unlock()
 	end = func() {
 		l.mu.Lock()
 		l.inflight--
 		l.depth = max(l.depth, depth)
+		if l.onEnd != nil {
+			l.onEnd(r)
+		}
 		l.mu.Unlock()
 	}
 	if l.delay <= 0 {

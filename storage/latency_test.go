@@ -116,6 +116,55 @@ func TestLatencyOverlappingRequests(t *testing.T) {
 	}
 }
 
+// Observe reports each request's end as well as its start, with the Seq its start had, in the
+// order the requests ended: here a long request ends after two short ones that started beside it.
+func TestLatencyObservesEnds(t *testing.T) {
+	l := storage.NewLatency(time.Hour)
+	s := openLatency(t, fmt.Sprintf("mem://latency-ends-%d", memSeq.Add(1)), l)
+	var mu sync.Mutex // the test reads what the callbacks, under l's lock, appended
+	var starts, ends []storage.Request
+	started := make(chan struct{}, 4)
+	l.Observe(func(r storage.Request) {
+		mu.Lock()
+		starts = append(starts, r)
+		mu.Unlock()
+		started <- struct{}{}
+	}, func(r storage.Request) {
+		mu.Lock()
+		ends = append(ends, r)
+		mu.Unlock()
+	})
+	ctx, release := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = s.Put(ctx, "long", nil) })
+	<-started
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	_ = s.Put(done, "short0", nil)
+	_, _ = s.Get(done, "short1")
+	<-started
+	<-started
+	release()
+	wg.Wait()
+	l.Observe(nil, nil)
+	_ = s.Put(done, "unobserved", nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) != 3 || len(ends) != 3 {
+		t.Fatalf("observed %d starts and %d ends of 3 requests", len(starts), len(ends))
+	}
+	for i, want := range []int64{1, 2, 3} {
+		if starts[i].Seq != want {
+			t.Fatalf("start %d has Seq %d, want %d", i, starts[i].Seq, want)
+		}
+	}
+	for i, want := range []int64{2, 3, 1} {
+		if ends[i].Seq != want || ends[i] != starts[want-1] {
+			t.Fatalf("end %d is %+v, want request %d as it started (%+v)", i, ends[i], want, starts[want-1])
+		}
+	}
+}
+
 // The delay is waited out before the request runs, and a context that ends during it stops the
 // request before it reaches the store.
 func TestLatencyDelaysAndCancels(t *testing.T) {
