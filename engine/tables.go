@@ -149,7 +149,7 @@ func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, over
 		ts.ids = newIDIndex(len(rowIDs))
 		ts.ends = nil // rebuilt from the new version on next use
 	}
-	var addrs []lance.RowAddress
+	addrs := make([]lance.RowAddress, 0, len(rowIDs))
 	for _, f := range ds.AddedFragments(older) {
 		for i := uint64(0); i < f.PhysicalRows; i++ {
 			addrs = append(addrs, lance.RowAddress(f.ID<<32|i))

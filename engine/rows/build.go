@@ -114,7 +114,53 @@ func (g *group) newColumns(opts Options) []*column {
 		cols[i] = newColumn(opts.Mem, p, key[p.Name])
 		cols[i].b.Reserve(len(g.recs))
 	}
+	g.reserveStrings(cols)
 	return cols
+}
+
+// reserveStrings gives each string column's value buffer room for its cells' JSON text, a
+// bound on the values (the quotes and escapes only shrink them), so that it is allocated once
+// rather than doubled as it fills, each doubling copying and clearing what it held. Members
+// are matched to columns by position first, as buildFused does.
+func (g *group) reserveStrings(cols []*column) {
+	var strs []*array.StringBuilder // by column; nil for the others
+	for i, c := range cols {
+		if b, ok := c.b.(*array.StringBuilder); ok {
+			if strs == nil {
+				strs = make([]*array.StringBuilder, len(cols))
+			}
+			strs[i] = b
+		}
+	}
+	if strs == nil {
+		return
+	}
+	sizes := make([]int, len(cols))
+	var lastName []string
+	var lastProp []int
+	for _, r := range g.recs {
+		for j, m := range r.Data {
+			i := -1
+			if j < len(lastName) && lastName[j] == m.Name {
+				i = lastProp[j]
+			} else if p, ok := g.props[m.Name]; ok {
+				i = p
+				if j < len(lastName) {
+					lastName[j], lastProp[j] = m.Name, i
+				} else {
+					lastName, lastProp = append(lastName, m.Name), append(lastProp, i)
+				}
+			}
+			if i >= 0 && strs[i] != nil {
+				sizes[i] += len(m.Value)
+			}
+		}
+	}
+	for i, b := range strs {
+		if b != nil && sizes[i] > 0 {
+			b.ReserveData(sizes[i])
+		}
+	}
 }
 
 func releaseColumns(cols []*column) {
@@ -170,6 +216,25 @@ func stringArray(mem memory.Allocator, n int, value func(int) string) arrow.Arra
 	return b.NewArray()
 }
 
+// tupleIDBytes is room for n rows' tuple ids over the key columns cols: a single string
+// key's values exactly (its id is the value), otherwise an estimate the buffer may outgrow.
+func tupleIDBytes(cols []arrow.Array, n int) int {
+	size := 0
+	for _, a := range cols {
+		if s, ok := a.(*array.String); ok {
+			if offs := s.ValueOffsets(); len(offs) > 1 {
+				size += int(offs[len(offs)-1] - offs[0])
+			}
+		} else {
+			size += 8 * n
+		}
+	}
+	if len(cols) > 1 {
+		size += n * (2 + 3*len(cols)) // brackets, commas and quotes
+	}
+	return size
+}
+
 // deriveIDs: a keyed node's id is its canonical key tuple (a supplied id must equal it
 // exactly); any other record keeps its supplied id or gets newID().
 func (g *group) deriveIDs(props []arrow.Array, newID func() string) ([]string, error) {
@@ -190,7 +255,7 @@ func (g *group) deriveIDs(props []arrow.Array, newID func() string) ([]string, e
 	}
 	// All ids are rendered into one buffer and sliced out of one string (one allocation).
 	parts := make([]string, len(keyCols))
-	var buf []byte
+	buf := make([]byte, 0, tupleIDBytes(keyCols, len(g.recs)))
 	ends := make([]int, len(g.recs))
 	for i, r := range g.recs {
 		for j, a := range keyCols {

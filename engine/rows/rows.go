@@ -126,6 +126,7 @@ type group struct {
 	node  *pg.NodeType
 	edge  *pg.EdgeType
 	recs  []*framing.Record
+	n     int            // records found while grouping, before recs is filled
 	props map[string]int // property name -> index in tbl.Properties
 
 	// built (pre-dedupe)
@@ -249,17 +250,22 @@ func exactPhases(cat *pg.Catalog, recs []framing.Record, keyed bool, opts Option
 func groupRecords(cat *pg.Catalog, recs []framing.Record, keyed bool, opts Options, estimate bool) ([]*group, error) {
 	groups := map[string]*group{}          // by table key
 	byName := [2]map[string]*group{{}, {}} // node / edge groups by the name as written
+	// Each record's group is found first and the groups' record lists filled after, each
+	// allocated at its size: appending as they were found grew them by doubling, copying and
+	// clearing as they went.
+	of := make([]*group, len(recs))
 	for i := range recs {
 		r := &recs[i]
 		g, err := groupFor(cat, r, groups, byName)
 		if err != nil {
 			return nil, err
 		}
-		g.recs = append(g.recs, r)
+		of[i] = g
+		g.n++
 		if !keyed {
 			continue
 		}
-		if n := len(g.recs); n > opts.MaxKeyedRows {
+		if n := g.n; n > opts.MaxKeyedRows {
 			return nil, &errs.LineError{Line: r.Line, Err: &errs.ResourceLimitExceeded{
 				Resource: resourceKeyedEntities(g.key), Limit: uint64(opts.MaxKeyedRows), Actual: uint64(n)}}
 		}
@@ -271,6 +277,12 @@ func groupRecords(cat *pg.Catalog, recs []framing.Record, keyed bool, opts Optio
 			return nil, &errs.LineError{Line: r.Line, Err: &errs.ResourceLimitExceeded{
 				Resource: resourceKeyedParsedBytes(g.key), Limit: uint64(opts.MaxKeyedBytes), Actual: uint64(g.keyBytes)}}
 		}
+	}
+	for _, g := range groups {
+		g.recs = make([]*framing.Record, 0, g.n)
+	}
+	for i, g := range of {
+		g.recs = append(g.recs, &recs[i])
 	}
 	order := make([]*group, 0, len(groups))
 	for _, n := range cat.Nodes {
