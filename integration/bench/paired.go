@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"time"
 )
 
 // official is one official-engine process (compat.mjs bench-serve) holding a table open and
@@ -18,6 +19,7 @@ type official struct {
 	in    io.WriteCloser
 	out   *bufio.Scanner
 	peak  float64
+	cpu   time.Duration // the process's CPU time over the last appends call
 	close func()
 }
 
@@ -55,13 +57,15 @@ func (o *official) read(v any) error {
 	return json.Unmarshal(o.out.Bytes(), v)
 }
 
-// appends times k appends of the table's row count, each of fresh rows.
+// appends times k appends of the table's row count, each of fresh rows; o.cpu is then the
+// process's CPU time over them.
 func (o *official) appends(k int) ([]float64, error) {
 	if _, err := fmt.Fprintln(o.in, k); err != nil {
 		return nil, err
 	}
 	var r struct {
 		AppendMS []float64 `json:"append_ms"`
+		CPUMS    float64   `json:"cpu_ms"`
 		PeakRSS  float64   `json:"peak_rss_mib"`
 	}
 	if err := o.read(&r); err != nil {
@@ -71,6 +75,7 @@ func (o *official) appends(k int) ([]float64, error) {
 		return nil, fmt.Errorf("official bench-serve answered %d timings, want %d", len(r.AppendMS), k)
 	}
 	o.peak = max(o.peak, r.PeakRSS)
+	o.cpu = time.Duration(r.CPUMS * float64(time.Millisecond))
 	return r.AppendMS, nil
 }
 

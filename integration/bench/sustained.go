@@ -24,10 +24,21 @@ type pairedSustained struct {
 	ratios       []float64 // the same, round by round
 	official     float64   // the official engine's rows per second, over every round
 	block        int       // batches per round and side
+	// The CPU time of the worker's process and of the official one over the rounds, per row:
+	// what each side's work costs, which the two cores' scheduling and the machine's drift
+	// (the wall-clock ratio of one line moves by a third between runs) blur far less. The
+	// worker's includes consuming the messages and its maintenance; neither includes the
+	// producer's or the nats-server's.
+	workerCPUPerRow, officialCPUPerRow time.Duration
 }
 
 func (p pairedSustained) fields() string {
-	return fmt.Sprintf("lance_two_tables_rows_per_s=%.0f rounds=%dx%d round_ratios=%s", p.official, len(p.ratios), p.block, list(p.ratios))
+	cpuVs := "n/a"
+	if p.workerCPUPerRow > 0 && p.officialCPUPerRow > 0 {
+		cpuVs = fmt.Sprintf("%.2f", p.officialCPUPerRow.Seconds()/p.workerCPUPerRow.Seconds())
+	}
+	return fmt.Sprintf("lance_two_tables_rows_per_s=%.0f rounds=%dx%d round_ratios=%s cpu_vs_writes_only=%s worker_cpu_ns_per_row=%d official_cpu_ns_per_row=%d",
+		p.official, len(p.ratios), p.block, list(p.ratios), cpuVs, p.workerCPUPerRow.Nanoseconds(), p.officialCPUPerRow.Nanoseconds())
 }
 
 // sustainedPaired measures the sustained stream against the official engine's own writes of the
@@ -42,6 +53,8 @@ func (p pairedSustained) fields() string {
 // take a core from the official side's round that follows. The official round is the sum of
 // its appends. Every round counts, compactions included: vsWritesOnly divides the rows per
 // second over all rounds, not a median, so a round that paid for a compaction weighs in.
+// cpu_vs_writes_only is the official process's CPU time over the worker process's, over the
+// same rounds (pairedSustained).
 func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetStream, w *costSide, block, base int) (pairedSustained, error) {
 	res := pairedSustained{block: block}
 	two, err := startOfficial(ctx, script, dir, 8192, 2)
@@ -49,19 +62,20 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 		return res, err
 	}
 	defer two.close()
-	if _, _, _, err := settledRound(ctx, js, w, 4, base); err != nil {
+	_, cpuBefore, _, err := settledRound(ctx, js, w, 4, base) // the child's CPU time so far
+	if err != nil {
 		return res, err
 	}
 	if _, err := two.appends(2); err != nil {
 		return res, err
 	}
-	var goTotal, offTotal time.Duration
+	var goTotal, offTotal, goCPU, offCPU time.Duration
 	for round := range sustainedRounds {
 		// Each side starts with no dirty pages of the other's to write back: without fsync,
 		// one side's writes are flushed by the kernel during the next side's round, and the
 		// writer that finds the page cache over its dirty limit is made to wait for them.
 		syscall.Sync()
-		took, _, _, err := settledRound(ctx, js, w, block, base+4+round*block)
+		took, cpu, _, err := settledRound(ctx, js, w, block, base+4+round*block)
 		if err != nil {
 			return res, err
 		}
@@ -74,9 +88,14 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 		res.ratios = append(res.ratios, off.Seconds()/took.Seconds())
 		goTotal += took
 		offTotal += off
+		goCPU += cpu - cpuBefore
+		cpuBefore = cpu
+		offCPU += two.cpu
 	}
 	rows := float64(8192 * sustainedRounds * block)
 	res.rate, res.official = rows/goTotal.Seconds(), rows/offTotal.Seconds()
+	res.workerCPUPerRow = time.Duration(float64(goCPU) / rows)
+	res.officialCPUPerRow = time.Duration(float64(offCPU) / rows)
 	res.vsWritesOnly = res.rate / res.official
 	return res, nil
 }
@@ -126,7 +145,7 @@ func sum(xs []float64) float64 {
 // settledRound is one worker round of sustainedPaired and indexCost: count batches published
 // to the worker of child w (ids from base on), timed from the first publish until the last
 // commit and then until the worker has no maintenance due; with the child's CPU time and minor
-// page faults at the end.
+// page faults at the end (the process's totals so far).
 func settledRound(ctx context.Context, js jetstream.JetStream, w *costSide, count, base int) (took, cpu time.Duration, faults int64, err error) {
 	bodies := graphBodies(4096, count, base) // made before the clock starts: not the worker's work
 	t0 := time.Now()

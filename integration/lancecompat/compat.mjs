@@ -324,7 +324,8 @@ async function cmdBenchBuild(dir, args) {
 
 // cmdBenchServe keeps its tables open and answers each stdin line "K" with K timed appends of N
 // fresh rows, as one JSON line {"append_ms": [...]}: the caller interleaves its own timings with
-// these at a fine grain, so drift on a shared machine lands on both sides alike. With --tables
+// these at a fine grain, so drift on a shared machine lands on both sides alike; "cpu_ms" is
+// the process's CPU time over the K appends (user and system, all threads). With --tables
 // T > 1 each append splits its N rows evenly over T tables, written concurrently, as a graph
 // batch of nodes and edges lands in one node and one edge table.
 async function cmdBenchServe(dir, N, T) {
@@ -356,12 +357,14 @@ async function cmdBenchServe(dir, N, T) {
       if (!Number.isInteger(k) || k < 1) throw new Error(`bench-serve: bad request ${JSON.stringify(line)}`);
       const batches = Array.from({ length: k }, () => tables.map(() => batch(N / T)));
       const out = [];
+      const cpu0 = process.cpuUsage();
       for (const parts of batches) {
         const t0 = performance.now();
         await Promise.all(tables.map((tbl, t) => tbl.add(parts[t])));
         out.push(performance.now() - t0);
       }
-      emit({ append_ms: out.map(ms), peak_rss_mib: Math.round(process.resourceUsage().maxRSS / 1024) });
+      const cpu = process.cpuUsage(cpu0); // every thread's, the engine's own included
+      emit({ append_ms: out.map(ms), cpu_ms: ms((cpu.user + cpu.system) / 1000), peak_rss_mib: Math.round(process.resourceUsage().maxRSS / 1024) });
     }
   }
 }
