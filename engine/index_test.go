@@ -29,7 +29,9 @@ func assertIndexesMatchStorage(t *testing.T, g *Graph) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !maps.Equal(ends.src, ts.ends.src) || !maps.Equal(ends.dst, ts.ends.dst) || !maps.Equal(ends.outDeg, ts.ends.outDeg) {
+		coldEdges, coldDeg := ends.toMaps()
+		edges, deg := ts.ends.toMaps()
+		if !maps.Equal(coldEdges, edges) || !maps.Equal(coldDeg, deg) {
 			t.Fatalf("%s@%s: cached endpoints differ from storage", ref.path, ref.branch)
 		}
 	}

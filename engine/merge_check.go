@@ -127,14 +127,15 @@ func (g *Graph) checkMergedEdges(ctx context.Context, plan *mergePlan, tst *publ
 		if err != nil {
 			return nil, err
 		}
-		for id, src := range ends.src {
+		ends.each(func(id string, x edgeEnds) bool {
 			if ew[id] || ed[id] {
-				continue // the merge rewrites or deletes this edge; rewritten edges were checked above
+				return true // the merge rewrites or deletes this edge; rewritten edges were checked above
 			}
-			if gone(e.From, src) || gone(e.To, ends.dst[id]) {
+			if gone(e.From, x.src) || gone(e.To, x.dst) {
 				orphan(e.Name, id, fmt.Sprintf("edge %s %q: an endpoint is deleted by the merge", e.Name, id))
 			}
-		}
+			return true
+		})
 	}
 	return out, nil
 }
@@ -164,18 +165,18 @@ func (g *Graph) checkMergedCardinality(ctx context.Context, plan *mergePlan, tst
 		deg := map[string]int{}
 		at := func(src string) {
 			if _, ok := deg[src]; !ok {
-				deg[src] = ends.outDeg[src]
+				deg[src] = ends.outDegree(src)
 			}
 		}
 		for _, c := range mt.chunks {
 			for _, id := range c.removedIDs {
-				if old, ok := ends.src[id]; ok {
+				if old, ok := ends.srcOf(id); ok {
 					at(old)
 					deg[old]--
 				}
 			}
 			for i, id := range c.ids {
-				if old, ok := ends.src[id]; ok {
+				if old, ok := ends.srcOf(id); ok {
 					at(old)
 					deg[old]--
 				}

@@ -22,26 +22,19 @@ type tableState struct {
 	unique map[string]*uniqueIndex // @unique groups checked against stored rows, built lazily
 }
 
-// endpoints index an edge table's live edges by id and count them per source node. Only
-// checks that need them build them, so an edge type without @card pays nothing per load.
-type endpoints struct {
-	src    map[string]string // id -> src
-	dst    map[string]string // id -> dst
-	outDeg map[string]int    // src -> live edge count
-}
-
 // endpoints returns the table's endpoint index, scanning src and dst once on first use.
 func (ts *tableState) endpoints(ctx context.Context) (*endpoints, error) {
 	if ts.ends != nil {
 		return ts.ends, nil
 	}
-	e := &endpoints{src: map[string]string{}, dst: map[string]string{}, outDeg: map[string]int{}}
+	e := newEndpoints()
+	l := e.top
 	err := ts.ds.Each(ctx, lance.ScanOptions{Columns: []string{"id", "src", "dst"}}, func(rec arrow.Record) error {
 		idc, srcc, dstc := rec.Column(0).(*array.String), rec.Column(1).(*array.String), rec.Column(2).(*array.String)
 		for i := 0; i < idc.Len(); i++ {
 			s := srcc.Value(i)
-			e.src[idc.Value(i)], e.dst[idc.Value(i)] = s, dstc.Value(i)
-			e.outDeg[s]++
+			l.ends[idc.Value(i)] = edgeEnds{src: s, dst: dstc.Value(i)}
+			l.deg[s]++
 		}
 		return nil
 	})
@@ -50,39 +43,6 @@ func (ts *tableState) endpoints(ctx context.Context) (*endpoints, error) {
 	}
 	ts.ends = e
 	return e, nil
-}
-
-func (e *endpoints) set(id, src, dst string) {
-	e.remove(id)
-	e.src[id], e.dst[id] = src, dst
-	e.outDeg[src]++
-}
-
-func (e *endpoints) remove(id string) {
-	if old, ok := e.src[id]; ok {
-		if e.outDeg[old]--; e.outDeg[old] <= 0 {
-			delete(e.outDeg, old)
-		}
-		delete(e.src, id)
-		delete(e.dst, id)
-	}
-}
-
-func (e *endpoints) clone() *endpoints {
-	if e == nil {
-		return nil
-	}
-	c := &endpoints{src: make(map[string]string, len(e.src)), dst: make(map[string]string, len(e.dst)), outDeg: make(map[string]int, len(e.outDeg))}
-	for k, v := range e.src {
-		c.src[k] = v
-	}
-	for k, v := range e.dst {
-		c.dst[k] = v
-	}
-	for k, v := range e.outDeg {
-		c.outDeg[k] = v
-	}
-	return c
 }
 
 // openTable returns the state of a table at exactly its published version on its Lance branch,
@@ -173,8 +133,8 @@ func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, over
 	return nil
 }
 
-// forBranch copies the index for a table's first write on a new branch: the fork starts as
-// exactly the parent's rows.
+// forBranch is the index for a table's first write on a new branch: the fork starts as
+// exactly the parent's rows, sharing the parent's id index and endpoints until either writes.
 func (ts *tableState) forBranch() *tableState {
 	return &tableState{ds: ts.ds, isEdge: ts.isEdge, ids: ts.ids.Clone(), ends: ts.ends.clone()}
 }

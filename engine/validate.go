@@ -135,7 +135,7 @@ func checkCardinality(ctx context.Context, t *plannedTable, overwrite bool) erro
 		if overwrite {
 			return 0
 		}
-		return ends.outDeg[src]
+		return ends.outDegree(src)
 	}
 	for i, id := range t.batch.IDs {
 		src := t.batch.Src[i]
@@ -143,7 +143,7 @@ func checkCardinality(ctx context.Context, t *plannedTable, overwrite bool) erro
 			deg[src] = base(src)
 		}
 		touched[src] = true
-		if old, ok := ends.src[id]; ok && !overwrite {
+		if old, ok := ends.srcOf(id); ok && !overwrite {
 			if _, seen := deg[old]; !seen {
 				deg[old] = base(old)
 			}
@@ -153,11 +153,11 @@ func checkCardinality(ctx context.Context, t *plannedTable, overwrite bool) erro
 		deg[src]++
 	}
 	if overwrite {
-		for src := range ends.outDeg {
+		ends.eachSource(func(src string) {
 			if _, ok := deg[src]; !ok {
 				deg[src], touched[src] = 0, true
 			}
-		}
+		})
 	}
 	for src := range touched {
 		n := deg[src]
@@ -195,14 +195,17 @@ func (g *Graph) checkRetainedEdges(ctx context.Context, st *publisher.State, byK
 		if err != nil {
 			return err
 		}
-		for id, src := range ends.src {
-			if _, kept := batchIDs["node:"+e.From][src]; fromOver && !kept {
-				return &errs.InvalidInput{Field: "src", Reason: fmt.Sprintf("overwrite of %s removes node '%s' still referenced as src by edge %s '%s'", e.From, src, e.Name, id)}
+		var refused error
+		ends.each(func(id string, x edgeEnds) bool {
+			if _, kept := batchIDs["node:"+e.From][x.src]; fromOver && !kept {
+				refused = &errs.InvalidInput{Field: "src", Reason: fmt.Sprintf("overwrite of %s removes node '%s' still referenced as src by edge %s '%s'", e.From, x.src, e.Name, id)}
+			} else if _, kept := batchIDs["node:"+e.To][x.dst]; toOver && !kept {
+				refused = &errs.InvalidInput{Field: "dst", Reason: fmt.Sprintf("overwrite of %s removes node '%s' still referenced as dst by edge %s '%s'", e.To, x.dst, e.Name, id)}
 			}
-			dst := ends.dst[id]
-			if _, kept := batchIDs["node:"+e.To][dst]; toOver && !kept {
-				return &errs.InvalidInput{Field: "dst", Reason: fmt.Sprintf("overwrite of %s removes node '%s' still referenced as dst by edge %s '%s'", e.To, dst, e.Name, id)}
-			}
+			return refused == nil
+		})
+		if refused != nil {
+			return refused
 		}
 	}
 	return nil
