@@ -318,21 +318,22 @@ func (x *idIndex) Clone() *idIndex {
 }
 
 // compact drops deleted entries and their arena bytes. Slots keep their hashes, so no id is
-// hashed again; the table shrinks to fit the live ids.
+// hashed again; the table is laid out anew, fit to the live ids, from the renumbered slots
+// (the old segments are only read, so a clone may share them).
 func (x *idIndex) compact() {
 	old := *x
 	x.ents, x.chunks, x.arena, x.arenaShared, x.n = nil, nil, nil, false, 0
-	x.slots.ownAll() // its slots are rewritten in place
+	words := make([]uint64, 0, x.live)
 	x.slots.each(func(s *slotSegment) {
-		for i, w := range s.slots {
+		for _, w := range s.slots {
 			if w == 0 {
 				continue
 			}
 			e := old.ent(int(w&math.MaxUint32 - 1))
-			s.slots[i] = w&^math.MaxUint32 | uint64(x.push(old.key(e), e.addr)+1)
+			words = append(words, w&^math.MaxUint32|uint64(x.push(old.key(e), e.addr)+1))
 		}
 	})
-	x.slots.rebuild(x.live)
+	x.slots.layout(words, x.live)
 }
 
 // Loads set and look up thousands of ids at once, and in a table of a million ids each one's

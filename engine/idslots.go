@@ -183,8 +183,7 @@ func (s *slotSegment) vacate(hole uint64) {
 
 // rebuild lays the table out anew for n ids within maxLoad, its slots moved over: a table
 // sized once for a known count (a table opened, a commit larger than the index) instead of
-// grown split by split, or shrunk to fit after a compaction of the entries. n of 0 empties
-// it.
+// grown split by split. n of 0 empties it.
 func (t *slotTable) rebuild(n int) {
 	var words []uint64
 	if len(t.dir) > 0 {
@@ -197,6 +196,12 @@ func (t *slotTable) rebuild(n int) {
 			}
 		})
 	}
+	t.layout(words, n)
+}
+
+// layout replaces the table with one sized for n ids (at least len(words)) holding words. It
+// writes only new segments, so a table may be laid out over segments a clone shares.
+func (t *slotTable) layout(words []uint64, n int) {
 	n = max(n, len(words))
 	if n == 0 {
 		*t = slotTable{owner: t.owner}
@@ -242,14 +247,4 @@ func (t *slotTable) own(s *slotSegment, tag uint64) *slotSegment {
 		t.dir[i] = c
 	}
 	return c
-}
-
-// ownAll makes every segment of t one t may write.
-func (t *slotTable) ownAll() {
-	for i := 0; i < len(t.dir); {
-		s := t.dir[i]
-		run := 1 << (t.depth - s.depth)
-		t.own(s, uint64(i)<<(32-t.depth))
-		i += run
-	}
 }
