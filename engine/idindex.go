@@ -106,6 +106,13 @@ func (x *idIndex) entToWrite(i int) *idEntry {
 	return x.ent(i)
 }
 
+// setAddr gives entry i the address a, its chunk copied first if shared and its span widened
+// to cover a (Readdress skips a chunk by its span).
+func (x *idIndex) setAddr(i int, a lance.RowAddress) {
+	x.entToWrite(i).addr = a
+	x.chunks[i>>entChunkBits].span.widen(a)
+}
+
 // ownChunk copies entry chunk k if a clone shares it, so that writes to it are this index's.
 func (x *idIndex) ownChunk(k int) {
 	if x.chunks[k].shared {
@@ -225,8 +232,7 @@ func (x *idIndex) raise(id string) {
 func (x *idIndex) setHashed(h uint64, id string, addr lance.RowAddress) {
 	s, slot, i := x.find(h, id)
 	if i >= 0 {
-		x.entToWrite(i).addr = addr
-		x.chunks[i>>entChunkBits].span.widen(addr)
+		x.setAddr(i, addr)
 		return
 	}
 	if uint64(x.n) >= math.MaxUint32-1 {
@@ -267,8 +273,7 @@ func (x *idIndex) deleteHashed(h uint64, id string) {
 // addresses, so no slot changes.
 func (x *idIndex) Readdress(move func(lance.RowAddress) (lance.RowAddress, bool), lo, hi uint64) {
 	for k := range x.ents {
-		meta := &x.chunks[k]
-		if meta.span.hi < lo || meta.span.lo > hi {
+		if s := x.chunks[k].span; s.hi < lo || s.lo > hi {
 			continue
 		}
 		for i := range x.ents[k] {
@@ -277,9 +282,7 @@ func (x *idIndex) Readdress(move func(lance.RowAddress) (lance.RowAddress, bool)
 				continue
 			}
 			if a, moved := move(e.addr); moved {
-				x.ownChunk(k)
-				x.ents[k][i].addr = a
-				meta.span.widen(a)
+				x.setAddr(k<<entChunkBits|i, a)
 			}
 		}
 	}
