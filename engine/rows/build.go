@@ -38,27 +38,14 @@ func (g *group) buildFused(opts Options, keyed bool) bool {
 	cols := g.newColumns(opts)
 	defer releaseColumns(cols)
 	cells := make([][]byte, len(props))
-	// Records of one type mostly list their members in the same order, so the property of
-	// the j-th member is looked up by name only when it differs from the previous record's.
-	var lastName []string
-	var lastProp []int
+	members := newMemberProps(g.props)
 	var parsed, projected int64
 	for _, r := range g.recs {
 		clear(cells)
 		for j, m := range r.Data {
-			var i int
-			if j < len(lastName) && lastName[j] == m.Name {
-				i = lastProp[j]
-			} else {
-				var ok bool
-				if i, ok = g.props[m.Name]; !ok {
-					return false
-				}
-				if j < len(lastName) {
-					lastName[j], lastProp[j] = m.Name, i
-				} else {
-					lastName, lastProp = append(lastName, m.Name), append(lastProp, i)
-				}
+			i, ok := members.of(j, m.Name)
+			if !ok {
+				return false
 			}
 			cells[i] = m.Value
 			if keyed {
@@ -120,8 +107,7 @@ func (g *group) newColumns(opts Options) []*column {
 
 // reserveStrings gives each string column's value buffer room for its cells' JSON text, a
 // bound on the values (the quotes and escapes only shrink them), so that it is allocated once
-// rather than doubled as it fills, each doubling copying and clearing what it held. Members
-// are matched to columns by position first, as buildFused does.
+// rather than doubled as it fills, each doubling copying and clearing what it held.
 func (g *group) reserveStrings(cols []*column) {
 	var strs []*array.StringBuilder // by column; nil for the others
 	for i, c := range cols {
@@ -136,22 +122,10 @@ func (g *group) reserveStrings(cols []*column) {
 		return
 	}
 	sizes := make([]int, len(cols))
-	var lastName []string
-	var lastProp []int
+	members := newMemberProps(g.props)
 	for _, r := range g.recs {
 		for j, m := range r.Data {
-			i := -1
-			if j < len(lastName) && lastName[j] == m.Name {
-				i = lastProp[j]
-			} else if p, ok := g.props[m.Name]; ok {
-				i = p
-				if j < len(lastName) {
-					lastName[j], lastProp[j] = m.Name, i
-				} else {
-					lastName, lastProp = append(lastName, m.Name), append(lastProp, i)
-				}
-			}
-			if i >= 0 && strs[i] != nil {
+			if i, ok := members.of(j, m.Name); ok && strs[i] != nil {
 				sizes[i] += len(m.Value)
 			}
 		}
@@ -161,6 +135,37 @@ func (g *group) reserveStrings(cols []*column) {
 			b.ReserveData(sizes[i])
 		}
 	}
+}
+
+// memberProps finds the property of a record's j-th data member. Records of one type mostly
+// list their members in the same order, so a member is looked up by name only when it
+// differs from the j-th member of the record before.
+type memberProps struct {
+	props    map[string]int // property name -> index
+	lastName []string
+	lastProp []int
+}
+
+// newMemberProps is a memberProps of a table's properties, its record of the last member
+// order sized for a record that lists them all.
+func newMemberProps(props map[string]int) memberProps {
+	return memberProps{props: props, lastName: make([]string, 0, len(props)), lastProp: make([]int, 0, len(props))}
+}
+
+func (m *memberProps) of(j int, name string) (int, bool) {
+	if j < len(m.lastName) && m.lastName[j] == name {
+		return m.lastProp[j], true
+	}
+	i, ok := m.props[name]
+	if !ok {
+		return 0, false
+	}
+	if j < len(m.lastName) {
+		m.lastName[j], m.lastProp[j] = name, i
+	} else {
+		m.lastName, m.lastProp = append(m.lastName, name), append(m.lastProp, i)
+	}
+	return i, true
 }
 
 func releaseColumns(cols []*column) {
