@@ -196,8 +196,10 @@ func (e *endpoints) writable() *endLayer {
 
 // flattenEnds is one bottom layer holding e's live edges and their out-degrees.
 func flattenEnds(e *endpoints) *endLayer {
-	n := 0
-	e.each(func(string, edgeEnds) bool { n++; return true })
+	n := 0 // a bound on the live edges: an id set in several layers counts in each
+	for l := e.top; l != nil; l = l.below {
+		n += len(l.ends)
+	}
 	l := newEndLayer(nil, n)
 	e.each(func(id string, x edgeEnds) bool {
 		l.ends[id] = x
@@ -240,13 +242,4 @@ func (m *endLayer) record(top, bottom *endLayer, id string) {
 	} else if _, ok := bottom.ends[id]; ok {
 		m.gone[id] = struct{}{}
 	}
-}
-
-// depth is how many layers the index walks, for tests.
-func (e *endpoints) depth() int {
-	n := 0
-	for l := e.top; l != nil; l = l.below {
-		n++
-	}
-	return n
 }

@@ -30,6 +30,15 @@ func (e *endpoints) toMaps() (map[string]edgeEnds, map[string]int) {
 	return edges, deg
 }
 
+// depth is how many layers the index walks.
+func (e *endpoints) depth() int {
+	n := 0
+	for l := e.top; l != nil; l = l.below {
+		n++
+	}
+	return n
+}
+
 // endModel is the plain maps the layered index must always equal.
 type endModel map[string]edgeEnds
 
