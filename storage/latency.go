@@ -32,7 +32,7 @@ type Latency struct {
 	onStart, onEnd func(Request)
 }
 
-// Request is one request as Latency saw it start (see Latency.Trace).
+// Request is one request as Latency saw it start, and again as it ended (see Latency.Observe).
 type Request struct {
 	Seq      int64  // its number among the requests, counted from 1: tells its start and end apart from others'
 	Wave     int64  // the wave it belongs to, counted from 1
