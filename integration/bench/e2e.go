@@ -163,7 +163,12 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 		durability, pipe, sp.rate, lanceRate, sp.rate/lanceRate, sp.vsWritesOnly, sp.fields())
 	// What the reference's index set kept fresh costs the stream, measured worker against
 	// worker (goal sustained-8192-indices-cost).
-	if err := indexCost(ctx, nc, js, ns.url, tmp, durability, pipe, iters); err != nil {
+	if err := pairedCost(ctx, nc, js, ns.url, tmp, durability, pipe, iters, indexCostPair); err != nil {
+		return err
+	}
+	// What the automatic compaction costs it, worker against worker (goal
+	// sustained-8192-compaction-cost).
+	if err := pairedCost(ctx, nc, js, ns.url, tmp, durability, pipe, iters, compactionCostPair); err != nil {
 		return err
 	}
 	// The same stream into a graph whose worker does not compact: the official side's writes

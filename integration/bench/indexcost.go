@@ -14,41 +14,74 @@ import (
 	"github.com/omnigraph/omnigraph-worker/engine"
 )
 
-// indexCostRounds is the measured rounds of indexCost, each a block of batches per worker.
-const indexCostRounds = 4
+// costRounds is the measured rounds of a paired cost line, each a block of batches per worker.
+const costRounds = 4
 
-// indexCost measures what keeping the reference's index set costs the sustained stream (goal
-// sustained-8192-indices-cost): two workers configured as `worker run` is, one with
-// build_indices off, each on a fresh graph and in a process of its own (costchild.go), take
-// the same 8,192-row batches in alternating rounds (the order flipped each round), so that the
-// machine's drift falls on both alike. A worker's round is timed from its first publish to its
-// last commit and then until its maintenance is done (no compaction or index fold due): the
-// folds a round's rows cause count against that round, not the other worker's. The two graphs
-// grow alike, so the folds come at the same sizes in every run. vs_indices_off is the rate
-// with indices over the rate without, over all rounds; cpu_vs_indices_off is the same for the
-// workers' CPU time (each child's own, over its rounds: neither the publisher in this process
-// nor the nats-server process counts): what the upkeep costs in work, whatever the two cores
-// did meanwhile. on_faults and off_faults are each child's minor page faults over its rounds.
-func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, tmp, durability, pipe string, block int) error {
+// costPair is what a paired cost line compares: the stream through a worker that does some
+// upkeep (on) and through one that does not (off), both otherwise as `worker run` is.
+type costPair struct {
+	line  string // the bench line's name
+	field string // what off is, naming the ratios: vs_<field> (on's rate over off's), cpu_vs_<field>
+	on    costWorker
+	off   costWorker
+}
+
+// costWorker is one side of a costPair: its child's graph name (the profile's name) and
+// configuration.
+type costWorker struct {
+	name    string
+	indices bool
+	fanout  int
+}
+
+// The paired cost lines: what keeping the reference's index set costs (goal
+// sustained-8192-indices-cost: both workers compact, one also keeps the indices), and what the
+// automatic compaction costs (goal sustained-8192-compaction-cost: neither keeps indices, one
+// compacts at the default fanout, the other not at all, as the official engine's appends do).
+var (
+	indexCostPair = costPair{line: "e2e-index-cost", field: "indices_off",
+		on: costWorker{name: "benchcon", indices: true, fanout: childDefaultFanout}, off: costWorker{name: "benchcoff", fanout: childDefaultFanout}}
+	compactionCostPair = costPair{line: "e2e-compaction-cost", field: "fanout_0",
+		on: costWorker{name: "benchkon", fanout: childDefaultFanout}, off: costWorker{name: "benchkoff", fanout: 0}}
+)
+
+// pairedCost measures what pair's upkeep costs the sustained stream: two workers, each on a
+// fresh graph and in a process of its own (costchild.go), take the same 8,192-row batches in
+// alternating rounds (the order flipped each round), so that the machine's drift falls on
+// both alike. A worker's round is timed from its first publish to its last commit and then
+// until its maintenance is done (no compaction or index fold due): the maintenance a round's
+// rows cause counts against that round, not the other worker's. The two graphs grow alike, so
+// the maintenance comes at the same sizes in every run. vs_<field> is the rate of the worker
+// with the upkeep over the rate of the one without, over all rounds; cpu_vs_<field> is the
+// same for the workers' CPU time (each child's own, over its rounds: neither the publisher in
+// this process nor the nats-server process counts): what the upkeep costs in work, whatever
+// the two cores did meanwhile. on_faults and off_faults are each child's minor page faults
+// over its rounds.
+//
+// Measured so, worker against worker, rather than as the quotient of two lines' vs_writes_only
+// (each a worker's rate over an official process timed beside it): that quotient divides two
+// noisy ratios measured minutes apart on graphs of different histories, and ranged 0.59 to
+// 1.70 for the index set in one five-round run, 0.74 to 1.46 for compaction in two.
+func pairedCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, tmp, durability, pipe string, block int, pair costPair) error {
 	type side struct {
 		*costSide
 		took   time.Duration
 		cpu    time.Duration // the child's CPU time over its rounds
 		faults int64         // the child's minor page faults over its rounds
 	}
-	start := func(name string, indices bool) (*side, error) {
-		s, err := startWorkerChild(ctx, nc, url, filepath.Join(tmp, "graph-cost-"+name), "bench"+name, indices, childDefaultFanout, 0)
+	start := func(w costWorker) (*side, error) {
+		s, err := startWorkerChild(ctx, nc, url, filepath.Join(tmp, "graph-cost-"+w.name), w.name, w.indices, w.fanout, 0)
 		if err != nil {
 			return nil, err
 		}
 		return &side{costSide: s}, nil
 	}
-	on, err := start("con", true)
+	on, err := start(pair.on)
 	if err != nil {
 		return err
 	}
 	defer on.stop()
-	off, err := start("coff", false)
+	off, err := start(pair.off)
 	if err != nil {
 		return err
 	}
@@ -69,7 +102,7 @@ func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, 
 		s.faults += f1 - f0
 		return took, nil
 	}
-	for _, s := range []*side{on, off} { // warm-up: the first index builds
+	for _, s := range []*side{on, off} { // warm-up: the first index builds and compactions
 		if _, err := run(s, 4); err != nil {
 			return err
 		}
@@ -77,7 +110,7 @@ func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, 
 	}
 	base += 4
 	var ratios []float64
-	for round := range indexCostRounds {
+	for round := range costRounds {
 		order := []*side{on, off}
 		if round%2 == 1 {
 			order = []*side{off, on}
@@ -95,10 +128,10 @@ func indexCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, 
 		}
 		ratios = append(ratios, took[1].Seconds()/took[0].Seconds())
 	}
-	rows := float64(8192 * indexCostRounds * block)
-	fmt.Printf("bench: e2e-index-cost durability=%s %s on_rows_per_s=%.0f off_rows_per_s=%.0f vs_indices_off=%.2f cpu_vs_indices_off=%.2f on_cpu_s=%.2f off_cpu_s=%.2f on_faults=%d off_faults=%d rounds=%dx%d round_ratios=%s\n",
-		durability, pipe, rows/on.took.Seconds(), rows/off.took.Seconds(), off.took.Seconds()/on.took.Seconds(),
-		off.cpu.Seconds()/on.cpu.Seconds(), on.cpu.Seconds(), off.cpu.Seconds(), on.faults, off.faults, indexCostRounds, block, list(ratios))
+	rows := float64(8192 * costRounds * block)
+	fmt.Printf("bench: %s durability=%s %s on_rows_per_s=%.0f off_rows_per_s=%.0f vs_%s=%.2f cpu_vs_%s=%.2f on_cpu_s=%.2f off_cpu_s=%.2f on_faults=%d off_faults=%d rounds=%dx%d round_ratios=%s\n",
+		pair.line, durability, pipe, rows/on.took.Seconds(), rows/off.took.Seconds(), pair.field, off.took.Seconds()/on.took.Seconds(),
+		pair.field, off.cpu.Seconds()/on.cpu.Seconds(), on.cpu.Seconds(), off.cpu.Seconds(), on.faults, off.faults, costRounds, block, list(ratios))
 	return nil
 }
 
@@ -120,9 +153,10 @@ func awaitMaintenance(ctx context.Context, g *engine.Graph, fanout int, indices 
 	return nil
 }
 
-// indexCostBench runs indexCost alone (-only index-cost), on a nats-server process of its own:
-// the upkeep goal's line in a minute or two, without the official engine.
-func indexCostBench(ctx context.Context, tmp string, block int) error {
+// costBench runs the paired cost lines of pairs alone (-only index-cost, compaction-cost), on
+// a nats-server process of its own: the upkeep goals' lines in a minute or two each, without
+// the official engine.
+func costBench(ctx context.Context, tmp string, block int, pairs ...costPair) error {
 	ns, nc, err := connectNATSProcess(ctx, filepath.Join(tmp, "nats-cost"))
 	if err != nil {
 		return err
@@ -134,5 +168,10 @@ func indexCostBench(ctx context.Context, tmp string, block int) error {
 		return err
 	}
 	pipe := fmt.Sprintf("pipeline_depth=%d", config.Defaults().PipelineDepth)
-	return indexCost(ctx, nc, js, ns.url, tmp, durability, pipe, block)
+	for _, pair := range pairs {
+		if err := pairedCost(ctx, nc, js, ns.url, tmp, durability, pipe, block, pair); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -160,7 +160,7 @@ func main() {
 	agedCommits := flag.Int("aged-commits", 10_000, "prior commits before the aged load measurement (0 skips it)")
 	agedFanout := flag.Int("aged-compaction-fanout", 16, "compact the aged graph between its commits as `worker run` does at this compaction_fanout (0: never)")
 	agedSameTable := flag.Bool("aged-same-table", false, "the aged graph's one-row commits go to the measured table (fragment growth) instead of another")
-	only := flag.String("only", "", "run only these comma-separated benchmarks of framing, jetstream, latency, lance, index, e2e, index-cost (the e2e line of that name alone, no Node), merge, graph (the aged graph with it), history, pipeline, aged (framing, jetstream, latency and pipeline need no Node)")
+	only := flag.String("only", "", "run only these comma-separated benchmarks of framing, jetstream, latency, lance, index, e2e, index-cost and compaction-cost (the e2e lines of those names alone, no Node), merge, graph (the aged graph with it), history, pipeline, aged (framing, jetstream, latency and pipeline need no Node)")
 	rounds := flag.Int("rounds", goalRounds, "run the latency, lance, index, e2e and graph benchmarks this many times, each a process of its own, and print the medians of their ratios and the goals")
 	roundChild := flag.Int("round-child", 0, "internal: run the sections in this process, as round N of -rounds (-1: a section run once)")
 	flag.IntVar(&pipelineDepth, "pipeline-depth", 0, "the e2e worker's pipeline_depth (0: the default of `worker run`; 1: one message at a time)")
@@ -183,7 +183,7 @@ func main() {
 	costIndices := flag.Bool("cost-indices", false, "internal: the worker child's build_indices")
 	costFanout := flag.Int("cost-fanout", childDefaultFanout, "internal: the worker child's compaction_fanout (-1: the default)")
 	costWarm := flag.Int("cost-warm", 0, "internal: batches the worker child streams through a worker on a scratch graph first")
-	flag.StringVar(&costProfiles, "index-cost-profiles", "", "write a CPU profile and an allocation profile of each worker child process into this directory, NAME.pprof and NAME.allocs.pprof (index-cost: benchcon indices on, benchcoff off; sustained: benchsi indices on, benchni off, benchnc compaction_fanout=0; a sustained child's warm-up is in its profile, labelled graph=NAMEwarm)")
+	flag.StringVar(&costProfiles, "index-cost-profiles", "", "write a CPU profile and an allocation profile of each worker child process into this directory, NAME.pprof and NAME.allocs.pprof (index-cost: benchcon indices on, benchcoff off; compaction-cost: benchkon default compaction_fanout, benchkoff compaction_fanout=0, neither with indices; sustained: benchsi indices on, benchni off, benchnc compaction_fanout=0; a sustained child's warm-up is in its profile, labelled graph=NAMEwarm)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Go side) to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run (Go side) to this file at the end")
 	engineName := flag.String("engine", "lance12", "the official engine to compare with: lance8, lance10 or lance12 (integration/lancecompat/engine.mjs)")
@@ -336,9 +336,16 @@ func main() {
 				exit(1)
 			}
 		}
-		if run["index-cost"] && !run["e2e"] { // e2e measures it among its lines
-			if err := indexCostBench(ctx, dir, *iters); err != nil {
-				fmt.Fprintln(os.Stderr, "index-cost bench:", err)
+		var pairs []costPair // e2e measures them among its lines
+		if run["index-cost"] && !run["e2e"] {
+			pairs = append(pairs, indexCostPair)
+		}
+		if run["compaction-cost"] && !run["e2e"] {
+			pairs = append(pairs, compactionCostPair)
+		}
+		if len(pairs) > 0 {
+			if err := costBench(ctx, dir, *iters, pairs...); err != nil {
+				fmt.Fprintln(os.Stderr, "cost bench:", err)
 				exit(1)
 			}
 		}

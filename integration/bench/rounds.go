@@ -10,13 +10,13 @@ import (
 )
 
 // sections are the parts of the bench -only names, in the order a run measures them.
-var sections = []string{"framing", "jetstream", "latency", "lance", "index", "e2e", "index-cost", "merge", "graph", "history", "pipeline", "aged"}
+var sections = []string{"framing", "jetstream", "latency", "lance", "index", "e2e", "index-cost", "compaction-cost", "merge", "graph", "history", "pipeline", "aged"}
 
 // roundSections are the sections a run repeats -rounds times, each round a process of its own:
 // the ones whose lines the goals read, and the Lance append and scan lines beside them (seconds
 // each). The others (framing and jetstream, which take their own medians; merge, history,
 // pipeline and the aged graph, which take minutes and have no goal here) run once.
-var roundSections = map[string]bool{"latency": true, "lance": true, "index": true, "e2e": true, "index-cost": true, "graph": true}
+var roundSections = map[string]bool{"latency": true, "lance": true, "index": true, "e2e": true, "index-cost": true, "compaction-cost": true, "graph": true}
 
 // parseSections is the set -only names: every section for "", else a comma-separated list.
 // "graph" takes "aged" with it, as it always has (-aged-commits 0 leaves the aging out).

@@ -142,7 +142,7 @@ func sum(xs []float64) float64 {
 	return t
 }
 
-// settledRound is one worker round of sustainedPaired and indexCost: count batches published
+// settledRound is one worker round of sustainedPaired and pairedCost: count batches published
 // to the worker of child w (ids from base on), timed from the first publish until the last
 // commit and then until the worker has no maintenance due; with the child's CPU time and minor
 // page faults at the end (the process's totals so far).
@@ -228,7 +228,7 @@ func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, p
 // sustainedWithoutIndices is sustainedPaired through a worker of its own that compacts as
 // `worker run` does but builds no index (build_indices off), on a graph of its own, against an
 // official process of its own. (What the index set costs is measured worker against worker:
-// indexCost.)
+// pairedCost.)
 func sustainedWithoutIndices(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, script, tmp string, block int) (pairedSustained, error) {
 	return sustainedOwnWorker(ctx, nc, js, url, script, tmp, "ni", block, 5_000_000, false, childDefaultFanout)
 }
