@@ -35,7 +35,7 @@ var goals = []goal{
 	// What the automatic compaction costs the stream (issue #31: the sustained rate at the
 	// default compaction within 5% of the rate without it): a worker that compacts at the
 	// default fanout against one that never does, neither keeping indices, worker against
-	// worker in alternating rounds as the indices' cost is (indexcost.go).
+	// worker in alternating rounds as the indices' cost is (pairedcost.go).
 	{name: "sustained-8192-compaction-cost", line: "e2e-compaction-cost durability=none", field: "vs_fanout_0", cmp: ">=", threshold: 0.95},
 	{name: "e2e-1k+1k-none", line: "e2e-1k+1k durability=none", field: "vs_floor", cmp: "<=", threshold: 1.0},
 	// Issue #31's round trips: at most 4 from a message's first write to its visibility, each
