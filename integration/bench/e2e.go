@@ -173,8 +173,8 @@ func e2eBench(ctx context.Context, script, tmp string, iters int) error {
 	}
 	// The same stream into a graph whose worker does not compact: the official side's writes
 	// do not compact either, so this is the rate at equal work. Without compaction the worker
-	// builds no index either (its maintenance does both): compaction's own cost is this line
-	// against the indices=off one, not against the line with indices.
+	// builds no index either (its maintenance does both). What compaction costs is measured
+	// worker against worker, by the e2e-compaction-cost line above.
 	if sp, err = sustainedWithoutCompaction(ctx, nc, js, ns.url, script, tmp, iters); err != nil {
 		return err
 	}

@@ -110,8 +110,8 @@ func sustainedWithIndices(ctx context.Context, nc *nats.Conn, js jetstream.JetSt
 // sustainedWithoutCompaction is sustainedPaired through a worker of its own, on a graph of its
 // own, with compaction_fanout 0, against an official process of its own. At fanout 0 the
 // worker has no maintenance at all: its index work runs beside its compaction, so this worker
-// keeps no index either (build_indices needs a fanout), and compaction's own cost is this
-// line against the indices=off one.
+// keeps no index either (build_indices needs a fanout). (What compaction costs is measured
+// worker against worker: pairedCost's compactionCostPair.)
 func sustainedWithoutCompaction(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, script, tmp string, block int) (pairedSustained, error) {
 	return sustainedOwnWorker(ctx, nc, js, url, script, tmp, "nc", block, 3_000_000, false, 0)
 }
