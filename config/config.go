@@ -75,6 +75,11 @@ type Config struct {
 	// and never above nine tenths of the container's cgroup limit; the GOMEMLIMIT variable, when
 	// set, wins).
 	MemoryLimit int `yaml:"memory_limit"`
+	// HugePageHeap is how much of the Go heap's growth `worker run` asks the kernel to back
+	// with transparent huge pages, in bytes, where the kernel gives them only on request
+	// (hugepage.AdviseHeap); 0 asks for none. A first touch of a 4 KiB page is a page fault
+	// that a virtual machine charges dearly, and a writer touches fresh memory on every commit.
+	HugePageHeap int `yaml:"huge_page_heap"`
 	// CompactionFanout is the size-tier fanout of the worker's automatic compaction between
 	// messages: the newest run of same-size fragments of a main table is merged once it holds
 	// this many. 0 turns it off.
@@ -117,10 +122,15 @@ type Config struct {
 // they cannot start an embedded server, and `run` starts its embedded one on this port.
 const DefaultNATSURL = "nats://127.0.0.1:4222"
 
+// DefaultHugePageHeap is huge_page_heap's default: 1 GiB of address space, which costs no
+// memory until the heap grows into it (the sustained 8,192-row worker's heap stays well
+// within it).
+const DefaultHugePageHeap = 1 << 30
+
 // Defaults are `worker run`'s values before any source is applied.
 func Defaults() Config {
 	return Config{NATSPort: 4222, NATSSyncInterval: "always", AckWait: ingest.DefaultAckWait, MaxDeliver: ingest.DefaultMaxDeliver, LeaseTTL: ingest.DefaultLeaseTTL,
-		RetryBudget: ingest.DefaultRetryBudget, RetryMax: ingest.DefaultRetryMax, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, CompactionFanout: engine.DefaultCompactionFanout, BuildIndices: true, IndexCacheBytes: lance.DefaultBTreeCacheBytes,
+		RetryBudget: ingest.DefaultRetryBudget, RetryMax: ingest.DefaultRetryMax, EventsMaxAge: ingest.DefaultEventsMaxAge, HTTP: "127.0.0.1:9464", GCPercent: 400, HugePageHeap: DefaultHugePageHeap, CompactionFanout: engine.DefaultCompactionFanout, BuildIndices: true, IndexCacheBytes: lance.DefaultBTreeCacheBytes,
 		LocalFsync: true, LogLevel: "info", StreamReplicas: 1, PipelineDepth: ingest.DefaultPipelineDepth, PipelineBytes: ingest.DefaultPipelineBytes}
 }
 
@@ -296,6 +306,7 @@ func settings() []setting {
 			return nil
 		}),
 		num("memory_limit", "the Go collector's soft memory limit for this process, in bytes: it collects harder as the heap nears it (0: what the graphs' state keeps live + the pipeline_bytes of every graph served + 48 MiB, followed as the state grows, never above nine tenths of the container's cgroup limit; the GOMEMLIMIT variable wins)", func(c *Config) *int { return &c.MemoryLimit }, nonNegative("memory_limit")),
+		num("huge_page_heap", "bytes of the Go heap's growth backed by transparent huge pages where the kernel gives them on request (transparent_hugepage=madvise): 2 MiB pages fault 512 times less often than 4 KiB ones, which a virtual machine charges dearly for; at most a quarter of the machine's memory; 0: none (a kernel set to always or never decides alone)", func(c *Config) *int { return &c.HugePageHeap }, nonNegative("huge_page_heap")),
 		s("log_level", "least level logged: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }, func(c *Config) error {
 			if _, err := LogLevel(c.LogLevel); err != nil {
 				return reason(err.Error())

@@ -26,6 +26,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/framing"
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/internal/hugepage"
 	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/publisher"
 	"github.com/omnigraph/omnigraph-worker/recovery"
@@ -378,6 +379,12 @@ func serve(ctx context.Context, settings *boundSettings) error {
 	}
 	defer restoreLog()
 	defer log.Sync()
+	// Before the heap has memory of its own to reuse: the span advised must be fresh.
+	if r, err := hugepage.AdviseHeap(c.HugePageHeap); err != nil {
+		log.Warn("huge pages", zap.Error(err))
+	} else {
+		log.Info("huge pages", zap.String("kernel", r.Mode), zap.Int("heap_bytes_advised", r.Advised))
+	}
 	if gogc := getenv("GOGC"); gogc == "" {
 		debug.SetGCPercent(c.GCPercent)
 		log.Info("collector", zap.Int("gc_percent", c.GCPercent))

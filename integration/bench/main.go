@@ -203,6 +203,7 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(config.Defaults().GCPercent) // the worker in this process runs as `worker run` would
 	}
+	adviseHeap()
 	if *mergeChild != "" {
 		localFsync = *fsync != "off" // the parent passes its durability down
 		if err := runMergeChild(ctx, *mergeChild, *mergeDir, *mergeRows, *mergeNoProof); err != nil {

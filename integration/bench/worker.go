@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime/pprof"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -12,6 +14,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/engine"
 	"github.com/omnigraph/omnigraph-worker/ingest"
+	"github.com/omnigraph/omnigraph-worker/internal/hugepage"
 )
 
 // benchWorker is an ingest worker of one graph in this process, configured as `worker run`
@@ -86,4 +89,25 @@ func benchWorkerLog(graph string) (*zap.Logger, error) {
 		return nil, fmt.Errorf("-worker-log: %w", err)
 	}
 	return l.With(zap.String("bench_graph", graph)), nil
+}
+
+// hugePageHeapEnv is `worker run`'s variable for huge_page_heap, which every process of the
+// bench (children included: they inherit it) honours as `worker run` does, so that an A/B
+// run sets it to 0 for one side.
+const hugePageHeapEnv = "OMNIGRAPH_HUGE_PAGE_HEAP"
+
+// adviseHeap backs this process's heap with huge pages as `worker run` does (huge_page_heap);
+// it must run before the heap has memory of its own to reuse.
+func adviseHeap() {
+	n := config.Defaults().HugePageHeap
+	if v := os.Getenv(hugePageHeapEnv); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "%s=%q: want a byte count\n", hugePageHeapEnv, v)
+			os.Exit(2)
+		}
+	}
+	if _, err := hugepage.AdviseHeap(n); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
 }
