@@ -306,7 +306,7 @@ func settings() []setting {
 			return nil
 		}),
 		num("memory_limit", "the Go collector's soft memory limit for this process, in bytes: it collects harder as the heap nears it (0: what the graphs' state keeps live + the pipeline_bytes of every graph served + 48 MiB, followed as the state grows, never above nine tenths of the container's cgroup limit; the GOMEMLIMIT variable wins)", func(c *Config) *int { return &c.MemoryLimit }, nonNegative("memory_limit")),
-		num("huge_page_heap", "bytes of the Go heap's growth backed by transparent huge pages where the kernel gives them on request (transparent_hugepage=madvise): 2 MiB pages fault 512 times less often than 4 KiB ones, which a virtual machine charges dearly for; at most a quarter of the machine's memory; 0: none (a kernel set to always or never decides alone)", func(c *Config) *int { return &c.HugePageHeap }, nonNegative("huge_page_heap")),
+		num("huge_page_heap", "bytes of the Go heap's growth backed by transparent huge pages where the kernel gives them on request (transparent_hugepage=madvise): 2 MiB pages fault 512 times less often than 4 KiB ones, which a virtual machine charges dearly for; at most a quarter of the machine's memory or of the container's limit; 0: none (a kernel set to always or never decides alone)", func(c *Config) *int { return &c.HugePageHeap }, nonNegative("huge_page_heap")),
 		s("log_level", "least level logged: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }, func(c *Config) error {
 			if _, err := LogLevel(c.LogLevel); err != nil {
 				return reason(err.Error())
