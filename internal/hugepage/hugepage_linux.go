@@ -18,7 +18,8 @@ import (
 
 const hugePageBytes = 2 << 20
 
-// enabledPath is the kernel's setting, e.g. "always [madvise] never".
+// The kernel's transparent huge page setting (e.g. "always [madvise] never") and the
+// machine's memory.
 const (
 	enabledPath = "/sys/kernel/mm/transparent_hugepage/enabled"
 	meminfoPath = "/proc/meminfo"

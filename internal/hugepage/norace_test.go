@@ -1,0 +1,5 @@
+//go:build !race
+
+package hugepage
+
+const raceEnabled = false
