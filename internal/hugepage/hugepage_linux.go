@@ -49,11 +49,6 @@ func adviseHeap(n int, enabled, meminfo string) (Result, error) {
 	if err != nil || mode != "madvise" || n <= 0 {
 		return Result{Mode: mode}, err
 	}
-	if free := heapFree(); free >= n/2 {
-		// The span could come from pages the heap already has, which the runtime clears
-		// (touching all of it) before handing them out: better no advice than that.
-		return Result{Mode: mode}, fmt.Errorf("hugepage: the heap already holds %d free bytes: advise it before it grows", free)
-	}
 	total, err := memTotal(meminfo)
 	if err != nil {
 		total = 0
@@ -61,12 +56,16 @@ func adviseHeap(n int, enabled, meminfo string) (Result, error) {
 	if n = spanBytes(n, total); n == 0 {
 		return Result{Mode: mode}, nil
 	}
+	if free := heapFree(); free >= n/2 {
+		// The span could come from pages the heap already has, which the runtime clears
+		// (touching all of it) before handing them out: better no advice than that.
+		return Result{Mode: mode}, fmt.Errorf("hugepage: the heap already holds %d free bytes: advise it before it grows", free)
+	}
 	span := make([]byte, n+hugePageBytes) // room to align both ends to huge pages
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(span)))
 	skip := int((p+hugePageBytes-1)&^(hugePageBytes-1) - p)
 	err = unix.Madvise(span[skip:skip+n], unix.MADV_HUGEPAGE)
-	runtime.KeepAlive(span)
-	span = nil
+	runtime.KeepAlive(span) // the span is garbage from here on
 	// Collect the span now and release it (never touched, releasing it is cheap): otherwise
 	// the runtime counts it as retained memory until its scavenger gets to it, which a memory
 	// limit would read as a full heap.
