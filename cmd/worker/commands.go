@@ -380,7 +380,7 @@ func serve(ctx context.Context, settings *boundSettings) error {
 	defer restoreLog()
 	defer log.Sync()
 	// Before the heap has memory of its own to reuse: the span advised must be fresh.
-	if r, err := hugepage.AdviseHeap(hugePageSpan(c.HugePageHeap, "/sys/fs/cgroup")); err != nil {
+	if r, err := hugepage.AdviseHeap(c.HugePageHeap); err != nil {
 		log.Warn("huge pages", zap.Error(err))
 	} else {
 		log.Info("huge pages", zap.String("kernel", r.Mode), zap.Int("heap_bytes_advised", r.Advised))

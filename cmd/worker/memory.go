@@ -50,15 +50,3 @@ func limitMemory(ctx context.Context, c *config.Config, fp *ingest.Footprint, lo
 	wg.Go(func() { g.Run(gctx) })
 	return func() { cancel(); wg.Wait() }
 }
-
-// hugePageSpan is how much of the heap `worker run` advises for huge pages: huge_page_heap,
-// and at most a quarter of the container's memory limit when there is one. The kernel may
-// back memory the collector gave back with a huge page again (khugepaged fills the rest of a
-// 2 MiB region a page of which is in use), so the span bounds how far the resident memory can
-// stray above what the collector counts, and a container must have room for it.
-func hugePageSpan(configured int, cgroupRoot string) int {
-	if hard, ok := memlimit.FromCgroup(cgroupRoot); ok && hard > 0 {
-		return min(configured, int(hard/4))
-	}
-	return configured
-}

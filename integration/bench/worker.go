@@ -94,7 +94,7 @@ func benchWorkerLog(graph string) (*zap.Logger, error) {
 // hugePageHeapEnv is `worker run`'s variable for huge_page_heap, which every process of the
 // bench (children included: they inherit it) honours as `worker run` does, so that an A/B
 // run sets it to 0 for one side.
-const hugePageHeapEnv = "OMNIGRAPH_HUGE_PAGE_HEAP"
+var hugePageHeapEnv = config.EnvName("huge_page_heap")
 
 // adviseHeap backs this process's heap with huge pages as `worker run` does (huge_page_heap);
 // it must run before the heap has memory of its own to reuse.

@@ -14,27 +14,33 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/omnigraph/omnigraph-worker/internal/memlimit"
 )
 
 const hugePageBytes = 2 << 20
 
-// The kernel's transparent huge page setting (e.g. "always [madvise] never") and the
-// machine's memory.
+// The kernel's transparent huge page setting (e.g. "always [madvise] never"), the machine's
+// memory, and the cgroup file system holding a container's memory limit.
 const (
 	enabledPath = "/sys/kernel/mm/transparent_hugepage/enabled"
 	meminfoPath = "/proc/meminfo"
+	cgroupRoot  = "/sys/fs/cgroup"
 )
 
 // AdviseHeap advises the next n bytes of the Go heap's growth for transparent huge pages, at
-// most a quarter of the machine's memory: the span is one mapping, and the kernel's
-// overcommit heuristic refuses a mapping larger than the memory it could ever back, which
-// the runtime would treat as running out of memory. Call it first thing in main, before the
+// most a quarter of the memory the process may have (memoryOf). The span is one mapping, and
+// the kernel's overcommit heuristic refuses a mapping larger than the memory it could ever
+// back, which the runtime would treat as running out of memory; and the kernel may back
+// memory the collector gave back with a huge page again (khugepaged fills the rest of a 2 MiB
+// region a page of which is in use), so the span bounds how far the resident memory can stray
+// above what the collector counts, which a container must have room for. Call it first thing in main, before the
 // heap has free memory of its own: the span must come from fresh address space (which the
 // runtime knows to be zero and does not touch), not from free pages the runtime would clear.
 //
 // Only the first call of a process does anything; later ones return its result.
 func AdviseHeap(n int) (Result, error) {
-	once.Do(func() { result, resultErr = adviseHeap(n, enabledPath, meminfoPath) })
+	once.Do(func() { result, resultErr = adviseHeap(n, enabledPath, meminfoPath, cgroupRoot) })
 	return result, resultErr
 }
 
@@ -44,16 +50,12 @@ var (
 	resultErr error
 )
 
-func adviseHeap(n int, enabled, meminfo string) (Result, error) {
+func adviseHeap(n int, enabled, meminfo, cgroup string) (Result, error) {
 	mode, err := kernelMode(enabled)
 	if err != nil || mode != "madvise" || n <= 0 {
 		return Result{Mode: mode}, err
 	}
-	total, err := memTotal(meminfo)
-	if err != nil {
-		total = 0
-	}
-	if n = spanBytes(n, total); n == 0 {
+	if n = spanBytes(n, memoryOf(meminfo, cgroup)); n == 0 {
 		return Result{Mode: mode}, nil
 	}
 	if free := heapFree(); free >= n/2 {
@@ -76,8 +78,21 @@ func adviseHeap(n int, enabled, meminfo string) (Result, error) {
 	return Result{Mode: mode, Advised: n}, nil
 }
 
-// spanBytes is the span to advise for a request of n: at most a quarter of total (the
-// machine's memory; 0 if unknown: no cap), in whole huge pages.
+// memoryOf is the memory the process may have: the machine's (MemTotal of meminfo), or its
+// container's limit under cgroup when that is less; 0 when neither is known.
+func memoryOf(meminfo, cgroup string) int {
+	total, err := memTotal(meminfo)
+	if err != nil {
+		total = 0
+	}
+	if hard, ok := memlimit.FromCgroup(cgroup); ok && hard > 0 && (total == 0 || int(hard) < total) {
+		total = int(hard)
+	}
+	return total
+}
+
+// spanBytes is the span to advise for a request of n: at most a quarter of total (memoryOf;
+// 0 if unknown: no cap), in whole huge pages.
 func spanBytes(n, total int) int {
 	if total > 0 {
 		n = min(n, total/4)

@@ -60,15 +60,15 @@ func TestAdviseHeapOnlyOnRequestKernels(t *testing.T) {
 	meminfo := writeFile(t, "MemTotal: 8388608 kB\n")
 	for _, mode := range []string{"always", "never"} {
 		setting := writeFile(t, strings.Replace("always madvise never", mode, "["+mode+"]", 1))
-		r, err := adviseHeap(64<<20, setting, meminfo)
+		r, err := adviseHeap(64<<20, setting, meminfo, t.TempDir())
 		if err != nil || r.Mode != mode || r.Advised != 0 {
 			t.Errorf("%s: %+v, %v; want the mode and nothing advised", mode, r, err)
 		}
 	}
-	if r, err := adviseHeap(64<<20, filepath.Join(t.TempDir(), "absent"), meminfo); err != nil || r != (Result{}) {
+	if r, err := adviseHeap(64<<20, filepath.Join(t.TempDir(), "absent"), meminfo, t.TempDir()); err != nil || r != (Result{}) {
 		t.Errorf("no setting: %+v, %v", r, err)
 	}
-	if _, err := adviseHeap(64<<20, writeFile(t, "garbled"), meminfo); err == nil {
+	if _, err := adviseHeap(64<<20, writeFile(t, "garbled"), meminfo, t.TempDir()); err == nil {
 		t.Error("garbled setting: no error")
 	}
 }
@@ -89,6 +89,38 @@ func TestSpanBytes(t *testing.T) {
 	}
 }
 
+// The memory a span is a quarter of is the machine's, or a container's limit when less.
+func TestMemoryOfFollowsTheContainerLimit(t *testing.T) {
+	meminfo, cgroup := writeFile(t, "MemTotal: 8388608 kB\n"), t.TempDir() // 8 GiB
+	if got := memoryOf(meminfo, cgroup); got != 8<<30 {
+		t.Errorf("no cgroup limit: %d, want the machine's 8 GiB", got)
+	}
+	if err := os.WriteFile(filepath.Join(cgroup, "memory.max"), []byte("536870912\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := memoryOf(meminfo, cgroup); got != 512<<20 {
+		t.Errorf("512 MiB container: %d, want its limit", got)
+	}
+	if got := spanBytes(1<<30, memoryOf(meminfo, cgroup)); got != 128<<20 {
+		t.Errorf("512 MiB container: span %d, want a quarter of it", got)
+	}
+	if got := spanBytes(64<<20, memoryOf(meminfo, cgroup)); got != 64<<20 {
+		t.Errorf("512 MiB container, 64 MiB asked: span %d", got)
+	}
+	if got := spanBytes(0, memoryOf(meminfo, cgroup)); got != 0 {
+		t.Errorf("turned off: span %d", got)
+	}
+	if got := memoryOf(filepath.Join(t.TempDir(), "absent"), cgroup); got != 512<<20 {
+		t.Errorf("no meminfo, 512 MiB container: %d, want its limit", got)
+	}
+	if err := os.WriteFile(filepath.Join(cgroup, "memory.max"), []byte("68719476736\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := memoryOf(meminfo, cgroup); got != 8<<30 {
+		t.Errorf("64 GiB container on an 8 GiB machine: %d, want the machine's", got)
+	}
+}
+
 var garbage []byte
 
 // A heap that already holds free memory is not advised: the span could be made of those
@@ -103,7 +135,7 @@ func TestAdviseHeapRefusesAHeapWithFreeMemory(t *testing.T) {
 	runtime.GC()
 	// Asked for 1 GiB on a machine of 256 MiB: the span is 64 MiB, and the heap's free 64 MiB
 	// could hold it (the check is against the span, not the request).
-	r, err := adviseHeap(1<<30, enabledPath, writeFile(t, "MemTotal: 262144 kB\n"))
+	r, err := adviseHeap(1<<30, enabledPath, writeFile(t, "MemTotal: 262144 kB\n"), t.TempDir())
 	if mode != "madvise" {
 		if err != nil || r.Advised != 0 {
 			t.Errorf("kernel %q: %+v, %v", mode, r, err)
