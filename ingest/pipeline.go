@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"time"
@@ -25,6 +26,15 @@ import (
 // message this loop finished last, or the consumer's state says so (its ack floor is right
 // below it, or every message pending on the consumer is one this pipeline holds). Otherwise it
 // waits, heartbeating what it holds, until the missing one is redelivered to it.
+
+// ProfileLabel is the profiler label (runtime/pprof) that says which part of the worker a
+// sample's goroutine works for: "stage" (framing and building the messages ahead), "commit"
+// (applying them in order: the graph's commits, acks and events) or "maintenance" (the
+// compactor's compactions and index work). Goroutines inherit it from the one that started
+// them, so a table's parallel encoding counts for the part that asked for it, and
+// `go tool pprof -tagfocus omnigraph_part=commit` shows the commit loop's whole cost alone.
+// (With pipeline_depth 1 one loop frames and commits each message, unlabelled.)
+const ProfileLabel = "omnigraph_part"
 
 // stagingFactor is how many times its body a message is taken to hold until it is staged:
 // the body and the Arrow rows built from its records (which point into the body).
@@ -101,9 +111,10 @@ func (w *Worker) pipeline(ctx context.Context, lost <-chan struct{}) error {
 			cancel()
 		}
 	})
-	helpers.Go(func() { p.stage(pctx) })
+	helpers.Go(func() { pprof.Do(pctx, pprof.Labels(ProfileLabel, "stage"), p.stage) })
 	helpers.Go(func() { p.heartbeat(pctx) })
-	err := p.commit(ctx, pctx)
+	var err error
+	pprof.Do(ctx, pprof.Labels(ProfileLabel, "commit"), func(context.Context) { err = p.commit(ctx, pctx) })
 	cancel()
 	helpers.Wait()
 	p.giveBack()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -501,5 +502,22 @@ func TestWorkerGivesFramesBack(t *testing.T) {
 			h.inOrder(msgs - 1)
 			waitFor(t, func() bool { return framing.Unreleased() == held }, "every frame given back")
 		})
+	}
+}
+
+// The stager, the commit loop and the compactor carry ProfileLabel, so a CPU profile of a
+// serving worker (WithProfiles) splits its cost between them.
+func TestPipelinePartsCarryProfileLabels(t *testing.T) {
+	h := start(t, func(w *Worker) { w.cfg.CompactionFanout = 4 }, depth(4))
+	h.publish(person(1), map[string]string{HeaderMode: "append"})
+	h.event()
+	var dump strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&dump, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"stage", "commit", "maintenance"} {
+		if want := fmt.Sprintf(`"%s":"%s"`, ProfileLabel, part); !strings.Contains(dump.String(), want) {
+			t.Errorf("no goroutine labelled %s", want)
+		}
 	}
 }

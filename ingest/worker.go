@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -223,7 +224,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer w.metrics.SetReady(false)
 		watchers.Go(func() { w.watchPending(watchCtx) })
 	}
-	watchers.Go(func() { w.compactor(watchCtx) })
+	watchers.Go(func() { pprof.Do(watchCtx, pprof.Labels(ProfileLabel, "maintenance"), w.compactor) })
 	// The acker outlives the consumer within this Run: what it has queued is acknowledged
 	// before Run returns.
 	w.acks = startAcker(w.cfg.PipelineDepth, w.cfg.AckWait, w.metrics.ackFailed)
