@@ -741,3 +741,48 @@ func TestScanRows(t *testing.T) {
 		t.Fatalf("no rows asked for, got %v", got)
 	}
 }
+
+// The row id, address and version columns of a scan read in batches smaller than a fragment
+// (each a view of the reader's slices from the batch's first row on) hold every row's own
+// values, deleted rows left out, as one whole-fragment read does.
+func TestScanExtraColumnsInSmallBatches(t *testing.T) {
+	ctx := context.Background()
+	d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 10)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageAppend(ctx, rows(seq(10, 17)...), StageOptions{})
+	d = commit(t, d, s, err)
+	s, err = d.StageDelete(ctx, In("id", 4, 12), StageOptions{})
+	d = commit(t, d, s, err)
+	read := func(batch int) map[int64][4]uint64 {
+		recs, err := d.ReadAll(ctx, ScanOptions{Columns: []string{"id"}, WithRowID: true, WithRowAddress: true, WithRowVersions: true, BatchRows: batch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int64][4]uint64{}
+		for _, r := range recs {
+			sc := r.Schema()
+			col := func(name string) *array.Uint64 { return r.Column(sc.FieldIndices(name)[0]).(*array.Uint64) }
+			for i := 0; i < int(r.NumRows()); i++ {
+				out[r.Column(0).(*array.Int64).Value(i)] = [4]uint64{col(RowIDColumn).Value(i), col(RowAddressColumn).Value(i),
+					col(RowCreatedAtColumn).Value(i), col(RowLastUpdatedAtColumn).Value(i)}
+			}
+		}
+		releaseAll(recs)
+		return out
+	}
+	whole, small := read(0), read(3)
+	if len(whole) != 15 || fmt.Sprint(small) != fmt.Sprint(whole) {
+		t.Fatalf("in batches of 3 %v, whole %v (want 15 rows)", small, whole)
+	}
+	for id, v := range small {
+		frag, off, created := uint64(0), uint64(id), uint64(1)
+		if id >= 10 {
+			frag, off, created = 1, uint64(id-10), 2
+		}
+		if want := [4]uint64{uint64(id), frag<<32 | off, created, created}; v != want {
+			t.Errorf("row %d: id, address, created, updated %v, want %v", id, v, want)
+		}
+	}
+}
