@@ -95,8 +95,7 @@ func mergeStringPages(strs []*array.String, oldIDs []uint64, fresh []btreeEntry,
 	values := array.NewStringData(array.NewData(arrow.BinaryTypes.String, len(ids),
 		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs)), memory.NewBufferBytes(vals)}, nil, 0, 0))
 	defer values.Release()
-	idArr := array.NewUint64Data(array.NewData(arrow.PrimitiveTypes.Uint64, len(ids),
-		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Uint64Traits.CastToBytes(ids))}, nil, 0, 0))
+	idArr := uint64View(ids)
 	defer idArr.Release()
 	data = array.NewRecord(btreeDataSchema(arrow.BinaryTypes.String), []arrow.Array{values, idArr}, int64(len(ids)))
 

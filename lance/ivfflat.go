@@ -257,15 +257,12 @@ func (vs *ivfVectors) auxFile(fo file.Options) ([]byte, error) {
 		{Name: "flat", Type: vt},
 	}, &md)
 	n := len(vs.ids)
-	ids := array.NewData(arrow.PrimitiveTypes.Uint64, n,
-		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Uint64Traits.CastToBytes(vs.ids))}, nil, 0, 0)
-	defer ids.Release()
 	items := array.NewData(arrow.PrimitiveTypes.Float32, len(vs.vals),
 		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float32Traits.CastToBytes(vs.vals))}, nil, 0, 0)
 	defer items.Release()
 	vecs := array.NewData(vt, n, []*memory.Buffer{nil}, []arrow.ArrayData{items}, 0, 0)
 	defer vecs.Release()
-	idArr, vecArr := array.MakeFromData(ids), array.MakeFromData(vecs)
+	idArr, vecArr := uint64View(vs.ids), array.MakeFromData(vecs)
 	defer idArr.Release()
 	defer vecArr.Release()
 	rec := array.NewRecord(as, []arrow.Array{idArr, vecArr}, int64(n))

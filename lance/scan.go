@@ -562,7 +562,8 @@ func (r *fragmentReader) next(ctx context.Context, batch int, mem memory.Allocat
 	return rec, nil
 }
 
-// uint64View is a UInt64 array over vals, which it shares: vals must not change afterwards.
+// uint64View is a UInt64 array over vals, which it shares (no copy): vals must not change
+// afterwards.
 func uint64View(vals []uint64) arrow.Array {
 	buf := memory.NewBufferBytes(arrow.Uint64Traits.CastToBytes(vals))
 	data := array.NewData(arrow.PrimitiveTypes.Uint64, len(vals), []*memory.Buffer{nil, buf}, nil, 0, 0)
