@@ -34,9 +34,10 @@ const (
 // back, which the runtime would treat as running out of memory; and the kernel may back
 // memory the collector gave back with a huge page again (khugepaged fills the rest of a 2 MiB
 // region a page of which is in use), so the span bounds how far the resident memory can stray
-// above what the collector counts, which a container must have room for. Call it first thing in main, before the
-// heap has free memory of its own: the span must come from fresh address space (which the
-// runtime knows to be zero and does not touch), not from free pages the runtime would clear.
+// above what the collector counts, which a container must have room for. Call it first thing
+// in main, before the heap has free memory of its own: the span must come from fresh address
+// space (which the runtime knows to be zero and does not touch), not from free pages the
+// runtime would clear.
 //
 // Only the first call of a process does anything; later ones return its result.
 func AdviseHeap(n int) (Result, error) {
