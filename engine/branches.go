@@ -79,6 +79,7 @@ func (g *Graph) Branches(ctx context.Context) ([]Branch, error) {
 func (g *Graph) CreateBranch(ctx context.Context, name, from string) error {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
+	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	return g.createBranch(ctx, name, from)
 }
 
@@ -176,6 +177,7 @@ func (g *Graph) forgetBranch(name string) {
 func (g *Graph) DeleteBranch(ctx context.Context, name string) error {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
+	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	return g.deleteBranch(ctx, name)
 }
 

@@ -67,6 +67,7 @@ func (g *Graph) Cleanup(ctx context.Context, o CleanupOptions) (*CleanupResult, 
 	}
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
+	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	if err := g.checkFence(ctx, "cleanup"); err != nil {
 		return nil, err
 	}

@@ -157,6 +157,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 func (g *Graph) CommitCompaction(ctx context.Context, sc *StagedCompaction) (*OptimizeResult, error) {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
+	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	res, err := g.commitCompaction(ctx, sc)
 	var drift *DriftError
 	g.drifted.Store(errors.As(err, &drift))

@@ -125,6 +125,7 @@ type DriftRestore struct {
 func (g *Graph) RestoreDrift(ctx context.Context) ([]DriftRestore, error) {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
+	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	if err := g.checkFence(ctx, "restoring drifted tables"); err != nil {
 		return nil, err
 	}

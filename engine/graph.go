@@ -35,7 +35,8 @@ type Graph struct {
 	writeMu sync.Mutex // the write gate: schema -> branch -> tables collapse to one per graph
 	pubs    map[string]*publisher.Publisher
 	tables  map[tableRef]*tableState
-	fence   Fence // the writer's (SetFence); read under writeMu
+	folding *pendingFold // a load's fold still running (fold.go); under writeMu
+	fence   Fence        // the writer's (SetFence); read under writeMu
 	// pendingIndices are the wanted indices whose last build failed (indices.go), read by
 	// maintenance off the write gate.
 	pendingIndices sync.Map

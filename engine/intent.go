@@ -45,6 +45,10 @@
 //     RetireInBackground (the serving worker) the write returns first and the deletion runs
 //     beside the next one (retire.go).
 //
+// A load also folds its committed rows into the writer's in-memory id indexes, beside its
+// publish; the fold is no step of the protocol (nothing outside the process reads the
+// indexes) and may end after the write returns, before the next write reads them (fold.go).
+//
 // Sidecar states: absent (nothing armed), Armed (Phase A done; tables may have moved),
 // EffectsConfirmed (Phase B done and recorded; recovery may roll forward), deleted (Phase D).
 // An Optimize sidecar stays Armed until it is deleted.
@@ -101,6 +105,7 @@ func (g *Graph) enter(ctx context.Context, branches ...string) (release func(), 
 // refuse while a sidecar is pending on any of branches. changed says it healed something or
 // followed a schema, so that what was prepared before it is stale.
 func (g *Graph) catchUp(ctx context.Context, branches ...string) (changed bool, err error) {
+	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	// The accepted schema is read beside the heal's listing of __recovery, so following a
 	// schema another writer applied costs no round trip of its own.
 	type read struct {

@@ -396,8 +396,21 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest, cached bool) (*pr
 	// The checks against the snapshot run while the tables' files are encoded: encoding only
 	// fills memory, so a refused batch still leaves no trace in storage. The files are
 	// written in effect, beside the recovery sidecar.
+	if req.Mode != ModeAppend {
+		// A merge stages its rewrites by the id index, an overwrite replaces it.
+		if err := g.settleFolds(); err != nil {
+			return nil, err
+		}
+	}
 	validated := make(chan error, 1)
-	go func() { validated <- g.validateAgainstSnapshot(ctx, req, st, p.tables) }()
+	go func() {
+		// The previous load's fold (fold.go) ends while this one encodes its files.
+		if err := g.settleFolds(); err != nil {
+			validated <- err
+			return
+		}
+		validated <- g.validateAgainstSnapshot(ctx, req, st, p.tables)
+	}()
 	err = eachTable(p.tables, func(t *plannedTable) error {
 		if t.firstTouch {
 			return nil // Lance branch-local files can only be staged once the table's ref exists
@@ -639,19 +652,19 @@ func (g *Graph) effect(ctx context.Context, req *LoadRequest, p *prepared, check
 	in.overlapConfirm = true
 	in.publish = func(ctx context.Context, gate func() error) error {
 		// The id indexes fold the committed rows while the publish runs (the write gate is
-		// held, so nothing else reads them); they are kept only if the publish lands.
-		folded := make(chan []foldedTable, 1)
-		go func() { folded <- foldCommitted(req, p) }()
+		// held, so nothing else reads them); they are kept only if the publish lands, and
+		// may still be folding when the load returns (fold.go).
+		pf := g.startFold(req, p)
 		r, err := g.publish(ctx, req, p, commitID, createdAt, gate)
-		fts := <-folded
 		if gerr := gate(); err == nil || gerr != nil {
 			err = gerr
 		}
 		if err != nil {
-			g.dropFolded(fts)
+			<-pf.done
+			g.dropFolded(pf.fts)
 			return err
 		}
-		g.installFolded(fts)
+		g.installFolded(pf, req, p)
 		res = r
 		return nil
 	}
@@ -718,63 +731,4 @@ func (g *Graph) publish(ctx context.Context, req *LoadRequest, p *prepared, comm
 func tableUpdate(t *plannedTable) publisher.DatasetUpdate {
 	return publisher.DatasetUpdate{Identity: t.identity(), TableKey: t.key, Version: t.committed.Version(),
 		Branch: ids.BranchPtr(t.committed.Branch()), RowCount: t.committed.CountRows(), Meta: publisher.VersionMetadata(t.committed)}
-}
-
-// foldedTable is one table's index after a load's commit (nil ts: re-read on next use).
-type foldedTable struct {
-	ref tableRef
-	ts  *tableState
-}
-
-// foldCommitted updates the id indexes with what this load committed. It touches only the
-// load's own table states, one per table, so the tables fold side by side, and beside the
-// publish.
-func foldCommitted(req *LoadRequest, p *prepared) []foldedTable {
-	out := make([]foldedTable, len(p.tables))
-	at := make([]int, len(p.tables))
-	for i := range at {
-		at[i] = i
-	}
-	_ = parallel.Each(at, TableConcurrency, func(i int) error {
-		out[i] = foldTable(req, p.tables[i])
-		return nil
-	})
-	return out
-}
-
-// foldTable is one table's fold; a failure leaves a nil state, rebuilt from storage on next use.
-func foldTable(req *LoadRequest, t *plannedTable) foldedTable {
-	ref := tableRef{path: t.entry.Path, branch: t.committed.Branch()}
-	ts := t.ts
-	if t.firstTouch {
-		ts = ts.forBranch()
-	}
-	older := t.ts.ds.Manifest()
-	err := ts.applyCommit(t.committed, older, req.Mode == ModeOverwrite, t.batch.IDs, t.batch.Src, t.batch.Dst)
-	if err == nil {
-		err = ts.foldUnique(t.batch, req.Mode == ModeOverwrite)
-	}
-	if err != nil {
-		ts = nil
-	}
-	return foldedTable{ref: ref, ts: ts}
-}
-
-// installFolded caches the folded indexes of a published load.
-func (g *Graph) installFolded(fts []foldedTable) {
-	for _, f := range fts {
-		if f.ts == nil {
-			delete(g.tables, f.ref) // rebuilt from storage on next use
-			continue
-		}
-		g.tables[f.ref] = f.ts
-	}
-}
-
-// dropFolded forgets every index a load touched when its publish did not land: the cached
-// states were folded ahead of a commit that is not visible.
-func (g *Graph) dropFolded(fts []foldedTable) {
-	for _, f := range fts {
-		delete(g.tables, f.ref)
-	}
 }

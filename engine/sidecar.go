@@ -121,6 +121,7 @@ func (g *Graph) reloadContract(ctx context.Context) error {
 func (g *Graph) Recover(ctx context.Context) ([]recovery.Outcome, error) {
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
+	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	g.WaitRetired()
 	if err := g.checkFence(ctx, "recovery"); err != nil {
 		return nil, err

@@ -105,6 +105,16 @@ func indexTable(ctx context.Context, ds *lance.Dataset, isEdge bool) (*tableStat
 // applyCommit folds a committed batch into the index: the rows of recIDs now live in the
 // fragments the commit added, in order.
 func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, overwrite bool, rowIDs, src, dst []string) error {
+	if err := ts.indexCommit(ds, older, overwrite, rowIDs, src, dst); err != nil {
+		return err
+	}
+	ts.ds = ds
+	return nil
+}
+
+// indexCommit is applyCommit without moving ts to ds: a load's fold may run beside the next
+// write, which reads ts.ds (fold.go), so the load moves it itself.
+func (ts *tableState) indexCommit(ds *lance.Dataset, older *lance.Manifest, overwrite bool, rowIDs, src, dst []string) error {
 	if overwrite {
 		ts.ids = newIDIndex(len(rowIDs))
 		ts.ends = nil // rebuilt from the new version on next use
@@ -129,7 +139,6 @@ func (ts *tableState) applyCommit(ds *lance.Dataset, older *lance.Manifest, over
 		}
 	}
 	ts.ids.SetMany(rowIDs, addrs)
-	ts.ds = ds
 	return nil
 }
 

@@ -86,7 +86,7 @@ func cases() []crashCase {
 		for j := 0; j < k; j++ {
 			steps = append(steps, fmt.Sprintf("load.after_table_commit=%d+1*kill", j))
 		}
-		steps = append(steps, "load.after_confirm=kill", "publisher.before_commit=kill", "load.after_publish=kill")
+		steps = append(steps, "load.after_confirm=kill", "publisher.before_commit=kill", "load.after_publish=kill", "load.fold=kill")
 		for _, s := range steps {
 			out = append(out, crashCase{name: fmt.Sprintf("%dt/%s", k, s), tables: k, loadKill: s})
 		}

@@ -41,7 +41,7 @@ func TestPipelineCrashMatrix(t *testing.T) {
 	var tl tally
 	disordered := 0
 	for _, step := range []string{"load.after_prepare", "load.after_sidecar", "load.after_table_commit", "load.after_confirm",
-		"publisher.before_commit", "load.after_publish", "ingest.before_ack", ingest.FailpointAckQueued} {
+		"publisher.before_commit", "load.after_publish", "load.fold", "ingest.before_ack", ingest.FailpointAckQueued} {
 		t.Run(step, func(t *testing.T) {
 			lost, doubled, half, inOrder := runPipelineCase(t, step+"=2+1*kill", "16", true)
 			tl.add(lost, doubled, half)
