@@ -96,6 +96,7 @@ func foldsBehind(req *LoadRequest, p *prepared) bool {
 // installFolded caches the folded indexes of a published load: at once, behind the fold, when
 // foldsBehind allows (settleFolds then waits for it), else once the fold has ended.
 func (g *Graph) installFolded(pf *pendingFold, req *LoadRequest, p *prepared) {
+	g.notePlans(req, p)
 	if !foldsBehind(req, p) {
 		<-pf.done
 		for _, f := range pf.fts {

@@ -36,7 +36,10 @@ type Graph struct {
 	pubs    map[string]*publisher.Publisher
 	tables  map[tableRef]*tableState
 	folding *pendingFold // a load's fold still running (fold.go); under writeMu
-	fence   Fence        // the writer's (SetFence); read under writeMu
+	// encodePlans are the table versions a load's data files are encoded for ahead of its
+	// turn (encode.go), read off the write gate.
+	encodePlans sync.Map
+	fence       Fence // the writer's (SetFence); read under writeMu
 	// pendingIndices are the wanted indices whose last build failed (indices.go), read by
 	// maintenance off the write gate.
 	pendingIndices sync.Map

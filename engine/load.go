@@ -62,6 +62,7 @@ type Built struct {
 	catalog *pg.Catalog
 	mode    rows.Mode
 	batches map[string]*rows.TableBatch
+	encoded map[string]*lance.Encoded // by table key: data files encoded ahead (encode.go)
 }
 
 // Build validates req's records against the catalog and builds their Arrow rows, as the
@@ -73,7 +74,7 @@ func (g *Graph) Build(req LoadRequest) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Built{catalog: cat, mode: req.Mode, batches: b}, nil
+	return &Built{catalog: cat, mode: req.Mode, batches: b, encoded: g.encodeAhead(req, b)}, nil
 }
 
 // Bytes is about how much memory the built rows hold: their Arrow buffers and the ids kept
@@ -93,6 +94,9 @@ func (b *Built) Bytes() int64 {
 			}
 		}
 		n += int64(8 * len(tb.Lines))
+	}
+	for _, e := range b.encoded {
+		n += e.Bytes()
 	}
 	return n
 }
@@ -159,7 +163,8 @@ type plannedTable struct {
 	entry      publisher.TableEntry
 	ts         *tableState
 	batch      *rows.TableBatch
-	staged     *lance.Staged // nil for a first-touch table: staged on its new ref after arming
+	encoded    *lance.Encoded // its data files encoded ahead, or nil (encode.go)
+	staged     *lance.Staged  // nil for a first-touch table: staged on its new ref after arming
 	uuid       string
 	firstTouch bool
 	committed  *lance.Dataset
@@ -356,8 +361,9 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest, cached bool) (*pr
 		p.head = &h
 	}
 	var batches map[string]*rows.TableBatch
+	var encoded map[string]*lance.Encoded
 	if b := req.Built; b != nil && b.catalog == g.Catalog() && b.mode == req.Mode {
-		batches = b.batches
+		batches, encoded = b.batches, b.encoded
 	} else if batches, err = rows.Build(g.Catalog(), req.Records, req.Mode, rows.Options{NewID: ids.NewULID, Parallel: TableConcurrency}); err != nil {
 		return nil, err
 	}
@@ -375,7 +381,7 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest, cached bool) (*pr
 			}
 			return nil, fmt.Errorf("load: table %s is not in the manifest of branch %s", k, ids.BranchKey(req.Branch))
 		}
-		p.tables = append(p.tables, &plannedTable{key: k, entry: entry, batch: batches[k], uuid: lance.NewUUID(),
+		p.tables = append(p.tables, &plannedTable{key: k, entry: entry, batch: batches[k], encoded: encoded[k], uuid: lance.NewUUID(),
 			firstTouch: req.Branch != "" && (entry.Branch == nil || *entry.Branch != req.Branch)})
 	}
 	// The tables are opened (and, on a fresh snapshot, probed for drift) side by side:
@@ -472,6 +478,9 @@ func stage(ctx context.Context, ds *lance.Dataset, mode rows.Mode, t *plannedTab
 	switch mode {
 	case ModeAppend:
 		opts.Properties = certified
+		if st, ok := ds.StageInsertOnlyUpdateEncoded(t.encoded, opts); ok {
+			return st, nil
+		}
 		return ds.StageInsertOnlyUpdate(ctx, recs, opts)
 	case ModeMerge:
 		var remove []lance.RowAddress

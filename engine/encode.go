@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/omnigraph/omnigraph-worker/engine/rows"
+	"github.com/omnigraph/omnigraph-worker/internal/parallel"
+	"github.com/omnigraph/omnigraph-worker/lance"
+	"github.com/omnigraph/omnigraph-worker/lance/file"
+)
+
+// A serving worker builds each batch's rows ahead of its load (Build), while earlier batches
+// commit. An append's data files are encoded there too, for the table versions this writer's
+// last loads committed (the encode plans): a data file depends only on the table's schema and
+// data file version (lance.EncodeAhead), so the load's turn at the write gate stages the files
+// as they are, unless the table it meets has another schema (a schema apply, a table read
+// again) and it encodes the rows itself. Encoding is the larger part of a load's preparation,
+// and the commit loop, which applies the batches one at a time, is the stream's critical path.
+
+// encodePlan is the key of a table's encode plan: its branch and table key.
+func encodePlan(branch, table string) string { return branch + "\x00" + table }
+
+// notePlans records the tables a published load committed as the plans later batches encode
+// for.
+func (g *Graph) notePlans(req *LoadRequest, p *prepared) {
+	for _, t := range p.tables {
+		g.encodePlans.Store(encodePlan(req.Branch, t.key), t.committed)
+	}
+}
+
+// encodeAhead encodes the tables of an append's built rows for their encode plans, side by
+// side; a table with no plan, or whose encoding fails (its load encodes it again and reports
+// what fails), is left out.
+func (g *Graph) encodeAhead(req LoadRequest, batches map[string]*rows.TableBatch) map[string]*lance.Encoded {
+	if req.Mode != ModeAppend {
+		return nil
+	}
+	branch := normBranch(req.Branch)
+	keys := make([]string, 0, len(batches))
+	for k := range batches {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	enc := make([]*lance.Encoded, len(keys))
+	at := make([]int, len(keys))
+	for i := range at {
+		at[i] = i
+	}
+	_ = parallel.Each(at, TableConcurrency, func(i int) error {
+		plan, ok := g.encodePlans.Load(encodePlan(branch, keys[i]))
+		if !ok {
+			return nil
+		}
+		e, err := plan.(*lance.Dataset).EncodeAhead([]arrow.Record{batches[keys[i]].Record}, file.Options{})
+		if err == nil {
+			enc[i] = e
+		}
+		return nil
+	})
+	out := map[string]*lance.Encoded{}
+	for i, e := range enc {
+		if e != nil {
+			out[keys[i]] = e
+		}
+	}
+	return out
+}
