@@ -16,21 +16,29 @@ func BenchmarkLoad1k1k(b *testing.B) { benchLoads(b, 1000) }
 // BenchmarkLoad4k4k is the sustained-throughput batch: 4,096 nodes and 4,096 edges.
 func BenchmarkLoad4k4k(b *testing.B) { benchLoads(b, 4096) }
 
-// benchLoads times one strict-insert load of n nodes and n edges per iteration on a fresh graph
-// held as the worker holds it (with spare files). Each batch is framed outside the timer, and
-// only one is alive at a time, so the collector sees the heap a worker has, not b.N batches.
-func benchLoads(b *testing.B, n int) {
+// benchGraph is a fresh graph of the bench schema held as the worker holds it (with spare
+// files), synced as BENCH_FSYNC says (off: not at all).
+func benchGraph(b *testing.B) *Graph {
 	ctx := context.Background()
 	root, err := storage.Open(ctx, b.TempDir(), storage.WithLocalFsync(os.Getenv("BENCH_FSYNC") != "off"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer root.Close()
+	b.Cleanup(func() { root.Close() })
 	storage.KeepSpares(root)
 	g, err := Init(ctx, root, benchdata.Schema)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return g
+}
+
+// benchLoads times one strict-insert load of n nodes and n edges per iteration on a fresh graph
+// held as the worker holds it (with spare files). Each batch is framed outside the timer, and
+// only one is alive at a time, so the collector sees the heap a worker has, not b.N batches.
+func benchLoads(b *testing.B, n int) {
+	ctx := context.Background()
+	g := benchGraph(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -143,16 +151,8 @@ func processCPU() int64 {
 // next (fold.go).
 func BenchmarkCommitTurn8k8k(b *testing.B) {
 	ctx := context.Background()
-	root, err := storage.Open(ctx, b.TempDir(), storage.WithLocalFsync(os.Getenv("BENCH_FSYNC") != "off"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer root.Close()
-	storage.KeepSpares(root)
-	g, err := Init(ctx, root, benchdata.Schema)
-	if err != nil {
-		b.Fatal(err)
-	}
+	g := benchGraph(b)
+	var err error
 	// One load first: a serving worker builds (and encodes) its batches for the tables its last
 	// loads committed.
 	if _, err := g.Load(ctx, LoadRequest{Mode: ModeAppend, Records: benchdata.GraphBatch(8_999_999, 8192)}); err != nil {

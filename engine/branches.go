@@ -170,6 +170,7 @@ func (g *Graph) forgetBranch(name string) {
 			delete(g.tables, ref)
 		}
 	}
+	g.forgetPlans(name)
 }
 
 // DeleteBranch removes a graph branch: its __manifest branch and every table's Lance branch of

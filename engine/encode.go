@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -28,6 +29,18 @@ func (g *Graph) notePlans(req *LoadRequest, p *prepared) {
 	for _, t := range p.tables {
 		g.encodePlans.Store(encodePlan(req.Branch, t.key), t.committed)
 	}
+}
+
+// forgetPlans drops the encode plans of a branch (deleted, or forgotten for a later branch of
+// its name), so that a writer serving many short-lived branches does not keep a table version
+// of each.
+func (g *Graph) forgetPlans(branch string) {
+	g.encodePlans.Range(func(k, _ any) bool {
+		if strings.HasPrefix(k.(string), branch+"\x00") {
+			g.encodePlans.Delete(k)
+		}
+		return true
+	})
 }
 
 // encodeAhead encodes the tables of an append's built rows for their encode plans, side by

@@ -25,10 +25,10 @@ func lastDataFile(t *testing.T, g *Graph, key string) string {
 	return ""
 }
 
-// An append built ahead (as the worker's stager builds it) carries its data files encoded for
-// the tables the writer's last load committed, and its load commits those very files.
-func TestAppendCommitsTheFilesEncodedAhead(t *testing.T) {
-	ctx := context.Background()
+// carolBuiltAhead is a graph holding people and the append of carol built ahead, as the
+// worker's stager builds it.
+func carolBuiltAhead(t *testing.T) (*Graph, LoadRequest, *Built) {
+	t.Helper()
 	g := testGraph(t)
 	if _, err := load(t, g, "append", people...); err != nil {
 		t.Fatal(err)
@@ -38,6 +38,14 @@ func TestAppendCommitsTheFilesEncodedAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g, req, built
+}
+
+// An append built ahead (as the worker's stager builds it) carries its data files encoded for
+// the tables the writer's last load committed, and its load commits those very files.
+func TestAppendCommitsTheFilesEncodedAhead(t *testing.T) {
+	ctx := context.Background()
+	g, req, built := carolBuiltAhead(t)
 	enc := built.encoded["node:Person"]
 	if enc == nil || len(enc.DataFiles()) != 1 || built.Bytes() <= enc.Bytes() {
 		t.Fatalf("Person rows not encoded ahead: %v (built %d bytes)", enc, built.Bytes())
@@ -58,15 +66,7 @@ func TestAppendCommitsTheFilesEncodedAhead(t *testing.T) {
 // meanwhile) are not used: the load encodes its rows itself.
 func TestFilesEncodedForAnotherStateAreEncodedAgain(t *testing.T) {
 	ctx := context.Background()
-	g := testGraph(t)
-	if _, err := load(t, g, "append", people...); err != nil {
-		t.Fatal(err)
-	}
-	req := LoadRequest{Mode: ModeAppend, Records: records(t, `{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`)}
-	built, err := g.Build(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, req, built := carolBuiltAhead(t)
 	enc := built.encoded["node:Person"]
 	if enc == nil {
 		t.Fatal("Person rows not encoded ahead")
@@ -86,4 +86,30 @@ func TestFilesEncodedForAnotherStateAreEncodedAgain(t *testing.T) {
 		t.Fatal("carol is not in the graph")
 	}
 	assertIndexesMatchStorage(t, g)
+}
+
+// A deleted branch leaves no encode plan behind.
+func TestDeletedBranchForgetsItsEncodePlans(t *testing.T) {
+	g := testGraph(t)
+	loadInto(t, g, "", "", "append", people...)
+	loadInto(t, g, "b", "main", "append", `{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`)
+	loadInto(t, g, "b", "", "append", `{"type":"Person","data":{"handle":"dave","name":"Dave","active":true}}`)
+	plans := func(branch string) (n int) {
+		g.encodePlans.Range(func(k, _ any) bool {
+			if strings.HasPrefix(k.(string), branch+"\x00") {
+				n++
+			}
+			return true
+		})
+		return n
+	}
+	if plans("b") == 0 {
+		t.Fatal("loads into branch b left no encode plan")
+	}
+	if err := g.DeleteBranch(context.Background(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	if n := plans("b"); n != 0 || plans("") == 0 {
+		t.Fatalf("after deleting b: %d plans of b, %d of main", n, plans(""))
+	}
 }

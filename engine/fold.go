@@ -38,7 +38,9 @@ type pendingFold struct {
 // table state each, side by side. Each table's pre-commit manifest is read here: the fold
 // does not read ts.ds, which installFolded may move before it ends.
 func (g *Graph) startFold(req *LoadRequest, p *prepared) *pendingFold {
-	_ = g.settleFolds() // the validation of p settled the one before: a no-op kept for safety
+	// p's validation settled the fold before this one; any write that did not validate first
+	// would meet it here.
+	_ = g.settleFolds()
 	pf := &pendingFold{done: make(chan struct{}), fts: make([]foldedTable, len(p.tables))}
 	olders := make([]*lance.Manifest, len(p.tables))
 	for i, t := range p.tables {
