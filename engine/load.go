@@ -57,7 +57,9 @@ type LoadRequest struct {
 
 // Built is a batch's rows built ahead of its load. Building reads only the records and the
 // schema catalog, never the graph's data, so it cannot go stale while earlier batches commit;
-// everything that reads the graph (receipts, keys, unique, references) still runs in Load.
+// everything that reads the graph (receipts, keys, unique, references) still runs in Load. An
+// append's data files are encoded too, for the tables' last known schemas (encode.go): Load
+// stages them only if its tables still have those.
 type Built struct {
 	catalog *pg.Catalog
 	mode    rows.Mode
