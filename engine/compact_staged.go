@@ -78,10 +78,7 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 	// share that work evenly. CompactionBytes counts the rewrites staged together.
 	slots := parallel.NewSlots(stageConcurrency)
 	staged := make([]*stagedRewrite, len(dues))
-	at := make([]int, len(dues))
-	for i := range at {
-		at[i] = i
-	}
+	at := parallel.Indices(len(dues))
 	// Each table's staged files (rewritten fragments, index files: a fold writes its index
 	// whole) are written as soon as it is staged, off the writer's turn, not by the commit in
 	// it: nothing names them until a table commits, and those of a staging that is never

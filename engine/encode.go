@@ -57,10 +57,7 @@ func (g *Graph) encodeAhead(req LoadRequest, batches map[string]*rows.TableBatch
 	}
 	sort.Strings(keys)
 	enc := make([]*lance.Encoded, len(keys))
-	at := make([]int, len(keys))
-	for i := range at {
-		at[i] = i
-	}
+	at := parallel.Indices(len(keys))
 	_ = parallel.Each(at, TableConcurrency, func(i int) error {
 		plan, ok := g.encodePlans.Load(encodePlan(branch, keys[i]))
 		if !ok {

@@ -48,10 +48,7 @@ func (g *Graph) startFold(req *LoadRequest, p *prepared) *pendingFold {
 	}
 	go func() {
 		defer close(pf.done)
-		at := make([]int, len(p.tables))
-		for i := range at {
-			at[i] = i
-		}
+		at := parallel.Indices(len(p.tables))
 		_ = parallel.Each(at, TableConcurrency, func(i int) error {
 			pf.fts[i] = foldTable(req, p.tables[i], olders[i])
 			return nil

@@ -441,10 +441,7 @@ func (g *Graph) prepare(ctx context.Context, req *LoadRequest, cached bool) (*pr
 // all are done.
 func (g *Graph) openPlanned(ctx context.Context, tables []*plannedTable, drift bool) error {
 	opened := make([]bool, len(tables))
-	at := make([]int, len(tables))
-	for i := range at {
-		at[i] = i
-	}
+	at := parallel.Indices(len(tables))
 	err := parallel.Each(at, TableConcurrency, func(i int) error {
 		t := tables[i]
 		var err error

@@ -75,10 +75,7 @@ func (d *Dataset) StageIndices(ctx context.Context, specs []IndexSpec, o StageOp
 	// transaction is the same however the builds interleave.
 	xs := make([]Index, len(specs))
 	ws := make([]fileWrites, len(specs))
-	at := make([]int, len(specs))
-	for i := range at {
-		at[i] = i
-	}
+	at := parallel.Indices(len(specs))
 	reads := d.newFoldReads(specs)
 	err = parallel.EachSlot(ctx, at, o.Slots, func(i int) error {
 		var err error

@@ -39,6 +39,16 @@ func Each[T any](items []T, limit int, fn func(T) error) error {
 	return nil
 }
 
+// Indices is 0, 1, …, n-1: the items of an Each or EachSlot over the positions of a slice
+// whose pieces write their results into slices of their own, by position.
+func Indices(n int) []int {
+	at := make([]int, n)
+	for i := range at {
+		at[i] = i
+	}
+	return at
+}
+
 // Slots bounds work started from several places at once: a piece holds one slot while it
 // runs (EachSlot), so pieces of different callers sharing one Slots run at most n together.
 type Slots struct{ c chan struct{} }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,5 +108,14 @@ func TestEachSlotStopsWaitingOnCancel(t *testing.T) {
 	var order []int
 	if err := EachSlot(context.Background(), []int{1, 2, 3}, nil, func(i int) error { order = append(order, i); return nil }); err != nil || fmt.Sprint(order) != "[1 2 3]" {
 		t.Fatalf("nil slots: %v %v", order, err)
+	}
+}
+
+func TestIndices(t *testing.T) {
+	if got := Indices(4); !slices.Equal(got, []int{0, 1, 2, 3}) {
+		t.Fatalf("Indices(4) = %v", got)
+	}
+	if got := Indices(0); len(got) != 0 {
+		t.Fatalf("Indices(0) = %v", got)
 	}
 }
