@@ -77,9 +77,8 @@ func (g *Graph) Branches(ctx context.Context) ([]Branch, error) {
 // a Lance branch of __manifest. Tables fork lazily on their first write to the branch. A fresh
 // branch has no graph_head row until its first commit.
 func (g *Graph) CreateBranch(ctx context.Context, name, from string) error {
-	g.writeMu.Lock()
+	g.lockSettled()
 	defer g.writeMu.Unlock()
-	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	return g.createBranch(ctx, name, from)
 }
 
@@ -176,9 +175,8 @@ func (g *Graph) forgetBranch(name string) {
 // DeleteBranch removes a graph branch: its __manifest branch and every table's Lance branch of
 // that name.
 func (g *Graph) DeleteBranch(ctx context.Context, name string) error {
-	g.writeMu.Lock()
+	g.lockSettled()
 	defer g.writeMu.Unlock()
-	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	return g.deleteBranch(ctx, name)
 }
 

@@ -65,9 +65,8 @@ func (g *Graph) Cleanup(ctx context.Context, o CleanupOptions) (*CleanupResult, 
 	if o.Keep < 1 {
 		return nil, &errs.InvalidInput{Field: "keep", Reason: "must be at least 1"}
 	}
-	g.writeMu.Lock()
+	g.lockSettled()
 	defer g.writeMu.Unlock()
-	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	if err := g.checkFence(ctx, "cleanup"); err != nil {
 		return nil, err
 	}

@@ -152,9 +152,8 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 // refused, and writes nothing first. A commit refused for drift marks the writer so, as a load
 // does.
 func (g *Graph) CommitCompaction(ctx context.Context, sc *StagedCompaction) (*OptimizeResult, error) {
-	g.writeMu.Lock()
+	g.lockSettled()
 	defer g.writeMu.Unlock()
-	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	res, err := g.commitCompaction(ctx, sc)
 	var drift *DriftError
 	g.drifted.Store(errors.As(err, &drift))

@@ -123,9 +123,8 @@ type DriftRestore struct {
 // intent's to resolve, so Recover runs first. A crash between a table's restore and the
 // publish leaves that table drifted again, and a second run restores and publishes it.
 func (g *Graph) RestoreDrift(ctx context.Context) ([]DriftRestore, error) {
-	g.writeMu.Lock()
+	g.lockSettled()
 	defer g.writeMu.Unlock()
-	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	if err := g.checkFence(ctx, "restoring drifted tables"); err != nil {
 		return nil, err
 	}

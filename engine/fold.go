@@ -142,6 +142,14 @@ func (g *Graph) settleFolds() error {
 	return err
 }
 
+// lockSettled takes the write gate for a write that reads the cached indexes or replaces the
+// cache: the fold a load left behind has ended once it returns (a failed one only dropped its
+// tables from the cache, which the write reads again).
+func (g *Graph) lockSettled() {
+	g.writeMu.Lock()
+	_ = g.settleFolds()
+}
+
 // dropFolded forgets every index a load touched when its publish did not land: the cached
 // states were folded ahead of a commit that is not visible.
 func (g *Graph) dropFolded(fts []foldedTable) {

@@ -119,9 +119,8 @@ func (g *Graph) reloadContract(ctx context.Context) error {
 // a failed fence refuses it up front (a *FenceError, nothing written), and recovery checks
 // the fence again before each intent and each publish.
 func (g *Graph) Recover(ctx context.Context) ([]recovery.Outcome, error) {
-	g.writeMu.Lock()
+	g.lockSettled()
 	defer g.writeMu.Unlock()
-	_ = g.settleFolds() // a failed fold only dropped its tables from the cache
 	g.WaitRetired()
 	if err := g.checkFence(ctx, "recovery"); err != nil {
 		return nil, err
