@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -55,7 +54,6 @@ func (g *Graph) encodeAhead(req LoadRequest, batches map[string]*rows.TableBatch
 	for k := range batches {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
 	enc := make([]*lance.Encoded, len(keys))
 	at := parallel.Indices(len(keys))
 	_ = parallel.Each(at, TableConcurrency, func(i int) error {

@@ -9,18 +9,25 @@ import (
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
-// An append into tables the writer holds returns while its id index fold still runs; the next
-// load waits for that fold before it checks keys, so a conflict with the rows just written is
-// still found, and the cached indexes end equal to storage.
-func TestLoadReturnsBeforeItsFold(t *testing.T) {
+// heldGraphWithFold is a graph holding people, its next folds doing action at load.fold.
+func heldGraphWithFold(t *testing.T, action string) *Graph {
+	t.Helper()
 	g := testGraph(t)
 	if _, err := load(t, g, "append", people...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(failpoint.Reset)
-	if err := failpoint.Enable("load.fold", "1*sleep(1500)"); err != nil {
+	if err := failpoint.Enable("load.fold", action); err != nil {
 		t.Fatal(err)
 	}
+	return g
+}
+
+// An append into tables the writer holds returns while its id index fold still runs; the next
+// load waits for that fold before it checks keys, so a conflict with the rows just written is
+// still found, and the cached indexes end equal to storage.
+func TestLoadReturnsBeforeItsFold(t *testing.T) {
+	g := heldGraphWithFold(t, "1*sleep(1500)")
 	carol := `{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`
 	if _, err := load(t, g, "append", carol); err != nil {
 		t.Fatal(err)
@@ -48,14 +55,7 @@ func TestLoadReturnsBeforeItsFold(t *testing.T) {
 // A fold that fails after its load returned leaves nothing wrong behind: the next load, which
 // prepared on the half-folded state, prepares again on the tables read from storage.
 func TestFoldFailedAfterTheLoadReturned(t *testing.T) {
-	g := testGraph(t)
-	if _, err := load(t, g, "append", people...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(failpoint.Reset)
-	if err := failpoint.Enable("load.fold", "1*error"); err != nil {
-		t.Fatal(err)
-	}
+	g := heldGraphWithFold(t, "1*error")
 	carol := `{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`
 	if _, err := load(t, g, "append", carol); err != nil {
 		t.Fatalf("a load whose fold fails is still published: %v", err)
@@ -74,14 +74,7 @@ func TestFoldFailedAfterTheLoadReturned(t *testing.T) {
 // Writes other than a load settle the fold when they take the write gate: a merge-mode load
 // (which stages its rewrites by the id index) right after an append.
 func TestMergeLoadAfterAnUnfinishedFold(t *testing.T) {
-	g := testGraph(t)
-	if _, err := load(t, g, "append", people...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(failpoint.Reset)
-	if err := failpoint.Enable("load.fold", "1*sleep(500)"); err != nil {
-		t.Fatal(err)
-	}
+	g := heldGraphWithFold(t, "1*sleep(500)")
 	if _, err := load(t, g, "append", `{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,6 @@ type Encoded struct {
 	version file.Version
 	frags   []Fragment
 	files   []pendingFile
-	bytes   int64
 }
 
 // Bytes is the size of the encoded data files.
@@ -30,7 +29,11 @@ func (e *Encoded) Bytes() int64 {
 	if e == nil {
 		return 0
 	}
-	return e.bytes
+	var n int64
+	for _, f := range e.files {
+		n += int64(len(f.data))
+	}
+	return n
 }
 
 // EncodeAhead encodes recs as new fragments of a table with d's schema and data file version,
@@ -48,11 +51,7 @@ func (d *Dataset) EncodeAhead(recs []arrow.Record, fo file.Options) (*Encoded, e
 	if err != nil {
 		return nil, err
 	}
-	e := &Encoded{schema: s, version: fo.Version, frags: frags, files: w.files}
-	for _, f := range w.files {
-		e.bytes += int64(len(f.data))
-	}
-	return e, nil
+	return &Encoded{schema: s, version: fo.Version, frags: frags, files: w.files}, nil
 }
 
 // StageInsertOnlyUpdateEncoded is StageInsertOnlyUpdate of rows encoded ahead (e), on d: ok
