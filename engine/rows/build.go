@@ -221,11 +221,11 @@ func stringArray(mem memory.Allocator, n int, value func(int) string) arrow.Arra
 	values := memory.NewResizableBuffer(mem)
 	defer values.Release()
 	values.Resize(size)
-	offs, bytes := arrow.Int32Traits.CastFromBytes(offsets.Bytes()), values.Bytes()
+	offs, vals := arrow.Int32Traits.CastFromBytes(offsets.Bytes()), values.Bytes()
 	at := 0
 	for i := range n {
 		offs[i] = int32(at)
-		at += copy(bytes[at:], value(i))
+		at += copy(vals[at:], value(i))
 	}
 	offs[n] = int32(at)
 	data := array.NewData(arrow.BinaryTypes.String, n, []*memory.Buffer{nil, offsets, values}, nil, 0, 0)

@@ -2,6 +2,9 @@ package rows
 
 import (
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // One property value per case: accepted values with their stored JSON rendering, refused
@@ -150,5 +153,29 @@ func TestMissingNonNullable(t *testing.T) {
 	out := mustRun(t, allTypes, Append, thing("x", ""))
 	if got := colJSON(t, out["node:Thing"], "ls")[0]; got != "null" {
 		t.Fatalf("absent list stored as %s", got)
+	}
+}
+
+// TestStringArrayBuffers: the ids and endpoints array, built straight into its buffers, holds
+// every value (empty ones too) at its offsets, is a valid Arrow array, and gives its memory
+// back to the allocator.
+func TestStringArrayBuffers(t *testing.T) {
+	for _, vals := range [][]string{nil, {""}, {"a", "", "bcd", ""}, {"p1-0", "p1-1", "ü→"}} {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		a := stringArray(mem, len(vals), func(i int) string { return vals[i] })
+		s := a.(*array.String)
+		if err := s.ValidateFull(); err != nil {
+			t.Fatalf("%q: %v", vals, err)
+		}
+		if s.Len() != len(vals) || s.NullN() != 0 {
+			t.Fatalf("%q: len %d nulls %d", vals, s.Len(), s.NullN())
+		}
+		for i, v := range vals {
+			if s.Value(i) != v {
+				t.Fatalf("%q: value %d is %q", vals, i, s.Value(i))
+			}
+		}
+		a.Release()
+		mem.AssertSize(t, 0)
 	}
 }
