@@ -187,10 +187,22 @@ func (h *harness) eventStored() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	waitFor(h.t, func() bool {
-		_, err := evs.GetLastMsgForSubject(ctx, h.w.cfg.EventSubject())
-		return err == nil
-	}, "the event in the re-created events stream")
+	var last error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, last = evs.GetLastMsgForSubject(ctx, h.w.cfg.EventSubject()); last == nil {
+			return
+		}
+	}
+	// What the stream held then: this wait timed out once, in a CI run's race pass, and not in
+	// the twenty runs after it (under -race, some beside two busy cores); whether the stream
+	// JetStream has is the one the worker made, and whether it took anything, tells the cause.
+	info, err := h.js.Stream(ctx, h.w.cfg.EventsStream)
+	state := fmt.Sprintf("lookup: %v", err)
+	if err == nil {
+		i := info.CachedInfo()
+		state = fmt.Sprintf("created %s, subjects %v, %d messages, last sequence %d", i.Created, i.Config.Subjects, i.State.Msgs, i.State.LastSeq)
+	}
+	h.t.Fatalf("timed out waiting for the event in the re-created events stream (last lookup: %v); the stream: %s", last, state)
 }
 
 // startJetStream starts an in-process server on port (-1: a free one) storing under dir, with
