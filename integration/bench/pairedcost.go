@@ -17,8 +17,10 @@ import (
 // costRounds is the measured rounds of a paired cost line, each a block of batches per worker.
 // A round's own ratio swings from about 0.5 to 1.6 (whether a fold or a compaction falls in
 // it, and this host's drift), so the line is a total over eight: at four, the line read 0.67
-// to 1.06 (index upkeep) and 0.69 to 1.12 (compaction) in one day's runs of one build; at
-// eight, 0.77 to 0.90 and 0.87 to 1.13, for about 12 s more a line.
+// to 1.06 (index upkeep) and 0.69 to 1.12 (compaction) in one day's runs of one build, most
+// of them back to back; at eight, 35 s apart, 0.77 to 0.90 and 0.87 to 1.13 (a run begun
+// soon after another's removal of its files pays more for each file it creates:
+// docs/performance.md), for about 12 s more a line.
 const costRounds = 8
 
 // costPair is what a paired cost line compares: the stream through a worker that does some
