@@ -67,8 +67,7 @@ func (d *Dataset) StageInsertOnlyUpdateEncoded(e *Encoded, o StageOptions) (st *
 	}
 	frags := make([]Fragment, len(e.frags))
 	copy(frags, e.frags)
-	op := Operation{Kind: OpUpdate, Fragments: frags, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()}
-	return d.newStaged(o, op, &fileWrites{files: e.files}), true
+	return d.stageInsertOnly(frags, o, &fileWrites{files: e.files}), true
 }
 
 // DataFiles are the names (under data/) of the encoded files, in fragment order.

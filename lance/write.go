@@ -218,7 +218,13 @@ func (d *Dataset) StageInsertOnlyUpdate(ctx context.Context, recs []arrow.Record
 	if err != nil {
 		return nil, err
 	}
-	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: frags, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()}, w), nil
+	return d.stageInsertOnly(frags, o, w), nil
+}
+
+// stageInsertOnly is the staged insert-only Update of new fragments frags whose files w
+// writes: StageInsertOnlyUpdate's, and StageInsertOnlyUpdateEncoded's for files encoded ahead.
+func (d *Dataset) stageInsertOnly(frags []Fragment, o StageOptions, w *fileWrites) *Staged {
+	return d.newStaged(o, Operation{Kind: OpUpdate, Fragments: frags, UpdateMode: UpdateRewriteRows, FieldsForPreservingFragBitmap: d.fieldIDs()}, w)
 }
 
 // StageOverwrite replaces the whole table with recs (none: a zero-fragment overwrite). A nil
