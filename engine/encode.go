@@ -19,8 +19,8 @@ import (
 // again) and it encodes the rows itself. Encoding is the larger part of a load's preparation,
 // and the commit loop, which applies the batches one at a time, is the stream's critical path.
 
-// encodePlan is the key of a table's encode plan: its branch and table key.
-func encodePlan(branch, table string) string { return branch + "\x00" + table }
+// encodePlan is the key of a table's encode plan: its branch ("main" is "") and table key.
+func encodePlan(branch, table string) string { return normBranch(branch) + "\x00" + table }
 
 // notePlans records the tables a published load committed as the plans later batches encode
 // for.
@@ -34,8 +34,9 @@ func (g *Graph) notePlans(req *LoadRequest, p *prepared) {
 // its name), so that a writer serving many short-lived branches does not keep a table version
 // of each.
 func (g *Graph) forgetPlans(branch string) {
+	prefix := encodePlan(branch, "")
 	g.encodePlans.Range(func(k, _ any) bool {
-		if strings.HasPrefix(k.(string), branch+"\x00") {
+		if strings.HasPrefix(k.(string), prefix) {
 			g.encodePlans.Delete(k)
 		}
 		return true
@@ -49,7 +50,6 @@ func (g *Graph) encodeAhead(req LoadRequest, batches map[string]*rows.TableBatch
 	if req.Mode != ModeAppend {
 		return nil
 	}
-	branch := normBranch(req.Branch)
 	keys := make([]string, 0, len(batches))
 	for k := range batches {
 		keys = append(keys, k)
@@ -57,7 +57,7 @@ func (g *Graph) encodeAhead(req LoadRequest, batches map[string]*rows.TableBatch
 	enc := make([]*lance.Encoded, len(keys))
 	at := parallel.Indices(len(keys))
 	_ = parallel.Each(at, TableConcurrency, func(i int) error {
-		plan, ok := g.encodePlans.Load(encodePlan(branch, keys[i]))
+		plan, ok := g.encodePlans.Load(encodePlan(req.Branch, keys[i]))
 		if !ok {
 			return nil
 		}

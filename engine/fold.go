@@ -60,7 +60,7 @@ func (g *Graph) startFold(req *LoadRequest, p *prepared) *pendingFold {
 // foldTable is one table's fold. A first write on a branch folds into a copy of the parent's
 // state, which it must read whole: its fold is never left behind (foldsBehind).
 func foldTable(req *LoadRequest, t *plannedTable, older *lance.Manifest) foldedTable {
-	f := foldedTable{ref: tableRef{path: t.entry.Path, branch: t.committed.Branch()}, ts: t.ts, ds: t.committed}
+	f := foldedTable{ref: t.ref(), ts: t.ts, ds: t.committed}
 	if t.firstTouch {
 		f.ts = f.ts.forBranch()
 	}
@@ -110,7 +110,7 @@ func (g *Graph) installFolded(pf *pendingFold, req *LoadRequest, p *prepared) {
 	}
 	for _, t := range p.tables {
 		t.ts.ds = t.committed
-		g.tables[tableRef{path: t.entry.Path, branch: t.committed.Branch()}] = t.ts
+		g.tables[t.ref()] = t.ts
 	}
 	g.folding = pf
 }

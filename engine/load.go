@@ -174,6 +174,12 @@ type plannedTable struct {
 
 func (p *plannedTable) identity() ids.TableIdentity { return p.entry.Identity }
 
+// ref is the cache key of the table state the load committed: its path on the branch the
+// commit landed on.
+func (p *plannedTable) ref() tableRef {
+	return tableRef{path: p.entry.Path, branch: p.committed.Branch()}
+}
+
 // Load applies one graph batch as exactly one graph commit: prepare (validate and stage),
 // revalidate the branch authority beside arming the recovery sidecar, commit each table
 // exactly, confirm, publish, retire the sidecar. Errors before the table commits leave nothing
