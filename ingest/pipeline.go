@@ -187,7 +187,11 @@ func (p *pipe) next(pctx context.Context) *held {
 		h, n := p.lowest()
 		ordered, known := false, true
 		if h != nil {
-			ordered = p.last != 0 && h.seq == p.last+1
+			// At or below last it is a redelivery of a message this session finished (its ack
+			// was lost): every message below it is finished too, so it goes now, and is
+			// recognised by its receipt. The consumer's state would not let it through: its
+			// ack floor is past it, and it may no longer be pending there.
+			ordered = p.last != 0 && h.seq <= p.last+1
 			if !ordered {
 				ordered, known = p.inOrder(pctx, h.seq, n)
 			}

@@ -521,3 +521,24 @@ func TestPipelinePartsCarryProfileLabels(t *testing.T) {
 		}
 	}
 }
+
+// A redelivery of a message the session already finished (its ack lost, as when the writer's
+// server dies between a commit and its ack) is taken at once, below the last finished
+// sequence: the consumer's ack floor is past it, and waiting for a "missing predecessor" of
+// it stalled a cluster failover for good. The pipe has no consumer to ask: asking would fail.
+func TestPipelineTakesARedeliveryOfAFinishedMessage(t *testing.T) {
+	p := &pipe{w: &Worker{}, held: map[uint64]*held{}, changed: make(chan struct{}, 1), space: make(chan struct{}, 1), last: 80}
+	for _, seq := range []uint64{78, 81, 82} {
+		p.held[seq] = &held{seq: seq}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h := p.next(ctx)
+	if h == nil || h.seq != 78 {
+		t.Fatalf("next took %v, want the redelivered 78 at once", h)
+	}
+	delete(p.held, 78)
+	if h := p.next(ctx); h == nil || h.seq != 81 {
+		t.Fatalf("next took %v after it, want 81, the one after the last finished", h)
+	}
+}
