@@ -116,7 +116,7 @@ func copyRange(ctx context.Context, f *os.File, p Part) error {
 	if err != nil {
 		return wrap(ctx, opGetRange, p.Key, err)
 	}
-	in, err := os.Open(src.path(full))
+	in, err := openFile(src.path(full), os.O_RDONLY, 0)
 	if err != nil {
 		return wrap(ctx, opGetRange, p.Key, localAbsence(err))
 	}

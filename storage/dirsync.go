@@ -78,7 +78,7 @@ func newDirSyncer() *dirSyncer {
 
 // fsyncDir is the directory sync itself; tests replace it.
 var fsyncDir = func(dir string) {
-	if d, err := os.Open(dir); err == nil {
+	if d, err := openFile(dir, os.O_RDONLY, 0); err == nil {
 		_ = d.Sync()
 		_ = d.Close()
 	}

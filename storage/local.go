@@ -210,7 +210,7 @@ func (lw localWrite) synced(path string) {
 func writeTemp(path string, fill fillFunc, sync bool) (string, error) {
 	for range 100 {
 		tmp := path + "#" + strconv.FormatUint(rand.Uint64(), 10)
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		f, err := openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
@@ -394,7 +394,7 @@ func (s *store) listLocal(ctx context.Context, full, delim string, withTemp bool
 // file's metadata and pages are read by many small ranges, for which fileblob's reader (a
 // stat, an open, a seek and its own buffering each) costs several times the read.
 func localGetRange(path string, offset, length int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, localAbsence(err)
 	}

@@ -148,10 +148,7 @@ func (p *spares) refill(gen uint64) {
 		name := filepath.Join(p.dir, strconv.FormatUint(p.seq, 10))
 		p.mu.Unlock()
 
-		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
-		if err == nil {
-			err = f.Close()
-		}
+		err := createEmpty(name, 0o666)
 		created := err == nil
 		if created {
 			err = failpoint.Inject(FailpointSpareCreated)
@@ -336,7 +333,7 @@ func emptySpare(f *os.File) error {
 // is created empty and filled once, so there is nothing to truncate; should one ever hold
 // bytes, it is truncated then.
 func fillSpare(name string, fill fillFunc, sync bool) error {
-	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	f, err := openFile(name, os.O_WRONLY, 0)
 	if err == nil {
 		err = emptySpare(f)
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -260,7 +259,7 @@ func (s *store) readAll(ctx context.Context, full string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(s.path(full))
+	data, err := readFile(s.path(full))
 	switch {
 	case err == nil:
 		return data, nil
