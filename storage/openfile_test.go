@@ -12,7 +12,11 @@ import (
 	"testing"
 )
 
-func TestOpenFileIsOpenFileWithoutThePoller(t *testing.T) {
+// openFile, createEmpty and readFile keep what callers rely on from os.OpenFile and os.ReadFile:
+// the errors fs.ErrNotExist and fs.ErrExist match, O_EXCL holds, the mode is applied, and the
+// descriptor is blocking (a non-blocking one that the runtime does not poll would fail reads
+// with EAGAIN) and closed across exec.
+func TestOpenFileKeepsOpenFileSemantics(t *testing.T) {
 	dir := t.TempDir()
 	name := filepath.Join(dir, "f")
 
@@ -49,13 +53,15 @@ func TestOpenFileIsOpenFileWithoutThePoller(t *testing.T) {
 	if _, err := f.Write(want); err != nil {
 		t.Fatal(err)
 	}
-	// Not polled, and closed across exec as os.OpenFile's descriptors are.
 	flags, err := fcntl(f.Fd(), syscall.F_GETFD)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if flags&syscall.FD_CLOEXEC == 0 {
 		t.Fatal("descriptor not close-on-exec")
+	}
+	if status, err := fcntl(f.Fd(), syscall.F_GETFL); err != nil || status&syscall.O_NONBLOCK != 0 {
+		t.Fatalf("descriptor status flags %#x, %v: want blocking", status, err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
