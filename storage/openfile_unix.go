@@ -17,32 +17,37 @@ import (
 // through openFile (BenchmarkOpenRead). A descriptor from os.NewFile is never polled, which is
 // all a file on disk ever gets anyway.
 func openFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	fd, err := sysOpen(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// createEmpty creates name, which must not exist, as an empty file, and closes it: two system
+// calls where os.OpenFile and Close take seven.
+func createEmpty(name string, perm fs.FileMode) error {
+	fd, err := sysOpen(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Close(fd); err != nil {
+		return &fs.PathError{Op: "close", Path: name, Err: err}
+	}
+	return nil
+}
+
+// sysOpen is open(2) of name as os.OpenFile makes it: close-on-exec, retried when interrupted,
+// its error a *fs.PathError.
+func sysOpen(name string, flag int, perm fs.FileMode) (int, error) {
 	for {
 		fd, err := syscall.Open(name, flag|syscall.O_CLOEXEC, uint32(perm.Perm()))
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+			return -1, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
-		return os.NewFile(uintptr(fd), name), nil
-	}
-}
-
-// createEmpty creates name, which must not exist, as an empty file, and closes it: two system
-// calls where os.OpenFile and Close take seven.
-func createEmpty(name string, perm fs.FileMode) error {
-	for {
-		fd, err := syscall.Open(name, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, uint32(perm.Perm()))
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return &fs.PathError{Op: "open", Path: name, Err: err}
-		}
-		if err := syscall.Close(fd); err != nil {
-			return &fs.PathError{Op: "close", Path: name, Err: err}
-		}
-		return nil
+		return fd, nil
 	}
 }
