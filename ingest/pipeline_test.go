@@ -292,12 +292,20 @@ func TestPipelineTakeoverLosesAndDoublesNothing(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
+	if !poll(cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// poll asks cond every 20 ms until it holds, for up to 10 s, and says whether it did: waitFor,
+// for a caller that says more than waitFor when it did not.
+func poll(cond func() bool) bool {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if cond() {
-			return
+			return true
 		}
 	}
-	t.Fatalf("timed out waiting for %s", what)
+	return false
 }
 
 // holdsThenApplies is the end of a test whose first message's commit fails in place

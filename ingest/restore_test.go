@@ -188,10 +188,11 @@ func (h *harness) eventStored() {
 		h.t.Fatal(err)
 	}
 	var last error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, last = evs.GetLastMsgForSubject(ctx, h.w.cfg.EventSubject()); last == nil {
-			return
-		}
+	if poll(func() bool {
+		_, last = evs.GetLastMsgForSubject(ctx, h.w.cfg.EventSubject())
+		return last == nil
+	}) {
+		return
 	}
 	// What the stream held then: this wait timed out once, in a CI run's race pass, and not in
 	// the twenty runs after it (under -race, some beside two busy cores); whether the stream

@@ -27,17 +27,17 @@ func exposition(m *Metrics) string {
 func waitMetrics(t *testing.T, m *Metrics, want ...string) {
 	t.Helper()
 	var out string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	if !poll(func() bool {
 		out = exposition(m)
-		missing := false
 		for _, w := range want {
-			missing = missing || !strings.Contains(out, w+"\n")
+			if !strings.Contains(out, w+"\n") {
+				return false
+			}
 		}
-		if !missing {
-			return
-		}
+		return true
+	}) {
+		t.Fatalf("metrics lack some of %q:\n%s", want, out)
 	}
-	t.Fatalf("metrics lack some of %q:\n%s", want, out)
 }
 
 // startFailing arms failpoint name with action for the test and starts a worker with metrics.
