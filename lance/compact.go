@@ -519,40 +519,68 @@ func (c *Compaction) Remap(committed *Dataset) (func(old RowAddress) (addr RowAd
 			byPath[f.Files[0].Path] = f.ID
 		}
 	}
-	type oldRef struct {
-		group int
-		frag  *compactOld
-	}
-	olds := map[uint64]oldRef{}
 	newIDs := make([][]uint64, len(c.groups))
 	for gi := range c.groups {
-		g := &c.groups[gi]
-		for _, p := range g.paths {
+		for _, p := range c.groups[gi].paths {
 			id, ok := byPath[p]
 			if !ok {
 				return nil, fmt.Errorf("lance: remap: version %d does not hold the compaction's fragment with data file %s", committed.Version(), p)
 			}
 			newIDs[gi] = append(newIDs[gi], id)
 		}
+	}
+	// A commit maps every id of a table's id index through this, on the commit path, so the
+	// common case is one slice index and one add: an old fragment with no deletions whose rows
+	// all went to one new fragment moves by a constant (BenchmarkCompactionRemap: 10.5 ns a
+	// row through a map and two searches, before).
+	lo, hi := c.Span()
+	var dense []oldMove
+	olds := map[uint64]*oldMove{}
+	if lo <= hi && hi-lo < 1<<16 {
+		dense = make([]oldMove, hi-lo+1)
+	}
+	for gi := range c.groups {
+		g := &c.groups[gi]
 		for i := range g.old {
-			olds[g.old[i].id] = oldRef{gi, &g.old[i]}
+			o := &g.old[i]
+			m := oldMove{group: gi, frag: o}
+			if j := sort.Search(len(g.ends), func(j int) bool { return g.ends[j] > o.base }); len(o.deleted) == 0 && j < len(g.ends) && o.base+o.physical <= g.ends[j] {
+				start := uint64(0)
+				if j > 0 {
+					start = g.ends[j-1]
+				}
+				m.shift, m.to = true, newIDs[gi][j]<<32|(o.base-start)
+			}
+			if dense != nil {
+				dense[o.id-lo] = m
+			} else {
+				olds[o.id] = &m
+			}
 		}
 	}
 	return func(a RowAddress) (RowAddress, bool) {
-		ref, ok := olds[a.Fragment()]
-		if !ok {
+		var m *oldMove
+		if f := a.Fragment(); dense != nil {
+			if f-lo >= uint64(len(dense)) || dense[f-lo].frag == nil {
+				return a, false
+			}
+			m = &dense[f-lo]
+		} else if m = olds[f]; m == nil {
 			return a, false
 		}
-		o, off := ref.frag, a.Offset()
+		o, off := m.frag, a.Offset()
 		if uint64(off) >= o.physical {
 			return 0, false
+		}
+		if m.shift {
+			return RowAddress(m.to + uint64(off)), true
 		}
 		k, dead := slices.BinarySearch(o.deleted, off)
 		if dead {
 			return 0, false
 		}
 		rank := o.base + uint64(off) - uint64(k)
-		g := &c.groups[ref.group]
+		g := &c.groups[m.group]
 		j := sort.Search(len(g.ends), func(i int) bool { return g.ends[i] > rank })
 		if j == len(g.ends) {
 			return 0, false
@@ -561,6 +589,15 @@ func (c *Compaction) Remap(committed *Dataset) (func(old RowAddress) (addr RowAd
 		if j > 0 {
 			start = g.ends[j-1]
 		}
-		return RowAddress(newIDs[ref.group][j]<<32 | (rank - start)), true
+		return RowAddress(newIDs[m.group][j]<<32 | (rank - start)), true
 	}, nil
+}
+
+// oldMove is where Remap sends the rows of one rewritten fragment: with shift, every row at
+// offset off to to+off; otherwise through its group's deletions and new fragments.
+type oldMove struct {
+	frag  *compactOld // nil: not a rewritten fragment
+	group int
+	shift bool
+	to    uint64
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -829,5 +830,83 @@ func TestCompactionReadBatchBySize(t *testing.T) {
 	f.Files[0].FileSizeBytes = 0 // as a writer that leaves it out
 	if got := d.fragmentBytes(ctx, &f); got != recorded {
 		t.Fatalf("fragmentBytes of an unrecorded size = %d, storage holds %d", got, recorded)
+	}
+}
+
+// Remap agrees with the rewrite's definition, row by row, for rewrites of every shape: old
+// fragments with and without deletions, groups split across several new fragments at any
+// row, fragment ids close together (Remap's dense table) and far apart (its map), and
+// addresses past a fragment's rows or in fragments the rewrite left alone.
+func TestCompactionRemapMatchesTheRewrite(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 300 {
+		gap := uint64(1 + rng.IntN(3))
+		if trial%3 == 0 {
+			gap = 1 << 14 // ids spread over more than the dense table takes
+		}
+		var (
+			c         = &Compaction{readVersion: 1}
+			committed = &Dataset{manifest: &Manifest{Version: 2}}
+			want      = map[RowAddress]RowAddress{}
+			probes    []RowAddress
+			next      = uint64(10)
+			newID     = uint64(1 << 30)
+		)
+		for gi := range 1 + rng.IntN(3) {
+			var g compactGroup
+			var live []RowAddress // the group's live rows, in order
+			for range 1 + rng.IntN(5) {
+				o := compactOld{id: next, physical: uint64(rng.IntN(40)), base: uint64(len(live))}
+				next += gap
+				for off := range uint32(o.physical) {
+					a := RowAddress(o.id<<32 | uint64(off))
+					probes = append(probes, a)
+					if rng.IntN(4) == 0 {
+						o.deleted = append(o.deleted, off)
+						continue
+					}
+					live = append(live, a)
+				}
+				probes = append(probes, RowAddress(o.id<<32|o.physical), RowAddress(o.id<<32|(o.physical+7)))
+				g.old = append(g.old, o)
+			}
+			// Cut the live rows into new fragments at random points.
+			for start := 0; start < len(live) || len(g.ends) == 0; {
+				end := min(len(live), start+1+rng.IntN(30))
+				if trial%2 == 0 {
+					end = len(live) // one new fragment per group
+				}
+				path := fmt.Sprintf("g%d-%d.lance", gi, len(g.paths))
+				g.paths, g.ends = append(g.paths, path), append(g.ends, uint64(end))
+				committed.manifest.Fragments = append(committed.manifest.Fragments, Fragment{ID: newID, Files: []DataFile{{Path: path}}})
+				for k, a := range live[start:end] {
+					want[a] = RowAddress(newID<<32 | uint64(k))
+				}
+				newID++
+				start = end
+			}
+			c.groups = append(c.groups, g)
+		}
+		probes = append(probes, RowAddress(3<<32), RowAddress((next+gap)<<32|1), RowAddress(math.MaxUint32<<32))
+		remap, err := c.Remap(committed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := c.Span()
+		for _, a := range probes {
+			got, moved := remap(a)
+			w, live := want[a]
+			inSpan := a.Fragment() >= lo && a.Fragment() <= hi && slices.ContainsFunc(c.groups, func(g compactGroup) bool {
+				return slices.ContainsFunc(g.old, func(o compactOld) bool { return o.id == a.Fragment() })
+			})
+			switch {
+			case live && (!moved || got != w):
+				t.Fatalf("trial %d: %d:%d remapped to %d:%d (moved %v), the rewrite put it at %d:%d", trial, a.Fragment(), a.Offset(), got.Fragment(), got.Offset(), moved, w.Fragment(), w.Offset())
+			case !live && inSpan && (moved || got != 0):
+				t.Fatalf("trial %d: %d:%d is not a live row of a rewritten fragment, remapped to %d (moved %v)", trial, a.Fragment(), a.Offset(), got, moved)
+			case !inSpan && (moved || got != a):
+				t.Fatalf("trial %d: %d:%d lies outside the rewrite, remapped to %d (moved %v)", trial, a.Fragment(), a.Offset(), got, moved)
+			}
+		}
 	}
 }
