@@ -366,9 +366,12 @@ func (f *Fragment) rowSequences() (ids, created, updated []uint64, err error) {
 // seal gives a finished rewritten fragment the row ids and versions of its rows and records it
 // in the group, at rows the group's finished fragments hold with it.
 func (cg *compactGroup) seal(nf *Fragment, ids, created, updated []uint64, at uint64) {
-	nf.RowIDs = encodeRowIDSequence(ids)
-	nf.CreatedAt = encodeVersionRuns(created)
-	nf.LastUpdatedAt = encodeVersionRuns(updated)
+	cg.sealEncoded(nf, encodeRowIDSequence(ids), encodeVersionRuns(created), encodeVersionRuns(updated), at)
+}
+
+// sealEncoded is seal with the sequences already serialized.
+func (cg *compactGroup) sealEncoded(nf *Fragment, rowIDs, created, updated []byte, at uint64) {
+	nf.RowIDs, nf.CreatedAt, nf.LastUpdatedAt = rowIDs, created, updated
 	cg.paths = append(cg.paths, nf.Files[0].Path)
 	cg.ends = append(cg.ends, at)
 }

@@ -64,16 +64,20 @@ func (d *Dataset) pageCopyable(bin []compactCandidate, sink *fragmentSink) bool 
 // ranged, its inputs' pages are referenced (file.Concat.AppendRange) and the file is composed
 // from ranges of theirs by the storage (storage.Compose) instead of being built in memory.
 type copyOutput struct {
-	c                     *file.Concat
-	ids, created, updated []uint64
-	ranged                bool
-	inputs                []copyInput // ranged: the input files, in AppendRange order
+	c      *file.Concat
+	seqs   seqConcat
+	ranged bool
+	inputs []copyInput // ranged: the input files, in AppendRange order
 }
 
 // newCopyOutput starts a new fragment. Built in memory, it makes room for the inputs it will
 // likely take, the first of rest onwards, by their recorded sizes: the output then grows
 // without copies.
 func newCopyOutput(d *Dataset, rest []compactCandidate, sink *fragmentSink, ranged bool) *copyOutput {
+	out := &copyOutput{c: file.NewConcat(d.Schema()), ranged: ranged}
+	if ranged {
+		return out
+	}
 	var rows, size uint64
 	for _, c := range rest {
 		n, _ := c.frag.FileBytes()
@@ -82,11 +86,7 @@ func newCopyOutput(d *Dataset, rest []compactCandidate, sink *fragmentSink, rang
 		}
 		rows, size = rows+c.frag.PhysicalRows, size+n
 	}
-	out := &copyOutput{c: file.NewConcat(d.Schema()), ids: make([]uint64, 0, rows),
-		created: make([]uint64, 0, rows), updated: make([]uint64, 0, rows), ranged: ranged}
-	if !ranged {
-		out.c.Grow(int(min(size, 1<<30)))
-	}
+	out.c.Grow(int(min(size, 1<<30)))
 	return out
 }
 
@@ -144,18 +144,16 @@ func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, 
 			}
 		}
 		at += uint64(rows)
-		cg.seal(&sink.frags[len(sink.frags)-1], out.ids, out.created, out.updated, at)
+		ids, created, updated := out.seqs.encode()
+		cg.sealEncoded(&sink.frags[len(sink.frags)-1], ids, created, updated, at)
 		out = nil
 		return nil
 	}
 	for i, c := range bin {
 		f := c.frag
-		ids, created, updated, err := f.rowSequences()
-		if err != nil {
-			return g, cg, err
-		}
 		in := inputs[i]
 		var data []byte
+		var err error
 		if ranged {
 			if in.size <= 0 { // not recorded
 				if in.size, err = in.st.Size(ctx, in.key); err != nil {
@@ -180,9 +178,9 @@ func (d *Dataset) rewriteGroupCopy(ctx context.Context, bin []compactCandidate, 
 		if err := d.appendCopy(ctx, out, f, in, data, sink.fo.Version); err != nil {
 			return g, cg, err
 		}
-		out.ids = append(out.ids, ids...)
-		out.created = append(out.created, created...)
-		out.updated = append(out.updated, updated...)
+		if err := out.seqs.add(f); err != nil {
+			return g, cg, err
+		}
 		cg.old = append(cg.old, compactOld{id: f.ID, physical: f.PhysicalRows, base: before})
 		before += f.PhysicalRows
 		g.OldFragments = append(g.OldFragments, f.clone())
