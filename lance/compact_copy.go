@@ -199,7 +199,13 @@ func (d *Dataset) appendCopy(ctx context.Context, out *copyOutput, f *Fragment, 
 	location := in.st.Location(in.key)
 	var err error
 	if out.ranged {
-		err = out.c.AppendRange(ctx, &storeSource{st: in.st, key: in.key, size: in.size}, location)
+		// AppendRange reads the footer and each mini-block page's chunk table: through one
+		// open file, not one open each.
+		src := &storeSource{st: in.st, key: in.key, size: in.size, ranges: storage.OpenRanges(in.st, in.key)}
+		err = out.c.AppendRange(ctx, src, location)
+		if cerr := src.ranges.Close(); err == nil {
+			err = cerr
+		}
 		if err == nil {
 			out.inputs = append(out.inputs, in)
 		}

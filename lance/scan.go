@@ -646,14 +646,18 @@ func (m memSource) ReadAt(_ context.Context, off, n int64) ([]byte, error) {
 
 // storeSource adapts a stored object to file.Source with range reads.
 type storeSource struct {
-	st   storage.Store
-	key  string
-	size int64
+	st     storage.Store
+	key    string
+	size   int64
+	ranges *storage.Ranges // when set, the reads go through it (one open file on a local root)
 }
 
 func (s *storeSource) Size() int64 { return s.size }
 
 func (s *storeSource) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
+	if s.ranges != nil {
+		return s.ranges.GetRange(ctx, off, n)
+	}
 	return s.st.GetRange(ctx, s.key, off, n)
 }
 

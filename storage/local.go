@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"net/url"
@@ -399,15 +398,7 @@ func localGetRange(path string, offset, length int64) ([]byte, error) {
 		return nil, localAbsence(err)
 	}
 	defer f.Close()
-	buf := make([]byte, length)
-	n, err := f.ReadAt(buf, offset)
-	if errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: wanted %d bytes at offset %d, got %d", ErrOutOfRange, length, offset, n)
-	}
-	if err != nil {
-		return nil, localAbsence(err)
-	}
-	return buf, nil
+	return readRangeAt(f, offset, length)
 }
 
 // localAbsence marks an error opening or reading a key's file as ErrNotFound where the file
