@@ -539,7 +539,11 @@ func (c *Compaction) Remap(committed *Dataset) (func(old RowAddress) (addr RowAd
 	lo, hi := c.Span()
 	var dense []oldMove
 	olds := map[uint64]*oldMove{}
-	if lo <= hi && hi-lo < 1<<16 {
+	n := 0
+	for gi := range c.groups {
+		n += len(c.groups[gi].old)
+	}
+	if lo <= hi && hi-lo < uint64(max(64, 8*n)) { // ids close together: a table
 		dense = make([]oldMove, hi-lo+1)
 	}
 	for gi := range c.groups {
