@@ -16,11 +16,11 @@ import (
 // Elsewhere, and after Close, each read is the store's GetRange. Every read behaves as GetRange
 // does: the same failpoint, checks, errors and out-of-range answers. Safe for concurrent use.
 type Ranges struct {
-	st  Store
-	key string
+	st    Store
+	key   string
+	local *store // nil: each read is st.GetRange
 
 	mu     sync.Mutex
-	local  *store // nil: each read is st.GetRange
 	f      *os.File
 	closed bool
 }
