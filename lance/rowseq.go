@@ -333,18 +333,37 @@ func expandRuns(runs []versionRun) []uint64 {
 // encodeVersionRuns encodes one version per row as runs of equal versions, each run's
 // span the range of row offsets it covers. No rows encode as nil.
 func encodeVersionRuns(versions []uint64) []byte {
-	var e pb.Encoder
+	var runs []versionRun
 	for i := 0; i < len(versions); {
 		j := i + 1
 		for j < len(versions) && versions[j] == versions[i] {
 			j++
 		}
-		lo, hi, v := uint64(i), uint64(j), versions[i]
+		runs = append(runs, versionRun{n: uint64(j - i), version: versions[i]})
+		i = j
+	}
+	return encodeVersionRunList(runs)
+}
+
+// encodeVersionRunList is encodeVersionRuns of the versions runs expands to: runs of equal
+// versions merged, empty ones dropped.
+func encodeVersionRunList(runs []versionRun) []byte {
+	var e pb.Encoder
+	var at uint64
+	for i := 0; i < len(runs); {
+		v, n := runs[i].version, uint64(0)
+		for ; i < len(runs) && (runs[i].version == v || runs[i].n == 0); i++ {
+			n += runs[i].n
+		}
+		if n == 0 {
+			continue
+		}
+		lo, hi := at, at+n
 		e.Message(1, func(run *pb.Encoder) {
 			run.Message(1, func(seg *pb.Encoder) { encodeRangeSegment(seg, lo, hi) })
 			run.Uint(2, v)
 		})
-		i = j
+		at = hi
 	}
 	return e.B
 }

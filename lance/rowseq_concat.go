@@ -40,13 +40,7 @@ func (s *seqConcat) add(f *Fragment) error {
 		if err != nil {
 			return err
 		}
-		if !s.expanded {
-			s.expanded = true
-			s.ids = make([]uint64, 0, s.n+uint64(len(ids)))
-			for id := s.lo; id < s.hi; id++ {
-				s.ids = append(s.ids, id)
-			}
-		}
+		s.expand(len(ids))
 		s.ids = append(s.ids, ids...)
 	}
 	s.n += f.PhysicalRows
@@ -58,21 +52,28 @@ func (s *seqConcat) add(f *Fragment) error {
 // encode is the serialized row id sequence and created-at and last-updated-at version
 // sequences of the rows added.
 func (s *seqConcat) encode() (rowIDs, created, updated []byte) {
-	switch {
-	case s.expanded:
-		rowIDs = encodeRowIDSequence(s.ids)
-	case s.n >= minCluster: // one cluster of consecutive ids: encodeSortedCluster's range
+	if !s.expanded && s.n >= minCluster { // one cluster of consecutive ids: encodeSortedCluster's range
 		var e pb.Encoder
 		e.Message(1, func(seg *pb.Encoder) { encodeRangeSegment(seg, s.lo, s.hi) })
 		rowIDs = e.B
-	default:
-		ids := make([]uint64, 0, s.n)
-		for id := s.lo; id < s.hi; id++ {
-			ids = append(ids, id)
-		}
-		rowIDs = encodeRowIDSequence(ids)
+	} else {
+		s.expand(0)
+		rowIDs = encodeRowIDSequence(s.ids)
 	}
 	return rowIDs, encodeVersionRunList(s.created), encodeVersionRunList(s.updated)
+}
+
+// expand turns the ids held as the range [lo, hi) into values, with room for more; a no-op
+// once expanded.
+func (s *seqConcat) expand(more int) {
+	if s.expanded {
+		return
+	}
+	s.expanded = true
+	s.ids = make([]uint64, 0, s.n+uint64(more))
+	for id := s.lo; id < s.hi; id++ {
+		s.ids = append(s.ids, id)
+	}
 }
 
 // rowIDRange is the fragment's row ids when they are the one range [lo, hi) of its physical
@@ -101,26 +102,3 @@ func (f *Fragment) rowIDRange() (lo, hi uint64, ok bool) {
 }
 
 var errNotOneRange = malformed("more than one segment")
-
-// encodeVersionRunList is encodeVersionRuns of the versions runs expands to: runs of equal
-// versions merged, empty ones dropped.
-func encodeVersionRunList(runs []versionRun) []byte {
-	var e pb.Encoder
-	var at uint64
-	for i := 0; i < len(runs); {
-		v, n := runs[i].version, uint64(0)
-		for ; i < len(runs) && (runs[i].version == v || runs[i].n == 0); i++ {
-			n += runs[i].n
-		}
-		if n == 0 {
-			continue
-		}
-		lo, hi := at, at+n
-		e.Message(1, func(run *pb.Encoder) {
-			run.Message(1, func(seg *pb.Encoder) { encodeRangeSegment(seg, lo, hi) })
-			run.Uint(2, v)
-		})
-		at = hi
-	}
-	return e.B
-}
