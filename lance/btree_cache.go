@@ -12,8 +12,8 @@ import (
 // process wrote last is kept in memory, by uuid, within a byte budget, and a fold of one of
 // them starts from memory. A miss (another process wrote the index, it was evicted, or the
 // process restarted) reads the file as before; the two give the same entries. An entry is the
-// page data in one or more records, in order: a fold that appends (btree_append.go) keeps its
-// predecessor's records and adds its fresh entries' after them.
+// page data as one record. A fold that appends (btree_append.go) caches nothing: it needs
+// only the index's end, and a later merging fold reads the file.
 
 // DefaultBTreeCacheBytes is the default budget of the page-data cache: about 2.8 million
 // string keys of a dozen bytes with their row ids (the reference's four BTREEs on a node and

@@ -86,6 +86,9 @@ func (d *Dataset) foldBTree(ctx context.Context, reads *foldReads, old *Index, c
 		return Index{}, false, nil
 	}
 	defer func() { releaseAll(oldRecs) }()
+	if len(oldRecs) != 1 { // neither the file nor the cache gives more: built anew, to be safe
+		return Index{}, false, nil
+	}
 	for _, r := range oldRecs {
 		if !arrow.TypeEqual(r.Column(0).DataType(), af.Type) {
 			return Index{}, false, nil
@@ -93,14 +96,6 @@ func (d *Dataset) foldBTree(ctx context.Context, reads *foldReads, old *Index, c
 		if _, isU64 := r.Column(1).(*array.Uint64); !isU64 {
 			return Index{}, false, nil
 		}
-	}
-	if len(oldRecs) > 1 { // an appended index's page data, cached in pieces: merged whole
-		one, err := concatRecords(oldRecs)
-		if err != nil {
-			return Index{}, false, err
-		}
-		releaseAll(oldRecs)
-		oldRecs = []arrow.Record{one}
 	}
 	oldRec := oldRecs[0]
 	oldIDs := oldRec.Column(1).(*array.Uint64)
@@ -130,8 +125,8 @@ func (d *Dataset) foldBTree(ctx context.Context, reads *foldReads, old *Index, c
 	return x, true, nil
 }
 
-// readBTreeData reads the whole page data of BTREE x, values and row ids, as one or more
-// records in order. nil, with no error, when the file is not two columns of values and UInt64
+// readBTreeData reads the whole page data of BTREE x, values and row ids, as one record (a
+// slice of one, as the cache holds it). nil, with no error, when the file is not two columns of values and UInt64
 // ids (a layout this package does not fold) or holds more than maxRows entries. ordered says
 // the entries are known to be in BTREE order: they come from the cache, which holds only page
 // data this process wrote in order.
