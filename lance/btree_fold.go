@@ -125,9 +125,10 @@ func (d *Dataset) foldBTree(ctx context.Context, reads *foldReads, old *Index, c
 	return x, true, nil
 }
 
-// readBTreeData reads the whole page data of BTREE x, values and row ids, as one record (a
-// slice of one, as the cache holds it). nil, with no error, when the file is not two columns of values and UInt64
-// ids (a layout this package does not fold) or holds more than maxRows entries. ordered says
+// readBTreeData reads the whole page data of BTREE x, values and row ids, as one record (in
+// a slice of one, as the cache holds it). nil, with no error, when the file is not two columns
+// of values and UInt64 ids (a layout this package does not fold) or holds more than maxRows
+// entries. ordered says
 // the entries are known to be in BTREE order: they come from the cache, which holds only page
 // data this process wrote in order.
 func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (recs []arrow.Record, ordered bool, err error) {

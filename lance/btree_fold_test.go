@@ -419,3 +419,41 @@ func TestMergeStringPagesFromEmptyPageData(t *testing.T) {
 		t.Fatalf("merged %v %v", vals, ids)
 	}
 }
+
+// The cache holds an index's page data as one record. Were it ever to hold more (nothing
+// puts them there now; appending folds once did), a fold builds the index anew rather than
+// merge the first record alone, and the index still answers as a scan.
+func TestBTreeFoldBuildsAnewFromPageDataInPieces(t *testing.T) {
+	ctx := context.Background()
+	d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 3000)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := []IndexSpec{{Column: "name", Kind: IndexBTree}}
+	s, err := d.StageIndices(ctx, spec, StageOptions{})
+	d = commit(t, d, s, err)
+	x := d.BTree("name")
+	recs := btreeCache.get(x.UUID)
+	if len(recs) != 1 {
+		t.Fatalf("the build cached %d records, want 1", len(recs))
+	}
+	half := recs[0].NumRows() / 2
+	btreeCache.put(x.UUID, recs[0].NewSlice(0, half), recs[0].NewSlice(half, recs[0].NumRows()))
+	releaseAll(recs)
+	s, err = d.StageAppend(ctx, rows(3000, 3001, 7001), StageOptions{}) // n3000 sorts before n301: a merge
+	d = commit(t, d, s, err)
+	appended, merged := BTreeFolds()
+	s, err = d.StageIndices(ctx, spec, StageOptions{})
+	d = commit(t, d, s, err)
+	if a, m := BTreeFolds(); a != appended || m != merged {
+		t.Fatalf("the fold appended %d and merged %d times; want it built anew", a-appended, m-merged)
+	}
+	if rows, _ := d.Uncovered(d.BTree("name")); rows != 0 {
+		t.Fatalf("the index leaves %d rows uncovered", rows)
+	}
+	for _, r := range []BTreeRange{Equal("n3000"), Equal("n7001"), Equal("n2999"), {Lo: "n300", Hi: "n302"}, {Hi: "n1"}} {
+		if got, want := mustSearch(t, d, "name", r), scanRange(t, d, "name", r); !slices.Equal(got, want) {
+			t.Fatalf("name %+v: index %v, scan %v", r, got, want)
+		}
+	}
+}
