@@ -1,8 +1,6 @@
 package lance
 
 import (
-	"slices"
-
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
@@ -33,35 +31,29 @@ func forgetCached(uuid [16]byte) {
 	btreeEnds.forget(uuid)
 }
 
-// pageDataCache holds page data by index uuid, as records in order.
-type pageDataCache struct{ lru[[16]byte, []arrow.Record] }
+// pageDataCache holds page data by index uuid, one record each.
+type pageDataCache struct{ lru[[16]byte, arrow.Record] }
 
 func newPageDataCache(budget int64) *pageDataCache {
-	return &pageDataCache{newLRU[[16]byte](budget, retainedClone, releaseAll)}
+	return &pageDataCache{newLRU[[16]byte](budget, retained, arrow.Record.Release)}
 }
 
-// put keeps recs (retained) as the page data of the index uuid, evicting the least recently
+// put keeps rec (retained) as the page data of the index uuid, evicting the least recently
 // used entries past the budget. Page data larger than the whole budget is not kept.
-func (c *pageDataCache) put(uuid [16]byte, recs ...arrow.Record) {
-	var n int64
-	for _, r := range recs {
-		n += recordBytes(r)
-	}
-	c.keep(uuid, retainedClone(recs), n)
+func (c *pageDataCache) put(uuid [16]byte, rec arrow.Record) {
+	c.keep(uuid, retained(rec), recordBytes(rec))
 }
 
-// get is the page data of index uuid, its records retained (the caller releases them), or nil.
-func (c *pageDataCache) get(uuid [16]byte) []arrow.Record {
-	recs, _ := c.lru.get(uuid)
-	return recs
+// get is the page data of index uuid, retained (the caller releases it), or nil.
+func (c *pageDataCache) get(uuid [16]byte) arrow.Record {
+	rec, _ := c.lru.get(uuid)
+	return rec
 }
 
-// retainedClone is a copy of recs, each retained.
-func retainedClone(recs []arrow.Record) []arrow.Record {
-	for _, r := range recs {
-		r.Retain()
-	}
-	return slices.Clone(recs)
+// retained is rec, retained once more.
+func retained(rec arrow.Record) arrow.Record {
+	rec.Retain()
+	return rec
 }
 
 // recordBytes is the size of rec's buffers.

@@ -78,27 +78,18 @@ func (d *Dataset) foldBTree(ctx context.Context, reads *foldReads, old *Index, c
 		}
 	}
 
-	oldRecs, ordered, err := d.readBTreeData(ctx, old, maxRows)
+	oldRec, ordered, err := d.readBTreeData(ctx, old, maxRows)
 	if err != nil {
 		return Index{}, false, err
 	}
-	if oldRecs == nil {
+	if oldRec == nil {
 		return Index{}, false, nil
 	}
-	defer func() { releaseAll(oldRecs) }()
-	if len(oldRecs) != 1 { // neither the file nor the cache gives more: built anew, to be safe
+	defer oldRec.Release()
+	oldIDs, isU64 := oldRec.Column(1).(*array.Uint64)
+	if !isU64 || !arrow.TypeEqual(oldRec.Column(0).DataType(), af.Type) {
 		return Index{}, false, nil
 	}
-	for _, r := range oldRecs {
-		if !arrow.TypeEqual(r.Column(0).DataType(), af.Type) {
-			return Index{}, false, nil
-		}
-		if _, isU64 := r.Column(1).(*array.Uint64); !isU64 {
-			return Index{}, false, nil
-		}
-	}
-	oldRec := oldRecs[0]
-	oldIDs := oldRec.Column(1).(*array.Uint64)
 	chunks := append([]arrow.Array{oldRec.Column(0)}, freshChunks...)
 	data, lookup, inOrder := mergeBTreePages(af.Type, chunks, oldIDs.Uint64Values(), fresh, newIDs, ordered)
 	if !inOrder {
@@ -125,19 +116,18 @@ func (d *Dataset) foldBTree(ctx context.Context, reads *foldReads, old *Index, c
 	return x, true, nil
 }
 
-// readBTreeData reads the whole page data of BTREE x, values and row ids, as one record (in
-// a slice of one, as the cache holds it). nil, with no error, when the file is not two columns
-// of values and UInt64 ids (a layout this package does not fold) or holds more than maxRows
-// entries. ordered says
-// the entries are known to be in BTREE order: they come from the cache, which holds only page
-// data this process wrote in order.
-func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (recs []arrow.Record, ordered bool, err error) {
-	if recs := btreeCache.get(x.UUID); recs != nil {
-		if recordsRows(recs) > maxRows {
-			releaseAll(recs)
+// readBTreeData reads the whole page data of BTREE x, values and row ids, as one record. nil,
+// with no error, when the file is not two columns of values and UInt64 ids (a layout this
+// package does not fold) or holds more than maxRows entries. ordered says the entries are
+// known to be in BTREE order: they come from the cache, which holds only page data this
+// process wrote in order.
+func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (rec arrow.Record, ordered bool, err error) {
+	if cached := btreeCache.get(x.UUID); cached != nil {
+		if cached.NumRows() > maxRows {
+			cached.Release()
 			return nil, false, nil
 		}
-		return recs, true, nil
+		return cached, true, nil
 	}
 	st, _, err := d.resolveBase(x.BaseID)
 	if err != nil {
@@ -155,7 +145,7 @@ func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (r
 	if len(r.Schema().Fields) != 2 || r.NumRows() > maxRows {
 		return nil, false, nil
 	}
-	rec, err := readIndexRows(ctx, r, st.Location(key), 0, r.NumRows())
+	rec, err = readIndexRows(ctx, r, st.Location(key), 0, r.NumRows())
 	if err != nil {
 		return nil, false, err
 	}
@@ -163,7 +153,7 @@ func (d *Dataset) readBTreeData(ctx context.Context, x *Index, maxRows int64) (r
 		rec.Release()
 		return nil, false, nil
 	}
-	return []arrow.Record{rec}, false, nil
+	return rec, false, nil
 }
 
 // mergeBTreeEntries merges the entries of the old page data (chunks[0], in order, with row ids

@@ -242,8 +242,8 @@ func TestRebuiltIndexDropsTheReplacedOnesCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	cached := func(uuid [16]byte) (data, end bool) {
-		if recs := btreeCache.get(uuid); recs != nil {
-			releaseAll(recs)
+		if rec := btreeCache.get(uuid); rec != nil {
+			rec.Release()
 			data = true
 		}
 		if e := btreeEnds.get(uuid); e != nil {
@@ -292,8 +292,8 @@ func foldOnce(t *testing.T, cached bool) []byte {
 	d = commit(t, d, s, err)
 	if got := btreeCache.get(d.BTree("name").UUID); (got != nil) != cached {
 		t.Fatalf("page data cached: %v, want %v", got != nil, cached)
-	} else {
-		releaseAll(got)
+	} else if got != nil {
+		got.Release()
 	}
 	s, err = d.StageUpsert(ctx, "id", named("n0-", seq(2990, 3500)...), StageOptions{})
 	d = commit(t, d, s, err)
@@ -417,43 +417,5 @@ func TestMergeStringPagesFromEmptyPageData(t *testing.T) {
 	ids := data.Column(1).(*array.Uint64)
 	if vals.Len() != 2 || vals.Value(0) != "a" || vals.Value(1) != "b" || ids.Value(0) != 7 || ids.Value(1) != 8 {
 		t.Fatalf("merged %v %v", vals, ids)
-	}
-}
-
-// The cache holds an index's page data as one record. Were it ever to hold more (nothing
-// puts them there now; appending folds once did), a fold builds the index anew rather than
-// merge the first record alone, and the index still answers as a scan.
-func TestBTreeFoldBuildsAnewFromPageDataInPieces(t *testing.T) {
-	ctx := context.Background()
-	d, err := Create(ctx, memStore(t), testSchema(t), rows(seq(0, 3000)...), CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := []IndexSpec{{Column: "name", Kind: IndexBTree}}
-	s, err := d.StageIndices(ctx, spec, StageOptions{})
-	d = commit(t, d, s, err)
-	x := d.BTree("name")
-	recs := btreeCache.get(x.UUID)
-	if len(recs) != 1 {
-		t.Fatalf("the build cached %d records, want 1", len(recs))
-	}
-	half := recs[0].NumRows() / 2
-	btreeCache.put(x.UUID, recs[0].NewSlice(0, half), recs[0].NewSlice(half, recs[0].NumRows()))
-	releaseAll(recs)
-	s, err = d.StageAppend(ctx, rows(3000, 3001, 7001), StageOptions{}) // n3000 sorts before n301: a merge
-	d = commit(t, d, s, err)
-	appended, merged := BTreeFolds()
-	s, err = d.StageIndices(ctx, spec, StageOptions{})
-	d = commit(t, d, s, err)
-	if a, m := BTreeFolds(); a != appended || m != merged {
-		t.Fatalf("the fold appended %d and merged %d times; want it built anew", a-appended, m-merged)
-	}
-	if rows, _ := d.Uncovered(d.BTree("name")); rows != 0 {
-		t.Fatalf("the index leaves %d rows uncovered", rows)
-	}
-	for _, r := range []BTreeRange{Equal("n3000"), Equal("n7001"), Equal("n2999"), {Lo: "n300", Hi: "n302"}, {Hi: "n1"}} {
-		if got, want := mustSearch(t, d, "name", r), scanRange(t, d, "name", r); !slices.Equal(got, want) {
-			t.Fatalf("name %+v: index %v, scan %v", r, got, want)
-		}
 	}
 }

@@ -182,12 +182,12 @@ func benchBTreeLagHeap(b *testing.B, n, more, how int, peak bool) {
 		b.Fatal(err)
 	}
 	old := d.BTree("id")
-	var page []arrow.Record
+	var page arrow.Record
 	if how == lagFoldCached || how == lagFoldAppend {
 		if page, _, err = d.readBTreeData(ctx, old, 1<<40); err != nil || page == nil {
 			b.Fatal(err)
 		}
-		defer releaseAll(page)
+		defer page.Release()
 	}
 	fo, err := d.fileOptions(file.Options{})
 	if err != nil {
@@ -196,7 +196,7 @@ func benchBTreeLagHeap(b *testing.B, n, more, how int, peak bool) {
 	fold := func() {
 		if page != nil {
 			b.StopTimer()
-			btreeCache.put(old.UUID, page...) // a fold forgets the index it folded
+			btreeCache.put(old.UUID, page) // a fold forgets the index it folded
 			b.StartTimer()
 		}
 		w := &fileWrites{}

@@ -27,12 +27,12 @@ func TestStageIndicesSideBySideEqualsInTurn(t *testing.T) {
 		t.Helper()
 		// Both stagings start from the same page-data cache and BTREE ends: a fold forgets
 		// its index's.
-		cached := map[[16]byte][]arrow.Record{}
+		cached := map[[16]byte]arrow.Record{}
 		ends := map[[16]byte]*btreeEnd{}
 		for _, x := range d.Indices() {
-			if recs := btreeCache.get(x.UUID); recs != nil {
-				cached[x.UUID] = recs
-				defer releaseAll(recs)
+			if rec := btreeCache.get(x.UUID); rec != nil {
+				cached[x.UUID] = rec
+				defer rec.Release()
 			}
 			if e := btreeEnds.get(x.UUID); e != nil {
 				ends[x.UUID] = e
@@ -42,8 +42,8 @@ func TestStageIndicesSideBySideEqualsInTurn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for uuid, recs := range cached {
-			btreeCache.put(uuid, recs...)
+		for uuid, rec := range cached {
+			btreeCache.put(uuid, rec)
 		}
 		for uuid, e := range ends {
 			btreeEnds.put(uuid, e)
