@@ -149,7 +149,14 @@ func processCPU() int64 {
 // builds them, and encodes their data files) before the timer starts, so the time is the
 // loads' turn at the write gate one after another, with whatever each leaves running beside the
 // next (fold.go).
-func BenchmarkCommitTurn8k8k(b *testing.B) {
+func BenchmarkCommitTurn8k8k(b *testing.B) { benchCommitTurn(b, false) }
+
+// BenchmarkCommitTurn8k8kWrittenAhead is BenchmarkCommitTurn8k8k with each batch's data files
+// also written ahead (Built.WriteAhead), as the worker's stager writes them: the turn only
+// commits.
+func BenchmarkCommitTurn8k8kWrittenAhead(b *testing.B) { benchCommitTurn(b, true) }
+
+func benchCommitTurn(b *testing.B, writeAhead bool) {
 	ctx := context.Background()
 	g := benchGraph(b)
 	var err error
@@ -163,6 +170,11 @@ func BenchmarkCommitTurn8k8k(b *testing.B) {
 		reqs[i] = LoadRequest{Mode: ModeAppend, Records: benchdata.GraphBatch(9_000_000+i, 8192)}
 		if reqs[i].Built, err = g.Build(reqs[i]); err != nil {
 			b.Fatal(err)
+		}
+		if writeAhead {
+			if err := reqs[i].Built.WriteAhead(ctx); err != nil {
+				b.Fatal(err)
+			}
 		}
 		reqs[i].Records = nil
 	}

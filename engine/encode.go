@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -18,6 +19,8 @@ import (
 // as they are, unless the table it meets has another schema (a schema apply, a table read
 // again) and it encodes the rows itself. Encoding is the larger part of a load's preparation,
 // and the commit loop, which applies the batches one at a time, is the stream's critical path.
+// The worker's stager also writes the files ahead (Built.WriteAhead), so that the load's turn
+// writes none; a batch that does not commit them removes them (Built.Discard).
 
 // encodePlan is the key of a table's encode plan: its branch ("main" is "") and table key.
 func encodePlan(branch, table string) string { return normBranch(branch) + "\x00" + table }
@@ -44,34 +47,73 @@ func (g *Graph) forgetPlans(branch string) {
 }
 
 // encodeAhead encodes the tables of an append's built rows for their encode plans, side by
-// side; a table with no plan, or whose encoding fails (its load encodes it again and reports
-// what fails), is left out.
-func (g *Graph) encodeAhead(req LoadRequest, batches map[string]*rows.TableBatch) map[string]*lance.Encoded {
+// side, and returns them with the plan each was encoded on; a table with no plan, or whose
+// encoding fails (its load encodes it again and reports what fails), is left out.
+func (g *Graph) encodeAhead(req LoadRequest, batches map[string]*rows.TableBatch) (map[string]*lance.Encoded, map[string]*lance.Dataset) {
 	if req.Mode != ModeAppend {
-		return nil
+		return nil, nil
 	}
 	keys := make([]string, 0, len(batches))
 	for k := range batches {
 		keys = append(keys, k)
 	}
 	enc := make([]*lance.Encoded, len(keys))
+	plans := make([]*lance.Dataset, len(keys))
 	at := parallel.Indices(len(keys))
 	_ = parallel.Each(at, TableConcurrency, func(i int) error {
 		plan, ok := g.encodePlans.Load(encodePlan(req.Branch, keys[i]))
 		if !ok {
 			return nil
 		}
-		e, err := plan.(*lance.Dataset).EncodeAhead([]arrow.Record{batches[keys[i]].Record}, file.Options{})
+		plans[i] = plan.(*lance.Dataset)
+		e, err := plans[i].EncodeAhead([]arrow.Record{batches[keys[i]].Record}, file.Options{})
 		if err == nil {
 			enc[i] = e
 		}
 		return nil
 	})
-	out := map[string]*lance.Encoded{}
+	out, on := map[string]*lance.Encoded{}, map[string]*lance.Dataset{}
 	for i, e := range enc {
 		if e != nil {
-			out[keys[i]] = e
+			out[keys[i]], on[keys[i]] = e, plans[i]
 		}
 	}
-	return out
+	return out, on
+}
+
+// writtenAheadMaxAge bounds how long files written ahead may wait for their load: after
+// OrphanGrace a cleanup may take them for leftovers, so well before that the load encodes
+// and writes its rows again. A variable for the tests.
+var writtenAheadMaxAge = OrphanGrace / 2
+
+// WriteAhead writes the data files encoded ahead into their tables' directories now
+// (lance.Encoded.WriteAhead), so that the load stages them without writing: in a stream, the
+// stager writes a batch's files while earlier batches commit, and the writer's turn, the
+// stream's critical path, no longer writes (or, with fsync, flushes) them. A table whose
+// files fail to write is left to the load, which writes them in its turn as before; the first
+// error is returned for the caller to log. The files are unreferenced until the load commits:
+// Discard removes them when it does not.
+func (b *Built) WriteAhead(ctx context.Context) error {
+	if b == nil || len(b.encoded) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(b.encoded))
+	for k := range b.encoded {
+		keys = append(keys, k)
+	}
+	return parallel.Each(keys, TableConcurrency, func(k string) error {
+		return b.encoded[k].WriteAhead(ctx, b.on[k])
+	})
+}
+
+// Discard removes the files WriteAhead wrote that no load staged (the batch was refused,
+// already applied, or its table changed schema and its rows were encoded again), so that a
+// batch that is not applied leaves nothing behind. Call it once no load of b will run again.
+func (b *Built) Discard(ctx context.Context) {
+	if b == nil {
+		return
+	}
+	for _, e := range b.encoded {
+		e.Discard(ctx)
+	}
 }

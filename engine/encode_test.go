@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // lastDataFile is the data file of the newest fragment of the table key on main.
@@ -111,5 +113,84 @@ func TestDeletedBranchForgetsItsEncodePlans(t *testing.T) {
 	}
 	if n := plans("b"); n != 0 || plans("") == 0 {
 		t.Fatalf("after deleting b: %d plans of b, %d of main", n, plans(""))
+	}
+}
+
+// writtenAhead writes built's files ahead and returns the Person table's, checked in storage.
+func writtenAhead(t *testing.T, built *Built) (dir storage.Store, file string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := built.WriteAhead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	enc := built.encoded["node:Person"]
+	if enc == nil || enc.WrittenAt().IsZero() {
+		t.Fatal("Person rows not written ahead")
+	}
+	dir, file = built.on["node:Person"].Store(), enc.DataFiles()[0]
+	if ok, err := dir.Exists(ctx, "data/"+file); err != nil || !ok {
+		t.Fatalf("data/%s not in storage after WriteAhead: %v %v", file, ok, err)
+	}
+	return dir, file
+}
+
+// Files written ahead (as the worker's stager writes them) are the ones the load commits, and
+// Discard after the load leaves them, as they are the table's now.
+func TestLoadCommitsTheFilesWrittenAhead(t *testing.T) {
+	ctx := context.Background()
+	g, req, built := carolBuiltAhead(t)
+	dir, file := writtenAhead(t, built)
+	req.Built = built
+	if _, err := g.Load(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastDataFile(t, g, "node:Person"); got != file {
+		t.Fatalf("the load committed %s, not the file written ahead %s", got, file)
+	}
+	built.Discard(ctx)
+	if ok, err := dir.Exists(ctx, "data/"+file); err != nil || !ok {
+		t.Fatalf("Discard removed data/%s, which the load committed: %v %v", file, ok, err)
+	}
+	if !strings.Contains(export(t, g, ""), `"handle":"carol"`) {
+		t.Fatal("carol is not in the graph")
+	}
+	assertIndexesMatchStorage(t, g)
+}
+
+// Files written ahead that the load does not use, because the table it meets is another
+// state or because they waited too long (cleanup may take them for leftovers), are encoded
+// and written again by the load, and Discard removes them.
+func TestFilesWrittenAheadButNotUsedAreDiscarded(t *testing.T) {
+	for _, why := range []string{"another state", "too old"} {
+		t.Run(why, func(t *testing.T) {
+			ctx := context.Background()
+			g, req, built := carolBuiltAhead(t)
+			dir, file := writtenAhead(t, built)
+			if why == "too old" {
+				was := writtenAheadMaxAge
+				writtenAheadMaxAge = 0
+				t.Cleanup(func() { writtenAheadMaxAge = was })
+			} else {
+				g.writeMu.Lock()
+				_ = g.settleFolds()
+				g.tables = map[tableRef]*tableState{}
+				g.writeMu.Unlock()
+			}
+			req.Built = built
+			if _, err := g.Load(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			if got := lastDataFile(t, g, "node:Person"); got == file {
+				t.Fatalf("the load committed the file written ahead %s", file)
+			}
+			built.Discard(ctx)
+			if ok, err := dir.Exists(ctx, "data/"+file); err != nil || ok {
+				t.Fatalf("data/%s still in storage after Discard: %v %v", file, ok, err)
+			}
+			if !strings.Contains(export(t, g, ""), `"handle":"carol"`) {
+				t.Fatal("carol is not in the graph")
+			}
+			assertIndexesMatchStorage(t, g)
+		})
 	}
 }

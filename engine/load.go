@@ -65,6 +65,7 @@ type Built struct {
 	mode    rows.Mode
 	batches map[string]*rows.TableBatch
 	encoded map[string]*lance.Encoded // by table key: data files encoded ahead (encode.go)
+	on      map[string]*lance.Dataset // by table key: the table version each was encoded on
 }
 
 // Build validates req's records against the catalog and builds their Arrow rows, as the
@@ -76,7 +77,8 @@ func (g *Graph) Build(req LoadRequest) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Built{catalog: cat, mode: req.Mode, batches: b, encoded: g.encodeAhead(req, b)}, nil
+	enc, on := g.encodeAhead(req, b)
+	return &Built{catalog: cat, mode: req.Mode, batches: b, encoded: enc, on: on}, nil
 }
 
 // Bytes is about how much memory the built rows hold: their Arrow buffers and the ids kept
@@ -483,8 +485,10 @@ func stage(ctx context.Context, ds *lance.Dataset, mode rows.Mode, t *plannedTab
 	switch mode {
 	case ModeAppend:
 		opts.Properties = certified
-		if st, ok := ds.StageInsertOnlyUpdateEncoded(t.encoded, opts); ok {
-			return st, nil
+		if w := t.encoded.WrittenAt(); w.IsZero() || time.Since(w) < writtenAheadMaxAge {
+			if st, ok := ds.StageInsertOnlyUpdateEncoded(t.encoded, opts); ok {
+				return st, nil
+			}
 		}
 		return ds.StageInsertOnlyUpdate(ctx, recs, opts)
 	case ModeMerge:

@@ -129,7 +129,7 @@ func decodeRequest(data []byte, v any, field, want string) error {
 //
 // held is about how much memory the staged load keeps beside the message's body; release
 // gives the records' memory back to the framer once apply will not be called again.
-func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahead bool) (apply func(context.Context) (*applied, error), release func(), held int64, err error) {
+func (w *Worker) loadRequest(ctx context.Context, msg jetstream.Msg, receipt *publisher.Receipt, ahead bool) (apply func(context.Context) (*applied, error), release func(), held int64, err error) {
 	h := msg.Headers()
 	for _, name := range []string{HeaderBranch, HeaderFrom} {
 		if err := engine.CheckBranchName(name, h.Get(name)); err != nil {
@@ -154,8 +154,17 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 		Receipt: receipt}
 	if ahead {
 		req.Built, _ = w.g.Build(req) // a refusal is Load's to report, in its order
+		if err := req.Built.WriteAhead(ctx); err != nil && ctx.Err() == nil {
+			// Not the batch's failure: its load writes the files in its own turn.
+			w.log.Warn("writing a batch's data files ahead failed; its load writes them", zap.Error(err))
+		}
 	}
 	held = stagedBytes(recs, req.Built)
+	built := req.Built
+	release = func() {
+		fr.Release()
+		built.Discard(context.WithoutCancel(ctx))
+	}
 	return func(ctx context.Context) (*applied, error) {
 		res, err := w.g.Load(ctx, req)
 		req.Built = nil // a retry builds anew
@@ -165,7 +174,7 @@ func (w *Worker) loadRequest(msg jetstream.Msg, receipt *publisher.Receipt, ahea
 		return &applied{entities: res.TotalEntities, event: Event{Kind: "load", Branch: res.Branch, Mode: res.Mode, Nodes: res.Nodes, Edges: res.Edges,
 			GraphCommitID: res.Commit.GraphCommitID, ManifestVersion: res.Commit.GraphManifestVersion, ActorID: res.Commit.ActorID,
 			AlreadyApplied: res.AlreadyApplied}}, nil
-	}, fr.Release, held, nil
+	}, release, held, nil
 }
 
 // emptyLoad is the load of a batch with no records: nothing to commit, so the graph is not

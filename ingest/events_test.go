@@ -46,8 +46,10 @@ func TestOutcomeEventMsgIDs(t *testing.T) {
 	}
 }
 
-// storedEvents are the events the events stream holds, by their Nats-Msg-Id.
-func (h *harness) storedEvents() map[string]Event {
+// storedEvents are the events the events stream holds, by their Nats-Msg-Id, once it holds at
+// least want of them (or after 5 s): a subscriber may see an event before the stream has
+// stored it.
+func (h *harness) storedEvents(want uint64) map[string]Event {
 	h.t.Helper()
 	ctx := context.Background()
 	s, err := h.js.Stream(ctx, h.w.cfg.EventsStream)
@@ -55,6 +57,10 @@ func (h *harness) storedEvents() map[string]Event {
 		h.t.Fatal(err)
 	}
 	info, err := s.Info(ctx)
+	for deadline := time.Now().Add(5 * time.Second); err == nil && info.State.Msgs < want && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		info, err = s.Info(ctx)
+	}
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -105,7 +111,7 @@ func TestDeadLetteredEvent(t *testing.T) {
 		t.Fatalf("dead_lettered event %+v", ev)
 	}
 	// The stored events carry the outcome's own id.
-	stored := h.storedEvents()
+	stored := h.storedEvents(3)
 	if len(stored) != 3 {
 		t.Fatalf("stored events %+v", stored)
 	}
@@ -120,7 +126,7 @@ func TestDeadLetteredEvent(t *testing.T) {
 	h.w.deadLettered(letter{reason: errs.KindKeyConflict, kind: errs.KindKeyConflict, text: "again", subject: h.w.cfg.IngestSubject(), header: dl.Header},
 		h.w.receiptFor(2, "b-2"), &jetstream.PubAck{Stream: h.w.cfg.DLQStream, Sequence: dl.Sequence}, false)
 	h.other()
-	if stored := h.storedEvents(); len(stored) != 3 {
+	if stored := h.storedEvents(3); len(stored) != 3 {
 		t.Fatalf("a repeated dead_lettered event was stored again: %+v", stored)
 	}
 }
@@ -204,7 +210,7 @@ func TestHeldEventOncePerHold(t *testing.T) {
 	if ev := h.event(); ev.SourceSequence != 2 || ev.Outcome != OutcomeCommitted || ev.GraphCommitID == "" {
 		t.Fatalf("commit event after the fix: %+v", ev)
 	}
-	stored := h.storedEvents()
+	stored := h.storedEvents(3)
 	id := OutcomeEventMsgID(h.w.cfg.Stream, h.w.streamCreated.Load(), 2, OutcomeHeld, errs.KindTableDrift)
 	if len(stored) != 3 || stored[id].Outcome != OutcomeHeld || stored[EventMsgID(h.w.cfg.Stream, h.w.streamCreated.Load(), 2)].Outcome != OutcomeCommitted {
 		t.Fatalf("stored events %+v", stored)

@@ -452,7 +452,7 @@ func (p *pipe) stage(ctx context.Context) {
 			p.mu.Lock()
 			msg, meta := h.msg, h.meta // add may swap in a newer delivery of the same message
 			p.mu.Unlock()
-			st := p.w.stage(msg, meta, h.ahead)
+			st := p.w.stage(ctx, msg, meta, h.ahead)
 			// What staging built counts against the bound too, in place of the estimate.
 			p.mu.Lock()
 			if _, still := p.held[h.seq]; still && !p.closed {

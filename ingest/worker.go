@@ -432,7 +432,7 @@ func (st *staged) done() {
 
 // stage hashes and parses one message. ahead says the message waits behind others in the
 // pipeline: a load then builds its rows too, which Load uses if the schema is unchanged.
-func (w *Worker) stage(msg jetstream.Msg, meta *jetstream.MsgMetadata, ahead bool) *staged {
+func (w *Worker) stage(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, ahead bool) *staged {
 	// The payload is hashed for the receipt while the body is framed (32 MiB take ~20 ms).
 	sum := make(chan [sha256.Size]byte, 1)
 	go func() { sum <- sha256.Sum256(msg.Data()) }()
@@ -445,7 +445,7 @@ func (w *Worker) stage(msg jetstream.Msg, meta *jetstream.MsgMetadata, ahead boo
 	case w.cfg.SchemaSubject():
 		st.apply, st.err = w.schemaRequest(msg, st.receipt)
 	default:
-		st.apply, st.release, st.bytes, st.err = w.loadRequest(msg, st.receipt, ahead)
+		st.apply, st.release, st.bytes, st.err = w.loadRequest(ctx, msg, st.receipt, ahead)
 	}
 	digest := <-sum
 	st.receipt.PayloadSHA256 = hex.EncodeToString(digest[:])
@@ -461,7 +461,7 @@ func (w *Worker) process(stop, ctx context.Context, msg jetstream.Msg, meta *jet
 		return w.deadLetter(stop, ctx, msg, meta, errs.ReasonMaxDeliver, err)
 	}
 	if st == nil {
-		st = w.stage(msg, meta, false)
+		st = w.stage(ctx, msg, meta, false)
 		defer st.done()
 	}
 	receipt, apply := st.receipt, st.apply

@@ -1,10 +1,17 @@
 package lance
 
 import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/omnigraph/omnigraph-worker/internal/parallel"
 	"github.com/omnigraph/omnigraph-worker/lance/file"
 	"github.com/omnigraph/omnigraph-worker/lance/schema"
+	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // Encoding ahead. A data file's bytes depend on the table's schema (its field ids and types)
@@ -16,15 +23,30 @@ import (
 // the same *schema.Schema, and anything else (a schema change, a table read again from
 // storage) makes the commit encode the rows again, as it would have without the files.
 
+// Writing ahead. The files may also be written before the commit's turn (WriteAhead), by
+// whoever encoded them: they are unreferenced until a manifest names them, as a staged
+// transaction's files are until its commit, so a writer that dies or gives the batch up
+// leaves only files cleanup's orphan sweep removes. A commit that stages them then writes
+// none, which takes the data files' writes (and with fsync their flushes) out of the
+// writer's turn.
+
 // Encoded is a batch's rows encoded ahead as new fragments of a table (EncodeAhead).
 type Encoded struct {
 	schema  *schema.Schema
 	version file.Version
 	frags   []Fragment
 	files   []pendingFile
+	// dir is where WriteAhead wrote the files (nil: not written), at writtenAt; claimed is
+	// set by the one staging that takes them as its transaction's files.
+	dir       storage.Store
+	writtenAt time.Time
+	claimed   atomic.Bool
 }
 
-// Bytes is the size of the encoded data files.
+// FailpointWriteAhead fires before WriteAhead writes anything.
+const FailpointWriteAhead = "lance.write_ahead"
+
+// Bytes is the size of the encoded data files held in memory: none once written ahead.
 func (e *Encoded) Bytes() int64 {
 	if e == nil {
 		return 0
@@ -58,6 +80,9 @@ func (d *Dataset) EncodeAhead(recs []arrow.Record, fo file.Options) (*Encoded, e
 // is false, with nothing staged, when d's schema is not the one e was encoded for or it
 // declares another data file version, and the caller encodes the rows itself. e's files are
 // the staged transaction's: stage e once.
+//
+// Files written ahead (WriteAhead) are staged only on a version in the directory they were
+// written to, and only once: the transaction then has no data file left to write.
 func (d *Dataset) StageInsertOnlyUpdateEncoded(e *Encoded, o StageOptions) (st *Staged, ok bool) {
 	if e == nil || e.schema != d.Schema() {
 		return nil, false
@@ -65,9 +90,82 @@ func (d *Dataset) StageInsertOnlyUpdateEncoded(e *Encoded, o StageOptions) (st *
 	if v, err := d.fileOptions(o.FileOptions); err != nil || v.Version != e.version {
 		return nil, false
 	}
+	files := e.files
+	if e.dir != nil {
+		if !e.writtenTo(d.dir) || !e.claimed.CompareAndSwap(false, true) {
+			return nil, false
+		}
+		files = nil
+	}
 	frags := make([]Fragment, len(e.frags))
 	copy(frags, e.frags)
-	return d.stageInsertOnly(frags, o, &fileWrites{files: e.files}), true
+	return d.stageInsertOnly(frags, o, &fileWrites{files: files}), true
+}
+
+// WriteAhead writes e's data files into d's directory now (d: a version of the table e was
+// encoded for, on the branch its commit will be on), so that the commit that stages e writes
+// none. An error leaves e as it was, to be written by its commit, and nothing behind.
+func (e *Encoded) WriteAhead(ctx context.Context, d *Dataset) error {
+	if e == nil || e.dir != nil || len(e.files) == 0 {
+		return nil
+	}
+	for _, f := range e.files {
+		if f.parts != nil {
+			return nil // composed files are compaction's; EncodeAhead makes none
+		}
+	}
+	if err := inject(FailpointWriteAhead); err != nil {
+		return err
+	}
+	err := parallel.Each(e.files, fileWriteConcurrency, func(f pendingFile) error {
+		if err := d.dir.Put(ctx, f.key, f.data); err != nil {
+			return fmt.Errorf("lance: write %s ahead: %w", f.what, err)
+		}
+		rememberWritten(d.dir.Location(f.key), f.key, f.data)
+		return nil
+	})
+	if err != nil {
+		removeFiles(context.WithoutCancel(ctx), d.dir, e.files)
+		return err
+	}
+	// The bytes are in storage now (and the small ones in the written-files cache): the
+	// batch need not hold them while it waits for its turn.
+	for i := range e.files {
+		e.files[i].data = nil
+	}
+	e.dir, e.writtenAt = d.dir, time.Now()
+	return nil
+}
+
+// WrittenAt is when WriteAhead wrote e's files; zero if it has not.
+func (e *Encoded) WrittenAt() time.Time {
+	if e == nil {
+		return time.Time{}
+	}
+	return e.writtenAt
+}
+
+// Discard removes the files WriteAhead wrote unless a staging claimed them: for a batch given
+// up or encoded again. Best effort: what it cannot remove is left to cleanup's orphan sweep.
+func (e *Encoded) Discard(ctx context.Context) {
+	if e == nil || e.dir == nil || !e.claimed.CompareAndSwap(false, true) {
+		return
+	}
+	removeFiles(ctx, e.dir, e.files)
+}
+
+// writtenTo reports whether dir is the directory e's files were written to.
+func (e *Encoded) writtenTo(dir storage.Store) bool {
+	k := e.files[0].key
+	return dir.Location(k) == e.dir.Location(k)
+}
+
+func removeFiles(ctx context.Context, dir storage.Store, files []pendingFile) {
+	_ = parallel.Each(files, fileWriteConcurrency, func(f pendingFile) error {
+		_ = dir.Delete(ctx, f.key)
+		writtenFiles.forget(dir.Location(f.key))
+		return nil
+	})
 }
 
 // DataFiles are the names (under data/) of the encoded files, in fragment order.

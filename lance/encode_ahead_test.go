@@ -3,7 +3,11 @@ package lance
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
+	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // Rows encoded ahead on one version stage, as they are, on a later version of the same
@@ -81,4 +85,136 @@ func TestEncodedAheadRefusedForAnotherFileVersion(t *testing.T) {
 	if s, ok := older.StageInsertOnlyUpdateEncoded(e, StageOptions{}); ok || s != nil {
 		t.Fatal("rows encoded as 2.2 files were staged on a 2.1 table")
 	}
+}
+
+// dataFiles lists the data files in st.
+func dataFiles(t *testing.T, st storage.Store) []string {
+	t.Helper()
+	objs, err := st.List(context.Background(), "data/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range objs {
+		out = append(out, strings.TrimPrefix(o.Key, "data/"))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Files written ahead are in storage before any commit, the commit that stages them writes no
+// data file of its own and names them, and a second staging, or a Discard after the commit,
+// leaves them alone.
+func TestEncodedWrittenAheadStagesWithoutWriting(t *testing.T) {
+	ctx := context.Background()
+	st := memStore(t)
+	d, err := Create(ctx, st, testSchema(t), rows(seq(0, 10)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := d.EncodeAhead(rows(100, 101), StageOptions{}.FileOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := dataFiles(t, st)
+	if err := e.WriteAhead(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if e.WrittenAt().IsZero() {
+		t.Fatal("WrittenAt is zero after WriteAhead")
+	}
+	written := dataFiles(t, st)
+	if len(written) != len(before)+1 || !slices.Contains(written, e.DataFiles()[0]) {
+		t.Fatalf("data files %v after writing %v ahead (before: %v)", written, e.DataFiles(), before)
+	}
+	s, err := d.StageAppend(ctx, rows(10), StageOptions{})
+	d = commit(t, d, s, err)
+	staged, ok := d.StageInsertOnlyUpdateEncoded(e, StageOptions{Properties: map[string]string{InsertAbsenceProperty: "v1"}})
+	if !ok {
+		t.Fatal("rows written ahead were refused")
+	}
+	if len(staged.files) != 0 {
+		t.Fatalf("the staging of files written ahead would write %d files again", len(staged.files))
+	}
+	if again, ok := d.StageInsertOnlyUpdateEncoded(e, StageOptions{}); ok || again != nil {
+		t.Fatal("files written ahead were staged twice")
+	}
+	d = commit(t, d, staged, nil)
+	e.Discard(ctx) // claimed by the commit: nothing to remove
+	eqIDs(t, scanIDs(t, d), append(seq(0, 11), 100, 101))
+	if got := dataFiles(t, st); len(got) != len(written)+1 {
+		t.Fatalf("data files %v: want the %d written ahead and the append's", got, len(written))
+	}
+}
+
+// Discard removes files written ahead that no staging claimed; files written into one
+// directory are refused by a table in another.
+func TestEncodedWrittenAheadDiscardedAndRefusedElsewhere(t *testing.T) {
+	ctx := context.Background()
+	st := memStore(t)
+	other, err := storage.Open(ctx, "mem://"+t.Name()+"-other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Create(ctx, st, testSchema(t), rows(seq(0, 3)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, err := Create(ctx, other, d.Schema(), rows(seq(0, 3)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.DeletePrefix(ctx, ""); other.Close() })
+	before := dataFiles(t, st)
+	e, err := d.EncodeAhead(rows(7), StageOptions{}.FileOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.WriteAhead(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	// Same schema pointer, other directory: the files are not there.
+	elsewhere.manifest.Schema = d.manifest.Schema
+	if s, ok := elsewhere.StageInsertOnlyUpdateEncoded(e, StageOptions{}); ok || s != nil {
+		t.Fatal("files written into one table's directory were staged on another's")
+	}
+	e.Discard(ctx)
+	if got := dataFiles(t, st); !slices.Equal(got, before) {
+		t.Fatalf("data files %v after Discard, want %v", got, before)
+	}
+	if s, ok := d.StageInsertOnlyUpdateEncoded(e, StageOptions{}); ok || s != nil {
+		t.Fatal("discarded files were staged")
+	}
+}
+
+// A write ahead that fails leaves nothing in storage and the rows unwritten, so that the
+// commit that stages them writes them itself.
+func TestEncodedWriteAheadFailureLeavesItToTheCommit(t *testing.T) {
+	ctx := context.Background()
+	st := memStore(t)
+	d, err := Create(ctx, st, testSchema(t), rows(seq(0, 3)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := dataFiles(t, st)
+	e, err := d.EncodeAhead(rows(7), StageOptions{}.FileOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(failpoint.Reset)
+	if err := failpoint.Enable(FailpointWriteAhead, "1*error"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.WriteAhead(ctx, d); !failpoint.IsInjected(err) {
+		t.Fatalf("WriteAhead: %v, want the injected error", err)
+	}
+	if !e.WrittenAt().IsZero() || !slices.Equal(dataFiles(t, st), before) {
+		t.Fatalf("a failed write ahead left written=%v, data files %v", e.WrittenAt(), dataFiles(t, st))
+	}
+	s, ok := d.StageInsertOnlyUpdateEncoded(e, StageOptions{Properties: map[string]string{InsertAbsenceProperty: "v1"}})
+	if !ok || len(s.files) != 1 {
+		t.Fatalf("staged %v with %d files to write, want the one encoded", ok, len(s.files))
+	}
+	d = commit(t, d, s, nil)
+	eqIDs(t, scanIDs(t, d), append(seq(0, 3), 7))
 }

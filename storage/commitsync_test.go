@@ -39,6 +39,52 @@ func TestGraphLoadSyncChain(t *testing.T) {
 	}
 }
 
+// The same chain holds for loads whose data files the worker's stager wrote ahead of their
+// turn (engine.Built.WriteAhead), the write ahead and the load traced as one: the table
+// commits that name the files wait for their directory's sync, and the load writes no data
+// file of its own.
+func TestGraphLoadSyncChainWrittenAhead(t *testing.T) {
+	ctx := context.Background()
+	g, tr := syncTracedGraph(t)
+	// The first load gives the stager the table versions it encodes for.
+	if _, err := g.Load(ctx, engine.LoadRequest{Mode: engine.ModeAppend, Records: benchdata.GraphBatch(0, 100)}); err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k < 4; k++ {
+		req := engine.LoadRequest{Mode: engine.ModeAppend, Records: benchdata.GraphBatch(k, 100)}
+		var err error
+		if req.Built, err = g.Build(req); err != nil {
+			t.Fatal(err)
+		}
+		split := 0
+		all := tr.during(func() {
+			if err := req.Built.WriteAhead(ctx); err != nil {
+				t.Fatal(err)
+			}
+			split = tr.count()
+			if _, err := g.Load(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		})
+		checkSyncChain(t, k, all)
+		ahead, load := all[:split], all[split:]
+		written := 0
+		for _, ev := range ahead {
+			if ev.Kind == storage.EventPublished && filepath.Base(filepath.Dir(ev.Path)) == "data" {
+				written++
+			}
+		}
+		if written != 2 {
+			t.Fatalf("load %d: %d data files written ahead, want the node and the edge table's", k, written)
+		}
+		for _, ev := range load {
+			if ev.Kind == storage.EventPublished && filepath.Base(filepath.Dir(ev.Path)) == "data" && !strings.Contains(ev.Path, "__manifest") {
+				t.Fatalf("load %d wrote %s in its turn: its files were written ahead", k, ev.Path)
+			}
+		}
+	}
+}
+
 // syncTracer collects the sync events of one graph root's directory.
 type syncTracer struct {
 	mu     sync.Mutex
@@ -73,6 +119,13 @@ func syncTracedGraph(t *testing.T) (*engine.Graph, *syncTracer) {
 }
 
 // during is the events of what f does.
+// count is how many events the tracer has collected so far.
+func (tr *syncTracer) count() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.events)
+}
+
 func (tr *syncTracer) during(f func()) []storage.SyncEvent {
 	tr.mu.Lock()
 	tr.events = tr.events[:0]

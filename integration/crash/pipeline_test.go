@@ -18,6 +18,7 @@ import (
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 	"github.com/omnigraph/omnigraph-worker/internal/proctest"
+	"github.com/omnigraph/omnigraph-worker/lance"
 )
 
 var pipelineSummary string
@@ -31,7 +32,8 @@ func pipelineBatch(i int) string {
 }
 
 // TestPipelineCrashMatrix kills `worker run` (pipeline depth 4) at each step of the load and
-// ack protocol (the ack itself in the acker, beside the next message's commit) while it
+// ack protocol (the ack itself in the acker, beside the next message's commit; the stager's
+// write of a batch's data files ahead of its load, lance.write_ahead) while it
 // applies the third of eight queued messages, with the ones behind it
 // prefetched, framed and built, and at each step of an automatic compaction running beside
 // them (an index fold that appends among them); a worker started again finishes the stream. Every message must be in the graph exactly
@@ -40,7 +42,7 @@ func pipelineBatch(i int) string {
 func TestPipelineCrashMatrix(t *testing.T) {
 	var tl tally
 	disordered := 0
-	for _, step := range []string{"load.after_prepare", "load.after_sidecar", "load.after_table_commit", "load.after_confirm",
+	for _, step := range []string{lance.FailpointWriteAhead, "load.after_prepare", "load.after_sidecar", "load.after_table_commit", "load.after_confirm",
 		"publisher.before_commit", "load.after_publish", "load.fold", "ingest.before_ack", ingest.FailpointAckQueued} {
 		t.Run(step, func(t *testing.T) {
 			lost, doubled, half, inOrder := runPipelineCase(t, step+"=2+1*kill", "16", true)
