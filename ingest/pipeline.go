@@ -493,7 +493,8 @@ func (p *pipe) heartbeat(ctx context.Context) {
 
 // giveBack returns every message still held to the stream, lowest sequence first, so that
 // the next session (or the next owner of the graph) gets them at once instead of after their
-// AckWait; a message fetched from now on goes back as it comes.
+// AckWait; a message fetched from now on goes back as it comes. It runs once the stager and
+// the commit loop have returned.
 func (p *pipe) giveBack() {
 	p.mu.Lock()
 	p.closed = true
@@ -507,5 +508,10 @@ func (p *pipe) giveBack() {
 	sort.Slice(hs, func(i, j int) bool { return hs[i].seq < hs[j].seq })
 	for _, h := range hs {
 		_ = h.msg.Nak()
+	}
+	// What the stager made of them goes back too (their records to the framer, data files
+	// written ahead from storage): the stager has stopped, so each h.st is final.
+	for _, h := range hs {
+		h.st.done()
 	}
 }

@@ -197,6 +197,7 @@ func TestPipelineStopGivesBackTheRest(t *testing.T) {
 	if err := failpoint.Enable("load.after_prepare", "1*sleep(1500)"); err != nil {
 		t.Fatal(err)
 	}
+	framed := framing.Unreleased()
 	h := start(t, func(w *Worker) { w.cfg.AckWait = 10 * time.Second }, depth(4))
 	const n = 6
 	for i := range n {
@@ -221,6 +222,10 @@ func TestPipelineStopGivesBackTheRest(t *testing.T) {
 	case ev := <-h.events:
 		t.Fatalf("message %d committed after the stop; only the one being applied may", ev.SourceSequence)
 	case <-time.After(300 * time.Millisecond):
+	}
+	// What the stager made of the held ones went back with them.
+	if got := framing.Unreleased(); got != framed {
+		t.Fatalf("%d framed batches not given back to the framer after the stop, want %d", got, framed)
 	}
 	// Given back, the rest come at once; left to their AckWait they would come after it.
 	restart := time.Now()
