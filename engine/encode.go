@@ -47,38 +47,36 @@ func (g *Graph) forgetPlans(branch string) {
 }
 
 // encodeAhead encodes the tables of an append's built rows for their encode plans, side by
-// side, and returns them with the plan each was encoded on; a table with no plan, or whose
-// encoding fails (its load encodes it again and reports what fails), is left out.
-func (g *Graph) encodeAhead(req LoadRequest, batches map[string]*rows.TableBatch) (map[string]*lance.Encoded, map[string]*lance.Dataset) {
+// side; a table with no plan, or whose encoding fails (its load encodes it again and reports
+// what fails), is left out.
+func (g *Graph) encodeAhead(req LoadRequest, batches map[string]*rows.TableBatch) map[string]*lance.Encoded {
 	if req.Mode != ModeAppend {
-		return nil, nil
+		return nil
 	}
 	keys := make([]string, 0, len(batches))
 	for k := range batches {
 		keys = append(keys, k)
 	}
 	enc := make([]*lance.Encoded, len(keys))
-	plans := make([]*lance.Dataset, len(keys))
 	at := parallel.Indices(len(keys))
 	_ = parallel.Each(at, TableConcurrency, func(i int) error {
 		plan, ok := g.encodePlans.Load(encodePlan(req.Branch, keys[i]))
 		if !ok {
 			return nil
 		}
-		plans[i] = plan.(*lance.Dataset)
-		e, err := plans[i].EncodeAhead([]arrow.Record{batches[keys[i]].Record}, file.Options{})
+		e, err := plan.(*lance.Dataset).EncodeAhead([]arrow.Record{batches[keys[i]].Record}, file.Options{})
 		if err == nil {
 			enc[i] = e
 		}
 		return nil
 	})
-	out, on := map[string]*lance.Encoded{}, map[string]*lance.Dataset{}
+	out := map[string]*lance.Encoded{}
 	for i, e := range enc {
 		if e != nil {
-			out[keys[i]], on[keys[i]] = e, plans[i]
+			out[keys[i]] = e
 		}
 	}
-	return out, on
+	return out
 }
 
 // writtenAheadMaxAge bounds how long files written ahead may wait for their load: after
@@ -97,13 +95,11 @@ func (b *Built) WriteAhead(ctx context.Context) error {
 	if b == nil || len(b.encoded) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(b.encoded))
-	for k := range b.encoded {
-		keys = append(keys, k)
+	encs := make([]*lance.Encoded, 0, len(b.encoded))
+	for _, e := range b.encoded {
+		encs = append(encs, e)
 	}
-	return parallel.Each(keys, TableConcurrency, func(k string) error {
-		return b.encoded[k].WriteAhead(ctx, b.on[k])
-	})
+	return parallel.Each(encs, TableConcurrency, func(e *lance.Encoded) error { return e.WriteAhead(ctx) })
 }
 
 // Discard removes the files WriteAhead wrote that no load staged (the batch was refused,

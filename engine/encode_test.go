@@ -6,11 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/omnigraph/omnigraph-worker/lance"
 	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
-// lastDataFile is the data file of the newest fragment of the table key on main.
-func lastDataFile(t *testing.T, g *Graph, key string) string {
+// heldTable is the dataset of the table key on main as the writer holds it.
+func heldTable(t *testing.T, g *Graph, key string) *lance.Dataset {
 	t.Helper()
 	if err := g.settleFolds(); err != nil {
 		t.Fatal(err)
@@ -18,13 +19,19 @@ func lastDataFile(t *testing.T, g *Graph, key string) string {
 	if st := g.publisher("").Cached(); st != nil {
 		if e, ok := st.Table(key); ok {
 			if ts := g.tables[tableRef{path: e.Path}]; ts != nil {
-				frags := ts.ds.Manifest().Fragments
-				return frags[len(frags)-1].Files[0].Path
+				return ts.ds
 			}
 		}
 	}
 	t.Fatalf("table %s not held", key)
-	return ""
+	return nil
+}
+
+// lastDataFile is the data file of the newest fragment of the table key on main.
+func lastDataFile(t *testing.T, g *Graph, key string) string {
+	t.Helper()
+	frags := heldTable(t, g, key).Manifest().Fragments
+	return frags[len(frags)-1].Files[0].Path
 }
 
 // carolBuiltAhead is a graph holding people and the append of carol built ahead, as the
@@ -117,7 +124,7 @@ func TestDeletedBranchForgetsItsEncodePlans(t *testing.T) {
 }
 
 // writtenAhead writes built's files ahead and returns the Person table's, checked in storage.
-func writtenAhead(t *testing.T, built *Built) (dir storage.Store, file string) {
+func writtenAhead(t *testing.T, g *Graph, built *Built) (dir storage.Store, file string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := built.WriteAhead(ctx); err != nil {
@@ -127,7 +134,7 @@ func writtenAhead(t *testing.T, built *Built) (dir storage.Store, file string) {
 	if enc == nil || enc.WrittenAt().IsZero() {
 		t.Fatal("Person rows not written ahead")
 	}
-	dir, file = built.on["node:Person"].Store(), enc.DataFiles()[0]
+	dir, file = heldTable(t, g, "node:Person").Store(), enc.DataFiles()[0]
 	if ok, err := dir.Exists(ctx, "data/"+file); err != nil || !ok {
 		t.Fatalf("data/%s not in storage after WriteAhead: %v %v", file, ok, err)
 	}
@@ -139,7 +146,7 @@ func writtenAhead(t *testing.T, built *Built) (dir storage.Store, file string) {
 func TestLoadCommitsTheFilesWrittenAhead(t *testing.T) {
 	ctx := context.Background()
 	g, req, built := carolBuiltAhead(t)
-	dir, file := writtenAhead(t, built)
+	dir, file := writtenAhead(t, g, built)
 	req.Built = built
 	if _, err := g.Load(ctx, req); err != nil {
 		t.Fatal(err)
@@ -165,7 +172,7 @@ func TestFilesWrittenAheadButNotUsedAreDiscarded(t *testing.T) {
 		t.Run(why, func(t *testing.T) {
 			ctx := context.Background()
 			g, req, built := carolBuiltAhead(t)
-			dir, file := writtenAhead(t, built)
+			dir, file := writtenAhead(t, g, built)
 			if why == "too old" {
 				was := writtenAheadMaxAge
 				writtenAheadMaxAge = 0

@@ -65,7 +65,6 @@ type Built struct {
 	mode    rows.Mode
 	batches map[string]*rows.TableBatch
 	encoded map[string]*lance.Encoded // by table key: data files encoded ahead (encode.go)
-	on      map[string]*lance.Dataset // by table key: the table version each was encoded on
 }
 
 // Build validates req's records against the catalog and builds their Arrow rows, as the
@@ -77,8 +76,7 @@ func (g *Graph) Build(req LoadRequest) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	enc, on := g.encodeAhead(req, b)
-	return &Built{catalog: cat, mode: req.Mode, batches: b, encoded: enc, on: on}, nil
+	return &Built{catalog: cat, mode: req.Mode, batches: b, encoded: g.encodeAhead(req, b)}, nil
 }
 
 // Bytes is about how much memory the built rows hold: their Arrow buffers and the ids kept

@@ -36,8 +36,9 @@ type Encoded struct {
 	version file.Version
 	frags   []Fragment
 	files   []pendingFile
-	// dir is where WriteAhead wrote the files (nil: not written), at writtenAt; claimed is
-	// set by the one staging that takes them as its transaction's files.
+	// dir is the directory of the table version they were encoded on, which WriteAhead writes
+	// them into; writtenAt is when it did (zero: not written). claimed is set by the one
+	// staging that takes the written files as its transaction's.
 	dir       storage.Store
 	writtenAt time.Time
 	claimed   atomic.Bool
@@ -73,7 +74,7 @@ func (d *Dataset) EncodeAhead(recs []arrow.Record, fo file.Options) (*Encoded, e
 	if err != nil {
 		return nil, err
 	}
-	return &Encoded{schema: s, version: fo.Version, frags: frags, files: w.files}, nil
+	return &Encoded{schema: s, version: fo.Version, frags: frags, files: w.files, dir: d.dir}, nil
 }
 
 // StageInsertOnlyUpdateEncoded is StageInsertOnlyUpdate of rows encoded ahead (e), on d: ok
@@ -91,7 +92,7 @@ func (d *Dataset) StageInsertOnlyUpdateEncoded(e *Encoded, o StageOptions) (st *
 		return nil, false
 	}
 	files := e.files
-	if e.dir != nil {
+	if !e.writtenAt.IsZero() {
 		if !e.writtenTo(d.dir) || !e.claimed.CompareAndSwap(false, true) {
 			return nil, false
 		}
@@ -102,30 +103,24 @@ func (d *Dataset) StageInsertOnlyUpdateEncoded(e *Encoded, o StageOptions) (st *
 	return d.stageInsertOnly(frags, o, &fileWrites{files: files}), true
 }
 
-// WriteAhead writes e's data files into d's directory now (d: a version of the table e was
-// encoded for, on the branch its commit will be on), so that the commit that stages e writes
-// none. An error leaves e as it was, to be written by its commit, and nothing behind.
-func (e *Encoded) WriteAhead(ctx context.Context, d *Dataset) error {
-	if e == nil || e.dir != nil || len(e.files) == 0 {
+// WriteAhead writes e's data files now into the directory of the table version they were
+// encoded on, so that the commit that stages e there writes none. An error leaves e as it
+// was, to be written by its commit, and nothing behind.
+func (e *Encoded) WriteAhead(ctx context.Context) error {
+	if e == nil || !e.writtenAt.IsZero() || len(e.files) == 0 {
 		return nil
-	}
-	for _, f := range e.files {
-		if f.parts != nil {
-			return nil // composed files are compaction's; EncodeAhead makes none
-		}
 	}
 	if err := inject(FailpointWriteAhead); err != nil {
 		return err
 	}
 	err := parallel.Each(e.files, fileWriteConcurrency, func(f pendingFile) error {
-		if err := d.dir.Put(ctx, f.key, f.data); err != nil {
+		if err := f.put(ctx, e.dir); err != nil {
 			return fmt.Errorf("lance: write %s ahead: %w", f.what, err)
 		}
-		rememberWritten(d.dir.Location(f.key), f.key, f.data)
 		return nil
 	})
 	if err != nil {
-		removeFiles(context.WithoutCancel(ctx), d.dir, e.files)
+		removeFiles(context.WithoutCancel(ctx), e.dir, e.files)
 		return err
 	}
 	// The bytes are in storage now (and the small ones in the written-files cache): the
@@ -133,7 +128,7 @@ func (e *Encoded) WriteAhead(ctx context.Context, d *Dataset) error {
 	for i := range e.files {
 		e.files[i].data = nil
 	}
-	e.dir, e.writtenAt = d.dir, time.Now()
+	e.writtenAt = time.Now()
 	return nil
 }
 
@@ -148,7 +143,7 @@ func (e *Encoded) WrittenAt() time.Time {
 // Discard removes the files WriteAhead wrote unless a staging claimed them: for a batch given
 // up or encoded again. Best effort: what it cannot remove is left to cleanup's orphan sweep.
 func (e *Encoded) Discard(ctx context.Context) {
-	if e == nil || e.dir == nil || !e.claimed.CompareAndSwap(false, true) {
+	if e == nil || e.writtenAt.IsZero() || !e.claimed.CompareAndSwap(false, true) {
 		return
 	}
 	removeFiles(ctx, e.dir, e.files)

@@ -117,7 +117,7 @@ func TestEncodedWrittenAheadStagesWithoutWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dataFiles(t, st)
-	if err := e.WriteAhead(ctx, d); err != nil {
+	if err := e.WriteAhead(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if e.WrittenAt().IsZero() {
@@ -170,7 +170,7 @@ func TestEncodedWrittenAheadDiscardedAndRefusedElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.WriteAhead(ctx, d); err != nil {
+	if err := e.WriteAhead(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Same schema pointer, other directory: the files are not there.
@@ -205,7 +205,7 @@ func TestEncodedWriteAheadFailureLeavesItToTheCommit(t *testing.T) {
 	if err := failpoint.Enable(FailpointWriteAhead, "1*error"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.WriteAhead(ctx, d); !failpoint.IsInjected(err) {
+	if err := e.WriteAhead(ctx); !failpoint.IsInjected(err) {
 		t.Fatalf("WriteAhead: %v, want the injected error", err)
 	}
 	if !e.WrittenAt().IsZero() || !slices.Equal(dataFiles(t, st), before) {

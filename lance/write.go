@@ -95,6 +95,19 @@ func (w *fileWrites) addParts(key string, parts []storage.Part, failpoint, what 
 	w.files = append(w.files, pendingFile{key: key, parts: parts, failpoint: failpoint, what: what})
 }
 
+// put writes f into dir (composed from its parts, or its bytes), keeping a small data or
+// deletion file's bytes for reads back (rememberWritten).
+func (f pendingFile) put(ctx context.Context, dir storage.Store) error {
+	if f.parts != nil {
+		return storage.Compose(ctx, dir, f.key, f.parts)
+	}
+	if err := dir.Put(ctx, f.key, f.data); err != nil {
+		return err
+	}
+	rememberWritten(dir.Location(f.key), f.key, f.data)
+	return nil
+}
+
 // fileWriteConcurrency bounds how many of a transaction's files are written at once.
 const fileWriteConcurrency = 8
 
@@ -115,17 +128,8 @@ func (s *Staged) WriteTransaction(ctx context.Context) error {
 		if err := inject(f.failpoint); err != nil {
 			return err
 		}
-		var err error
-		if f.parts != nil {
-			err = storage.Compose(ctx, s.base.dir, f.key, f.parts)
-		} else {
-			err = s.base.dir.Put(ctx, f.key, f.data)
-		}
-		if err != nil {
+		if err := f.put(ctx, s.base.dir); err != nil {
 			return fmt.Errorf("lance: write %s: %w", f.what, err)
-		}
-		if f.parts == nil {
-			rememberWritten(s.base.dir.Location(f.key), f.key, f.data)
 		}
 		return nil
 	})

@@ -67,20 +67,22 @@ func TestGraphLoadSyncChainWrittenAhead(t *testing.T) {
 			}
 		})
 		checkSyncChain(t, k, all)
+		// tableData: a table's data file published (not __manifest's).
+		tableData := func(ev storage.SyncEvent) bool {
+			return ev.Kind == storage.EventPublished && filepath.Base(filepath.Dir(ev.Path)) == "data" && !strings.Contains(ev.Path, "__manifest")
+		}
 		ahead, load := all[:split], all[split:]
 		written := 0
 		for _, ev := range ahead {
-			if ev.Kind == storage.EventPublished && filepath.Base(filepath.Dir(ev.Path)) == "data" {
+			if tableData(ev) {
 				written++
 			}
 		}
 		if written != 2 {
 			t.Fatalf("load %d: %d data files written ahead, want the node and the edge table's", k, written)
 		}
-		for _, ev := range load {
-			if ev.Kind == storage.EventPublished && filepath.Base(filepath.Dir(ev.Path)) == "data" && !strings.Contains(ev.Path, "__manifest") {
-				t.Fatalf("load %d wrote %s in its turn: its files were written ahead", k, ev.Path)
-			}
+		if i := slices.IndexFunc(load, tableData); i >= 0 {
+			t.Fatalf("load %d wrote %s in its turn: its files were written ahead", k, load[i].Path)
 		}
 	}
 }
