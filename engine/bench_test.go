@@ -149,14 +149,20 @@ func processCPU() int64 {
 // builds them, and encodes their data files) before the timer starts, so the time is the
 // loads' turn at the write gate one after another, with whatever each leaves running beside the
 // next (fold.go).
-func BenchmarkCommitTurn8k8k(b *testing.B) { benchCommitTurn(b, false) }
+func BenchmarkCommitTurn8k8k(b *testing.B) { benchCommitTurn(b, ModeAppend, false) }
 
 // BenchmarkCommitTurn8k8kWrittenAhead is BenchmarkCommitTurn8k8k with each batch's data files
 // also written ahead (Built.WriteAhead), as the worker's stager writes them: the turn only
 // commits.
-func BenchmarkCommitTurn8k8kWrittenAhead(b *testing.B) { benchCommitTurn(b, true) }
+func BenchmarkCommitTurn8k8kWrittenAhead(b *testing.B) { benchCommitTurn(b, ModeAppend, true) }
 
-func benchCommitTurn(b *testing.B, writeAhead bool) {
+// BenchmarkCommitTurn8k8kMergeWrittenAhead is the commit loop of merges that each replace
+// every row of the one before (the same 8,192 nodes and 8,192 edges, merged again), their
+// data files written ahead: the turn stages the deletion files masking the replaced rows and
+// commits.
+func BenchmarkCommitTurn8k8kMergeWrittenAhead(b *testing.B) { benchCommitTurn(b, ModeMerge, true) }
+
+func benchCommitTurn(b *testing.B, mode Mode, writeAhead bool) {
 	ctx := context.Background()
 	g := benchGraph(b)
 	var err error
@@ -167,7 +173,11 @@ func benchCommitTurn(b *testing.B, writeAhead bool) {
 	}
 	reqs := make([]LoadRequest, b.N)
 	for i := range reqs {
-		reqs[i] = LoadRequest{Mode: ModeAppend, Records: benchdata.GraphBatch(9_000_000+i, 8192)}
+		batch := 9_000_000 + i
+		if mode == ModeMerge {
+			batch = 8_999_999 // the rows the load before wrote, replaced
+		}
+		reqs[i] = LoadRequest{Mode: mode, Records: benchdata.GraphBatch(batch, 8192)}
 		if reqs[i].Built, err = g.Build(reqs[i]); err != nil {
 			b.Fatal(err)
 		}

@@ -46,11 +46,13 @@ func (g *Graph) forgetPlans(branch string) {
 	})
 }
 
-// encodeAhead encodes the tables of an append's built rows for their encode plans, side by
-// side; a table with no plan, or whose encoding fails (its load encodes it again and reports
-// what fails), is left out.
+// encodeAhead encodes the tables of an append's or a merge's built rows for their encode
+// plans, side by side; a table with no plan, or whose encoding fails (its load encodes it
+// again and reports what fails), is left out. Both stage the rows as new fragments (a merge
+// masks the rows it replaces with deletion files its load makes), so their files do not
+// depend on what the table holds; an overwrite's replace the table and are left to its load.
 func (g *Graph) encodeAhead(req LoadRequest, batches map[string]*rows.TableBatch) map[string]*lance.Encoded {
-	if req.Mode != ModeAppend {
+	if req.Mode != ModeAppend && req.Mode != ModeMerge {
 		return nil
 	}
 	keys := make([]string, 0, len(batches))

@@ -38,11 +38,17 @@ func lastDataFile(t *testing.T, g *Graph, key string) string {
 // worker's stager builds it.
 func carolBuiltAhead(t *testing.T) (*Graph, LoadRequest, *Built) {
 	t.Helper()
+	return builtAhead(t, ModeAppend, `{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`)
+}
+
+// builtAhead is a graph holding people and the load of lines in mode built ahead.
+func builtAhead(t *testing.T, mode Mode, lines ...string) (*Graph, LoadRequest, *Built) {
+	t.Helper()
 	g := testGraph(t)
 	if _, err := load(t, g, "append", people...); err != nil {
 		t.Fatal(err)
 	}
-	req := LoadRequest{Mode: ModeAppend, Records: records(t, `{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`)}
+	req := LoadRequest{Mode: mode, Records: records(t, lines...)}
 	built, err := g.Build(req)
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +202,54 @@ func TestFilesWrittenAheadButNotUsedAreDiscarded(t *testing.T) {
 			}
 			if !strings.Contains(export(t, g, ""), `"handle":"carol"`) {
 				t.Fatal("carol is not in the graph")
+			}
+			assertIndexesMatchStorage(t, g)
+		})
+	}
+}
+
+// A merge built and written ahead commits the files written ahead too, whether it only adds
+// rows or also replaces some (then its load masks the rows it replaces with deletion files of
+// its own), and nothing of the replaced rows stays visible.
+func TestMergeCommitsTheFilesWrittenAhead(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lines []string
+		want  []string
+		gone  string
+	}{
+		{"new rows only", []string{`{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`},
+			[]string{`"name":"Carol"`, `"name":"Alice"`}, ""},
+		{"replacing rows", []string{`{"type":"Person","data":{"handle":"alice","name":"Alice B.","active":false}}`,
+			`{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`},
+			[]string{`"name":"Alice B."`, `"name":"Carol"`, `"name":"Bob"`}, `"name":"Alice"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			g, req, built := builtAhead(t, ModeMerge, c.lines...)
+			dir, file := writtenAhead(t, g, built)
+			req.Built = built
+			if _, err := g.Load(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			if got := lastDataFile(t, g, "node:Person"); got != file {
+				t.Fatalf("the load committed %s, not the file written ahead %s", got, file)
+			}
+			built.Discard(ctx)
+			if ok, err := dir.Exists(ctx, "data/"+file); err != nil || !ok {
+				t.Fatalf("Discard removed data/%s, which the load committed: %v %v", file, ok, err)
+			}
+			out := export(t, g, "")
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Fatalf("%s is not in the graph:\n%s", w, out)
+				}
+			}
+			if c.gone != "" && strings.Contains(out, c.gone) {
+				t.Fatalf("the replaced row %s is still in the graph:\n%s", c.gone, out)
+			}
+			if n := strings.Count(out, `"handle":"alice"`); n != 1 {
+				t.Fatalf("alice appears %d times:\n%s", n, out)
 			}
 			assertIndexesMatchStorage(t, g)
 		})

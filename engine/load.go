@@ -58,8 +58,8 @@ type LoadRequest struct {
 // Built is a batch's rows built ahead of its load. Building reads only the records and the
 // schema catalog, never the graph's data, so it cannot go stale while earlier batches commit;
 // everything that reads the graph (receipts, keys, unique, references) still runs in Load. An
-// append's data files are encoded too, for the tables' last known schemas (encode.go): Load
-// stages them only if its tables still have those.
+// append's or a merge's data files are encoded too, for the tables' last known schemas
+// (encode.go): Load stages them only if its tables still have those.
 type Built struct {
 	catalog *pg.Catalog
 	mode    rows.Mode
@@ -483,12 +483,7 @@ func stage(ctx context.Context, ds *lance.Dataset, mode rows.Mode, t *plannedTab
 	switch mode {
 	case ModeAppend:
 		opts.Properties = certified
-		if w := t.encoded.WrittenAt(); w.IsZero() || time.Since(w) < writtenAheadMaxAge {
-			if st, ok := ds.StageInsertOnlyUpdateEncoded(t.encoded, opts); ok {
-				return st, nil
-			}
-		}
-		return ds.StageInsertOnlyUpdate(ctx, recs, opts)
+		return stageInsertOnly(ctx, ds, t, opts)
 	case ModeMerge:
 		var remove []lance.RowAddress
 		for _, id := range t.batch.IDs {
@@ -498,7 +493,12 @@ func stage(ctx context.Context, ds *lance.Dataset, mode rows.Mode, t *plannedTab
 		}
 		if len(remove) == 0 {
 			opts.Properties = certified
-			return ds.StageInsertOnlyUpdate(ctx, recs, opts)
+			return stageInsertOnly(ctx, ds, t, opts)
+		}
+		if encodedUsable(t.encoded) {
+			if st, ok, err := ds.StageRewriteRowsEncoded(ctx, remove, t.encoded, opts); ok || err != nil {
+				return st, err
+			}
 		}
 		return ds.StageRewriteRows(ctx, remove, recs, opts)
 	default:
@@ -507,6 +507,24 @@ func stage(ctx context.Context, ds *lance.Dataset, mode rows.Mode, t *plannedTab
 		}
 		return ds.StageOverwrite(ctx, nil, recs, opts)
 	}
+}
+
+// stageInsertOnly stages t's rows as new fragments, from the files encoded (and written) ahead
+// when they suit ds, else encoded now.
+func stageInsertOnly(ctx context.Context, ds *lance.Dataset, t *plannedTable, opts lance.StageOptions) (*lance.Staged, error) {
+	if encodedUsable(t.encoded) {
+		if st, ok := ds.StageInsertOnlyUpdateEncoded(t.encoded, opts); ok {
+			return st, nil
+		}
+	}
+	return ds.StageInsertOnlyUpdate(ctx, []arrow.Record{t.batch.Record}, opts)
+}
+
+// encodedUsable reports whether files encoded ahead may still be staged: files written ahead
+// only while younger than writtenAheadMaxAge.
+func encodedUsable(e *lance.Encoded) bool {
+	w := e.WrittenAt()
+	return w.IsZero() || time.Since(w) < writtenAheadMaxAge
 }
 
 func summarize(req *LoadRequest, batches map[string]*rows.TableBatch) *LoadResult {

@@ -60,9 +60,9 @@ func (e *Encoded) Bytes() int64 {
 }
 
 // EncodeAhead encodes recs as new fragments of a table with d's schema and data file version,
-// as StageInsertOnlyUpdate would, without staging anything: StageInsertOnlyUpdateEncoded stages
-// them on the version the commit comes to, if it has the same schema and file version. d is
-// only read.
+// as StageInsertOnlyUpdate and StageRewriteRows would, without staging anything:
+// StageInsertOnlyUpdateEncoded or StageRewriteRowsEncoded stages them on the version the
+// commit comes to, if it has the same schema and file version. d is only read.
 func (d *Dataset) EncodeAhead(recs []arrow.Record, fo file.Options) (*Encoded, error) {
 	fo, err := d.fileOptions(fo)
 	if err != nil {
@@ -85,22 +85,60 @@ func (d *Dataset) EncodeAhead(recs []arrow.Record, fo file.Options) (*Encoded, e
 // Files written ahead (WriteAhead) are staged only on a version in the directory they were
 // written to, and only once: the transaction then has no data file left to write.
 func (d *Dataset) StageInsertOnlyUpdateEncoded(e *Encoded, o StageOptions) (st *Staged, ok bool) {
+	if !d.fits(e, o) {
+		return nil, false
+	}
+	frags, w, ok := d.claim(e)
+	if !ok {
+		return nil, false
+	}
+	return d.stageInsertOnly(frags, o, w), true
+}
+
+// StageRewriteRowsEncoded is StageRewriteRows of rows encoded ahead (e): the rows at remove
+// are masked by new deletion files, e's fragments are the new ones. ok is false, with nothing
+// staged and no error, where StageInsertOnlyUpdateEncoded's would be; an error is the
+// deletion files' (e is then left unclaimed, for its owner to discard).
+func (d *Dataset) StageRewriteRowsEncoded(ctx context.Context, remove []RowAddress, e *Encoded, o StageOptions) (st *Staged, ok bool, err error) {
+	if !d.fits(e, o) {
+		return nil, false, nil
+	}
+	w := &fileWrites{}
+	updated, removed, err := d.deleteAddresses(ctx, remove, w)
+	if err != nil {
+		return nil, true, err
+	}
+	frags, ew, ok := d.claim(e)
+	if !ok {
+		return nil, false, nil
+	}
+	w.files = append(w.files, ew.files...) // after the deletion files, as StageRewriteRows orders them
+	return d.newStaged(o, d.rewriteRowsOp(updated, removed, frags), w), true, nil
+}
+
+// fits reports whether e was encoded for d's schema and data file version.
+func (d *Dataset) fits(e *Encoded, o StageOptions) bool {
 	if e == nil || e.schema != d.Schema() {
-		return nil, false
+		return false
 	}
-	if v, err := d.fileOptions(o.FileOptions); err != nil || v.Version != e.version {
-		return nil, false
-	}
+	v, err := d.fileOptions(o.FileOptions)
+	return err == nil && v.Version == e.version
+}
+
+// claim returns a copy of e's fragments and the files a transaction staging them must still
+// write: all of them, or none once WriteAhead wrote them, which only a staging in the
+// directory they were written to may take, and only one (ok false otherwise).
+func (d *Dataset) claim(e *Encoded) (frags []Fragment, w *fileWrites, ok bool) {
 	files := e.files
 	if !e.writtenAt.IsZero() {
 		if !e.writtenTo(d.dir) || !e.claimed.CompareAndSwap(false, true) {
-			return nil, false
+			return nil, nil, false
 		}
 		files = nil
 	}
-	frags := make([]Fragment, len(e.frags))
+	frags = make([]Fragment, len(e.frags))
 	copy(frags, e.frags)
-	return d.stageInsertOnly(frags, o, &fileWrites{files: files}), true
+	return frags, &fileWrites{files: files}, true
 }
 
 // WriteAhead writes e's data files now into the directory of the table version they were

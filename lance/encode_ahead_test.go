@@ -218,3 +218,57 @@ func TestEncodedWriteAheadFailureLeavesItToTheCommit(t *testing.T) {
 	d = commit(t, d, s, nil)
 	eqIDs(t, scanIDs(t, d), append(seq(0, 3), 7))
 }
+
+// Rows encoded and written ahead replace rows of a later version: the staging masks the rows
+// at the addresses with a deletion file, writes only that, and names the files written ahead
+// as the new fragment. A staging whose deletion files cannot be made leaves the files
+// unclaimed for Discard, and one on another schema stages nothing.
+func TestEncodedWrittenAheadRewritesRows(t *testing.T) {
+	ctx := context.Background()
+	st := memStore(t)
+	d, err := Create(ctx, st, testSchema(t), rows(seq(0, 10)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One fragment, its rows at their ids' offsets.
+	at := func(id int) RowAddress { return RowAddress(uint64(id)) }
+	e, err := d.EncodeAhead(rows(3, 6, 50), StageOptions{}.FileOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.WriteAhead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.StageAppend(ctx, rows(10), StageOptions{})
+	d = commit(t, d, s, err)
+
+	again, err := Open(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok, err := again.StageRewriteRowsEncoded(ctx, []RowAddress{at(3)}, e, StageOptions{}); ok || s != nil || err != nil {
+		t.Fatalf("rows encoded for another schema: staged %v, ok %v, err %v", s != nil, ok, err)
+	}
+	if s, ok, err := d.StageRewriteRowsEncoded(ctx, []RowAddress{RowAddress(9 << 32)}, e, StageOptions{}); err == nil || !ok || s != nil {
+		t.Fatalf("an address in a missing fragment: staged %v, ok %v, err %v", s != nil, ok, err)
+	}
+
+	staged, ok, err := d.StageRewriteRowsEncoded(ctx, []RowAddress{at(3), at(6)}, e, StageOptions{})
+	if err != nil || !ok {
+		t.Fatalf("rows written ahead: ok %v, err %v", ok, err)
+	}
+	if len(staged.files) != 1 || !strings.HasSuffix(staged.files[0].key, ".arrow") {
+		t.Fatalf("the staging would write %d files, want only its deletion file", len(staged.files))
+	}
+	if s, ok, err := d.StageRewriteRowsEncoded(ctx, nil, e, StageOptions{}); ok || s != nil || err != nil {
+		t.Fatal("files written ahead were staged twice")
+	}
+	old := d.Manifest()
+	d = commit(t, d, staged, nil)
+	e.Discard(ctx) // claimed by the commit: nothing to remove
+	eqIDs(t, scanIDs(t, d), append(seq(0, 11), 50))
+	added := d.AddedFragments(old)
+	if len(added) != 1 || !slices.Equal([]string{added[0].Files[0].Path}, e.DataFiles()) {
+		t.Fatalf("added fragments %+v, want the one written ahead %v", added, e.DataFiles())
+	}
+}

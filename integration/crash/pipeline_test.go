@@ -25,27 +25,46 @@ var pipelineSummary string
 
 // pipelineBatch is stream message i: a person, a company and the edge between them (three
 // tables), keyed by i at a fixed width so that the keys only grow (the indices' folds append).
-func pipelineBatch(i int) string {
-	return fmt.Sprintf(`{"type":"Person","data":{"handle":"p%03d","name":"P","active":true}}
+// In merge mode it also renames the person of message i-1 (Q<i>): the row of an earlier
+// message replaced, beside new ones.
+func pipelineBatch(i int, mode engine.Mode) string {
+	b := fmt.Sprintf(`{"type":"Person","data":{"handle":"p%03d","name":"P","active":true}}
 {"type":"Company","data":{"domain":"c%03d.io","name":"C","size":"smb"}}
 {"edge":"WorksAt","from":"p%03d","to":"c%03d.io","data":{"id":"w%03d"}}`, i, i, i, i, i)
+	if mode == engine.ModeMerge && i > 0 {
+		b += fmt.Sprintf("\n"+`{"type":"Person","data":{"handle":"p%03d","name":"Q%03d","active":true}}`, i-1, i)
+	}
+	return b
 }
 
-// TestPipelineCrashMatrix kills `worker run` (pipeline depth 4) at each step of the load and
-// ack protocol (the ack itself in the acker, beside the next message's commit; the stager's
-// write of a batch's data files ahead of its load, lance.write_ahead) while it
-// applies the third of eight queued messages, with the ones behind it
-// prefetched, framed and built, and at each step of an automatic compaction running beside
-// them (an index fold that appends among them); a worker started again finishes the stream. Every message must be in the graph exactly
-// once and whole, every table at its pin, nothing dead-lettered, and the commit events in
-// stream order.
+// TestPipelineCrashMatrix kills `worker run` (pipeline depth 4) while it applies the third of
+// eight queued messages, with the ones behind it prefetched, framed and built: at each step of
+// the load and ack protocol (the ack itself in the acker, beside the next message's commit;
+// the stager's write of a batch's data files ahead of its load, lance.write_ahead), for
+// appends and, at the steps that stage files written ahead, for merges replacing rows of
+// earlier messages; and at each step of an automatic compaction running beside them (an
+// index fold that appends among them). A worker started again finishes the stream. Every
+// message must be in the graph exactly once and whole, every table at its pin, nothing
+// dead-lettered, and the commit events in stream order.
 func TestPipelineCrashMatrix(t *testing.T) {
 	var tl tally
 	disordered := 0
 	for _, step := range []string{lance.FailpointWriteAhead, "load.after_prepare", "load.after_sidecar", "load.after_table_commit", "load.after_confirm",
 		"publisher.before_commit", "load.after_publish", "load.fold", "ingest.before_ack", ingest.FailpointAckQueued} {
 		t.Run(step, func(t *testing.T) {
-			lost, doubled, half, inOrder := runPipelineCase(t, step+"=2+1*kill", "16", true)
+			lost, doubled, half, inOrder := runPipelineCase(t, step+"=2+1*kill", "16", true, engine.ModeAppend)
+			tl.add(lost, doubled, half)
+			if !inOrder {
+				disordered++
+			}
+		})
+	}
+	// Merges that replace rows of earlier messages, their data files written ahead as an
+	// append's are: killed at the write ahead and at each step of the load that stages them
+	// beside the deletion files masking the rows they replace.
+	for _, step := range []string{lance.FailpointWriteAhead, "load.after_sidecar", "load.after_table_commit", "load.after_confirm"} {
+		t.Run("merge/"+step, func(t *testing.T) {
+			lost, doubled, half, inOrder := runPipelineCase(t, step+"=2+1*kill", "16", true, engine.ModeMerge)
 			tl.add(lost, doubled, half)
 			if !inOrder {
 				disordered++
@@ -61,7 +80,7 @@ func TestPipelineCrashMatrix(t *testing.T) {
 		t.Run("compaction/"+fp, func(t *testing.T) {
 			// The fold that appends comes once the index has lagged a doubling: by then the
 			// stream may be all applied, and the kill leaves nothing in flight.
-			lost, doubled, half, inOrder := runPipelineCase(t, fp, "2", !strings.HasPrefix(fp, "lance.append_index_file"))
+			lost, doubled, half, inOrder := runPipelineCase(t, fp, "2", !strings.HasPrefix(fp, "lance.append_index_file"), engine.ModeAppend)
 			tl.add(lost, doubled, half)
 			if !inOrder {
 				disordered++
@@ -74,9 +93,9 @@ func TestPipelineCrashMatrix(t *testing.T) {
 	}
 }
 
-// runPipelineCase runs the stream through a worker killed at fp, with compaction_fanout
-// fanout; inFlight requires messages unacknowledged at the kill.
-func runPipelineCase(t *testing.T, fp, fanout string, inFlight bool) (lost, doubled, half, inOrder bool) {
+// runPipelineCase runs the stream of loads in mode through a worker killed at fp, with
+// compaction_fanout fanout; inFlight requires messages unacknowledged at the kill.
+func runPipelineCase(t *testing.T, fp, fanout string, inFlight bool, mode engine.Mode) (lost, doubled, half, inOrder bool) {
 	ctx := context.Background()
 	ns, err := ingest.StartEmbedded(t.TempDir(), -1)
 	if err != nil {
@@ -98,8 +117,8 @@ func runPipelineCase(t *testing.T, fp, fanout string, inFlight bool) (lost, doub
 	}
 	for i := range n {
 		m := nats.NewMsg("omnigraph.demo.ingest")
-		m.Data = []byte(pipelineBatch(i))
-		m.Header.Set(ingest.HeaderMode, "append")
+		m.Data = []byte(pipelineBatch(i, mode))
+		m.Header.Set(ingest.HeaderMode, string(mode))
 		m.Header.Set(ingest.HeaderMsgID, fmt.Sprintf("batch-%d", i))
 		if _, err := js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
@@ -150,7 +169,11 @@ func runPipelineCase(t *testing.T, fp, fanout string, inFlight bool) (lost, doub
 	out := strings.Join(exportLines(t, root), "\n")
 	for i := range n {
 		seen := map[int]bool{}
-		for _, k := range []string{`"handle":"p%03d"`, `"domain":"c%03d.io"`, `"id":"w%03d"`} {
+		keys := []string{`"handle":"p%03d"`, `"domain":"c%03d.io"`, `"id":"w%03d"`}
+		if mode == engine.ModeMerge && i > 0 {
+			keys = append(keys, `"name":"Q%03d"`) // its rename of the person before
+		}
+		for _, k := range keys {
 			seen[strings.Count(out, fmt.Sprintf(k, i)+",")+strings.Count(out, fmt.Sprintf(k, i)+"}")] = true
 		}
 		switch {
