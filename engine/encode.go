@@ -104,9 +104,10 @@ func (b *Built) WriteAhead(ctx context.Context) error {
 	return parallel.Each(encs, TableConcurrency, func(e *lance.Encoded) error { return e.WriteAhead(ctx) })
 }
 
-// Discard removes the files WriteAhead wrote that no load staged (the batch was refused,
-// already applied, or its table changed schema and its rows were encoded again), so that a
-// batch that is not applied leaves nothing behind. Call it once no load of b will run again.
+// Discard removes the files WriteAhead wrote that no table commit came to name (the batch was
+// refused, before or after its tables staged them, already applied, or its table changed
+// schema and its rows were encoded again), so that a batch that is not applied leaves nothing
+// behind. Call it once no load of b will run again.
 func (b *Built) Discard(ctx context.Context) {
 	if b == nil {
 		return

@@ -255,3 +255,20 @@ func TestMergeCommitsTheFilesWrittenAhead(t *testing.T) {
 		})
 	}
 }
+
+// A batch refused after its load staged the files written ahead (here an append of a key the
+// graph holds: a KeyConflict found while the tables stage) leaves nothing in storage once it
+// is discarded.
+func TestRefusedBatchLeavesNoFileWrittenAhead(t *testing.T) {
+	ctx := context.Background()
+	g, req, built := builtAhead(t, ModeAppend, people[0])
+	dir, file := writtenAhead(t, g, built)
+	req.Built = built
+	if _, err := g.Load(ctx, req); err == nil {
+		t.Fatal("an append of a key the graph holds was applied")
+	}
+	built.Discard(ctx)
+	if ok, err := dir.Exists(ctx, "data/"+file); err != nil || ok {
+		t.Fatalf("data/%s of the refused batch still in storage after Discard: %v %v", file, ok, err)
+	}
+}

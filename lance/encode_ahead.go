@@ -38,10 +38,14 @@ type Encoded struct {
 	files   []pendingFile
 	// dir is the directory of the table version they were encoded on, which WriteAhead writes
 	// them into; writtenAt is when it did (zero: not written). claimed is set by the one
-	// staging that takes the written files as its transaction's.
+	// staging that takes the written files as its transaction's (or by Discard, so that none
+	// does after it); named once that staging's commit is about to write its manifest, from
+	// when on the files may be referenced and Discard leaves them.
 	dir       storage.Store
 	writtenAt time.Time
 	claimed   atomic.Bool
+	named     atomic.Bool
+	discarded atomic.Bool
 }
 
 // FailpointWriteAhead fires before WriteAhead writes anything.
@@ -113,6 +117,7 @@ func (d *Dataset) StageRewriteRowsEncoded(ctx context.Context, remove []RowAddre
 		return nil, false, nil
 	}
 	w.files = append(w.files, ew.files...) // after the deletion files, as StageRewriteRows orders them
+	w.ahead = ew.ahead
 	return d.newStaged(o, d.rewriteRowsOp(updated, removed, frags), w), true, nil
 }
 
@@ -138,7 +143,11 @@ func (d *Dataset) claim(e *Encoded) (frags []Fragment, w *fileWrites, ok bool) {
 	}
 	frags = make([]Fragment, len(e.frags))
 	copy(frags, e.frags)
-	return frags, &fileWrites{files: files}, true
+	w = &fileWrites{files: files}
+	if files == nil {
+		w.ahead = e
+	}
+	return frags, w, true
 }
 
 // WriteAhead writes e's data files now into the directory of the table version they were
@@ -178,12 +187,16 @@ func (e *Encoded) WrittenAt() time.Time {
 	return e.writtenAt
 }
 
-// Discard removes the files WriteAhead wrote unless a staging claimed them: for a batch given
-// up or encoded again. Best effort: what it cannot remove is left to cleanup's orphan sweep.
+// Discard removes the files WriteAhead wrote unless the commit of a staging that took them
+// began writing its manifest: for a batch given up, refused or encoded again, whether or not
+// a staging took them first (a load refused after its tables staged). No staging takes them
+// afterwards. Call it once no commit of a staging of e can begin any more. Best effort: what
+// it cannot remove is left to cleanup's orphan sweep.
 func (e *Encoded) Discard(ctx context.Context) {
-	if e == nil || e.writtenAt.IsZero() || !e.claimed.CompareAndSwap(false, true) {
+	if e == nil || e.writtenAt.IsZero() || e.named.Load() || e.discarded.Swap(true) {
 		return
 	}
+	e.claimed.Store(true)
 	removeFiles(ctx, e.dir, e.files)
 }
 

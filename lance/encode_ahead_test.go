@@ -272,3 +272,40 @@ func TestEncodedWrittenAheadRewritesRows(t *testing.T) {
 		t.Fatalf("added fragments %+v, want the one written ahead %v", added, e.DataFiles())
 	}
 }
+
+// A staging that took the files written ahead but was never committed (its load refused after
+// the tables staged) does not keep them: Discard removes them, and no staging takes them
+// afterwards. Once a commit of such a staging has begun, Discard leaves them.
+func TestEncodedWrittenAheadStagedButNotCommittedIsDiscarded(t *testing.T) {
+	ctx := context.Background()
+	st := memStore(t)
+	d, err := Create(ctx, st, testSchema(t), rows(seq(0, 3)...), CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := dataFiles(t, st)
+	for _, commitToo := range []bool{false, true} {
+		e, err := d.EncodeAhead(rows(int64(len(before))+7), StageOptions{}.FileOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.WriteAhead(ctx); err != nil {
+			t.Fatal(err)
+		}
+		staged, ok := d.StageInsertOnlyUpdateEncoded(e, StageOptions{})
+		if !ok {
+			t.Fatal("rows written ahead were refused")
+		}
+		if commitToo {
+			d = commit(t, d, staged, nil)
+		}
+		e.Discard(ctx)
+		have, err := st.Exists(ctx, "data/"+e.DataFiles()[0])
+		if err != nil || have != commitToo {
+			t.Fatalf("committed %v: the file written ahead is in storage: %v (%v)", commitToo, have, err)
+		}
+		if s, ok := d.StageInsertOnlyUpdateEncoded(e, StageOptions{}); ok || s != nil {
+			t.Fatal("files written ahead were staged after Discard")
+		}
+	}
+}

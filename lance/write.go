@@ -62,6 +62,8 @@ type Staged struct {
 	txnWritten bool
 	// inlineOnly: no _transactions/ file (StageOptions.InlineTransactionOnly).
 	inlineOnly bool
+	// ahead: the files written ahead it names (fileWrites.ahead), or nil.
+	ahead *Encoded
 }
 
 // TransactionFileName is the transaction_file its commit records: "" when the transaction is
@@ -84,7 +86,12 @@ type pendingFile struct {
 }
 
 // fileWrites collects the files one staging encodes.
-type fileWrites struct{ files []pendingFile }
+type fileWrites struct {
+	files []pendingFile
+	// ahead: files written ahead (Encoded.WriteAhead) the transaction names, which its commit
+	// marks as possibly referenced before it writes its manifest.
+	ahead *Encoded
+}
 
 func (w *fileWrites) add(key string, data []byte, failpoint, what string) {
 	w.files = append(w.files, pendingFile{key: key, data: data, failpoint: failpoint, what: what})
@@ -195,7 +202,7 @@ func (d *Dataset) newStaged(o StageOptions, op Operation, w *fileWrites) *Staged
 	}
 	st := &Staged{base: d, Txn: &Transaction{ReadVersion: d.readVersion(), UUID: id, Properties: o.Properties, Op: op}, inlineOnly: o.InlineTransactionOnly}
 	if w != nil {
-		st.files = w.files
+		st.files, st.ahead = w.files, w.ahead
 	}
 	return st
 }
@@ -400,6 +407,9 @@ func (pc *PreparedCommit) Commit(ctx context.Context) (*Dataset, error) {
 	}
 	if err := inject("lance.commit.before_manifest"); err != nil {
 		return nil, err
+	}
+	if s.ahead != nil {
+		s.ahead.named.Store(true) // from here on the manifest may name them
 	}
 	if err := base.dir.PutIfAbsent(ctx, next.key, pc.body); err != nil {
 		if errors.Is(err, storage.ErrAlreadyExists) {
