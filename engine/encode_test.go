@@ -147,29 +147,6 @@ func writtenAhead(t *testing.T, g *Graph, built *Built) (dir storage.Store, file
 	return dir, file
 }
 
-// Files written ahead (as the worker's stager writes them) are the ones the load commits, and
-// Discard after the load leaves them, as they are the table's now.
-func TestLoadCommitsTheFilesWrittenAhead(t *testing.T) {
-	ctx := context.Background()
-	g, req, built := carolBuiltAhead(t)
-	dir, file := writtenAhead(t, g, built)
-	req.Built = built
-	if _, err := g.Load(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	if got := lastDataFile(t, g, "node:Person"); got != file {
-		t.Fatalf("the load committed %s, not the file written ahead %s", got, file)
-	}
-	built.Discard(ctx)
-	if ok, err := dir.Exists(ctx, "data/"+file); err != nil || !ok {
-		t.Fatalf("Discard removed data/%s, which the load committed: %v %v", file, ok, err)
-	}
-	if !strings.Contains(export(t, g, ""), `"handle":"carol"`) {
-		t.Fatal("carol is not in the graph")
-	}
-	assertIndexesMatchStorage(t, g)
-}
-
 // Files written ahead that the load does not use, because the table it meets is another
 // state or because they waited too long (cleanup may take them for leftovers), are encoded
 // and written again by the load, and Discard removes them.
@@ -208,25 +185,27 @@ func TestFilesWrittenAheadButNotUsedAreDiscarded(t *testing.T) {
 	}
 }
 
-// A merge built and written ahead commits the files written ahead too, whether it only adds
-// rows or also replaces some (then its load masks the rows it replaces with deletion files of
-// its own), and nothing of the replaced rows stays visible.
-func TestMergeCommitsTheFilesWrittenAhead(t *testing.T) {
+// Files written ahead (as the worker's stager writes them) are the ones the load commits, and
+// Discard after the load leaves them, as they are the table's now: an append's, and a
+// merge's whether it only adds rows or also replaces some (then its load masks the rows it
+// replaces with deletion files of its own, and nothing of them stays visible).
+func TestLoadCommitsTheFilesWrittenAhead(t *testing.T) {
+	carol := `{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`
 	for _, c := range []struct {
 		name  string
+		mode  Mode
 		lines []string
 		want  []string
 		gone  string
 	}{
-		{"new rows only", []string{`{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`},
-			[]string{`"name":"Carol"`, `"name":"Alice"`}, ""},
-		{"replacing rows", []string{`{"type":"Person","data":{"handle":"alice","name":"Alice B.","active":false}}`,
-			`{"type":"Person","data":{"handle":"carol","name":"Carol","active":true}}`},
+		{"append", ModeAppend, []string{carol}, []string{`"name":"Carol"`, `"name":"Alice"`}, ""},
+		{"merge of new rows", ModeMerge, []string{carol}, []string{`"name":"Carol"`, `"name":"Alice"`}, ""},
+		{"merge replacing rows", ModeMerge, []string{`{"type":"Person","data":{"handle":"alice","name":"Alice B.","active":false}}`, carol},
 			[]string{`"name":"Alice B."`, `"name":"Carol"`, `"name":"Bob"`}, `"name":"Alice"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			g, req, built := builtAhead(t, ModeMerge, c.lines...)
+			g, req, built := builtAhead(t, c.mode, c.lines...)
 			dir, file := writtenAhead(t, g, built)
 			req.Built = built
 			if _, err := g.Load(ctx, req); err != nil {
