@@ -134,19 +134,15 @@ func (d *Dataset) fits(e *Encoded, o StageOptions) bool {
 // write: all of them, or none once WriteAhead wrote them, which only a staging in the
 // directory they were written to may take, and only one (ok false otherwise).
 func (d *Dataset) claim(e *Encoded) (frags []Fragment, w *fileWrites, ok bool) {
-	files := e.files
+	w = &fileWrites{files: e.files}
 	if !e.writtenAt.IsZero() {
 		if !e.writtenTo(d.dir) || !e.claimed.CompareAndSwap(false, true) {
 			return nil, nil, false
 		}
-		files = nil
+		w.files, w.ahead = nil, e
 	}
 	frags = make([]Fragment, len(e.frags))
 	copy(frags, e.frags)
-	w = &fileWrites{files: files}
-	if files == nil {
-		w.ahead = e
-	}
 	return frags, w, true
 }
 
