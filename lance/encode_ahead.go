@@ -121,9 +121,10 @@ func (d *Dataset) StageRewriteRowsEncoded(ctx context.Context, remove []RowAddre
 	return d.newStaged(o, d.rewriteRowsOp(updated, removed, frags), w), true, nil
 }
 
-// fits reports whether e was encoded for d's schema and data file version.
+// fits reports whether e was encoded for d's schema and data file version and, once written
+// ahead, written into d's directory: checked before a staging does any work of its own.
 func (d *Dataset) fits(e *Encoded, o StageOptions) bool {
-	if e == nil || e.schema != d.Schema() {
+	if e == nil || e.schema != d.Schema() || !e.writtenAt.IsZero() && !e.writtenTo(d.dir) {
 		return false
 	}
 	v, err := d.fileOptions(o.FileOptions)
@@ -131,12 +132,12 @@ func (d *Dataset) fits(e *Encoded, o StageOptions) bool {
 }
 
 // claim returns a copy of e's fragments and the files a transaction staging them must still
-// write: all of them, or none once WriteAhead wrote them, which only a staging in the
-// directory they were written to may take, and only one (ok false otherwise).
+// write: all of them, or none once WriteAhead wrote them, which only one staging may take (ok
+// false otherwise). d must fit e.
 func (d *Dataset) claim(e *Encoded) (frags []Fragment, w *fileWrites, ok bool) {
 	w = &fileWrites{files: e.files}
 	if !e.writtenAt.IsZero() {
-		if !e.writtenTo(d.dir) || !e.claimed.CompareAndSwap(false, true) {
+		if !e.claimed.CompareAndSwap(false, true) {
 			return nil, nil, false
 		}
 		w.files, w.ahead = nil, e
