@@ -83,9 +83,10 @@ func (g *Graph) StageCompaction(ctx context.Context, o OptimizeOptions) (*Staged
 	// whole) are written as soon as it is staged, off the writer's turn, not by the commit in
 	// it: nothing names them until a table commits, and those of a staging that is never
 	// committed (stale, or the process gone) are unnamed files cleanup removes after its grace,
-	// as an index build's under way.
+	// as an index build's under way. Their names are made durable by the commit, beside its
+	// sidecar (lance.Staged.WriteAhead), one sync of each directory for all of them.
 	write := func(t *stagedRewrite) error {
-		if err := t.staged.WriteTransaction(ctx); err != nil {
+		if err := t.staged.WriteAhead(ctx); err != nil {
 			return fmt.Errorf("write the staged files of %s: %w", t.path, err)
 		}
 		return nil

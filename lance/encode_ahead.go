@@ -157,8 +157,11 @@ func (e *Encoded) WriteAhead(ctx context.Context) error {
 	if err := inject(FailpointWriteAhead); err != nil {
 		return err
 	}
+	// Their names are made durable by the commit that names them (Staged.WriteTransaction),
+	// with one directory sync for the files of every batch written ahead by then.
+	unnamed := storage.Unreferenced(ctx)
 	err := parallel.Each(e.files, fileWriteConcurrency, func(f pendingFile) error {
-		if err := f.put(ctx, e.dir); err != nil {
+		if err := f.put(unnamed, e.dir); err != nil {
 			return fmt.Errorf("lance: write %s ahead: %w", f.what, err)
 		}
 		return nil
@@ -209,6 +212,15 @@ func removeFiles(ctx context.Context, dir storage.Store, files []pendingFile) {
 		writtenFiles.forget(dir.Location(f.key))
 		return nil
 	})
+}
+
+// keys are the files' keys in their table's directory.
+func (e *Encoded) keys() []string {
+	out := make([]string, len(e.files))
+	for i, f := range e.files {
+		out[i] = f.key
+	}
+	return out
 }
 
 // DataFiles are the names (under data/) of the encoded files, in fragment order.

@@ -64,6 +64,9 @@ type Staged struct {
 	inlineOnly bool
 	// ahead: the files written ahead it names (fileWrites.ahead), or nil.
 	ahead *Encoded
+	// unnamed: the keys of files written with names not yet durable (WriteAhead, ahead's),
+	// which WriteTransaction makes durable before any commit names them.
+	unnamed []string
 }
 
 // TransactionFileName is the transaction_file its commit records: "" when the transaction is
@@ -118,11 +121,51 @@ func (f pendingFile) put(ctx context.Context, dir storage.Store) error {
 // fileWriteConcurrency bounds how many of a transaction's files are written at once.
 const fileWriteConcurrency = 8
 
-// WriteTransaction writes the staged transaction's _transactions file now, ahead of Commit
-// (which then only writes the manifest): a caller can write it while other work runs. Like
-// staged data files, an uncommitted transaction file is unreferenced and harmless. Txn must
-// not change afterwards.
+// WriteTransaction writes the staged transaction's files not written yet, the _transactions
+// one included, and makes the names of those written ahead (WriteAhead, Encoded.WriteAhead)
+// durable: after it, Commit only writes the manifest. A caller can run it while other work
+// of the commit runs (the sidecar's arming). Like staged data files, an uncommitted
+// transaction file is unreferenced and harmless. Txn must not change afterwards.
 func (s *Staged) WriteTransaction(ctx context.Context) error {
+	if err := s.writeFiles(ctx); err != nil {
+		return err
+	}
+	if err := storage.SyncNames(ctx, s.base.dir, s.unnamed); err != nil {
+		return fmt.Errorf("lance: make the names of the files written ahead durable: %w", err)
+	}
+	s.unnamed = nil
+	if s.ahead != nil {
+		if err := storage.SyncNames(ctx, s.ahead.dir, s.ahead.keys()); err != nil {
+			return fmt.Errorf("lance: make the names of the files written ahead durable: %w", err)
+		}
+	}
+	return nil
+}
+
+// WriteAhead writes the staged transaction's files now, off the turn of its commit, which
+// then writes none: they are named by no version until it commits. Their names are not made
+// durable here (storage.Unreferenced): the commit's WriteTransaction does that, with one sync
+// of each directory for every file written into it ahead by then.
+func (s *Staged) WriteAhead(ctx context.Context) error {
+	if s.txnWritten {
+		return nil
+	}
+	keys := make([]string, 0, len(s.files)+1)
+	for _, f := range s.files {
+		keys = append(keys, f.key)
+	}
+	if !s.inlineOnly {
+		keys = append(keys, "_transactions/"+s.Txn.FileName())
+	}
+	if err := s.writeFiles(storage.Unreferenced(ctx)); err != nil {
+		return err
+	}
+	s.unnamed = append(s.unnamed, keys...)
+	return nil
+}
+
+// writeFiles writes the files not written yet, the _transactions one included.
+func (s *Staged) writeFiles(ctx context.Context) error {
 	if s.txnWritten {
 		return nil
 	}

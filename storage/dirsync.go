@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -43,6 +44,16 @@ import (
 // many files written side by side into one directory (a compaction's data files, an index
 // build's files) cost at most two syncs of it, not one each.
 //
+// A Put or Compose under Unreferenced (a file nothing names until a later commit: a data file
+// written ahead of its batch's turn, a staged compaction's or index build's files) publishes
+// its name without starting its directory's sync, and no later write waits for it: the commit
+// that will name it asks for it first (SyncNames). Such files arrive ahead of their commits,
+// several batches' into one directory, and the sync one commit asks for covers every name
+// published into that directory before it began, so the commits after it find theirs durable
+// already: one directory sync for several commits' files instead of one each. A power loss
+// before a commit asked can take such a name; nothing names it then, and cleanup's orphan
+// sweep removes a file whose name survived.
+//
 // Directory syncs stay best effort, as they were when each write did its own: a failure
 // (a file system that cannot sync directories, a directory removed meanwhile) is not reported.
 
@@ -55,7 +66,16 @@ type dirSyncer struct {
 	running map[string]*dirSync   // per directory: the sync in flight
 	queued  map[string]*dirSync   // per directory: the sync that starts when the running one ends
 	pending map[*dirSync]struct{} // every sync in flight or queued
+	// unsynced holds, per directory, the names published under Unreferenced that no sync
+	// begun after them has ended yet, with their publication ticks (SyncNames).
+	unsynced  map[string]map[string]uint64
+	nUnsynced int // the names in unsynced
 }
+
+// maxUnsynced bounds the names held in unsynced: names no commit ever asks for (the files of
+// a staged compaction that went stale, say) would otherwise stay forever; past it, every
+// directory holding some is synced, which drops them.
+var maxUnsynced = 4096 // a variable for tests
 
 // dirSync is one fsync of a directory; done is closed when it ended.
 type dirSync struct {
@@ -73,7 +93,8 @@ type dirSync struct {
 var syncClock atomic.Uint64
 
 func newDirSyncer() *dirSyncer {
-	return &dirSyncer{running: map[string]*dirSync{}, queued: map[string]*dirSync{}, pending: map[*dirSync]struct{}{}}
+	return &dirSyncer{running: map[string]*dirSync{}, queued: map[string]*dirSync{}, pending: map[*dirSync]struct{}{},
+		unsynced: map[string]map[string]uint64{}}
 }
 
 // fsyncDir is the directory sync itself; tests replace it.
@@ -92,6 +113,82 @@ func (s *dirSyncer) published(path string, deferred bool) *dirSync {
 	defer s.mu.Unlock()
 	trace(syncEvent{Kind: eventPublished, Path: path, Deferred: deferred})
 	return s.addLocked(filepath.Dir(path), syncClock.Add(1))
+}
+
+// publishedUnreferenced is published for a name published under Unreferenced: it only takes
+// the name's tick, for SyncNames to find a sync that covers it.
+func (s *dirSyncer) publishedUnreferenced(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	trace(syncEvent{Kind: eventPublished, Path: path, Deferred: true, Unreferenced: true})
+	dir := filepath.Dir(path)
+	names := s.unsynced[dir]
+	if names == nil {
+		names = map[string]uint64{}
+		s.unsynced[dir] = names
+	}
+	if _, ok := names[path]; !ok {
+		s.nUnsynced++
+	}
+	names[path] = syncClock.Add(1)
+	if s.nUnsynced > maxUnsynced {
+		now := syncClock.Load()
+		for dir := range s.unsynced {
+			s.addLocked(dir, now)
+		}
+	}
+}
+
+// syncNames returns the syncs that make the names of paths durable: for each one still
+// unsynced, a sync of its directory begun after it was published (addLocked), the same one
+// for every name of a directory that it covers.
+func (s *dirSyncer) syncNames(paths []string) []*dirSync {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*dirSync
+	for _, p := range paths {
+		dir := filepath.Dir(p)
+		at, ok := s.unsynced[dir][p]
+		if !ok {
+			continue // published otherwise (a later write's barrier covers it), or durable
+		}
+		d := s.addLocked(dir, at)
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// forget drops path from the unsynced names: it was removed.
+func (s *dirSyncer) forget(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir := filepath.Dir(path)
+	if names := s.unsynced[dir]; names != nil {
+		if _, ok := names[path]; ok {
+			delete(names, path)
+			s.nUnsynced--
+		}
+		if len(names) == 0 {
+			delete(s.unsynced, dir)
+		}
+	}
+}
+
+// coveredLocked drops the unsynced names of d's directory that d, which just ended, made
+// durable: those published before it began.
+func (s *dirSyncer) coveredLocked(d *dirSync) {
+	names := s.unsynced[d.dir]
+	for p, at := range names {
+		if at < d.startedAt {
+			delete(names, p)
+			s.nUnsynced--
+		}
+	}
+	if names != nil && len(names) == 0 {
+		delete(s.unsynced, d.dir)
+	}
 }
 
 // addLocked returns a sync of dir that begins after the tick at, under the syncer's mutex.
@@ -126,6 +223,7 @@ func (s *dirSyncer) run(d *dirSync) {
 		fsyncDir(d.dir)
 		trace(syncEvent{Kind: eventDirSyncDone, Path: d.dir})
 		s.mu.Lock()
+		s.coveredLocked(d)
 		delete(s.pending, d)
 		close(d.done)
 		next := s.queued[d.dir]
@@ -177,14 +275,52 @@ func waitCtx(ctx context.Context, syncs []*dirSync) error {
 // Sync returns once every local write this process made before the call is durable, names
 // included: for a caller that acknowledges a bare Put outside the store with nothing written
 // after it. Every local write (and Close) does this itself before it publishes anything, and
-// a PutIfAbsent is durable when it returns, so the write path never needs it. Stores other
-// than local roots with fsync on have nothing to wait for.
+// a PutIfAbsent is durable when it returns, so the write path never needs it. Names written
+// under Unreferenced are not waited for (SyncNames is theirs). Stores other than local roots
+// with fsync on have nothing to wait for.
 func Sync(ctx context.Context, st Store) error {
 	s, ok := unwrap(st).(*store)
 	if !ok || !s.local() || s.noFsync {
 		return nil
 	}
 	return waitCtx(ctx, syncer.barrier())
+}
+
+// unreferencedKey marks a context made by Unreferenced.
+type unreferencedKey struct{}
+
+// Unreferenced returns a context under which a Put or Compose to a local root with fsync on
+// publishes its name (its bytes durable, as always) without starting its directory's sync, and
+// without any later write waiting for that sync: for a file nothing names until a commit of
+// this process that calls SyncNames for it first. Sync and Close do not wait for such names
+// either. Elsewhere (other stores, fsync off) it changes nothing.
+func Unreferenced(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unreferencedKey{}, true)
+}
+
+func unreferenced(ctx context.Context) bool {
+	v, _ := ctx.Value(unreferencedKey{}).(bool)
+	return v
+}
+
+// SyncNames returns once the names of keys, written to st under Unreferenced, are durable:
+// it starts a sync of each one's directory, or waits for one that began after the name was
+// published, and one sync covers every name of its directory published before it began. A key
+// not written under Unreferenced, or already durable, costs nothing: a commit calls it for
+// the files it is about to name, before it writes the name that names them.
+func SyncNames(ctx context.Context, st Store, keys []string) error {
+	s, ok := unwrap(st).(*store)
+	if !ok || !s.local() || s.noFsync || len(keys) == 0 {
+		return nil
+	}
+	paths := make([]string, len(keys))
+	for i, k := range keys {
+		if err := checkKey(k); err != nil {
+			return wrap(ctx, opPut, k, err)
+		}
+		paths[i] = s.path(s.prefix + k)
+	}
+	return waitCtx(ctx, syncer.syncNames(paths))
 }
 
 // deferDirSyncKey marks a context made by DeferDirSync.
@@ -212,6 +348,9 @@ type syncEvent struct {
 	// Deferred marks an eventPublished whose write returns without waiting for the
 	// directory sync (a Put, or a PutIfAbsent under DeferDirSync).
 	Deferred bool
+	// Unreferenced marks an eventPublished under Unreferenced: no sync of its directory
+	// starts until SyncNames asks for one.
+	Unreferenced bool
 }
 
 // eventKind names a syncEvent.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -282,4 +283,137 @@ func TestNoFsyncSyncsNothing(t *testing.T) {
 	if n := g.n(filepath.Join(root, "data")) + g.n(filepath.Join(root, "_versions")); n != 0 || len(events) != 0 {
 		t.Fatalf("durability=none synced %d directories, traced %v", n, events)
 	}
+}
+
+// Names published under Unreferenced start no directory sync and hold up no later write; the
+// first SyncNames of one of them syncs its directory once for all the names published there
+// by then, and asking for those again costs nothing. A name published after that sync began
+// needs a sync of its own.
+func TestSyncNamesSyncsEachDirectoryOnceForTheNamesWrittenAhead(t *testing.T) {
+	s, root := openTestLocal(t, true)
+	ctx := context.Background()
+	g := gateDirSyncs(t)
+	data := filepath.Join(root, "t", "data")
+	ahead := Unreferenced(ctx)
+	keys := []string{"t/data/1.lance", "t/data/2.lance", "t/data/3.lance"}
+	for _, k := range keys {
+		if err := s.Put(ahead, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Compose(ahead, s, "t/data/4.lance", []Part{{Data: []byte("4")}}); err != nil {
+		t.Fatal(err)
+	}
+	keys = append(keys, "t/data/4.lance")
+	if n := g.n(data); n != 0 {
+		t.Fatalf("%d syncs of a directory only unreferenced names were published into", n)
+	}
+	// A later write does not wait for them: their directory is held, and it returns.
+	release := g.hold(data)
+	if err := s.PutIfAbsent(ctx, "t/_versions/1.manifest", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Sync(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- SyncNames(ctx, s, keys[:1]) }()
+	<-g.started // the versions directory's sync ended above; this is data's
+	select {
+	case err := <-synced:
+		t.Fatalf("SyncNames returned (%v) while its directory's sync was in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncNames(ctx, s, keys); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.n(data); n != 1 {
+		t.Fatalf("directory synced %d times for 4 names written ahead, want once", n)
+	}
+	if err := s.Put(ahead, "t/data/5.lance", []byte("5")); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncNames(ctx, s, append(keys, "t/data/5.lance")); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.n(data); n != 2 {
+		t.Fatalf("directory synced %d times, want a second sync for the name published after the first", n)
+	}
+	if n := unsyncedUnder(root); n != 0 {
+		t.Fatalf("%d durable names still held as unsynced", n)
+	}
+}
+
+// A name written ahead and removed before any commit asked for it is forgotten: asking for
+// it syncs nothing.
+func TestSyncNamesForgetsRemovedNames(t *testing.T) {
+	s, root := openTestLocal(t, true)
+	ctx := context.Background()
+	g := gateDirSyncs(t)
+	if err := s.Put(Unreferenced(ctx), "t/data/1.lance", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "t/data/1.lance"); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncNames(ctx, s, []string{"t/data/1.lance"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, u := g.n(filepath.Join(root, "t", "data")), unsyncedUnder(root); n != 0 || u != 0 {
+		t.Fatalf("%d syncs and %d unsynced names after the name written ahead was removed", n, u)
+	}
+}
+
+// Names no commit ever asks for are bounded: past maxUnsynced, their directories are synced.
+func TestUnsyncedNamesAreBounded(t *testing.T) {
+	s, root := openTestLocal(t, true)
+	ctx := Unreferenced(context.Background())
+	g := gateDirSyncs(t)
+	defer func(n int) { maxUnsynced = n }(maxUnsynced)
+	maxUnsynced = 8 + syncer.held() // what other tests left, and eight of this one's
+	for i := range 9 {
+		if err := s.Put(ctx, "t/data/"+strconv.Itoa(i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait(syncer.barrier())
+	if n, u := g.n(filepath.Join(root, "t", "data")), unsyncedUnder(root); n != 1 || u != 0 {
+		t.Fatalf("%d syncs and %d unsynced names past the bound, want 1 and none", n, u)
+	}
+}
+
+// Without fsync nothing is held: SyncNames has nothing to do.
+func TestSyncNamesWithoutFsync(t *testing.T) {
+	s, root := openTestLocal(t, false)
+	ctx := context.Background()
+	if err := s.Put(Unreferenced(ctx), "t/data/1.lance", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncNames(ctx, s, []string{"t/data/1.lance"}); err != nil || unsyncedUnder(root) != 0 {
+		t.Fatalf("SyncNames without fsync: %v, %d unsynced names", err, unsyncedUnder(root))
+	}
+}
+
+// unsyncedUnder is how many names under root are held as unsynced.
+func unsyncedUnder(root string) int {
+	syncer.mu.Lock()
+	defer syncer.mu.Unlock()
+	n := 0
+	for dir, names := range syncer.unsynced {
+		if strings.HasPrefix(dir, root+string(filepath.Separator)) {
+			n += len(names)
+		}
+	}
+	return n
+}
+
+// held is how many names are held as unsynced.
+func (s *dirSyncer) held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nUnsynced
 }

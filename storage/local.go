@@ -86,6 +86,11 @@ func localPut(ctx context.Context, lw localWrite, path string, fill fillFunc) er
 		}
 		return err
 	}
+	if unreferenced(ctx) && lw.sync {
+		syncer.publishedUnreferenced(path)
+		trace(syncEvent{Kind: eventWriteDone, Path: path})
+		return nil
+	}
 	lw.published(path, false)
 	return nil
 }
@@ -252,6 +257,7 @@ func localDelete(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	syncer.forget(path)
 	return nil
 }
 
