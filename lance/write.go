@@ -127,18 +127,17 @@ const fileWriteConcurrency = 8
 // of the commit runs (the sidecar's arming). Like staged data files, an uncommitted
 // transaction file is unreferenced and harmless. Txn must not change afterwards.
 func (s *Staged) WriteTransaction(ctx context.Context) error {
-	if err := s.writeFiles(ctx); err != nil {
+	if _, err := s.writeFiles(ctx); err != nil {
 		return err
 	}
-	if err := storage.SyncNames(ctx, s.base.dir, s.unnamed); err != nil {
+	keys := s.unnamed
+	if s.ahead != nil {
+		keys = append(slices.Clip(keys), s.ahead.keys()...) // written into this directory (fits)
+	}
+	if err := storage.SyncNames(ctx, s.base.dir, keys); err != nil {
 		return fmt.Errorf("lance: make the names of the files written ahead durable: %w", err)
 	}
 	s.unnamed = nil
-	if s.ahead != nil {
-		if err := storage.SyncNames(ctx, s.ahead.dir, s.ahead.keys()); err != nil {
-			return fmt.Errorf("lance: make the names of the files written ahead durable: %w", err)
-		}
-	}
 	return nil
 }
 
@@ -147,27 +146,16 @@ func (s *Staged) WriteTransaction(ctx context.Context) error {
 // durable here (storage.Unreferenced): the commit's WriteTransaction does that, with one sync
 // of each directory for every file written into it ahead by then.
 func (s *Staged) WriteAhead(ctx context.Context) error {
-	if s.txnWritten {
-		return nil
-	}
-	keys := make([]string, 0, len(s.files)+1)
-	for _, f := range s.files {
-		keys = append(keys, f.key)
-	}
-	if !s.inlineOnly {
-		keys = append(keys, "_transactions/"+s.Txn.FileName())
-	}
-	if err := s.writeFiles(storage.Unreferenced(ctx)); err != nil {
-		return err
-	}
+	keys, err := s.writeFiles(storage.Unreferenced(ctx))
 	s.unnamed = append(s.unnamed, keys...)
-	return nil
+	return err
 }
 
-// writeFiles writes the files not written yet, the _transactions one included.
-func (s *Staged) writeFiles(ctx context.Context) error {
+// writeFiles writes the files not written yet, the _transactions one included, and returns
+// their keys.
+func (s *Staged) writeFiles(ctx context.Context) ([]string, error) {
 	if s.txnWritten {
-		return nil
+		return nil, nil
 	}
 	files := s.files
 	if !s.inlineOnly {
@@ -184,10 +172,14 @@ func (s *Staged) writeFiles(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
+	}
+	keys := make([]string, len(files))
+	for i, f := range files {
+		keys[i] = f.key
 	}
 	s.files, s.txnWritten = nil, true
-	return nil
+	return keys, nil
 }
 
 // Rebind moves a transaction staged ahead of its turn (its Txn.ReadVersion set by the caller)
