@@ -64,6 +64,24 @@ func (g *gatedSyncs) hold(dir string) (release func()) {
 	}
 }
 
+// waitStart returns once a sync of dir has started, passing over the starts of other
+// directories' syncs (the channel holds every start since the test began); it fails the test
+// if none starts within 10 s.
+func (g *gatedSyncs) waitStart(t *testing.T, dir string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case d := <-g.started:
+			if d == dir {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no sync of %s started", dir)
+		}
+	}
+}
+
 func (g *gatedSyncs) n(dir string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -318,7 +336,7 @@ func TestSyncNamesSyncsEachDirectoryOnceForTheNamesWrittenAhead(t *testing.T) {
 	}
 	synced := make(chan error, 1)
 	go func() { synced <- SyncNames(ctx, s, keys[:1]) }()
-	<-g.started // the versions directory's sync ended above; this is data's
+	g.waitStart(t, data)
 	select {
 	case err := <-synced:
 		t.Fatalf("SyncNames returned (%v) while its directory's sync was in flight", err)
