@@ -23,6 +23,9 @@ import (
 //     loss could take;
 //   - a PutIfAbsent (a table version, the __manifest version) returns only once its name is
 //     durable, and the load returns only once the __manifest version is;
+//   - nothing is published into a directory the trace saw created (a table's data/ on its
+//     first append, an index's _indices/<uuid>/) before that directory's name, and the name
+//     of each created directory above it, is durable;
 //   - no directory is synced without a name published into it since its previous sync (no
 //     directory is synced twice for the same step), and each directory a commit touches is
 //     synced at most once per write into it.
@@ -250,8 +253,12 @@ func checkSyncChain(t *testing.T, load int, evs []storage.SyncEvent) {
 	fileSyncs, dirSyncs, manifests, tableCommitsChecked, tablesDeferred := 0, 0, -1, 0, 0
 	lastStart := map[string]int{}     // dir -> index of its last sync start
 	publishedInto := map[string]int{} // dir -> index of its last publication
+	created := map[string]int{}       // dir -> index of its creation
 	for i, ev := range evs {
 		switch ev.Kind {
+		case storage.EventDirCreated:
+			created[ev.Path] = i
+			publishedInto[parent(ev.Path)] = i
 		case storage.EventFileSynced:
 			fileSyncs++
 		case storage.EventDirSyncStart:
@@ -275,6 +282,12 @@ func checkSyncChain(t *testing.T, load int, evs []storage.SyncEvent) {
 			}
 			if !synced {
 				t.Errorf("load %d: %s published before its bytes were synced", load, ev.Path)
+			}
+			// Into directories whose own names are durable.
+			for d := parent(ev.Path); d != parent(d); d = parent(d) {
+				if c, ok := created[d]; ok && !doneAfter(parent(d), c, i) {
+					t.Errorf("load %d: %s published before the name of the directory %s, created at %d, was durable", load, ev.Path, d, c)
+				}
 			}
 			// Every name published by a write that returned before this one began is durable
 			// by now.
@@ -350,7 +363,7 @@ func checkSyncChain(t *testing.T, load int, evs []storage.SyncEvent) {
 	if tableCommitsChecked < 3 {
 		t.Errorf("load %d: %d manifests published, want the node and edge tables' and __manifest's", load, tableCommitsChecked)
 	}
-	t.Logf("load %d: %d files synced, %d directory syncs, %d names published", load, fileSyncs, dirSyncs, len(published))
+	t.Logf("load %d: %d files synced, %d directory syncs, %d names published, %d directories created", load, fileSyncs, dirSyncs, len(published), len(created))
 }
 
 // tableRoot is the directory of the table (or __manifest) that path belongs to: the part

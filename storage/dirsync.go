@@ -115,6 +115,15 @@ func (s *dirSyncer) published(path string, deferred bool) *dirSync {
 	return s.addLocked(filepath.Dir(path), syncClock.Add(1))
 }
 
+// created is published for a directory this process just created (makeDirs): it traces the
+// creation and returns a sync of the new directory's parent that begins after it.
+func (s *dirSyncer) created(dir string) *dirSync {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	trace(syncEvent{Kind: eventDirCreated, Path: dir})
+	return s.addLocked(filepath.Dir(dir), syncClock.Add(1))
+}
+
 // publishedUnreferenced is published for a name published under Unreferenced: it only takes
 // the name's tick, for SyncNames to find a sync that covers it.
 func (s *dirSyncer) publishedUnreferenced(path string) {
@@ -368,6 +377,9 @@ const (
 	eventWriteStart
 	// eventWriteDone: the write of Path returns successfully.
 	eventWriteDone
+	// eventDirCreated: the directory Path was created (makeDirs); a sync of its parent
+	// follows before anything is published into it.
+	eventDirCreated
 )
 
 var (

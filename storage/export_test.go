@@ -29,6 +29,7 @@ const (
 	EventDirSyncDone  = eventDirSyncDone
 	EventWriteStart   = eventWriteStart
 	EventWriteDone    = eventWriteDone
+	EventDirCreated   = eventDirCreated
 )
 
 // TraceSyncs makes fn see every SyncEvent of this process, in order, until stop is called.

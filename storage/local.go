@@ -43,6 +43,12 @@ func openLocal(path string, o openOptions) (Store, error) {
 			return nil, fmt.Errorf("storage: open %q: %w", path, err)
 		}
 	}
+	if !o.mustExist {
+		// A new root's own name is made durable as any directory a write creates.
+		if err := makeDirs(dir, !o.noFsync); err != nil {
+			return nil, fmt.Errorf("storage: open %q: %w", path, err)
+		}
+	}
 	b, err := fileblob.OpenBucket(dir, &fileblob.Options{
 		CreateDir: !o.mustExist,
 		NoTempDir: true,                       // never stage across a mount point
@@ -174,9 +180,9 @@ func fillWith(data []byte) fillFunc {
 
 // stage writes the object (fill), fsynced, where it can be renamed or linked to path: into a
 // spare file when one is ready, else into a new temporary file beside path. path's directory
-// exists afterwards.
+// exists afterwards, durably when fsync is on (makeDirs).
 func stage(lw localWrite, path string, fill fillFunc) (string, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+	if err := makeDirs(filepath.Dir(path), lw.sync); err != nil {
 		return "", err
 	}
 	name, _, err := stageIn(lw, path, fill)
