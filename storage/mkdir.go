@@ -19,8 +19,8 @@ import (
 // directory created, which a graph does once per table directory and once per index file set,
 // never per commit.
 //
-// Two writes of this process may need the same missing directory at once (a table's node and
-// edge files, written side by side, into a new data/ each; two index files into one new
+// Two writes of this process may need the same missing directory at once (a compaction's data
+// files written side by side into a new table's data/; an index's files into one new
 // _indices/<uuid>/). The one that creates it syncs it; the other must not find it in place and
 // publish into it before that sync ended, so it waits for the creation (dirCreations).
 
