@@ -229,26 +229,8 @@ func checkSyncChain(t *testing.T, load int, evs []storage.SyncEvent) {
 		}
 	}
 	// doneAfter reports whether a sync of dir that started after index from ended before
-	// index before. The syncs of one directory never overlap, so each Done pairs with the
-	// Start of that directory right before it.
-	doneAfter := func(dir string, from, before int) bool {
-		start := -1
-		for i := 0; i < before; i++ {
-			ev := evs[i]
-			if ev.Path != dir {
-				continue
-			}
-			switch ev.Kind {
-			case storage.EventDirSyncStart:
-				start = i
-			case storage.EventDirSyncDone:
-				if start > from {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	// index before.
+	doneAfter := func(dir string, from, before int) bool { return storage.SyncedAfter(evs, dir, from, before) }
 	var published []int // indexes of EventPublished so far
 	fileSyncs, dirSyncs, manifests, tableCommitsChecked, tablesDeferred := 0, 0, -1, 0, 0
 	lastStart := map[string]int{}     // dir -> index of its last sync start

@@ -32,5 +32,11 @@ const (
 	EventDirCreated   = eventDirCreated
 )
 
+// SyncedAfter reports whether a sync of dir in evs started after index from and ended before
+// index before.
+func SyncedAfter(evs []SyncEvent, dir string, from, before int) bool {
+	return syncedAfter(evs, dir, from, before)
+}
+
 // TraceSyncs makes fn see every SyncEvent of this process, in order, until stop is called.
 func TraceSyncs(fn func(SyncEvent)) (stop func()) { return setTrace(fn) }
