@@ -80,7 +80,7 @@ func claimMissing(dir string) (mine []string, theirs chan struct{}, err error) {
 		if ch := dirCreations.now[d]; ch != nil {
 			return nil, ch, nil
 		}
-		fi, err := os.Lstat(d)
+		fi, err := os.Stat(d) // following links, as os.MkdirAll does: a root may be one
 		if err == nil {
 			if !fi.IsDir() {
 				return nil, nil, &fs.PathError{Op: "mkdir", Path: d, Err: syscall.ENOTDIR}
@@ -135,7 +135,7 @@ func createDurably(dirs []string) error {
 func mkdir(d string) error {
 	err := os.Mkdir(d, 0o777)
 	if errors.Is(err, fs.ErrExist) {
-		if fi, serr := os.Lstat(d); serr == nil && fi.IsDir() {
+		if fi, serr := os.Stat(d); serr == nil && fi.IsDir() {
 			return nil
 		}
 	}

@@ -190,6 +190,27 @@ func TestOpenCreatesTheRootDurably(t *testing.T) {
 	}
 }
 
+// A directory reached through a symbolic link is a directory, as os.MkdirAll has it: a root
+// (or any directory above a new one) may be a link to where the data lives.
+func TestNewDirectoriesUnderALinkedRoot(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "graph")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(context.Background(), link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Put(context.Background(), "tables/t1/data/f", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(real, "tables/t1/data/f")); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Without fsync directories are made as os.MkdirAll makes them: nothing synced or traced.
 func TestNewDirectoriesWithoutFsync(t *testing.T) {
 	s, root := openTestLocal(t, false)
