@@ -111,7 +111,10 @@ func runPipelineCase(t *testing.T, fp, fanout string, inFlight bool, mode engine
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "OMNIGRAPH_DEMO", Subjects: []string{"omnigraph.demo.ingest"}, MaxMsgSize: ingest.MaxMessageBytes}); err != nil {
 		t.Fatal(err)
 	}
-	n := 8
+	// Enough messages that a compaction due after the second commit, which waits behind the
+	// tables' first index builds (each new index directory made durable before its files),
+	// still finds some in flight when it is killed: with 8, a slow host had acknowledged 7.
+	n := 16
 	if !inFlight {
 		n = 48 // the index lags a doubling several times: a fold appends however the folds fall
 	}
