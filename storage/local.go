@@ -42,15 +42,12 @@ func openLocal(path string, o openOptions) (Store, error) {
 		case err != nil:
 			return nil, fmt.Errorf("storage: open %q: %w", path, err)
 		}
-	}
-	if !o.mustExist {
+	} else if err := makeDirs(dir, !o.noFsync); err != nil {
 		// A new root's own name is made durable as any directory a write creates.
-		if err := makeDirs(dir, !o.noFsync); err != nil {
-			return nil, fmt.Errorf("storage: open %q: %w", path, err)
-		}
+		return nil, fmt.Errorf("storage: open %q: %w", path, err)
 	}
+	// The root exists by now, so fileblob is not asked to create it.
 	b, err := fileblob.OpenBucket(dir, &fileblob.Options{
-		CreateDir: !o.mustExist,
 		NoTempDir: true,                       // never stage across a mount point
 		Metadata:  fileblob.MetadataDontWrite, // no ".attrs" sidecars next to Lance files
 	})
