@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/omnigraph/omnigraph-worker/config"
 	"github.com/omnigraph/omnigraph-worker/engine"
@@ -54,9 +53,8 @@ const childDefaultFanout = -1
 
 // startWorkerChild starts the child of side name (its graph in dir, build_indices indices,
 // compaction_fanout fanout or childDefaultFanout) against the nats-server at url, and returns
-// once its worker consumes; with warm > 0 the child first streams warm batches through a
-// worker on a scratch graph of its own (runCostChild).
-func startWorkerChild(ctx context.Context, nc *nats.Conn, url, dir, name string, indices bool, fanout, warm int) (_ *costSide, err error) {
+// once its worker consumes.
+func startWorkerChild(ctx context.Context, nc *nats.Conn, url, dir, name string, indices bool, fanout int) (_ *costSide, err error) {
 	c := config.Defaults()
 	c.Graph = name
 	ic := c.Ingest()
@@ -83,7 +81,7 @@ func startWorkerChild(ctx context.Context, nc *nats.Conn, url, dir, name string,
 	fsync := map[bool]string{true: "on", false: "off"}[localFsync]
 	s.cmd = exec.CommandContext(ctx, self, "-lance-version", fileVersion.String(), "-fsync", fsync,
 		"-pipeline-depth", strconv.Itoa(pipelineDepth), "-worker-log", workerLog, "-index-cost-profiles", costProfiles,
-		"-cost-child", name, "-cost-dir", dir, "-cost-nats", url, "-cost-indices="+strconv.FormatBool(indices), "-cost-fanout", strconv.Itoa(fanout), "-cost-warm", strconv.Itoa(warm))
+		"-cost-child", name, "-cost-dir", dir, "-cost-nats", url, "-cost-indices="+strconv.FormatBool(indices), "-cost-fanout", strconv.Itoa(fanout))
 	s.cmd.Stderr = os.Stderr
 	if s.in, err = s.cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -149,11 +147,8 @@ type costUsage struct {
 
 // runCostChild is a worker child: the worker of graph name on a fresh graph in dir, at
 // compaction_fanout fanout (childDefaultFanout: the default), build_indices indices, consuming
-// from the nats-server at url. With warm > 0 it first streams warm 8,192-row batches through a
-// worker so configured on a scratch graph beside dir, so that the worker measured runs in a
-// process whose heap has grown to a stream's size, as a worker that has been running for a
-// while has (a first touch of a page costs about 12 µs on this VM).
-func runCostChild(ctx context.Context, name, dir, url string, indices bool, fanout, warm int) error {
+// from the nats-server at url.
+func runCostChild(ctx context.Context, name, dir, url string, indices bool, fanout int) error {
 	if costProfiles != "" {
 		if err := os.MkdirAll(costProfiles, 0o755); err != nil {
 			return err
@@ -183,11 +178,6 @@ func runCostChild(ctx context.Context, name, dir, url string, indices bool, fano
 		fanout = config.Defaults().CompactionFanout
 	}
 	setIndices := func(c *config.Config) { c.BuildIndices = indices }
-	if warm > 0 {
-		if err := warmChild(ctx, nc, dir+"-warm", name+"warm", fanout, warm, setIndices); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
-	}
 	g, w, err := freshWorker(ctx, nc, dir, name, fanout, setIndices)
 	if err != nil {
 		return err
@@ -225,19 +215,4 @@ func freshWorker(ctx context.Context, nc *nats.Conn, dir, name string, fanout in
 	}
 	w, err := startBenchWorker(ctx, nc, g, name, fanout, 64, set)
 	return g, w, err
-}
-
-// warmChild streams count batches through a worker (graph name, its graph in dir) and stops it.
-func warmChild(ctx context.Context, nc *nats.Conn, dir, name string, fanout, count int, set func(*config.Config)) error {
-	_, w, err := freshWorker(ctx, nc, dir, name, fanout, set)
-	if err != nil {
-		return err
-	}
-	defer w.stop()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	_, err = sustained(ctx, js, w.cfg.IngestSubject(), w.events, 4096, count, 7_000_000)
-	return err
 }

@@ -182,8 +182,7 @@ func main() {
 	costNATS := flag.String("cost-nats", "", "internal: the nats-server the worker child consumes from")
 	costIndices := flag.Bool("cost-indices", false, "internal: the worker child's build_indices")
 	costFanout := flag.Int("cost-fanout", childDefaultFanout, "internal: the worker child's compaction_fanout (-1: the default)")
-	costWarm := flag.Int("cost-warm", 0, "internal: batches the worker child streams through a worker on a scratch graph first")
-	flag.StringVar(&costProfiles, "index-cost-profiles", "", "write a CPU profile and an allocation profile of each worker child process into this directory, NAME.pprof and NAME.allocs.pprof (index-cost: benchcon indices on, benchcoff off; compaction-cost: benchkon default compaction_fanout, benchkoff compaction_fanout=0, neither with indices; sustained: benchsi indices on, benchni off, benchnc compaction_fanout=0; a sustained child's warm-up is in its profile, labelled graph=NAMEwarm; the worker's samples also carry omnigraph_part=stage, commit or maintenance: go tool pprof -tags)")
+	flag.StringVar(&costProfiles, "index-cost-profiles", "", "write a CPU profile and an allocation profile of each worker child process into this directory, NAME.pprof and NAME.allocs.pprof (index-cost: benchcon indices on, benchcoff off; compaction-cost: benchkon default compaction_fanout, benchkoff compaction_fanout=0, neither with indices; sustained: benchsi indices on, benchni off, benchnc compaction_fanout=0; the worker's samples also carry omnigraph_part=stage, commit or maintenance: go tool pprof -tags)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Go side) to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run (Go side) to this file at the end")
 	engineName := flag.String("engine", "lance12", "the official engine to compare with: lance8, lance10 or lance12 (integration/lancecompat/engine.mjs)")
@@ -215,7 +214,7 @@ func main() {
 	if *costChild != "" {
 		localFsync = *fsync != "off"
 		durability = map[bool]string{true: "fsync", false: "none"}[localFsync]
-		if err := runCostChild(ctx, *costChild, *costDir, *costNATS, *costIndices, *costFanout, *costWarm); err != nil {
+		if err := runCostChild(ctx, *costChild, *costDir, *costNATS, *costIndices, *costFanout); err != nil {
 			fmt.Fprintln(os.Stderr, "worker child:", err)
 			os.Exit(1)
 		}

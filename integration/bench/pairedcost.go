@@ -76,7 +76,7 @@ func pairedCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url,
 		faults int64         // the child's minor page faults over its rounds
 	}
 	start := func(w costWorker) (*side, error) {
-		s, err := startWorkerChild(ctx, nc, url, filepath.Join(tmp, "graph-cost-"+w.name), w.name, w.indices, w.fanout, 0)
+		s, err := startWorkerChild(ctx, nc, url, filepath.Join(tmp, "graph-cost-"+w.name), w.name, w.indices, w.fanout)
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +32,13 @@ type pairedSustained struct {
 	// worker's includes consuming the messages and its maintenance; neither includes the
 	// producer's or the nats-server's.
 	workerCPUPerRow, officialCPUPerRow time.Duration
+	// workerFaults are the minor page faults of the worker's process over the rounds: on this
+	// machine a page the process touches for the first time costs it more than most of its
+	// work (performance.md), so they say how much of its CPU was its heap growing.
+	workerFaults int64
+	// roundCPU is the worker process's CPU time round by round: rounds of the same batches
+	// that differ by much more than their wall times do point at the process, not the host.
+	roundCPU []time.Duration
 }
 
 func (p pairedSustained) fields() string {
@@ -37,24 +46,31 @@ func (p pairedSustained) fields() string {
 	if p.workerCPUPerRow > 0 && p.officialCPUPerRow > 0 {
 		cpuVs = fmt.Sprintf("%.2f", p.officialCPUPerRow.Seconds()/p.workerCPUPerRow.Seconds())
 	}
-	return fmt.Sprintf("lance_two_tables_rows_per_s=%.0f rounds=%dx%d round_ratios=%s cpu_vs_writes_only=%s worker_cpu_ns_per_row=%d official_cpu_ns_per_row=%d",
-		p.official, len(p.ratios), p.block, list(p.ratios), cpuVs, p.workerCPUPerRow.Nanoseconds(), p.officialCPUPerRow.Nanoseconds())
+	return fmt.Sprintf("lance_two_tables_rows_per_s=%.0f rounds=%dx%d round_ratios=%s cpu_vs_writes_only=%s worker_cpu_ns_per_row=%d official_cpu_ns_per_row=%d worker_faults=%d worker_round_cpu_ms=%s",
+		p.official, len(p.ratios), p.block, list(p.ratios), cpuVs, p.workerCPUPerRow.Nanoseconds(), p.officialCPUPerRow.Nanoseconds(), p.workerFaults, msList(p.roundCPU))
 }
 
 // sustainedPaired measures the sustained stream against the official engine's own writes of the
 // same 8,192-row batches to two tables (one bench-serve process in dir, its tables growing as
 // the graph does), in sustainedRounds alternating rounds of block batches per side, after a
-// warm-up of each: this machine drifts by tens of percent within a minute, so the two sides
-// are timed seconds apart, not minutes, each from a page cache the other left clean. A round
-// of the worker is timed from its first publish to its last commit event (its pipeline filling
-// included, which costs it a few percent of a 30-batch round) and then until its maintenance
-// is done (no compaction or index fold due), as the index-cost line's rounds are: a fold or
-// compaction the round's last batches made due is the round's work, and left running it would
-// take a core from the official side's round that follows. The official round is the sum of
-// its appends. Every round counts, compactions included: vsWritesOnly divides the rows per
-// second over all rounds, not a median, so a round that paid for a compaction weighs in.
-// cpu_vs_writes_only is the official process's CPU time over the worker process's, over the
-// same rounds (pairedSustained).
+// warm-up of block batches on each side, into the graph and the tables the rounds go on to
+// write: this machine drifts by tens of percent within a minute, so the two sides are timed
+// seconds apart, not minutes, each from a page cache the other left clean. The warm-up streams
+// through the measured worker itself, so that its process's heap has grown with its own graph
+// as a worker's that has been running for a while has, and the official tables hold as many
+// rows as the graph when the rounds begin. (Until the twenty-eighth session the child streamed
+// its warm-up through a worker on a scratch graph and measured a fresh one: the scratch graph
+// stayed in the heap until the collector next ran, so the first round grew the heap into fresh
+// pages, which cost the worker without indices half as much CPU again as its second round.)
+// A round of the worker is timed from its first publish to its last commit event (its
+// pipeline filling included, which costs it a few percent of a 30-batch round) and then until
+// its maintenance is done (no compaction or index fold due), as the index-cost line's rounds
+// are: a fold or compaction the round's last batches made due is the round's work, and left
+// running it would take a core from the official side's round that follows. The official
+// round is the sum of its appends. Every round counts, compactions included: vsWritesOnly
+// divides the rows per second over all rounds, not a median, so a round that paid for a
+// compaction weighs in. cpu_vs_writes_only is the official process's CPU time over the worker
+// process's, over the same rounds (pairedSustained).
 func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetStream, w *costSide, block, base int) (pairedSustained, error) {
 	res := pairedSustained{block: block}
 	two, err := startOfficial(ctx, script, dir, 8192, 2)
@@ -62,11 +78,11 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 		return res, err
 	}
 	defer two.close()
-	_, cpuBefore, _, err := settledRound(ctx, js, w, 4, base) // the child's CPU time so far
+	_, cpuBefore, faultsBefore, err := settledRound(ctx, js, w, block, base) // the warm-up; the child's totals so far
 	if err != nil {
 		return res, err
 	}
-	if _, err := two.appends(2); err != nil {
+	if _, err := two.appends(block); err != nil {
 		return res, err
 	}
 	var goTotal, offTotal, goCPU, offCPU time.Duration
@@ -75,7 +91,7 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 		// one side's writes are flushed by the kernel during the next side's round, and the
 		// writer that finds the page cache over its dirty limit is made to wait for them.
 		syscall.Sync()
-		took, cpu, _, err := settledRound(ctx, js, w, block, base+4+round*block)
+		took, cpu, faults, err := settledRound(ctx, js, w, block, base+(1+round)*block)
 		if err != nil {
 			return res, err
 		}
@@ -89,7 +105,10 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 		goTotal += took
 		offTotal += off
 		goCPU += cpu - cpuBefore
+		res.roundCPU = append(res.roundCPU, cpu-cpuBefore)
 		cpuBefore = cpu
+		res.workerFaults += faults - faultsBefore
+		faultsBefore = faults
 		offCPU += two.cpu
 	}
 	rows := float64(8192 * sustainedRounds * block)
@@ -119,19 +138,26 @@ func sustainedWithoutCompaction(ctx context.Context, nc *nats.Conn, js jetstream
 // sustainedOwnWorker is sustainedPaired through a worker of its own (graph "bench"+name,
 // build_indices indices, compaction_fanout fanout or childDefaultFanout) in a process of its
 // own (costchild.go) consuming from the nats-server at url, on a fresh graph, against an
-// official process of its own; base numbers the batches' ids. The child streams a block of
-// batches through a worker on a scratch graph first (runCostChild's warm), so the worker
-// measured runs in a process whose heap has grown as a worker's that has run for a while.
-// In the bench's own process, a line's worker shared its heap with the lines before it (which
-// line came first moved a ratio by a third), and the line with indices ran on the graph the
-// 1k+1k line had loaded, against official tables that started empty.
+// official process of its own; base numbers the batches' ids. In the bench's own process, a
+// line's worker shared its heap with the lines before it (which line came first moved a ratio
+// by a third), and the line with indices ran on the graph the 1k+1k line had loaded, against
+// official tables that started empty.
 func sustainedOwnWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url, script, tmp, name string, block, base int, indices bool, fanout int) (pairedSustained, error) {
-	w, err := startWorkerChild(ctx, nc, url, filepath.Join(tmp, "graph-e2e-"+name), "bench"+name, indices, fanout, block)
+	w, err := startWorkerChild(ctx, nc, url, filepath.Join(tmp, "graph-e2e-"+name), "bench"+name, indices, fanout)
 	if err != nil {
 		return pairedSustained{}, err
 	}
 	defer w.stop()
 	return sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two-"+name), js, w, block, base)
+}
+
+// msList is ds in whole milliseconds, comma-separated.
+func msList(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
+	return strings.Join(parts, ",")
 }
 
 func sum(xs []float64) float64 {
