@@ -132,10 +132,21 @@ func (w *workerProc) terminate(t *testing.T) {
 
 // status is the worker's /readyz (nil when it does not answer).
 type status struct {
-	Member   string   `json:"member"`
-	Members  []string `json:"members"`
-	Assigned []string `json:"assigned"`
-	Serving  []string `json:"serving"`
+	Member   string            `json:"member"`
+	Members  []string          `json:"members"`
+	Assigned []string          `json:"assigned"`
+	Serving  []string          `json:"serving"`
+	Standby  []string          `json:"standby"`
+	Failed   map[string]string `json:"failed"`
+	Held     map[string]string `json:"held"`
+}
+
+// String is what a failed wait reports of a worker: every field, since a graph that is
+// assigned but not served is explained by the others (standby for a lease, failed and
+// waiting to be tried again, held for an operator, a member missing from this one's view).
+func (s *status) String() string {
+	return fmt.Sprintf("serves %v (members %v, assigned %v, standby %v, failed %v, held %v)",
+		s.Serving, s.Members, s.Assigned, s.Standby, s.Failed, s.Held)
 }
 
 func (w *workerProc) status() *status {
@@ -168,7 +179,7 @@ func waitSpread(t *testing.T, ws []*workerProc, want []int, within time.Duration
 				last = append(last, w.name+": no answer")
 				continue
 			}
-			last = append(last, fmt.Sprintf("%s serves %v", w.name, s.Serving))
+			last = append(last, w.name+" "+s.String())
 			ok = ok && len(s.Serving) == want[i]
 			for _, g := range s.Serving {
 				ok = ok && owner[g] == nil
@@ -184,7 +195,18 @@ func waitSpread(t *testing.T, ws []*workerProc, want []int, within time.Duration
 	return nil
 }
 
+// dump logs each worker's warnings and errors, then its whole output: a failure's log is
+// often cut short, and the lines that explain it are rarely the first.
 func dump(t *testing.T, ws []*workerProc) {
+	for _, w := range ws {
+		var notable []string
+		for _, l := range strings.Split(w.out.String(), "\n") {
+			if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) {
+				notable = append(notable, l)
+			}
+		}
+		t.Logf("%s warnings and errors (%d):\n%s", w.name, len(notable), strings.Join(notable, "\n"))
+	}
 	for _, w := range ws {
 		t.Logf("%s output:\n%s", w.name, w.out)
 	}
