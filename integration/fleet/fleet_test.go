@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/omnigraph/omnigraph-worker/fleet"
 	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
 	"github.com/omnigraph/omnigraph-worker/internal/proctest"
 )
@@ -130,33 +131,24 @@ func (w *workerProc) terminate(t *testing.T) {
 	}
 }
 
-// status is the worker's /readyz (nil when it does not answer).
-type status struct {
-	Member   string            `json:"member"`
-	Members  []string          `json:"members"`
-	Assigned []string          `json:"assigned"`
-	Serving  []string          `json:"serving"`
-	Standby  []string          `json:"standby"`
-	Failed   map[string]string `json:"failed"`
-	Held     map[string]string `json:"held"`
-}
-
-// String is what a failed wait reports of a worker: every field, since a graph that is
-// assigned but not served is explained by the others (standby for a lease, failed and
-// waiting to be tried again, held for an operator, a member missing from this one's view).
-func (s *status) String() string {
+// describe is what a failed wait reports of a worker: every field of its status, since a
+// graph that is assigned but not served is explained by the others (standby for a lease,
+// failed and waiting to be tried again, held for an operator, a member missing from this
+// one's view).
+func describe(s *fleet.Status) string {
 	return fmt.Sprintf("serves %v (members %v, assigned %v, standby %v, failed %v, held %v)",
 		s.Serving, s.Members, s.Assigned, s.Standby, s.Failed, s.Held)
 }
 
-func (w *workerProc) status() *status {
+// status is the worker's /readyz (nil when it does not answer).
+func (w *workerProc) status() *fleet.Status {
 	c := http.Client{Timeout: time.Second}
 	r, err := c.Get("http://" + w.http + "/readyz")
 	if err != nil {
 		return nil
 	}
 	defer r.Body.Close()
-	var s status
+	var s fleet.Status
 	if json.NewDecoder(r.Body).Decode(&s) != nil {
 		return nil
 	}
@@ -179,7 +171,7 @@ func waitSpread(t *testing.T, ws []*workerProc, want []int, within time.Duration
 				last = append(last, w.name+": no answer")
 				continue
 			}
-			last = append(last, w.name+" "+s.String())
+			last = append(last, w.name+" "+describe(s))
 			ok = ok && len(s.Serving) == want[i]
 			for _, g := range s.Serving {
 				ok = ok && owner[g] == nil
