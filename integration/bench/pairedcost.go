@@ -62,7 +62,7 @@ var (
 // same for the workers' CPU time (each child's own, over its rounds: neither the publisher in
 // this process nor the nats-server process counts): what the upkeep costs in work, whatever
 // the two cores did meanwhile. on_faults and off_faults are each child's minor page faults
-// over its rounds.
+// over its rounds; create_us what creating a file cost in tmp before each round (createCost).
 //
 // Measured so, worker against worker, rather than as the quotient of two lines' vs_writes_only
 // (each a worker's rate over an official process timed beside it): that quotient divides two
@@ -116,7 +116,13 @@ func pairedCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url,
 	}
 	base += 4
 	var ratios []float64
+	var creates []time.Duration // createCost before each round
 	for round := range costRounds {
+		probe, err := createCost(tmp)
+		if err != nil {
+			return err
+		}
+		creates = append(creates, probe)
 		order := []*side{on, off}
 		if round%2 == 1 {
 			order = []*side{off, on}
@@ -135,9 +141,9 @@ func pairedCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url,
 		ratios = append(ratios, took[1].Seconds()/took[0].Seconds())
 	}
 	rows := float64(8192 * costRounds * block)
-	fmt.Printf("bench: %s durability=%s %s on_rows_per_s=%.0f off_rows_per_s=%.0f vs_%s=%.2f cpu_vs_%s=%.2f on_cpu_s=%.2f off_cpu_s=%.2f on_faults=%d off_faults=%d rounds=%dx%d round_ratios=%s\n",
+	fmt.Printf("bench: %s durability=%s %s on_rows_per_s=%.0f off_rows_per_s=%.0f vs_%s=%.2f cpu_vs_%s=%.2f on_cpu_s=%.2f off_cpu_s=%.2f on_faults=%d off_faults=%d rounds=%dx%d round_ratios=%s create_us=%s\n",
 		pair.line, durability, pipe, rows/on.took.Seconds(), rows/off.took.Seconds(), pair.field, off.took.Seconds()/on.took.Seconds(),
-		pair.field, off.cpu.Seconds()/on.cpu.Seconds(), on.cpu.Seconds(), off.cpu.Seconds(), on.faults, off.faults, costRounds, block, list(ratios))
+		pair.field, off.cpu.Seconds()/on.cpu.Seconds(), on.cpu.Seconds(), off.cpu.Seconds(), on.faults, off.faults, costRounds, block, list(ratios), usList(creates))
 	return nil
 }
 

@@ -40,6 +40,9 @@ type pairedSustained struct {
 	// one shape, so where they differ, the process's state (a fold due, a heap growing) or
 	// the host moved, not the work.
 	roundCPU []time.Duration
+	// createCost is what creating a file cost in the lines' directory just before each
+	// worker round (createCost): a figure of the host's state that moves both sides' cost.
+	createCost []time.Duration
 }
 
 func (p pairedSustained) fields() string {
@@ -47,8 +50,8 @@ func (p pairedSustained) fields() string {
 	if p.workerCPUPerRow > 0 && p.officialCPUPerRow > 0 {
 		cpuVs = fmt.Sprintf("%.2f", p.officialCPUPerRow.Seconds()/p.workerCPUPerRow.Seconds())
 	}
-	return fmt.Sprintf("lance_two_tables_rows_per_s=%.0f rounds=%dx%d round_ratios=%s cpu_vs_writes_only=%s worker_cpu_ns_per_row=%d official_cpu_ns_per_row=%d worker_faults=%d worker_round_cpu_ms=%s",
-		p.official, len(p.ratios), p.block, list(p.ratios), cpuVs, p.workerCPUPerRow.Nanoseconds(), p.officialCPUPerRow.Nanoseconds(), p.workerFaults, msList(p.roundCPU))
+	return fmt.Sprintf("lance_two_tables_rows_per_s=%.0f rounds=%dx%d round_ratios=%s cpu_vs_writes_only=%s worker_cpu_ns_per_row=%d official_cpu_ns_per_row=%d worker_faults=%d worker_round_cpu_ms=%s create_us=%s",
+		p.official, len(p.ratios), p.block, list(p.ratios), cpuVs, p.workerCPUPerRow.Nanoseconds(), p.officialCPUPerRow.Nanoseconds(), p.workerFaults, msList(p.roundCPU), usList(p.createCost))
 }
 
 // sustainedPaired measures the sustained stream against the official engine's own writes of the
@@ -92,6 +95,11 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 		// one side's writes are flushed by the kernel during the next side's round, and the
 		// writer that finds the page cache over its dirty limit is made to wait for them.
 		syscall.Sync()
+		probe, err := createCost(filepath.Dir(dir))
+		if err != nil {
+			return res, err
+		}
+		res.createCost = append(res.createCost, probe)
 		took, cpu, faults, err := settledRound(ctx, js, w, block, base+(1+round)*block)
 		if err != nil {
 			return res, err
