@@ -13,15 +13,16 @@ import (
 	"time"
 )
 
-// What creating a file costs moves on this machine by a factor of forty, and both sides of a
-// paired line pay it for every file they write (the worker about ten a commit, the official
-// engine about eight a batch of two tables). The volume is ext4 without a journal: there the
-// kernel, choosing an inode for a new file, skips every free inode of the directory's block
-// group that was freed in the last 30 seconds (5 minutes while its inode table block is not
-// yet written back), one by one, so that a crash cannot leave a new file holding an old one's
-// inode. Every deletion in the group, by any process, makes the next creations there dearer:
-// in a quiet group creat(2) took 23-30 µs; in /tmp's group, where builds, tests and bench rounds
-// delete thousands of files, 600-1,100 µs (performance.md, twenty-ninth session).
+// What creating a file costs moves on this machine by up to forty times, and both sides of a
+// paired line pay it for nearly every file they write (the worker about ten a commit, the
+// official engine about eight a batch of two tables). The volume is ext4 without a journal:
+// there the kernel, choosing an inode for a new file, passes over every free inode of the
+// block group that was freed in the last 30 seconds (5 minutes while its inode table block is
+// not yet written back), one by one, because without a journal it cannot be sure the deletion
+// has reached the disk. Every deletion in the group, by any process, makes the next creations
+// there dearer: in a quiet group creat(2) took 23-30 µs; in /tmp's group, where builds, tests
+// and bench rounds delete thousands of files, 600-1,100 µs (performance.md, twenty-ninth
+// session).
 
 // createProbeFiles is how many files a probe creates: enough for a median, few enough that
 // the probe (at about a millisecond a file on a bad minute) stays out of the round's way.
