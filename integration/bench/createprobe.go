@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -53,13 +52,4 @@ func createCost(parent string) (time.Duration, error) {
 	}
 	slices.Sort(took)
 	return took[len(took)/2], nil
-}
-
-// usList is ds in whole microseconds, comma-separated.
-func usList(ds []time.Duration) string {
-	parts := make([]string, len(ds))
-	for i, d := range ds {
-		parts[i] = strconv.FormatInt(d.Microseconds(), 10)
-	}
-	return strings.Join(parts, ",")
 }

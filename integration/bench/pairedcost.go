@@ -143,7 +143,7 @@ func pairedCost(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, url,
 	rows := float64(8192 * costRounds * block)
 	fmt.Printf("bench: %s durability=%s %s on_rows_per_s=%.0f off_rows_per_s=%.0f vs_%s=%.2f cpu_vs_%s=%.2f on_cpu_s=%.2f off_cpu_s=%.2f on_faults=%d off_faults=%d rounds=%dx%d round_ratios=%s create_us=%s\n",
 		pair.line, durability, pipe, rows/on.took.Seconds(), rows/off.took.Seconds(), pair.field, off.took.Seconds()/on.took.Seconds(),
-		pair.field, off.cpu.Seconds()/on.cpu.Seconds(), on.cpu.Seconds(), off.cpu.Seconds(), on.faults, off.faults, costRounds, block, list(ratios), usList(creates))
+		pair.field, off.cpu.Seconds()/on.cpu.Seconds(), on.cpu.Seconds(), off.cpu.Seconds(), on.faults, off.faults, costRounds, block, list(ratios), durations(creates, time.Microsecond))
 	return nil
 }
 

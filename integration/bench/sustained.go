@@ -51,7 +51,7 @@ func (p pairedSustained) fields() string {
 		cpuVs = fmt.Sprintf("%.2f", p.officialCPUPerRow.Seconds()/p.workerCPUPerRow.Seconds())
 	}
 	return fmt.Sprintf("lance_two_tables_rows_per_s=%.0f rounds=%dx%d round_ratios=%s cpu_vs_writes_only=%s worker_cpu_ns_per_row=%d official_cpu_ns_per_row=%d worker_faults=%d worker_round_cpu_ms=%s create_us=%s",
-		p.official, len(p.ratios), p.block, list(p.ratios), cpuVs, p.workerCPUPerRow.Nanoseconds(), p.officialCPUPerRow.Nanoseconds(), p.workerFaults, msList(p.roundCPU), usList(p.createCost))
+		p.official, len(p.ratios), p.block, list(p.ratios), cpuVs, p.workerCPUPerRow.Nanoseconds(), p.officialCPUPerRow.Nanoseconds(), p.workerFaults, durations(p.roundCPU, time.Millisecond), durations(p.createCost, time.Microsecond))
 }
 
 // sustainedPaired measures the sustained stream against the official engine's own writes of the
@@ -160,11 +160,11 @@ func sustainedOwnWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 	return sustainedPaired(ctx, script, filepath.Join(tmp, "node-e2e-8k-two-"+name), js, w, block, base)
 }
 
-// msList is ds in whole milliseconds, comma-separated.
-func msList(ds []time.Duration) string {
+// durations is ds in whole units, comma-separated.
+func durations(ds []time.Duration, unit time.Duration) string {
 	parts := make([]string, len(ds))
 	for i, d := range ds {
-		parts[i] = strconv.FormatInt(d.Milliseconds(), 10)
+		parts[i] = strconv.FormatInt(int64(d/unit), 10)
 	}
 	return strings.Join(parts, ",")
 }
