@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/internal/graphtest"
@@ -25,18 +26,30 @@ func publishBody(t *testing.T, url, body string, hdr map[string]string) {
 	publishOn(t, url, "omnigraph.demo.ingest", body, hdr)
 }
 
-// publishOn publishes one message to subject and waits for JetStream to accept it.
+// publishOn publishes one message to subject and waits for JetStream to accept it. A worker
+// just started makes its streams as it starts, so a message published before then finds no
+// stream (no responders): it is sent again every 50 ms until one takes it, for up to 30 s, as
+// a producer would (nats.go's default gives up after two attempts 250 ms apart, which a slow
+// start on a loaded machine outlasts).
 func publishOn(t *testing.T, url, subject, body string, hdr map[string]string) {
 	t.Helper()
-	js := connectJS(t, url)
+	if err := publishWith(connectJS(t, url), subject, body, hdr); err != nil {
+		t.Fatalf("publish to %s: %v", subject, err)
+	}
+}
+
+// publishWith is publishOn's publish on js, for a goroutine of a test (which must not call
+// t.Fatal).
+func publishWith(js jetstream.JetStream, subject, body string, hdr map[string]string) error {
 	m := nats.NewMsg(subject)
 	m.Data = []byte(body)
 	for k, v := range hdr {
 		m.Header.Set(k, v)
 	}
-	if _, err := js.PublishMsg(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := js.PublishMsg(ctx, m, jetstream.WithRetryWait(50*time.Millisecond), jetstream.WithRetryAttempts(600))
+	return err
 }
 
 // workerCmd runs a one-shot worker subcommand (dlq list, dlq replay, …) and returns its stdout.
