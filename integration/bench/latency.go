@@ -82,7 +82,9 @@ func latencyRun(ctx context.Context, nc *nats.Conn, latMS int) error {
 	rt0, req0 := lat.RoundTrips(), lat.Requests()
 	var chains commitChains
 	stop := chains.observe(lat)
+	sched0 := schedLatencies()
 	took, err := sustained(ctx, js, cfg.IngestSubject(), events, 4096, latencyCommits, latencyWarmup)
+	sched1 := schedLatencies()
 	stop()
 	if err != nil {
 		return err
@@ -95,7 +97,8 @@ func latencyRun(ctx context.Context, nc *nats.Conn, latMS int) error {
 	if latMS > 0 {
 		bound = fmt.Sprintf("%.2f", rows/(8192/(rt*float64(latMS)/1000)))
 	}
-	fmt.Printf("bench: e2e-latency-store latency_ms=%d commits_per_s=%.2f rows_per_s=%.0f round_trips_per_commit=%.1f vs_round_trip_bound=%s commit_chain_max=%d commit_chain_median=%s commits=%d requests_per_commit=%.1f pipeline_depth=%d\n",
-		latMS, latencyCommits/took.Seconds(), rows, rt, bound, chainMax, num(chainMedian), len(chains.chains), reqs, cfg.PipelineDepth)
+	fmt.Printf("bench: e2e-latency-store latency_ms=%d commits_per_s=%.2f rows_per_s=%.0f round_trips_per_commit=%.1f vs_round_trip_bound=%s commit_chain_max=%d commit_chain_median=%s commits=%d requests_per_commit=%.1f pipeline_depth=%d sched_wait_p99_ms=%s sched_wait_p999_ms=%s\n",
+		latMS, latencyCommits/took.Seconds(), rows, rt, bound, chainMax, num(chainMedian), len(chains.chains), reqs, cfg.PipelineDepth,
+		num(1000*schedQuantile(sched0, sched1, 0.99)), num(1000*schedQuantile(sched0, sched1, 0.999)))
 	return nil
 }
