@@ -16,9 +16,9 @@ import (
 // paired line pay it for nearly every file they write (the worker about ten a commit, the
 // official engine about eight a batch of two tables). The volume is ext4 without a journal:
 // there the kernel, choosing an inode for a new file, passes over every free inode of the
-// block group that was freed in the last 30 seconds (5 minutes while its inode table block is
-// not yet written back), one by one, because without a journal it cannot be sure the deletion
-// has reached the disk. Every deletion in the group, by any process, makes the next creations
+// block group that was freed before the current second and less than 60 seconds ago (360
+// while its inode table block is not yet written back), one by one, because without a journal
+// it cannot be sure the deletion has reached the disk. Every deletion in the group, by any process, makes the next creations
 // there dearer: in a quiet group creat(2) took 23-30 µs; in /tmp's group, where builds, tests
 // and bench rounds delete thousands of files, 600-1,100 µs (performance.md, twenty-ninth
 // session).
