@@ -166,10 +166,10 @@ func (s *Service) Config() Config { return s.w.Config() }
 func (s *Service) Metrics() *Metrics { return s.metrics }
 
 // Run serves until ctx ends (nil: the message in flight finished, the lease released) or
-// something fails that waiting cannot mend: the HTTP address, the streams' setup, a lease
-// bucket JetStream cannot place (a *PlacementError; a lease bucket that does not answer is
-// waited for), a recovery (a *RecoveryError), a consumer that cannot go on. The lease is released
-// and the HTTP server closed before it returns.
+// something fails that waiting cannot mend: streams or a lease bucket JetStream refuses (a
+// *PlacementError, a conflicting configuration; a JetStream that does not answer is waited
+// for), the HTTP address, a recovery (a *RecoveryError), a consumer that cannot go on. The
+// lease is released and the HTTP server closed before it returns.
 func (s *Service) Run(ctx context.Context) error {
 	stopHTTP, err := s.serveHTTP()
 	if err != nil {
@@ -178,10 +178,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer stopHTTP()
 	// A standby reserves its bound too: it may take the graph over at any moment.
 	defer s.w.cfg.footprint.reserve(s.w.cfg.PipelineBytes)()
-	if err := s.w.Setup(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
+	if err := s.setup(ctx); err != nil {
 		return err
 	}
 	defer s.bucket.reset()
@@ -222,6 +219,43 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		s.release(lease)
 		return err
+	}
+}
+
+// setup makes the streams and the consumer (Worker.Setup), waiting out a JetStream that does
+// not answer or says it cannot now: a cluster electing its leaders while a server is down, the
+// connection moving to another server, JetStream off while its server restarts. A worker that
+// exited then, standby or not, would leave the graph with no writer once JetStream is back;
+// one waiting says why on /readyz and, past the retry budget, reports itself stalled. What
+// waiting cannot mend (a placement JetStream cannot honour, a configuration that conflicts
+// with a stream it has) ends Run. nil when ctx ended.
+func (s *Service) setup(ctx context.Context) error {
+	streams := newStreak(s.w, "stream setup")
+	retry := s.w.backoff()
+	for {
+		err := s.w.Setup(ctx)
+		switch {
+		case err == nil:
+			streams.ok()
+			return nil
+		case ctx.Err() != nil:
+			streams.reset()
+			return nil
+		case !unavailable(err):
+			streams.reset()
+			return err
+		}
+		streams.fail(err)
+		wait := streams.wait(retry.NextBackOff())
+		if !streams.isStalled() {
+			s.log.Warn("JetStream unavailable for the streams' setup; trying again", zap.Duration("in", wait), zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			streams.reset()
+			return nil
+		case <-time.After(wait):
+		}
 	}
 }
 

@@ -110,7 +110,13 @@ func TestFailoverWithThreeReplicas(t *testing.T) {
 // waitLog waits until w's output holds want.
 func waitLog(t *testing.T, w *workerProc, want string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	waitLogWithin(t, w, want, 30*time.Second)
+}
+
+// waitLogWithin is waitLog waiting up to within.
+func waitLogWithin(t *testing.T, w *workerProc, want string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if strings.Contains(w.out.String(), want) {
 			return
 		}
