@@ -178,7 +178,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer stopHTTP()
 	// A standby reserves its bound too: it may take the graph over at any moment.
 	defer s.w.cfg.footprint.reserve(s.w.cfg.PipelineBytes)()
-	if err := s.setup(ctx); err != nil {
+	if err := s.setup(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
 	defer s.bucket.reset()
