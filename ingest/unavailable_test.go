@@ -111,3 +111,23 @@ func TestServiceExitsOnARefusedSetup(t *testing.T) {
 		t.Fatal("Run did not return on a placement JetStream refused")
 	}
 }
+
+// TestServiceStopsWhileWaitingForJetStream: a worker waiting for JetStream to make its
+// streams stops at once when told to, with no error and the HTTP server closed.
+func TestServiceStopsWhileWaitingForJetStream(t *testing.T) {
+	ns := startJetStream(t, t.TempDir(), -1, 0)
+	t.Cleanup(func() { ns.Shutdown() })
+	sg := newSvcGraphOn(t, ns.ClientURL())
+	a := sg.runConfig("a", Config{Graph: "demo", AckWait: 2 * time.Second})
+	for deadline := time.Now().Add(20 * time.Second); a.logs.FilterMessageSnippet("JetStream unavailable for the streams' setup").Len() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no wait for JetStream logged: %v", a.logs.All())
+		}
+	}
+	if err := a.end(); err != nil {
+		t.Fatalf("Run returned %v when stopped while waiting for JetStream", err)
+	}
+	if code := a.readyz(); code != 0 {
+		t.Fatalf("/readyz answered %d after Run returned", code)
+	}
+}
