@@ -2,8 +2,8 @@
 // nats-server processes built from the module, routed on loopback, JetStream on each) with
 // stream_replicas 3: batches keep flowing while the ingest stream's leader, the server the
 // writer is connected to, and the lease bucket's leader are each SIGKILLed, and every
-// acknowledged batch is in the graph exactly once; and a worker started while the cluster has
-// no quorum waits for it rather than exit.
+// acknowledged batch is in the graph exactly once; and a worker started while one server is
+// down, or two (no quorum), waits for the cluster rather than exit.
 package cluster
 
 import (

@@ -50,3 +50,33 @@ func TestWorkerStartsBeforeTheClusterHasQuorum(t *testing.T) {
 	w.terminate(t)
 	checkExactlyOnce(t, root, n)
 }
+
+// TestWorkerStartsWithOneServerDown: a worker (re)started while one of the three servers is
+// down. JetStream still places the R3 streams (the dead server is one of their peers), but
+// making them can outlast a request's timeout while their groups elect leaders without it; the
+// worker tries again instead of exiting, becomes ready, and applies what is published, each
+// batch once, and once the server is back every replica catches up.
+func TestWorkerStartsWithOneServerDown(t *testing.T) {
+	c := startCluster(t)
+	root := filepath.Join(t.TempDir(), "graph")
+	run(t, "init", "--root", root, "--schema", graphtest.SchemaPath(graphtest.Example))
+	down := c.nodes[2]
+	down.kill()
+	w := startWorker(t, root, c.urls, "--stream-replicas", "3", "--lease-ttl", "2s")
+	workers := []*workerProc{w}
+	waitLogWithin(t, w, `"msg":"ready"`, 90*time.Second)
+	const n = 3
+	for i := range n {
+		if err := graphtest.PublishAcked(c.js, "demo", i, outage); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAcked(t, c, n, workers)
+	down.start()
+	c.current(t, streams, consumerName)
+	if w.exited() {
+		t.Fatalf("the worker exited:\n%s", w.out)
+	}
+	w.terminate(t)
+	checkExactlyOnce(t, root, n)
+}
