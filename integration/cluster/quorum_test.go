@@ -38,12 +38,7 @@ func TestWorkerStartsBeforeTheClusterHasQuorum(t *testing.T) {
 	wg.Wait()
 	waitLogWithin(t, w, `"msg":"ready"`, 90*time.Second)
 	const n = 3
-	for i := range n {
-		if err := graphtest.PublishAcked(c.js, "demo", i, outage); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitAcked(t, c, n, workers)
+	publishApplied(t, c, n, workers)
 	if w.exited() {
 		t.Fatalf("the worker exited:\n%s", w.out)
 	}
@@ -66,12 +61,7 @@ func TestWorkerStartsWithOneServerDown(t *testing.T) {
 	workers := []*workerProc{w}
 	waitLogWithin(t, w, `"msg":"ready"`, 90*time.Second)
 	const n = 3
-	for i := range n {
-		if err := graphtest.PublishAcked(c.js, "demo", i, outage); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitAcked(t, c, n, workers)
+	publishApplied(t, c, n, workers)
 	down.start()
 	c.current(t, streams, consumerName)
 	if w.exited() {
@@ -79,4 +69,16 @@ func TestWorkerStartsWithOneServerDown(t *testing.T) {
 	}
 	w.terminate(t)
 	checkExactlyOnce(t, root, n)
+}
+
+// publishApplied publishes batches 0..n-1, each until JetStream acknowledges it, and waits
+// until the workers applied them all.
+func publishApplied(t *testing.T, c *cluster, n int, workers []*workerProc) {
+	t.Helper()
+	for i := range n {
+		if err := graphtest.PublishAcked(c.js, "demo", i, outage); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAcked(t, c, n, workers)
 }
