@@ -77,8 +77,10 @@ type Config struct {
 	MemoryLimit int `yaml:"memory_limit"`
 	// HugePageHeap is how much of the Go heap's growth `worker run` asks the kernel to back
 	// with transparent huge pages, in bytes, where the kernel gives them only on request
-	// (hugepage.AdviseHeap); 0 asks for none. A first touch of a 4 KiB page is a page fault
-	// that a virtual machine charges dearly, and a writer touches fresh memory on every commit.
+	// (hugepage.AdviseHeap); 0 (the default) asks for none. Whether they pay depends on the
+	// host: a virtual machine may charge a first touch of fresh memory far more in one page
+	// size than in the other, and which one has changed under the same guest
+	// (docs/operators.md has both measurements and how to take them).
 	HugePageHeap int `yaml:"huge_page_heap"`
 	// CompactionFanout is the size-tier fanout of the worker's automatic compaction between
 	// messages: the newest run of same-size fragments of a main table is merged once it holds
@@ -122,10 +124,12 @@ type Config struct {
 // they cannot start an embedded server, and `run` starts its embedded one on this port.
 const DefaultNATSURL = "nats://127.0.0.1:4222"
 
-// DefaultHugePageHeap is huge_page_heap's default: 1 GiB of address space, which costs no
-// memory until the heap grows into it (the sustained 8,192-row worker's heap stays well
-// within it).
-const DefaultHugePageHeap = 1 << 30
+// DefaultHugePageHeap is huge_page_heap's default: nothing advised, so the heap gets huge
+// pages only where the kernel's own setting (transparent_hugepage=always) gives them, as for
+// any Go program. It was 1 GiB while the test machine's hypervisor charged 4 KiB first touches
+// dearly; it came to charge fresh huge pages ten times as much per byte as small ones, and a
+// worker young enough to be growing its heap then spent half its CPU zeroing them.
+const DefaultHugePageHeap = 0
 
 // Defaults are `worker run`'s values before any source is applied.
 func Defaults() Config {
@@ -306,7 +310,7 @@ func settings() []setting {
 			return nil
 		}),
 		num("memory_limit", "the Go collector's soft memory limit for this process, in bytes: it collects harder as the heap nears it (0: what the graphs' state keeps live + the pipeline_bytes of every graph served + 48 MiB, followed as the state grows, never above nine tenths of the container's cgroup limit; the GOMEMLIMIT variable wins)", func(c *Config) *int { return &c.MemoryLimit }, nonNegative("memory_limit")),
-		num("huge_page_heap", "bytes of the Go heap's growth backed by transparent huge pages where the kernel gives them on request (transparent_hugepage=madvise): 2 MiB pages fault 512 times less often than 4 KiB ones, which a virtual machine charges dearly for; at most a quarter of the machine's memory or of the container's limit; 0: none (a kernel set to always or never decides alone)", func(c *Config) *int { return &c.HugePageHeap }, nonNegative("huge_page_heap")),
+		num("huge_page_heap", "bytes of the Go heap's growth backed by transparent huge pages where the kernel gives them on request (transparent_hugepage=madvise), at most a quarter of the machine's memory or of the container's limit; 0 (the default): none, the kernel decides (always or never). Worth it only on a host that charges a first touch of fresh memory less in 2 MiB pages than in 4 KiB ones, per byte: measure yours (docs/operators.md, huge pages)", func(c *Config) *int { return &c.HugePageHeap }, nonNegative("huge_page_heap")),
 		s("log_level", "least level logged: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }, func(c *Config) error {
 			if _, err := LogLevel(c.LogLevel); err != nil {
 				return reason(err.Error())

@@ -14,6 +14,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/ingest"
 	"github.com/omnigraph/omnigraph-worker/internal/benchdata"
+	"github.com/omnigraph/omnigraph-worker/internal/hugepage"
 )
 
 // sustainedRounds is the measured rounds of a paired sustained measurement.
@@ -32,9 +33,9 @@ type pairedSustained struct {
 	// worker's includes consuming the messages and its maintenance; neither includes the
 	// producer's or the nats-server's.
 	workerCPUPerRow, officialCPUPerRow time.Duration
-	// workerFaults are the minor page faults of the worker's process over the rounds: on this
-	// machine a page the process touches for the first time costs it about 12 µs, a huge page
-	// about 3 ms (performance.md), so they say how much its heap grew into fresh memory.
+	// workerFaults are the minor page faults of the worker's process over the rounds: one per
+	// page its heap grew into (4 KiB, or 2 MiB where huge_page_heap advised it), each costing
+	// what first_touch_ms_per_mib says the host charged at the time.
 	workerFaults int64
 	// roundCPU is the worker process's CPU time round by round. The rounds load batches of
 	// one shape, so where they differ, the process's state (a fold due, a heap growing) or
@@ -43,6 +44,11 @@ type pairedSustained struct {
 	// createCost is what creating a file cost in the lines' directory just before each
 	// worker round (createCost): a figure of the host's state that moves both sides' cost.
 	createCost []time.Duration
+	// touchSmall and touchHuge are what a first touch of fresh memory cost per MiB in 4 KiB
+	// and in 2 MiB pages before the line's warm-up (hugepage.FirstTouch): the other figure of
+	// the host's that moves a young process's cost, and which page size it favours has changed
+	// under this guest (performance.md, thirty-second session).
+	touchSmall, touchHuge time.Duration
 }
 
 func (p pairedSustained) fields() string {
@@ -50,8 +56,9 @@ func (p pairedSustained) fields() string {
 	if p.workerCPUPerRow > 0 && p.officialCPUPerRow > 0 {
 		cpuVs = fmt.Sprintf("%.2f", p.officialCPUPerRow.Seconds()/p.workerCPUPerRow.Seconds())
 	}
-	return fmt.Sprintf("lance_two_tables_rows_per_s=%.0f rounds=%dx%d round_ratios=%s cpu_vs_writes_only=%s worker_cpu_ns_per_row=%d official_cpu_ns_per_row=%d worker_faults=%d worker_round_cpu_ms=%s create_us=%s",
-		p.official, len(p.ratios), p.block, list(p.ratios), cpuVs, p.workerCPUPerRow.Nanoseconds(), p.officialCPUPerRow.Nanoseconds(), p.workerFaults, durations(p.roundCPU, time.Millisecond), durations(p.createCost, time.Microsecond))
+	return fmt.Sprintf("lance_two_tables_rows_per_s=%.0f rounds=%dx%d round_ratios=%s cpu_vs_writes_only=%s worker_cpu_ns_per_row=%d official_cpu_ns_per_row=%d worker_faults=%d worker_round_cpu_ms=%s create_us=%s first_touch_ms_per_mib=%.2f/%.2f",
+		p.official, len(p.ratios), p.block, list(p.ratios), cpuVs, p.workerCPUPerRow.Nanoseconds(), p.officialCPUPerRow.Nanoseconds(), p.workerFaults, durations(p.roundCPU, time.Millisecond), durations(p.createCost, time.Microsecond),
+		msPerMiB(p.touchSmall), msPerMiB(p.touchHuge))
 }
 
 // sustainedPaired measures the sustained stream against the official engine's own writes of the
@@ -82,6 +89,11 @@ func sustainedPaired(ctx context.Context, script, dir string, js jetstream.JetSt
 		return res, err
 	}
 	defer two.close()
+	// Before the warm-up: the probe frees its memory, which the next process to fault takes
+	// back cheaply for a while; the warm-up, not a measured round, should be that process.
+	if res.touchSmall, res.touchHuge, err = hugepage.FirstTouch(touchProbeBytes); err != nil {
+		return res, err
+	}
 	_, cpuBefore, faultsBefore, err := settledRound(ctx, js, w, block, base) // the warm-up; the child's totals so far
 	if err != nil {
 		return res, err

@@ -65,8 +65,7 @@ func adviseHeap(n int, enabled, meminfo, cgroup string) (Result, error) {
 		return Result{Mode: mode}, fmt.Errorf("hugepage: the heap already holds %d free bytes: advise it before it grows", free)
 	}
 	span := make([]byte, n+hugePageBytes) // room to align both ends to huge pages
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(span)))
-	skip := int((p+hugePageBytes-1)&^(hugePageBytes-1) - p)
+	skip := alignUp(span)
 	err = unix.Madvise(span[skip:skip+n], unix.MADV_HUGEPAGE)
 	runtime.KeepAlive(span) // the span is garbage from here on
 	// Collect the span now and release it (never touched, releasing it is cheap): otherwise
@@ -77,6 +76,12 @@ func adviseHeap(n int, enabled, meminfo, cgroup string) (Result, error) {
 		return Result{Mode: mode}, fmt.Errorf("hugepage: madvise: %w", err)
 	}
 	return Result{Mode: mode, Advised: n}, nil
+}
+
+// alignUp is how many bytes into b its first huge page boundary lies.
+func alignUp(b []byte) int {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return int((p+hugePageBytes-1)&^(hugePageBytes-1) - p)
 }
 
 // memoryOf is the memory the process may have: the machine's (MemTotal of meminfo), or its
