@@ -19,6 +19,10 @@ func TestRunAdvisesHugePagesOnlyWhenAsked(t *testing.T) {
 			}
 		}
 	}
+	advised := `"heap_bytes_advised":0` // what 256 MiB asked for comes to on this kernel
+	if mode == "madvise" {
+		advised = `"heap_bytes_advised":268435456`
+	}
 	ns := startNATS(t)
 	root := initGraph(t)
 	for _, c := range []struct {
@@ -26,7 +30,7 @@ func TestRunAdvisesHugePagesOnlyWhenAsked(t *testing.T) {
 		want  string
 	}{
 		{nil, `"heap_bytes_advised":0`},
-		{[]string{"--huge-page-heap", "268435456"}, map[bool]string{true: `"heap_bytes_advised":268435456`, false: `"heap_bytes_advised":0`}[mode == "madvise"]},
+		{[]string{"--huge-page-heap", "268435456"}, advised},
 	} {
 		w := startWorker(t, root, ns.url, "", c.extra...)
 		w.waitConsuming(t)
