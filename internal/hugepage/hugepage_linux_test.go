@@ -190,12 +190,25 @@ func child() int {
 func anonHuge() int64 {
 	b, _ := os.ReadFile("/proc/self/smaps_rollup")
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "AnonHugePages:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
+		if n, ok := anonHugeField(line); ok {
+			return n
 		}
 	}
 	return -1
+}
+
+// anonHugeField reads an "AnonHugePages:   N kB" line of smaps or smaps_rollup, in bytes (-1
+// if N is not a number).
+func anonHugeField(line string) (int64, bool) {
+	rest, ok := strings.CutPrefix(line, "AnonHugePages:")
+	if !ok {
+		return 0, false
+	}
+	kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+	if err != nil {
+		return -1, true
+	}
+	return kb << 10, true
 }
 
 // A process that advises its heap first touches 64 MiB of new heap in huge pages: a few dozen

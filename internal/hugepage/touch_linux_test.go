@@ -28,12 +28,11 @@ func vmaAnonHuge(t *testing.T, b []byte) int64 {
 			in = lo <= addr && addr < hi
 			continue
 		}
-		if rest, ok := strings.CutPrefix(line, "AnonHugePages:"); in && ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
+		if n, ok := anonHugeField(line); in && ok {
+			if n < 0 {
 				t.Fatalf("smaps: %q", line)
 			}
-			return kb << 10
+			return n
 		}
 	}
 	t.Fatalf("smaps: no mapping holds %#x", addr)
