@@ -113,6 +113,10 @@ func heapFree() int {
 	return int(s[0].Value.Uint64() + s[1].Value.Uint64())
 }
 
+// KernelMode is the kernel's transparent huge page setting ("always", "madvise", "never"), as
+// Result.Mode reports it: "" where the kernel has none.
+func KernelMode() (string, error) { return kernelMode(enabledPath) }
+
 // kernelMode reads the bracketed word of the setting at path; no file is no mode.
 func kernelMode(path string) (string, error) {
 	b, err := os.ReadFile(path)

@@ -10,6 +10,9 @@ import (
 // AdviseHeap does nothing where there are no transparent huge pages to ask for.
 func AdviseHeap(n int) (Result, error) { return Result{}, nil }
 
+// KernelMode is "": no transparent huge pages here.
+func KernelMode() (string, error) { return "", nil }
+
 // ErrUnsupported: FirstTouch needs Linux's madvise advice for each page size.
 var ErrUnsupported = errors.New("hugepage: first-touch probe needs Linux")
 
