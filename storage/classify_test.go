@@ -46,6 +46,9 @@ func TestClassify(t *testing.T) {
 		{"injected EACCES", inject("error(EACCES)"), storage.Refused},
 		{"injected ENOSPC", inject("error(ENOSPC)"), storage.Transient},
 		{"injected EROFS", inject("error(EROFS)"), storage.Transient},
+		{"injected EIO", inject("error(EIO)"), storage.Transient},
+		{"directory sync failed", &storage.SyncError{Dir: "/r/data", Err: syscall.EIO}, storage.Transient},
+		{"directory sync refused", &storage.SyncError{Dir: "/r/data", Err: syscall.EACCES}, storage.Transient}, // the process's, not the key's
 		{"injected plain", inject("error"), storage.Unclassified},
 		{"deadline", fmt.Errorf("get: %w", context.DeadlineExceeded), storage.Transient},
 		{"connection reset", fmt.Errorf("read: %w", syscall.ECONNRESET), storage.Transient},

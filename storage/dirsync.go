@@ -2,11 +2,16 @@ package storage
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
 // The sync chain of a local root with fsync on (docs/durability.md tells it as a whole).
@@ -54,15 +59,26 @@ import (
 // before a commit asked can take such a name; nothing names it then, and cleanup's orphan
 // sweep removes a file whose name survived.
 //
-// Directory syncs stay best effort, as they were when each write did its own: a failure
-// (a file system that cannot sync directories, a directory removed meanwhile) is not reported.
+// A directory sync that fails is not retried and not forgotten. After a failed writeback the
+// kernel may have dropped the directory blocks it could not write (ext4 marks them not up to
+// date and reads the old ones back), so a later sync that succeeds proves nothing about the
+// names the failed one was to make durable, and no write can tell whether it depends on them.
+// The first failure is therefore latched for the process: every local write with fsync on that
+// would publish or remove something afterwards, every SyncNames, Sync and Close, fails with a
+// *SyncError (ErrSyncFailed) instead of building on a name a power loss could take. Nothing
+// clears it but a new process, which reads the directories back from the disk. What a sync
+// cannot do on a file system that does not sync directories (EINVAL, ENOTSUP), or on a
+// directory removed meanwhile, is not a failure: there is nothing such a sync could add.
 
 // syncer is the process's one set of directory syncs: a barrier has to see the syncs of every
 // root and Sub of this process, since an engine's writes go through several of them.
 var syncer = newDirSyncer()
 
 type dirSyncer struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// failure is the first directory sync that failed: latched (above). Set under mu, read
+	// without it by every write.
+	failure atomic.Pointer[SyncError]
 	running map[string]*dirSync   // per directory: the sync in flight
 	queued  map[string]*dirSync   // per directory: the sync that starts when the running one ends
 	pending map[*dirSync]struct{} // every sync in flight or queued
@@ -97,12 +113,62 @@ func newDirSyncer() *dirSyncer {
 		unsynced: map[string]map[string]uint64{}}
 }
 
-// fsyncDir is the directory sync itself; tests replace it.
-var fsyncDir = func(dir string) {
-	if d, err := openFile(dir, os.O_RDONLY, 0); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
+// FailpointDirSync fires before each fsync of a directory; error(EIO) there fails the sync as
+// a failing disk's would, and the failure is latched as a real one is.
+const FailpointDirSync = "storage.dir_sync"
+
+// fsyncDir is the directory sync itself; tests replace it. It returns nil for what is not a
+// failure (dirSyncFailed).
+var fsyncDir = func(dir string) error {
+	if err := failpoint.Inject(FailpointDirSync); err != nil {
+		return err
 	}
+	d, err := openFile(dir, os.O_RDONLY, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed meanwhile, with every name in it
+		}
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// SyncError is the latched failure of a directory sync: the directory and the system's error.
+// errors.Is finds ErrSyncFailed and the error itself (an errno such as EIO) in it.
+type SyncError struct {
+	Dir string
+	Err error
+}
+
+// ErrSyncFailed is what every write of a process whose directory sync failed fails with.
+var ErrSyncFailed = errors.New("directory sync failed")
+
+func (e *SyncError) Error() string {
+	return fmt.Sprintf("%v: fsync of %s: %v; the names published there may not survive a power loss, so this process makes no more local writes: restart it once the disk is mended",
+		ErrSyncFailed, e.Dir, e.Err)
+}
+
+func (e *SyncError) Unwrap() []error { return []error{ErrSyncFailed, e.Err} }
+
+// latchLocked records err, the failure of a sync of dir, unless one is latched already or it
+// is not a failure.
+func (s *dirSyncer) latchLocked(dir string, err error) {
+	if err == nil || s.failure.Load() != nil || !dirSyncFailed(err) {
+		return
+	}
+	s.failure.Store(&SyncError{Dir: dir, Err: err})
+}
+
+// err is the latched failure, or nil.
+func (s *dirSyncer) err() error {
+	if f := s.failure.Load(); f != nil {
+		return f
+	}
+	return nil
 }
 
 // published is called right after path's name was put in place: it traces the publication,
@@ -229,9 +295,10 @@ func (s *dirSyncer) run(d *dirSync) {
 		d.startedAt = syncClock.Add(1)
 		trace(syncEvent{Kind: eventDirSyncStart, Path: d.dir})
 		s.mu.Unlock()
-		fsyncDir(d.dir)
+		err := fsyncDir(d.dir)
 		trace(syncEvent{Kind: eventDirSyncDone, Path: d.dir})
 		s.mu.Lock()
+		s.latchLocked(d.dir, err)
 		s.coveredLocked(d)
 		delete(s.pending, d)
 		close(d.done)
@@ -262,11 +329,13 @@ func (s *dirSyncer) barrier() []*dirSync {
 	return out
 }
 
-// wait waits for every sync of syncs to end (they always do: a sync is never abandoned).
-func wait(syncs []*dirSync) {
+// wait waits for every sync of syncs to end (they always do: a sync is never abandoned), and
+// returns the latched failure, if any.
+func wait(syncs []*dirSync) error {
 	for _, d := range syncs {
 		<-d.done
 	}
+	return syncer.err()
 }
 
 // waitCtx is wait for a write that has published nothing yet, which may give up instead.
@@ -278,7 +347,7 @@ func waitCtx(ctx context.Context, syncs []*dirSync) error {
 			return ctx.Err()
 		}
 	}
-	return nil
+	return syncer.err()
 }
 
 // Sync returns once every local write this process made before the call is durable, names

@@ -24,7 +24,7 @@ func gateDirSyncs(t *testing.T) *gatedSyncs {
 	t.Helper()
 	g := &gatedSyncs{count: map[string]int{}, held: map[string]chan struct{}{}, started: make(chan string, 1000)}
 	real := fsyncDir
-	fsyncDir = func(dir string) {
+	fsyncDir = func(dir string) error {
 		g.mu.Lock()
 		g.count[dir]++
 		gate := g.held[dir]
@@ -33,7 +33,7 @@ func gateDirSyncs(t *testing.T) *gatedSyncs {
 		if gate != nil {
 			<-gate
 		}
-		real(dir)
+		return real(dir)
 	}
 	t.Cleanup(func() {
 		g.mu.Lock()

@@ -181,17 +181,23 @@ func (c Class) String() string {
 
 // Classify sorts a failure of a Store method (or anything wrapping one) by what a retry can do.
 // A read-only file system counts as transient: it is the whole root, not the key, and an
-// operator remounting it lets the same write through.
+// operator remounting it lets the same write through. So does an I/O error (EIO), the disk's
+// and not the key's, and a latched directory sync failure (ErrSyncFailed), whatever its errno:
+// the same call succeeds in a new process once the disk is mended, and no other call would do
+// better meanwhile.
 func Classify(err error) Class {
 	if err == nil {
 		return Unclassified
+	}
+	if errors.Is(err, ErrSyncFailed) {
+		return Transient
 	}
 	for _, e := range []error{ErrInvalidKey, syscall.ENAMETOOLONG, syscall.EACCES, syscall.EPERM} {
 		if errors.Is(err, e) {
 			return Refused
 		}
 	}
-	for _, e := range []error{context.DeadlineExceeded, syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.ETIMEDOUT,
+	for _, e := range []error{context.DeadlineExceeded, syscall.EIO, syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.ETIMEDOUT,
 		syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.ECONNABORTED, syscall.EPIPE, syscall.EHOSTUNREACH, syscall.ENETUNREACH,
 		syscall.ENETDOWN, syscall.EAGAIN, syscall.EBUSY, io.ErrUnexpectedEOF} {
 		if errors.Is(err, e) {

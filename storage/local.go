@@ -74,7 +74,7 @@ func localPut(ctx context.Context, lw localWrite, path string, fill fillFunc) er
 	if err != nil {
 		return err
 	}
-	if err := waitCtx(ctx, before); err != nil {
+	if err := lw.settle(ctx, before); err != nil {
 		_ = os.Remove(staged)
 		return err
 	}
@@ -94,8 +94,7 @@ func localPut(ctx context.Context, lw localWrite, path string, fill fillFunc) er
 		trace(syncEvent{Kind: eventWriteDone, Path: path})
 		return nil
 	}
-	lw.published(path, false)
-	return nil
+	return lw.published(path, false)
 }
 
 // localPutIfAbsent publishes with link(2), which fails with EEXIST if the name exists. The
@@ -110,7 +109,7 @@ func localPutIfAbsent(ctx context.Context, lw localWrite, path string, fill fill
 		return err
 	}
 	defer os.Remove(staged) // after a successful link the data lives on under path
-	if err := waitCtx(ctx, before); err != nil {
+	if err := lw.settle(ctx, before); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -128,8 +127,10 @@ func localPutIfAbsent(ctx context.Context, lw localWrite, path string, fill fill
 		}
 		return err
 	}
-	lw.published(path, !dirSyncDeferred(ctx))
-	return nil
+	// A failed sync of its own directory fails the call with the name in place: visible to
+	// this process, maybe not after a power loss. The commit it was is not acknowledged, and
+	// nothing this process writes afterwards builds on it (the failure is latched).
+	return lw.published(path, !dirSyncDeferred(ctx))
 }
 
 // barrier begins a write of path: with fsync on it returns the directory syncs of the writes
@@ -142,6 +143,15 @@ func (lw localWrite) barrier(path string) []*dirSync {
 	return syncer.barrier()
 }
 
+// settle waits for before, the barrier a write took when it began, before it publishes: with
+// fsync on it fails if it gave up (ctx) or a directory sync of this process has failed.
+func (lw localWrite) settle(ctx context.Context, before []*dirSync) error {
+	if !lw.sync {
+		return nil
+	}
+	return waitCtx(ctx, before)
+}
+
 // wait is the barrier of a write that publishes nothing (a delete): it returns once the
 // directory syncs of the writes before it ended, so that it cannot outlive them.
 func (lw localWrite) wait(ctx context.Context) error {
@@ -152,16 +162,19 @@ func (lw localWrite) wait(ctx context.Context) error {
 }
 
 // published follows the publication of path: with fsync on, its directory sync starts, and
-// wait says to wait for it (else the next write's barrier does).
-func (lw localWrite) published(path string, waitDir bool) {
+// waitDir says to wait for it (else the next write's barrier does), and to fail if it did.
+func (lw localWrite) published(path string, waitDir bool) error {
 	if !lw.sync {
-		return
+		return nil
 	}
 	d := syncer.published(path, !waitDir)
 	if waitDir {
-		wait([]*dirSync{d})
+		if err := wait([]*dirSync{d}); err != nil {
+			return err
+		}
 	}
 	trace(syncEvent{Kind: eventWriteDone, Path: path})
+	return nil
 }
 
 // fillFunc writes an object's bytes into a new, empty file.

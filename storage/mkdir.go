@@ -126,7 +126,9 @@ func createDurably(dirs []string) error {
 		}
 		syncs = append(syncs, syncer.created(d))
 	}
-	wait(syncs)
+	if werr := wait(syncs); err == nil {
+		err = werr // a parent's sync failed: nothing may be published inside
+	}
 	return err
 }
 

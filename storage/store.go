@@ -162,13 +162,14 @@ func (s *store) Close() error {
 		return nil
 	}
 	s.spares.close()
+	var synced error
 	if s.local() && !s.noFsync {
-		wait(syncer.barrier()) // what this process wrote is durable once its root is closed
+		synced = wait(syncer.barrier()) // what this process wrote is durable once its root is closed
 	}
 	if !s.owner {
-		return nil
+		return synced
 	}
-	return s.b.Close()
+	return errors.Join(synced, s.b.Close())
 }
 
 // begin runs the checks every keyed operation shares and returns the bucket key.
