@@ -171,7 +171,7 @@ func localReplace(ctx context.Context, lw localWrite, path string, old, data []b
 		return localAbsence(err)
 	}
 	defer os.Remove(staged)
-	if err := waitCtx(ctx, before); err != nil {
+	if err := lw.settle(ctx, before); err != nil {
 		return err
 	}
 	unlock, err := lockDir(ctx, filepath.Dir(path))
@@ -203,18 +203,18 @@ func localReplace(ctx context.Context, lw localWrite, path string, old, data []b
 		if err := os.Rename(staged, path); err != nil {
 			return err
 		}
-		lw.published(path, true)
-		return nil
+		return lw.published(path, true)
 	}
 	displaced, err := os.ReadFile(staged)
 	if err == nil && bytes.Equal(displaced, old) {
-		lw.published(path, true)
-		return nil
+		return lw.published(path, true)
 	}
 	if _, xerr := exchange(staged, path); xerr != nil && !errors.Is(xerr, fs.ErrNotExist) {
 		return fmt.Errorf("put back the object this replace displaced: %w", xerr)
 	}
-	lw.published(path, true)
+	if perr := lw.published(path, true); perr != nil {
+		return perr
+	}
 	if err != nil {
 		return err
 	}

@@ -94,10 +94,15 @@ func TestFailedDirSyncFailsEveryLaterWrite(t *testing.T) {
 			t.Fatalf("%s was published after the failure: %v", k, err)
 		}
 	}
+	requireSyncFailed(t, "ReplaceIfUnchanged", st.ReplaceIfUnchanged(ctx, "data/keep", []byte("k"), []byte("k2")), data, syscall.EIO)
+	requireSyncFailed(t, "Compose", Compose(ctx, st, "composed", []Part{{Data: []byte("c")}}), data, syscall.EIO)
 	requireSyncFailed(t, "Delete", st.Delete(ctx, "data/keep"), data, syscall.EIO)
 	requireSyncFailed(t, "DeletePrefix", st.DeletePrefix(ctx, "data/"), data, syscall.EIO)
-	if _, err := os.Stat(filepath.Join(data, "keep")); err != nil {
-		t.Fatalf("a delete went through after the failure: %v", err)
+	if b, err := os.ReadFile(filepath.Join(data, "keep")); err != nil || string(b) != "k" {
+		t.Fatalf("a replace or delete went through after the failure: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "composed")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a composition was published after the failure: %v", err)
 	}
 	requireSyncFailed(t, "Sync", Sync(ctx, st), data, syscall.EIO)
 	requireSyncFailed(t, "SyncNames", SyncNames(ctx, st, []string{"data/a.lance"}), data, syscall.EIO)
@@ -118,6 +123,7 @@ func TestFailedDirSyncFailsEveryLaterWrite(t *testing.T) {
 // A PutIfAbsent is durable when it returns: when its own directory's sync fails it fails, its
 // name in place (visible to this process, maybe not after a power loss), so the commit it was
 // is never acknowledged. Under DeferDirSync it returns as a Put does, and the next write fails.
+// A ReplaceIfUnchanged is the same.
 func TestPutIfAbsentFailsWhenItsOwnDirSyncFails(t *testing.T) {
 	ctx := context.Background()
 	st, root := openTestLocal(t, true)
@@ -141,6 +147,13 @@ func TestPutIfAbsentFailsWhenItsOwnDirSyncFails(t *testing.T) {
 	requireSyncFailed(t, "a PutIfAbsent whose own sync fails", err, versions, syscall.EIO)
 	if b, rerr := os.ReadFile(filepath.Join(versions, "3.manifest")); rerr != nil || string(b) != "3" {
 		t.Fatalf("the name was linked before its sync: %q, %v", b, rerr)
+	}
+
+	clearSyncFailure() // a replace waits for its own directory's sync as well
+	err = st.ReplaceIfUnchanged(ctx, "_versions/0.manifest", []byte("0"), []byte("r"))
+	requireSyncFailed(t, "a replace whose own sync fails", err, versions, syscall.EIO)
+	if b, rerr := os.ReadFile(filepath.Join(versions, "0.manifest")); rerr != nil || string(b) != "r" {
+		t.Fatalf("the replace was in place before its sync: %q, %v", b, rerr)
 	}
 }
 
