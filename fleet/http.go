@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -119,12 +118,12 @@ func b2f(v bool) float64 {
 }
 
 // Handler serves /metrics (every graph's series labelled with its graph, the fleet's gauges,
-// the Go runtime's and the process's), /healthz (the process is up) and /readyz (Status as
+// the Go runtime's and the process's), /healthz (httpserve.Healthz) and /readyz (Status as
 // JSON: 200 when Ready, else 503).
 func (f *Fleet) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/healthz", httpserve.Healthz)
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		st := f.Status()
 		w.Header().Set("Content-Type", "application/json")

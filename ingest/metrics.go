@@ -17,6 +17,7 @@ import (
 
 	"github.com/omnigraph/omnigraph-worker/graph/errs"
 	"github.com/omnigraph/omnigraph-worker/internal/buildinfo"
+	"github.com/omnigraph/omnigraph-worker/internal/httpserve"
 )
 
 // Metrics are the worker's Prometheus metrics, with the Go runtime's and the process's, on a
@@ -478,12 +479,13 @@ func b2f(v bool) float64 {
 	return 0
 }
 
-// Handler serves /metrics, /healthz (the process is up) and /readyz (consuming, lease held, not
-// held for an operator, not stalled past a retry budget: each answers 503 with its reason).
+// Handler serves /metrics, /healthz (httpserve.Healthz: the process can still write) and
+// /readyz (consuming, lease held, not held for an operator, not stalled past a retry budget:
+// each answers 503 with its reason).
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/healthz", httpserve.Healthz)
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		st := m.Status()
 		// A hold says why nothing is consumed, also before consuming starts (a graph that

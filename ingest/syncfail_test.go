@@ -24,7 +24,8 @@ const syncFailChildEnv = "OMNIGRAPH_TEST_SYNCFAIL_WORKER"
 // failure lasts. It retries in place and, past the retry budget, says it is stalled with the
 // reason (/readyz 503, omnigraph_stalled 1). The failure is latched, so the worker stays
 // stalled after the disk answers again: only a new process, which reads the directories back
-// from the disk, goes on (the engine's TestFailedDirSyncStopsTheWriter shows that one).
+// from the disk, goes on (the engine's TestFailedDirSyncStopsTheWriter shows that one), and
+// /healthz answers 503 too, so that a liveness probe has the process restarted.
 func TestDirSyncFailureStallsTheWorker(t *testing.T) {
 	if os.Getenv(syncFailChildEnv) == "" {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestDirSyncFailureStallsTheWorker$", "-test.count=1", "-test.v")
@@ -37,19 +38,28 @@ func TestDirSyncFailureStallsTheWorker(t *testing.T) {
 	h, m := startBudget(t, storage.FailpointDirSync, "error(EIO)", 500*time.Millisecond)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
+	get := func(path string) (int, string) {
+		r, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		return r.StatusCode, string(body)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK {
+		t.Fatalf("healthz before the failure: %d %s", code, body)
+	}
 	h.publish(batch, map[string]string{HeaderMode: "append"})
 	waitMetrics(t, m, "omnigraph_stalled 1", `omnigraph_retry_budget_exhausted_total{action="stalled"} 1`)
 	failpoint.Reset() // the disk answers again; the process's failure stays
 	time.Sleep(time.Second)
-	r, err := http.Get(srv.URL + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(r.Body)
-	r.Body.Close()
-	if r.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "directory sync failed") ||
-		!strings.Contains(string(body), "input/output error") || !strings.Contains(string(body), "restart") {
-		t.Fatalf("readyz while stalled: %d %s", r.StatusCode, body)
+	for _, path := range []string{"/readyz", "/healthz"} { // healthz: a liveness probe has the process restarted
+		code, body := get(path)
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "directory sync failed") ||
+			!strings.Contains(body, "input/output error") || !strings.Contains(body, "restart") {
+			t.Fatalf("%s while stalled: %d %s", path, code, body)
+		}
 	}
 	if passed := regexp.MustCompile(`(?m)^omnigraph_(messages|dead_letters)_total\{[^}]*\} [1-9]`).FindString(exposition(m)); passed != "" {
 		t.Fatalf("a batch went past the failed sync: %s", passed)

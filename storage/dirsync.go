@@ -163,6 +163,11 @@ func (s *dirSyncer) latchLocked(dir string, err error) {
 	s.failure.Store(&SyncError{Dir: dir, Err: err})
 }
 
+// SyncFailure is this process's latched directory sync failure (a *SyncError), or nil: once
+// it is set, no local write with fsync on succeeds in this process again, so a liveness check
+// should report the process dead and have it restarted.
+func SyncFailure() error { return syncer.err() }
+
 // err is the latched failure, or nil.
 func (s *dirSyncer) err() error {
 	if f := s.failure.Load(); f != nil {

@@ -15,7 +15,7 @@ import (
 // (OMNIGRAPH_HTTP, its --config file) it needs no flag.
 func cmdHealth(fs *flagSet) runFunc {
 	settings := bindSettings(fs, []string{"http"})
-	live := fs.Bool("live", false, "ask /healthz (the process answers) instead of /readyz (it holds the lease and consumes)")
+	live := fs.Bool("live", false, "ask /healthz (the process answers and can still write) instead of /readyz (it holds the lease and consumes)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
 	return func(ctx context.Context, args []string) error {
 		c, err := settings.load() // the worker's own http setting, from the same sources

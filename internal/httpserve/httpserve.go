@@ -4,6 +4,7 @@ package httpserve
 
 import (
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/omnigraph/omnigraph-worker/internal/profiling"
+	"github.com/omnigraph/omnigraph-worker/storage"
 )
 
 // Config says where the server listens and what it adds to the caller's handler.
@@ -48,4 +50,16 @@ func Start(c Config, h http.Handler, log *zap.Logger) (stop func(), err error) {
 		_ = srv.Close()
 		<-done
 	}, nil
+}
+
+// Healthz is the liveness check of a worker process, a single graph's or a fleet's: 200 while
+// the process can still write, 503 with the reason once a directory sync of a local root has
+// failed, after which no local write of the process succeeds again (storage.SyncFailure) and
+// only a restart mends it.
+func Healthz(w http.ResponseWriter, _ *http.Request) {
+	if err := storage.SyncFailure(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
 }
