@@ -360,7 +360,8 @@ func waitCtx(ctx context.Context, syncs []*dirSync) error {
 // after it. Every local write (and Close) does this itself before it publishes anything, and
 // a PutIfAbsent is durable when it returns, so the write path never needs it. Names written
 // under Unreferenced are not waited for (SyncNames is theirs). Stores other than local roots
-// with fsync on have nothing to wait for.
+// with fsync on have nothing to wait for. It fails with the latched *SyncError once a directory
+// sync of this process has failed.
 func Sync(ctx context.Context, st Store) error {
 	s, ok := unwrap(st).(*store)
 	if !ok || !s.local() || s.noFsync {
@@ -390,7 +391,8 @@ func unreferenced(ctx context.Context) bool {
 // it starts a sync of each one's directory, or waits for one that began after the name was
 // published, and one sync covers every name of its directory published before it began. A key
 // not written under Unreferenced, or already durable, costs nothing: a commit calls it for
-// the files it is about to name, before it writes the name that names them.
+// the files it is about to name, before it writes the name that names them. It fails with the
+// latched *SyncError once a directory sync of this process has failed.
 func SyncNames(ctx context.Context, st Store, keys []string) error {
 	s, ok := unwrap(st).(*store)
 	if !ok || !s.local() || s.noFsync || len(keys) == 0 {

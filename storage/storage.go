@@ -113,7 +113,9 @@ type Store interface {
 	// temporary files; absent is fine.
 	DeletePrefix(ctx context.Context, prefix string) error
 	// Close ends this handle: later calls fail instead of answering "absent" or "exists". It
-	// releases the bucket only if this Store opened it; mem buckets outlive every handle.
+	// releases the bucket only if this Store opened it; mem buckets outlive every handle. A
+	// local root with fsync on returns once what the process wrote is durable, or with the
+	// latched *SyncError when a directory sync failed.
 	Close() error
 }
 
