@@ -27,6 +27,7 @@ var routedByOthers = map[string]string{
 	"recovery.FenceError":       "a step refused by the fence: routed by its cause (the lease lost), which it wraps",
 	"engine.InitError":          "only `worker init` returns it, before any graph exists to serve",
 	"storage.NoGraphError":      "a root without a graph, met by the CLI before serving; it wraps storage.ErrNotFound",
+	"storage.SyncError":         "the process's, not the batch's or the graph's: storage.Classify calls it transient, so the worker stalls on it (and /healthz fails) until a restart",
 	"storage.URIError":          "a root setting refused before anything is opened: the CLI's usage error (exit 2), never met by the router",
 }
 
