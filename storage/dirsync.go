@@ -148,7 +148,7 @@ type SyncError struct {
 var ErrSyncFailed = errors.New("directory sync failed")
 
 func (e *SyncError) Error() string {
-	return fmt.Sprintf("%v: fsync of %s: %v; the names published there may not survive a power loss, so this process makes no more local writes: restart it once the disk is mended",
+	return fmt.Sprintf("%v: fsync of %s: %v; the names published there may not survive a power loss, so this process makes no more local writes with fsync on: restart it once the disk is mended",
 		ErrSyncFailed, e.Dir, e.Err)
 }
 
