@@ -20,30 +20,43 @@ type gatedSyncs struct {
 	started chan string
 }
 
+// swapFsyncDir replaces the directory sync, for the rest of the test, with what wrap makes of
+// the real one: once no sync of an earlier write still reads it, and until every sync begun
+// meanwhile has ended (cleanups the caller registers afterwards run before that wait).
+func swapFsyncDir(t *testing.T, wrap func(real func(string) error) func(string) error) {
+	t.Helper()
+	_ = wait(syncer.barrier())
+	real := fsyncDir
+	fsyncDir = wrap(real)
+	t.Cleanup(func() {
+		_ = wait(syncer.barrier())
+		fsyncDir = real
+	})
+}
+
 func gateDirSyncs(t *testing.T) *gatedSyncs {
 	t.Helper()
 	g := &gatedSyncs{count: map[string]int{}, held: map[string]chan struct{}{}, started: make(chan string, 1000)}
-	real := fsyncDir
-	fsyncDir = func(dir string) error {
-		g.mu.Lock()
-		g.count[dir]++
-		gate := g.held[dir]
-		g.mu.Unlock()
-		g.started <- dir
-		if gate != nil {
-			<-gate
+	swapFsyncDir(t, func(real func(string) error) func(string) error {
+		return func(dir string) error {
+			g.mu.Lock()
+			g.count[dir]++
+			gate := g.held[dir]
+			g.mu.Unlock()
+			g.started <- dir
+			if gate != nil {
+				<-gate
+			}
+			return real(dir)
 		}
-		return real(dir)
-	}
-	t.Cleanup(func() {
+	})
+	t.Cleanup(func() { // before the swap's own cleanup waits for the syncs held here
 		g.mu.Lock()
 		for d, c := range g.held {
 			close(c)
 			delete(g.held, d)
 		}
 		g.mu.Unlock()
-		wait(syncer.barrier())
-		fsyncDir = real
 	})
 	return g
 }

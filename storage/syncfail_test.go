@@ -13,27 +13,23 @@ import (
 	"github.com/omnigraph/omnigraph-worker/internal/failpoint"
 )
 
-// failDirSyncs makes the syncs of the directories fail returns an error for (nil: the real
-// sync) until the end of the test, and clears the latched failure then: the latch outlives
+// failDirSyncs fails each directory sync with what fail returns for its directory (nil: the
+// real sync) until the end of the test, and clears the latched failure then: the latch outlives
 // everything but the process, and the next test is a new process as far as it should know.
 func failDirSyncs(t *testing.T, fail func(dir string) error) {
 	t.Helper()
-	_ = wait(syncer.barrier()) // no sync of an earlier write still reads fsyncDir
-	real := fsyncDir
+	t.Cleanup(clearSyncFailure) // after the swap's cleanup: no sync left to latch
 	var mu sync.Mutex
-	fsyncDir = func(dir string) error {
-		mu.Lock()
-		err := fail(dir)
-		mu.Unlock()
-		if err != nil {
-			return err
+	swapFsyncDir(t, func(real func(string) error) func(string) error {
+		return func(dir string) error {
+			mu.Lock()
+			err := fail(dir)
+			mu.Unlock()
+			if err != nil {
+				return err
+			}
+			return real(dir)
 		}
-		return real(dir)
-	}
-	t.Cleanup(func() {
-		_ = wait(syncer.barrier())
-		fsyncDir = real
-		clearSyncFailure()
 	})
 }
 
